@@ -1,0 +1,73 @@
+# kts — GPU time-slicing contention research kit.  `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PY        ?= python3
+VENV      ?= .venv
+PYTHON    := $(VENV)/bin/python
+STAMP     := $(VENV)/.kts-installed
+# CPU machines get this CPU build of torch; a GPU host's own CUDA torch is reused (see README).
+TORCH_CPU ?= torch==2.13.0
+TORCH_CPU_INDEX ?=
+
+PROFILE ?=
+DEVICE  ?= auto
+BACKEND ?= local
+LABEL   ?=
+RUN     ?=
+SET     ?=
+IMAGE   ?= localhost/kts-worker:0.1
+
+REPORT_ARGS := $(if $(PROFILE),--profile $(PROFILE)) --device $(DEVICE) --backend $(BACKEND) \
+               $(if $(LABEL),--label "$(LABEL)") $(foreach s,$(SET),--set $(s)) $(if $(RUN),--run $(RUN))
+
+.PHONY: help venv test test-fast report run lab bench lint index image k8s-smoke
+
+help: ## list the targets
+	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo; echo "  variables: PROFILE=article|saturating|cpu-quick|tiny DEVICE=auto|cpu|cuda RUN=<run dir>"
+	@echo "             BACKEND=local|kubernetes LABEL=... SET='key=value ...' IMAGE=$(IMAGE)"
+
+$(STAMP): pyproject.toml
+	@set -e; \
+	if [ ! -x $(PYTHON) ]; then \
+	  if $(PY) -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then \
+	    echo "kts: reusing this host's CUDA torch (venv with system site-packages)"; \
+	    $(PY) -m venv --system-site-packages $(VENV); \
+	  else $(PY) -m venv $(VENV); fi; \
+	fi; \
+	$(PYTHON) -m pip install -q --upgrade pip; \
+	if ! $(PYTHON) -c 'import torch' 2>/dev/null; then \
+	  echo "kts: installing $(TORCH_CPU) (CPU build)"; \
+	  $(PYTHON) -m pip install -q $(TORCH_CPU) $(TORCH_CPU_INDEX); \
+	fi; \
+	$(PYTHON) -m pip install -q -e '.[dev,lab]'; \
+	$(PYTHON) -m ipykernel install --sys-prefix --name kts --display-name "Python (kts)" >/dev/null; \
+	touch $(STAMP)
+
+venv: $(STAMP) ## create or update .venv from pyproject.toml (every target does this itself)
+
+test: $(STAMP) ## run the tests (unit, emulator, end-to-end notebooks, offline browser check)
+	$(PYTHON) -m pytest -q
+
+test-fast: $(STAMP) ## the tests without the slow end-to-end and browser ones
+	$(PYTHON) -m pytest -q -m "not e2e and not browser"
+
+report: $(STAMP) ## run setup -> baseline -> shared -> analysis with papermill and render report/<run>.html
+	$(PYTHON) -m kts_helpers report $(REPORT_ARGS)
+
+run: $(STAMP) ## run the experiment without notebooks (data/runs/<run>/)
+	$(PYTHON) -m kts_helpers run $(filter-out --run %,$(REPORT_ARGS))
+
+index: $(STAMP) ## rebuild report/index.html from the rendered reports
+	$(PYTHON) -m kts_helpers index
+
+lab: $(STAMP) ## start JupyterLab on notebooks/ with the project's kernel
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+bench: $(STAMP) ## speed benchmarks (statistics vs scipy/arch, log parsing) -> bench/results/*.json
+	@mkdir -p bench/results
+	$(PYTHON) -m bench.bench_stats --out bench/results/stats.json
+
+lint: $(STAMP) ## ruff
+	$(VENV)/bin/ruff check kts_helpers workers tests bench

@@ -1,0 +1,267 @@
+"""From raw logs to the tables of the report: iterations, clocks, overlap windows, summaries.
+
+Three clocks per iteration:
+* ``device_ms``: CUDA-event time, what the GPU spent on the tenant's kernels once its context ran;
+* ``wall_ms``: host time from launch to completion, what the tenant actually waited for;
+* ``wait_ms`` = wall - device - overhead floor (clipped at 0): time the tenant's work sat
+  waiting, mostly for the GPU to come back from another context's time-slice.
+The headline degradation factor uses wall time: it is what a latency SLO sees.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import LogParseError, RunError
+from .logparse import ParsedLog, parse_file, parse_files
+from .runs import Run, open_run
+
+METRICS = ("device", "wall", "wait")
+PERCENTILES = (0.50, 0.95, 0.99)
+
+
+@dataclass
+class RunData:
+    """Everything analysis needs from one run directory, loaded once."""
+
+    run: Run
+    manifest: dict[str, Any]
+    iterations: pd.DataFrame
+    meta: pd.DataFrame
+    parse_issues: pd.DataFrame
+    floor_ms: float
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest.get("run_id", self.run.path.name)
+
+
+def calibration_floor(logs: ParsedLog) -> dict[str, Any]:
+    """The tool's own overhead: median (wall - device) of a one-element kernel timed like the workloads."""
+    df = logs.frame
+    gap = (df["wall_ms"] - df["device_ms"]).to_numpy()
+    if len(gap) == 0:
+        return {"floor_ms": 0.0, "n": 0, "note": "no calibration samples"}
+    if np.allclose(gap, 0.0):
+        return {"floor_ms": 0.0, "n": int(len(gap)), "note": "CPU: device time = wall time, no separate floor"}
+    return {"floor_ms": float(np.median(gap)), "p99_ms": float(np.quantile(gap, 0.99)),
+            "device_p50_ms": float(df["device_ms"].median()), "wall_p50_ms": float(df["wall_ms"].median()),
+            "n": int(len(gap)), "note": "median of wall - device for a 1-element add, same timing loop"}
+
+
+def add_clocks(frame: pd.DataFrame, floor_ms: float) -> pd.DataFrame:
+    """Add ``wait_ms`` and ``response_ms`` (from the intended arrival: open-loop latency)."""
+    out = frame.copy()
+    out["wait_ms"] = np.maximum(out["wall_ms"] - out["device_ms"] - floor_ms, 0.0)
+    out["response_ms"] = (out["end_ns"] - out["intended_ns"]).to_numpy(np.int64) / 1e6
+    return out
+
+
+def mark_overlap(frame: pd.DataFrame, *, clip: bool = True) -> pd.DataFrame:
+    """Flag iterations that ran while every other tenant of the scenario was inside its timed loop.
+
+    A shared scenario's overlap window is [latest first start, earliest last end] over its tenants;
+    only iterations entirely inside it count as shared. Baseline scenarios are all "inside".
+    """
+    out = frame.copy()
+    out["in_overlap"] = True
+    if not clip:
+        return out
+    for _scen, grp in out[out["scenario_kind"] == "shared"].groupby("scenario", sort=False):
+        spans = grp.groupby("tenant")[["start_ns", "end_ns"]].agg({"start_ns": "min", "end_ns": "max"})
+        if len(spans) < 2:
+            continue
+        lo, hi = int(spans["start_ns"].max()), int(spans["end_ns"].min())
+        idx = grp.index
+        out.loc[idx, "in_overlap"] = (grp["start_ns"] >= lo) & (grp["end_ns"] <= hi)
+    return out
+
+
+def trim_leading(frame: pd.DataFrame, n: int) -> pd.DataFrame:
+    """Drop the first ``n`` timed iterations of each (scenario, tenant, phase) series."""
+    if n <= 0:
+        return frame
+    keys = [c for c in ("source", "scenario", "tenant", "phase") if c in frame]
+    rank = frame.groupby(keys, sort=False).cumcount()
+    return frame[rank >= n]
+
+
+def _series_stats(x: np.ndarray) -> dict[str, float]:
+    p50, p95, p99 = (float(v) for v in np.quantile(x, PERCENTILES))
+    mean = float(np.mean(x))
+    return {"n": int(len(x)), "p50_ms": p50, "p95_ms": p95, "p99_ms": p99, "mean_ms": mean,
+            "jitter": p99 / p50 if p50 > 0 else float("nan"),
+            "throughput_per_s": 1000.0 / mean if mean > 0 else float("nan")}
+
+
+def summarize_frame(frame: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
+    """Per tenant x scenario (x phase): n, p50/p95/p99, mean, jitter p99/p50, throughput, DF for shared rows.
+
+    Percentiles use numpy's default (linear interpolation). DF = shared p99 / baseline p99 of the
+    same tenant (or, failing that, the same workload) in the same metric.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
+    col = f"{metric}_ms"
+    if col not in frame:
+        raise LogParseError(f"metric {metric!r} needs column {col}; add_clocks() first")
+    data = frame[frame["in_overlap"]] if "in_overlap" in frame else frame
+    keys = ["scenario_kind", "scenario", "sharing", "tenant", "workload", "phase"]
+    rows = []
+    for key, grp in data.groupby(keys, sort=False, dropna=False):
+        row = dict(zip(keys, key, strict=True))
+        row["metric"] = metric
+        row.update(_series_stats(grp[col].to_numpy(np.float64)))
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    table["df"] = np.nan
+    base = table[table["scenario_kind"] == "baseline"]
+    for i, row in table[table["scenario_kind"] == "shared"].iterrows():
+        match = base[(base["tenant"] == row["tenant"]) & (base["phase"] == row["phase"])]
+        if match.empty:
+            match = base[(base["workload"] == row["workload"]) & (base["phase"] == row["phase"])]
+        if not match.empty and match["p99_ms"].iloc[0] > 0:
+            table.loc[i, "df"] = row["p99_ms"] / match["p99_ms"].iloc[0]
+    table = table.rename(columns={"scenario_kind": "scenario", "scenario": "scenario_name"})
+    return table
+
+
+def summary_records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """JSON-ready rows; ``df`` only on shared rows; NaN becomes null."""
+    out = []
+    for rec in table.to_dict(orient="records"):
+        clean = {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in rec.items()}
+        if clean.get("scenario") != "shared":
+            clean.pop("df", None)
+        out.append(clean)
+    return out
+
+
+# -- loading ------------------------------------------------------------------------------------------------
+def load_logs(baseline: list[str | os.PathLike], shared: list[str | os.PathLike], *,
+              clip: bool = True, trim: int = 0, floor_ms: float = 0.0) -> tuple[pd.DataFrame, ParsedLog]:
+    """Read loose log files (e.g. from the article's tool) as one baseline and one shared scenario."""
+    frames = []
+    last: ParsedLog | None = None
+    for kind, paths in (("baseline", baseline), ("shared", shared)):
+        if not paths:
+            continue
+        parsed = parse_files(list(paths))
+        f = parsed.frame
+        f["scenario_kind"] = kind
+        f["scenario"] = kind if kind == "shared" else "baseline-" + f["tenant"].astype(str)
+        f["sharing"] = "timeslice"
+        frames.append(f)
+        last = parsed if last is None else _merge_counts(last, parsed)
+    if not frames:
+        raise LogParseError("no log files given; pass --baseline and/or --shared files")
+    frame = pd.concat(frames, ignore_index=True)
+    frame = trim_leading(frame, trim)
+    frame = mark_overlap(add_clocks(frame, floor_ms), clip=clip)
+    assert last is not None
+    return frame, last
+
+
+def _merge_counts(a: ParsedLog, b: ParsedLog) -> ParsedLog:
+    return ParsedLog(frame=a.frame, malformed=a.malformed + b.malformed, other=a.other + b.other,
+                     meta=a.meta + b.meta, sources=a.sources + b.sources)
+
+
+def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int = 0) -> RunData:
+    """Load every completed tenant log of a run (and say what is missing or failed)."""
+    run = run_dir if isinstance(run_dir, Run) else open_run(run_dir)
+    manifest = run.manifest()
+    problems: list[str] = []
+    if manifest.get("status") == "failed":
+        bad = [n for n, s in manifest.get("scenarios", {}).items() if s.get("status") == "failed"]
+        problems.append(f"run {run.run_id} is marked failed (scenario(s): {', '.join(bad) or '?'}); "
+                        "showing what its logs hold")
+    elif manifest.get("status") != "complete":
+        problems.append(f"run {run.run_id} is {manifest.get('status')!r}, not complete; showing what exists")
+    if manifest.get("format_version", 1) < 2:
+        problems.append(f"run {run.run_id} uses manifest format {manifest.get('format_version', 1)}; "
+                        "fields added later (calibration, telemetry) may be missing")
+    floor = float(manifest.get("calibration", {}).get("floor_ms", 0.0) or 0.0)
+    frames, metas, issues = [], [], []
+    for scen in manifest.get("spec", {}).get("scenarios", []):
+        for tenant in scen["tenants"]:
+            path = run.log_path(scen["name"], tenant["name"])
+            if not path.exists():
+                problems.append(f"no log for {scen['name']}/{tenant['name']}")
+                continue
+            parsed = parse_file(path)
+            issues.append({"scenario": scen["name"], "tenant": tenant["name"], "valid": parsed.n,
+                           "malformed": parsed.malformed, "other": parsed.other})
+            if parsed.n == 0:
+                problems.append(f"{scen['name']}/{tenant['name']}: log has no valid KTS_APP line")
+                continue
+            f = parsed.frame
+            f["scenario"] = scen["name"]
+            f["scenario_kind"] = scen["kind"]
+            f["sharing"] = scen.get("sharing", "timeslice")
+            f["repeat"] = scen.get("repeat", 0)
+            f["source"] = str(path)
+            frames.append(f)
+            for m in parsed.meta:
+                metas.append({"scenario": scen["name"], **{k: v for k, v in m.items() if k != "notes"}})
+    if not frames:
+        raise RunError(f"run {run.run_id} has no usable iterations yet"
+                       + (f" ({problems[0]})" if problems else ""))
+    frame = pd.concat(frames, ignore_index=True)
+    frame = trim_leading(frame, trim)
+    frame = mark_overlap(add_clocks(frame, floor), clip=clip)
+    return RunData(run=run, manifest=manifest, iterations=frame, meta=pd.DataFrame(metas),
+                   parse_issues=pd.DataFrame(issues), floor_ms=floor, problems=problems)
+
+
+def summarize_run(data: RunData, metrics: tuple[str, ...] = METRICS) -> pd.DataFrame:
+    return pd.concat([summarize_frame(data.iterations, m) for m in metrics], ignore_index=True)
+
+
+def overlap_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """How many iterations of each shared tenant fell inside the overlap window."""
+    shared = frame[frame["scenario_kind"] == "shared"]
+    if shared.empty:
+        return pd.DataFrame(columns=["scenario", "tenant", "total", "in_overlap", "outside"])
+    g = shared.groupby(["scenario", "tenant"])["in_overlap"].agg(total="size", in_overlap="sum").reset_index()
+    g["outside"] = g["total"] - g["in_overlap"]
+    return g
+
+
+def efficiency(data: RunData) -> pd.DataFrame:
+    """Achieved TFLOP/s and GB/s per tenant and scenario, from the work per op each worker reported."""
+    if data.meta.empty:
+        return pd.DataFrame()
+    work = data.meta.drop_duplicates(["scenario", "tenant"]).set_index(["scenario", "tenant"])
+    rows = []
+    for (scen, tenant), grp in data.iterations.groupby(["scenario", "tenant"]):
+        if (scen, tenant) not in work.index:
+            continue
+        w = work.loc[(scen, tenant)]
+        per_op = grp.groupby("iteration")["device_ms"].sum().median() / 1e3  # seconds per op, device clock
+        rows.append({"scenario": scen, "tenant": tenant, "workload": grp["workload"].iloc[0],
+                     "device_s_per_op_p50": per_op,
+                     "tflops": (w.get("flops_per_op", 0.0) or 0.0) / per_op / 1e12 if per_op > 0 else np.nan,
+                     "gb_per_s": (w.get("bytes_per_op", 0.0) or 0.0) / per_op / 1e9 if per_op > 0 else np.nan})
+    return pd.DataFrame(rows)
+
+
+def write_summary(table: pd.DataFrame, out_dir: str | os.PathLike) -> tuple[Path, Path]:
+    """summary.csv and summary.json, written atomically."""
+    import json
+
+    from .fsutil import atomic_write_text
+
+    out = Path(out_dir)
+    csv = atomic_write_text(out / "summary.csv", table.to_csv(index=False))
+    js = atomic_write_text(out / "summary.json", json.dumps(summary_records(table), indent=2) + "\n")
+    return csv, js

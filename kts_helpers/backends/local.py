@@ -1,0 +1,246 @@
+"""Local backend: a scenario's tenants as OS processes on this host.
+
+On one GPU, CUDA time-slices these processes exactly as it does for pods that the NVIDIA
+device plugin's time-slicing puts on one GPU, so no cluster is needed to measure the effect.
+Each tenant's stdout goes to its own log file, stderr is kept beside it; a failing tenant,
+a time limit or Ctrl-C stops the other tenants of the scenario (only those processes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ..errors import BackendError, TenantFailed
+from ..runs import Run
+from ..spec import ScenarioSpec, TenantSpec
+from .base import ScenarioResult, TenantResult
+
+WORKER = Path(__file__).resolve().parent.parent.parent / "workers" / "kts_worker.py"
+POLL_S = 0.1
+
+
+class _Progress:
+    """Per-tenant progress bars (tqdm when installed, otherwise silent): counts KTS_APP lines as they land."""
+
+    def __init__(self, scenario: ScenarioSpec, enabled: bool) -> None:
+        self.bars: dict[str, Any] = {}
+        self.offsets: dict[str, int] = {}
+        if not enabled:
+            return
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            return
+        for i, t in enumerate(scenario.tenants):
+            total = t.iterations * (17 if t.workload == "llm" else 1)
+            self.bars[t.name] = tqdm(total=total, desc=f"{scenario.name}/{t.name}", position=i, leave=True,
+                                     unit="it", mininterval=0.5)
+
+    def update(self, tenant: str, log: Path) -> None:
+        bar = self.bars.get(tenant)
+        if bar is None:
+            return
+        try:
+            with open(log, "rb") as fh:
+                fh.seek(self.offsets.get(tenant, 0))
+                chunk = fh.read()
+        except FileNotFoundError:
+            return
+        cut = chunk.rfind(b"\n") + 1
+        self.offsets[tenant] = self.offsets.get(tenant, 0) + cut
+        n = chunk[:cut].count(b"KTS_APP,")
+        if n:
+            bar.update(n)
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+
+
+class LocalBackend:
+    """Runs tenants as child processes of this Python, with a file barrier so they start together."""
+
+    name = "local"
+
+    def __init__(self, device: str = "auto", *, python: str = sys.executable, worker: Path = WORKER,
+                 telemetry: bool = True, telemetry_interval_ms: int = 100, barrier_timeout_s: float = 300.0,
+                 mps_control: str = "nvidia-cuda-mps-control") -> None:
+        self.device = device
+        self.python = python
+        self.worker = Path(worker)
+        self.telemetry = telemetry
+        self.telemetry_interval_ms = telemetry_interval_ms
+        self.barrier_timeout_s = barrier_timeout_s
+        self.mps_control = mps_control
+        if not self.worker.exists():
+            raise BackendError(f"worker script {self.worker} not found")
+
+    def describe(self) -> dict[str, Any]:
+        from ..environment import detect_environment, resolve_device
+
+        env = detect_environment(self.python)
+        env["device"] = resolve_device(self.device, env)
+        n = env.get("device_count", 0)
+        env["summary"] = (f"local backend: {n} CUDA GPU(s) visible ({env.get('device_name')}); tenants share it "
+                          "by CUDA time-slicing" if env["device"] == "cuda" else
+                          f"local backend on CPU ({env.get('cpu_count')} cores): tenants share the cores; "
+                          "device time = wall time")
+        return env
+
+    # -- running -------------------------------------------------------------------------------------------
+    def run_scenario(self, run: Run, scenario: ScenarioSpec, *, timeout_s: float,
+                     progress: bool = True) -> ScenarioResult:
+        log_dir = run.claim_scenario(scenario.name)
+        started = time.time_ns()
+        results: list[TenantResult] = []
+        extra: dict[str, Any] = {"sharing": scenario.sharing}
+        status = "failed"
+        try:
+            with self._sharing(scenario, log_dir) as sharing_env, self._telemetry(log_dir, extra):
+                results = self._run_tenants(run, scenario, sharing_env, timeout_s, progress)
+            status = "complete"
+            return ScenarioResult(scenario.name, status, results, started, time.time_ns(), extra)
+        finally:
+            run.record_scenario(scenario.name, {
+                "status": status, "kind": scenario.kind, "backend": self.name, "sharing": scenario.sharing,
+                "started_ns": started, "ended_ns": time.time_ns(),
+                "tenants": {r.tenant: asdict(r) for r in results} or
+                {t.name: {"exit_code": None} for t in scenario.tenants},
+                **{k: v for k, v in extra.items() if k != "sharing"},
+            })
+
+    def _tenant_env(self, tenant: TenantSpec, barrier: Path, sharing_env: dict[str, str]) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(tenant.env())
+        env.update(sharing_env)
+        env.update({"DEVICE": self.device, "KTS_BARRIER_DIR": str(barrier), "PYTHONUNBUFFERED": "1",
+                    "KTS_BARRIER_TIMEOUT_S": str(self.barrier_timeout_s)})
+        return env
+
+    def _run_tenants(self, run: Run, scenario: ScenarioSpec, sharing_env: dict[str, str], timeout_s: float,
+                     progress: bool) -> list[TenantResult]:
+        barrier = Path(tempfile.mkdtemp(prefix="kts-barrier-"))
+        procs: dict[str, subprocess.Popen] = {}
+        handles = []
+        bars = _Progress(scenario, progress)
+        deadline = time.monotonic() + timeout_s
+        try:
+            for t in scenario.tenants:
+                out = open(run.log_path(scenario.name, t.name), "xb")  # noqa: SIM115 - "x": never overwrite; closed in finally
+                err = open(run.stderr_path(scenario.name, t.name), "xb")  # noqa: SIM115
+                handles += [out, err]
+                procs[t.name] = subprocess.Popen(
+                    [self.python, str(self.worker)], stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                    env=self._tenant_env(t, barrier, sharing_env), start_new_session=True)
+            self._release_barrier(run, scenario, procs, barrier, deadline)
+            codes = self._wait(run, scenario, procs, deadline, bars, timeout_s)
+        except BaseException:
+            _stop_all(procs)
+            raise
+        finally:
+            bars.close()
+            for h in handles:
+                h.close()
+            shutil.rmtree(barrier, ignore_errors=True)
+        return [TenantResult(t, codes[t], str(run.log_path(scenario.name, t)), str(run.stderr_path(scenario.name, t)))
+                for t in procs]
+
+    def _release_barrier(self, run: Run, scenario: ScenarioSpec, procs: dict[str, subprocess.Popen],
+                         barrier: Path, deadline: float) -> None:
+        """Wait until every tenant has warmed up, then tell them all the same start instant."""
+        limit = min(deadline, time.monotonic() + self.barrier_timeout_s)
+        while not all((barrier / f"ready-{name}").exists() for name in procs):
+            self._check_exits(run, scenario, procs)
+            if time.monotonic() > limit:
+                late = [n for n in procs if not (barrier / f"ready-{n}").exists()]
+                raise TenantFailed(scenario.name, late[0], None, _tail(run.stderr_path(scenario.name, late[0])),
+                                   reason="did not finish set-up and warm-up before the time limit")
+            time.sleep(0.01)
+        tmp = barrier / ".go.tmp"
+        tmp.write_text(str(time.time_ns() + 50_000_000))  # 50 ms ahead: every tenant sees it in time
+        tmp.rename(barrier / "go")
+
+    def _check_exits(self, run: Run, scenario: ScenarioSpec, procs: dict[str, subprocess.Popen]) -> None:
+        for name, p in procs.items():
+            code = p.poll()
+            if code not in (None, 0):
+                raise TenantFailed(scenario.name, name, code, _tail(run.stderr_path(scenario.name, name)))
+
+    def _wait(self, run: Run, scenario: ScenarioSpec, procs: dict[str, subprocess.Popen], deadline: float,
+              bars: _Progress, timeout_s: float) -> dict[str, int]:
+        while True:
+            self._check_exits(run, scenario, procs)
+            for name in procs:
+                bars.update(name, run.log_path(scenario.name, name))
+            if all(p.poll() is not None for p in procs.values()):
+                return {n: p.returncode for n, p in procs.items()}
+            if time.monotonic() > deadline:
+                slow = next(n for n, p in procs.items() if p.poll() is None)
+                raise TenantFailed(scenario.name, slow, None, _tail(run.stderr_path(scenario.name, slow)),
+                                   reason=f"was still running at the {timeout_s:.0f}s time limit")
+            time.sleep(POLL_S)
+
+    # -- context: telemetry and sharing mode ---------------------------------------------------------------
+    @contextlib.contextmanager
+    def _telemetry(self, log_dir: Path, extra: dict[str, Any]) -> Iterator[None]:
+        if not self.telemetry:
+            extra["telemetry"] = {"status": "absent", "reason": "disabled"}
+            yield
+            return
+        try:
+            from ..telemetry import TelemetrySampler
+        except ImportError as exc:
+            extra["telemetry"] = {"status": "absent", "reason": f"telemetry module unavailable: {exc}"}
+            yield
+            return
+        sampler = TelemetrySampler(log_dir / "telemetry.parquet", interval_ms=self.telemetry_interval_ms)
+        sampler.start()
+        try:
+            yield
+        finally:
+            extra["telemetry"] = sampler.stop()
+
+    @contextlib.contextmanager
+    def _sharing(self, scenario: ScenarioSpec, log_dir: Path) -> Iterator[dict[str, str]]:
+        if scenario.sharing == "timeslice":
+            yield {}
+            return
+        from ..mps import MpsDaemon
+
+        with MpsDaemon(control=self.mps_control, log_parent=log_dir) as daemon:
+            yield daemon.client_env()
+
+
+def _stop_all(procs: dict[str, subprocess.Popen], grace_s: float = 3.0) -> None:
+    """Terminate the given tenants' process groups (and only those), escalating to SIGKILL."""
+    for p in procs.values():
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signal.SIGTERM)
+    end = time.monotonic() + grace_s
+    for p in procs.values():
+        try:
+            p.wait(timeout=max(0.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        text = Path(path).read_bytes()[-8192:].decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])

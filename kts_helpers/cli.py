@@ -1,0 +1,157 @@
+"""Command line: ``python -m kts_helpers`` (installed as ``kts``).
+
+    kts run        [--profile P] [--device D] [--set key=value ...]     run the experiment, no notebooks
+    kts report     [--profile P] [--device D] [--run DIR] [--set ...]   notebooks -> HTML report
+    kts summarize  --baseline FILE... --shared FILE... [--metric device|wall|wait] [--trim N]
+                   [--no-clip] [--format json|table] [--ci] [--resamples N] [--seed S]
+    kts index                                                           rebuild report/index.html
+
+Every failure the kit expects prints one line ``kts: error: ...`` and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import KtsError
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_sets(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise KtsError(f"--set expects key=value, got {pair!r}")
+        key, _, val = pair.partition("=")
+        out[key.strip()] = _value(val.strip())
+    return out
+
+
+def _params(args: argparse.Namespace) -> dict[str, Any]:
+    params = parse_sets(args.set or [])
+    for key in ("profile", "device", "backend", "label"):
+        val = getattr(args, key, None)
+        if val:
+            params[key] = val
+    return params
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .experiment import run_experiment
+
+    run = run_experiment(_params(args), run_id=args.run_id, root=args.root, progress=not args.quiet)
+    print(run.path)
+    return 0 if run.manifest()["status"] == "complete" else 1
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import build_report
+
+    html = build_report(_params(args), run_dir=args.run, runs_root=args.root, report_dir=args.report_dir,
+                        notebooks_dir=args.notebooks)
+    print(html)
+    return 0
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from .report import write_index
+
+    print(write_index(args.report_dir))
+    return 0
+
+
+def cmd_summarize(args: argparse.Namespace) -> int:
+    from .analysis import load_logs, summarize_frame, summary_records
+
+    frame, parsed = load_logs(args.baseline or [], args.shared or [], clip=not args.no_clip, trim=args.trim)
+    table = summarize_frame(frame, args.metric)
+    if args.ci:
+        from .ci_tables import add_intervals
+
+        table = add_intervals(table, frame, args.metric, n_resamples=args.resamples, seed=args.seed)
+    if parsed.malformed or parsed.other:
+        print(f"kts: note: skipped {parsed.malformed} malformed KTS_APP line(s) and {parsed.other} other "
+              "line(s)", file=sys.stderr)
+    if args.format == "json":
+        print(json.dumps(summary_records(table), indent=2))
+    else:
+        print(format_table(table))
+    return 0
+
+
+def format_table(table: Any) -> str:
+    cols = [c for c in ("workload", "tenant", "scenario", "phase", "metric", "n", "p50_ms", "p95_ms", "p99_ms",
+                        "mean_ms", "jitter", "throughput_per_s", "df") if c in table]
+    shown = table[cols].copy()
+    if "phase" in shown and shown["phase"].nunique() <= 1:
+        shown = shown.drop(columns="phase")
+    return shown.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kts", description="GPU time-slicing contention research kit")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def experiment_args(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--profile", help="article | saturating | cpu-quick | tiny (default: by device)")
+        sp.add_argument("--device", help="auto | cpu | cuda")
+        sp.add_argument("--backend", help="local | kubernetes")
+        sp.add_argument("--label", help="a free-text label shown in the report")
+        sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="any other parameter")
+        sp.add_argument("--root", default="data/runs", help="where run directories live")
+
+    r = sub.add_parser("run", help="run the experiment (setup, baseline, shared) without notebooks")
+    experiment_args(r)
+    r.add_argument("--run-id")
+    r.add_argument("--quiet", action="store_true")
+    r.set_defaults(func=cmd_run)
+
+    rep = sub.add_parser("report", help="execute the notebooks with papermill and render the HTML report")
+    experiment_args(rep)
+    rep.add_argument("--run", help="re-analyse this existing run directory instead of running")
+    rep.add_argument("--report-dir", default="report")
+    rep.add_argument("--notebooks", default="notebooks")
+    rep.set_defaults(func=cmd_report)
+
+    idx = sub.add_parser("index", help="rebuild report/index.html")
+    idx.add_argument("--report-dir", default="report")
+    idx.set_defaults(func=cmd_index)
+
+    s = sub.add_parser("summarize", help="summarise KTS_APP v1/v2 log files")
+    s.add_argument("--baseline", nargs="+", type=Path, help="logs of workloads run alone")
+    s.add_argument("--shared", nargs="+", type=Path, help="logs of workloads run together")
+    s.add_argument("--metric", choices=["device", "wall", "wait"], default="device",
+                   help="device: CUDA events (v1 logs only have this); wall: launch->completion; wait: wall-device")
+    s.add_argument("--trim", type=int, default=0, help="drop the first N timed iterations of each workload per file")
+    s.add_argument("--no-clip", action="store_true", help="keep shared iterations outside the overlap window")
+    s.add_argument("--format", choices=["json", "table"], default="table")
+    s.add_argument("--ci", action="store_true", help="add bootstrap confidence intervals")
+    s.add_argument("--resamples", type=int, default=10_000)
+    s.add_argument("--seed", type=int, default=None)
+    s.set_defaults(func=cmd_summarize)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "summarize" and args.trim < 0:
+        print("kts: error: --trim must be >= 0", file=sys.stderr)
+        return 2
+    try:
+        return int(args.func(args))
+    except KtsError as exc:
+        print(f"kts: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kts: interrupted; tenants stopped, the run is marked failed", file=sys.stderr)
+        return 130

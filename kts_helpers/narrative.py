@@ -1,0 +1,121 @@
+"""The words of the report, written from the data: title, summary, environment, methods, caveats.
+
+No number in the report is typed by hand: every figure in these sentences is computed from
+the run. Anything user-supplied (the run label) is HTML-escaped before it reaches the page.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import pandas as pd
+
+from .analysis import RunData
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def title(data: RunData) -> str:
+    m = data.manifest
+    env = m.get("environment", {})
+    device = env.get("device_name") or env.get("gpu_name") or env.get("processor") or m["spec"].get("device")
+    label = f" — {esc(m['label'])}" if m.get("label") else ""
+    return (f"# What each tenant pays on a shared {esc(m['spec'].get('device', '')).upper()}{label}\n\n"
+            f"Run `{esc(data.run_id)}` · {esc(device)} · profile `{esc(m['spec'].get('profile'))}` · "
+            f"status **{esc(m.get('status'))}** · created {esc(m.get('created_at', '?'))}")
+
+
+def _fmt(v: float, digits: int = 2) -> str:
+    return "n/a" if v is None or v != v else f"{v:.{digits}f}"
+
+
+def summary_paragraph(data: RunData, table: pd.DataFrame) -> str:
+    """One paragraph: per tenant, median and tail alone vs shared, in wall and device time."""
+    wall = table[table["metric"] == "wall"]
+    dev = table[table["metric"] == "device"]
+    sentences = []
+    for tenant in wall["tenant"].unique():
+        a = wall[(wall["tenant"] == tenant) & (wall["scenario"] == "baseline")]
+        s = wall[(wall["tenant"] == tenant) & (wall["scenario"] == "shared")]
+        if a.empty or s.empty:
+            continue
+        a, s = a.iloc[0], s.iloc[0]
+        d = dev[(dev["tenant"] == tenant) & (dev["scenario"] == "shared")]
+        dev_df = d["df"].iloc[0] if not d.empty else float("nan")
+        verdict = f" ({s['verdict']})" if "verdict" in s and isinstance(s["verdict"], str) else ""
+        sentences.append(
+            f"**{esc(tenant)}**: median wall latency {_fmt(a['p50_ms'])} ms alone vs {_fmt(s['p50_ms'])} ms shared, "
+            f"p99 {_fmt(a['p99_ms'])} → {_fmt(s['p99_ms'])} ms, a wall-time degradation factor of "
+            f"**{_fmt(s['df'])}×**{verdict}; measured by device time (CUDA events) alone the factor would be "
+            f"{_fmt(dev_df)}×, and throughput changed by {_fmt(100 * (s['throughput_per_s'] / a['throughput_per_s'] - 1), 1)} %.")
+    if not sentences:
+        return "This run has no pair of alone and shared measurements to compare yet."
+    n_tenants = wall[wall["scenario"] == "shared"]["tenant"].nunique()
+    lead = (f"{n_tenants} tenants shared one {esc(data.manifest['spec'].get('device', ''))} by time-slicing. "
+            "The headline factor uses wall time (launch to completion), because that is what a caller waits for; "
+            "device time is shown next to it because it misses the time a kernel waits for the GPU.")
+    return lead + "\n\n" + "\n\n".join(f"- {s}" for s in sentences)
+
+
+def environment_table(data: RunData) -> pd.DataFrame:
+    m = data.manifest
+    env = m.get("environment", {})
+    spec = m.get("spec", {})
+    git = env.get("git", {}) or {}
+    rows: list[tuple[str, Any]] = [
+        ("run id", data.run_id), ("label", m.get("label") or "—"), ("status", m.get("status")),
+        ("created", m.get("created_at")), ("backend", spec.get("params", {}).get("backend")),
+        ("profile", spec.get("profile")), ("device", spec.get("device")),
+        ("GPU / CPU", env.get("device_name") or env.get("gpu_name") or env.get("processor")),
+        ("GPU memory (GiB)", env.get("device_memory_gib")), ("driver", env.get("driver")),
+        ("CUDA (torch build)", env.get("torch_cuda")), ("torch", env.get("torch")), ("python", env.get("python")),
+        ("compute mode", env.get("compute_mode_name")), ("max SM clock (MHz)", env.get("max_sm_clock_mhz")),
+        ("host", env.get("hostname")), ("git commit", f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"),
+        ("overhead floor (ms)", data.manifest.get("calibration", {}).get("floor_ms")),
+    ]
+    for key, value in sorted((spec.get("resolved") or {}).items()):
+        rows.append((f"parameter: {key}", value))
+    return pd.DataFrame([(k, esc(v)) for k, v in rows if v is not None], columns=["item", "value"])
+
+
+def methods(data: RunData, *, trim: int, clip: bool, n_resamples: int | None, method: str | None) -> str:
+    cal = data.manifest.get("calibration", {})
+    floor = cal.get("floor_ms")
+    ci = (f"Intervals are 95 % percentile bootstrap intervals from {n_resamples:,} resamples using the "
+          f"**{method}** bootstrap (blocks of autocorrelated iterations are resampled together; block length "
+          "by Politis–White), DF resampling the alone and shared series independently."
+          if n_resamples else "No confidence intervals were computed for this rendering.")
+    return f"""
+**Timing.** Each worker times every iteration three ways: CUDA events around the operation (*device* time, what
+the GPU spent once the tenant's context ran), the host's monotonic clock from launch to `synchronize()` (*wall*
+time, what the caller waited), and their difference less the tool's own overhead floor (*wait*). The floor is the
+median wall − device gap of a one-element kernel timed by the same loop ({_fmt(floor, 4) if floor is not None else "n/a"} ms
+here, {cal.get("n", 0)} samples). On a CPU, device time is wall time and the wait is zero by construction.
+
+**Trimming and clipping.** Untimed warm-up iterations run before the tenants' shared start barrier; in addition,
+the first {trim} timed iterations of each series were dropped. {"Shared scenarios count only iterations that ran while every other tenant was inside its timed loop (the overlap window); the rest are reported separately." if clip else "Overlap clipping was turned off: shared statistics include iterations that ran while a neighbour had not started or had finished."}
+
+**Statistics.** Percentiles use numpy's default linear interpolation. Jitter = p99 / p50. Throughput is the
+article's proxy, 1000 / mean latency (iterations per second), not a served request rate. The degradation factor
+is DF = shared p99 / alone p99 of the same tenant. {ci}
+"""
+
+
+def caveats(data: RunData) -> str:
+    m = data.manifest
+    items = []
+    if m["spec"].get("device") == "cpu":
+        items.append("This run used the **CPU** stand-in: tenants share cores through the OS scheduler, not a GPU's "
+                     "time-slices; device time equals wall time, so the wait is zero and no GPU telemetry exists.")
+    items.append("Workloads are synthetic stand-ins (an FFT for a small latency-sensitive agent, a GEMM for a heavy "
+                 "one); real agents' kernels differ in length and cadence.")
+    items.append("Throughput is a proxy (1000 / mean latency of a closed loop), not an arrival process.")
+    if m.get("spec", {}).get("resolved", {}).get("repeats", 1) == 1:
+        items.append("One run per scenario: run-to-run variation (clocks, neighbours, thermal state) is not "
+                     "captured by the intervals, which describe iteration-level noise only.")
+    if data.problems:
+        items.extend(esc(p) for p in data.problems)
+    return "\n".join(f"- {i}" for i in items)
