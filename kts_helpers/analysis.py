@@ -37,6 +37,16 @@ class RunData:
     parse_issues: pd.DataFrame
     floor_ms: float
     problems: list[str] = field(default_factory=list)
+    telemetry: pd.DataFrame = field(default_factory=pd.DataFrame)
+    telemetry_status: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def max_sm_clock_mhz(self) -> float | None:
+        for st in self.telemetry_status.values():
+            if st.get("max_sm_clock_mhz"):
+                return float(st["max_sm_clock_mhz"])
+        v = self.manifest.get("environment", {}).get("max_sm_clock_mhz")
+        return float(v) if v else None
 
     @property
     def run_id(self) -> str:
@@ -219,8 +229,50 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
     frame = pd.concat(frames, ignore_index=True)
     frame = trim_leading(frame, trim)
     frame = mark_overlap(add_clocks(frame, floor), clip=clip)
+    tel, tel_status = load_run_telemetry(run, manifest)
+    frame = attach_run_telemetry(frame, tel)
     return RunData(run=run, manifest=manifest, iterations=frame, meta=pd.DataFrame(metas),
-                   parse_issues=pd.DataFrame(issues), floor_ms=floor, problems=problems)
+                   parse_issues=pd.DataFrame(issues), floor_ms=floor, problems=problems, telemetry=tel,
+                   telemetry_status=tel_status)
+
+
+def load_run_telemetry(run: Run, manifest: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
+    """Each scenario's telemetry (NVML sampler or DCGM scrape) and its status; empty where there is none."""
+    from .telemetry import load_telemetry, read_status
+
+    frames, status = [], {}
+    for scen in manifest.get("spec", {}).get("scenarios", []):
+        path = run.log_dir(scen["name"]) / "telemetry.parquet"
+        st = read_status(path) or manifest.get("scenarios", {}).get(scen["name"], {}).get("telemetry") or {
+            "status": "absent", "reason": "no telemetry recorded"}
+        status[scen["name"]] = st
+        if st.get("status") in ("complete", "partial"):
+            tel = load_telemetry(path)
+            if len(tel):
+                frames.append(tel.assign(scenario=scen["name"], scenario_kind=scen["kind"]))
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), status
+
+
+def attach_run_telemetry(frame: pd.DataFrame, tel: pd.DataFrame) -> pd.DataFrame:
+    """Join each iteration to the nearest telemetry sample of its own scenario (``tel_*`` columns)."""
+    if tel.empty:
+        return frame
+    from .telemetry import attach_telemetry
+
+    parts = []
+    for scen, grp in frame.groupby("scenario", sort=False):
+        t = tel[tel["scenario"] == scen].drop(columns=["scenario", "scenario_kind"])
+        parts.append(attach_telemetry(grp, t) if len(t) else grp)
+    return pd.concat(parts).loc[frame.index]
+
+
+def clocks(data: RunData) -> Any:
+    """SM clock per scenario, the 10 % baseline-vs-shared flag and the 75 % throttle rule (nvbench's)."""
+    if "tel_sm_clock_mhz" not in data.iterations or not data.max_sm_clock_mhz:
+        return None
+    from .telemetry import clock_report
+
+    return clock_report(data.iterations, data.max_sm_clock_mhz)
 
 
 def summarize_run(data: RunData, metrics: tuple[str, ...] = METRICS) -> pd.DataFrame:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -81,14 +82,20 @@ def _s(v: Any) -> str:
 
 
 def git_commit(root: Path = REPO_ROOT) -> dict[str, Any]:
+    """The kit's commit; ``KTS_GIT_COMMIT`` stands in where the tree was copied without .git (a GPU host)."""
+    head, dirty = None, None
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        res = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        if res.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}", res.stdout.strip()):
+            head = res.stdout.strip()
+            dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                        capture_output=True, text=True, timeout=10).stdout.strip())
     except (OSError, subprocess.TimeoutExpired):
-        return {"commit": None, "dirty": None}
-    return {"commit": head or None, "dirty": bool(dirty)}
+        pass
+    if head is None and os.environ.get("KTS_GIT_COMMIT"):
+        return {"commit": os.environ["KTS_GIT_COMMIT"], "dirty": None, "source": "KTS_GIT_COMMIT"}
+    return {"commit": head, "dirty": dirty}
 
 
 def mps_state() -> dict[str, Any]:

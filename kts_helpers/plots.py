@@ -126,8 +126,8 @@ def telemetry_chart(tel: pd.DataFrame, columns: list[str] | None = None) -> alt.
     """Telemetry over time: SM clock, utilisation and (where sampled) GPM metrics, one row each."""
     cols = columns or [c for c in ("sm_clock_mhz", "gpu_util_pct", "sm_util_pct", "sm_occupancy_pct",
                                    "dram_bw_util_pct", "power_w") if c in tel and tel[c].notna().any()]
-    t0 = int(tel["timestamp_ns"].min())
-    long = tel.assign(t_s=(tel["timestamp_ns"] - t0) / 1e9)
+    t0 = int(tel["ts_ns"].min())
+    long = tel.assign(t_s=(tel["ts_ns"] - t0) / 1e9)
     keep = ["t_s"] + (["scenario"] if "scenario" in long else [])
     long = long[keep + cols].melt(id_vars=keep, var_name="metric", value_name="value").dropna()
     enc = {"x": alt.X("t_s:Q", title="time since first sample (s)"),

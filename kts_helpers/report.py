@@ -54,6 +54,16 @@ def _probe_profile(params: dict[str, Any]) -> str:
     return resolve(p, device).profile
 
 
+def _route_params(setup_notebook: Path, params: dict[str, Any]) -> dict[str, Any]:
+    """Parameters the set-up notebook declares go in by name; every other one through ``extra_params``."""
+    import papermill as pm
+
+    declared = set(pm.inspect_notebook(str(setup_notebook)))
+    named = {k: v for k, v in params.items() if k in declared and k != "extra_params"}
+    extra = {**params.get("extra_params", {}), **{k: v for k, v in params.items() if k not in declared}}
+    return {**named, "extra_params": extra}
+
+
 def build_report(params: dict[str, Any], *, run_dir: str | os.PathLike | None = None,
                  runs_root: str | os.PathLike = DEFAULT_ROOT, report_dir: str | os.PathLike = "report",
                  notebooks_dir: str | os.PathLike = "notebooks", cwd: str | os.PathLike | None = None) -> Path:
@@ -75,8 +85,8 @@ def build_report(params: dict[str, Any], *, run_dir: str | os.PathLike | None = 
         root = Path(runs_root).resolve()
         run_path = root / run_id
         out_dir = run_path
-        base = {**params, "run_id": run_id, "runs_root": str(root), "run_dir": str(run_path),
-                "out_dir": str(run_path)}
+        base = {**_route_params(nb_dir / NOTEBOOKS[0], params), "run_id": run_id, "runs_root": str(root),
+                "run_dir": str(run_path), "out_dir": str(run_path)}
         staging = root / f".{run_id}.notebooks"  # 00-setup creates the run: keep copies aside until then
         try:
             for name in NOTEBOOKS:

@@ -31,6 +31,7 @@ class TenantSpec:
     threads: int = 1
     arrival: str = "closed"
     rate_hz: float = 0.0
+    duration_s: float = 0.0
     mps_thread_percentage: int | None = None
 
     def env(self) -> dict[str, str]:
@@ -39,7 +40,7 @@ class TenantSpec:
             "WORKLOAD": self.workload, "TENANT": self.name, "ITERATIONS": str(self.iterations),
             "MATRIX_SIZE": str(self.matrix_size), "SLEEP_MS": repr(float(self.sleep_ms)),
             "WARMUP": str(self.warmup), "THREADS": str(self.threads), "ARRIVAL": self.arrival,
-            "RATE_HZ": repr(float(self.rate_hz)),
+            "RATE_HZ": repr(float(self.rate_hz)), "DURATION_S": repr(float(self.duration_s)),
         }
         if self.mps_thread_percentage is not None:
             env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(self.mps_thread_percentage)
@@ -81,10 +82,14 @@ class ExperimentParams:
     timeout_s: float | None = None
     repeats: int = 1
     sharing: tuple[str, ...] = ("timeslice",)
-    mps_thread_percentage: int | None = None
+    mps_thread_percentage: int | dict[str, int] | None = None  # one for all, or per workload
     matrix: bool = False
     arrival: str = "closed"
     rate_hz: float = 0.0
+    duration_s: float = 0.0
+    iterations_fft: int | None = None
+    iterations_gemm: int | None = None
+    iterations_llm: int | None = None
     calibrate_iterations: int | None = None
     label: str = ""
 
@@ -155,10 +160,13 @@ class ExperimentSpec:
 def _tenant(kind: str, r: dict[str, Any], p: ExperimentParams, name: str | None = None) -> TenantSpec:
     size = r["fft_size"] if kind == "fft" else r["gemm_size"] if kind in ("gemm", "noop") else r["fft_size"]
     return TenantSpec(
-        name=name or kind, workload=kind, iterations=r["iterations"], matrix_size=size,
+        name=name or kind, workload=kind, iterations=int(r.get(f"iterations_{kind}") or r["iterations"]),
+        matrix_size=size,
         sleep_ms=r.get(f"sleep_ms_{kind}", 0.0), warmup=r["warmup"],
         threads=r["threads"], arrival=p.arrival if kind == "fft" else "closed",
-        rate_hz=p.rate_hz if kind == "fft" else 0.0, mps_thread_percentage=p.mps_thread_percentage,
+        rate_hz=p.rate_hz if kind == "fft" else 0.0, duration_s=p.duration_s if kind == "fft" else 0.0,
+        mps_thread_percentage=(p.mps_thread_percentage.get(kind) if isinstance(p.mps_thread_percentage, dict)
+                               else p.mps_thread_percentage),
     )
 
 
@@ -169,7 +177,8 @@ def resolve(params: ExperimentParams, device_type: str) -> ExperimentSpec:
         raise SpecError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}")
     r = dict(PROFILES[profile])
     for key in ("workloads", "iterations", "sleep_ms_fft", "sleep_ms_gemm", "sleep_ms_llm", "warmup",
-                "threads", "timeout_s", "calibrate_iterations", "fft_size", "gemm_size"):
+                "threads", "timeout_s", "calibrate_iterations", "fft_size", "gemm_size", "iterations_fft",
+                "iterations_gemm", "iterations_llm"):
         value = getattr(params, key)
         if value is not None:
             r[key] = value
@@ -233,8 +242,10 @@ def _validate(r: dict[str, Any], p: ExperimentParams) -> None:
         raise SpecError(f"unknown arrival {p.arrival!r}; choose from {', '.join(ARRIVALS)}")
     if p.arrival != "closed" and p.rate_hz <= 0:
         raise SpecError("open-loop arrivals need rate_hz > 0")
-    if p.mps_thread_percentage is not None and not 1 <= p.mps_thread_percentage <= 100:
-        raise SpecError(f"mps_thread_percentage must be in 1..100, got {p.mps_thread_percentage}")
+    pct = p.mps_thread_percentage
+    pcts = list(pct.values()) if isinstance(pct, dict) else [] if pct is None else [pct]
+    if any(not isinstance(v, int) or not 1 <= v <= 100 for v in pcts):
+        raise SpecError(f"mps_thread_percentage must be in 1..100 (or a dict workload -> 1..100), got {pct}")
     if p.backend not in ("local", "kubernetes"):
         raise SpecError(f"unknown backend {p.backend!r}; choose local or kubernetes")
     if p.device not in ("auto", "cpu", "cuda") and not str(p.device).startswith("cuda:"):

@@ -200,7 +200,7 @@ class LocalBackend:
             return
         try:
             from ..telemetry import TelemetrySampler
-        except ImportError as exc:
+        except Exception as exc:  # a broken optional dependency must not stop the experiment
             extra["telemetry"] = {"status": "absent", "reason": f"telemetry module unavailable: {exc}"}
             yield
             return

@@ -1,0 +1,169 @@
+"""DCGM-exporter scraping: the parser on a realistic page, the HTTP faults, the polling loop."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from kts_helpers.errors import KtsError
+from kts_helpers.telemetry import (
+    DcgmScraper,
+    TelemetryError,
+    attach_telemetry,
+    load_telemetry,
+    parse_dcgm_text,
+    read_status,
+    scrape_dcgm,
+)
+from kts_helpers.telemetry.dcgm import COLUMNS
+
+FIXTURE = Path(__file__).parent / "fixtures" / "dcgm_metrics.txt"
+UUID0 = "GPU-0b6c8a1e-2f4d-4c1b-9a7e-1d2c3b4a5f60"
+
+
+def test_parse_fixture_maps_fields_units_and_labels():
+    rows = parse_dcgm_text(FIXTURE.read_text(), ts_ns=123)
+    # GPU 0 is time-sliced between two pods (one row each), GPU 1 is idle (no pod labels)
+    assert [(r["gpu_index"], r["pod"]) for r in rows] == [(0, "kts-fft-0"), (0, "kts-gemm-0"), (1, None)]
+    assert all(set(r) == set(COLUMNS) for r in rows) and all(r["ts_ns"] == 123 for r in rows)
+    g0, _, g1 = rows
+    assert g0["sm_clock_mhz"] == 1755.0 and g1["sm_clock_mhz"] == 345.0
+    assert g0["mem_clock_mhz"] == 2619.0 and g0["gpu_util_pct"] == 98.0 and g0["mem_util_pct"] == 41.0
+    assert g0["power_w"] == pytest.approx(412.337) and g0["mem_used_mib"] == 20866.0
+    # PROF ratios become percent
+    assert g0["sm_util_pct"] == pytest.approx(87.1234) and g0["sm_occupancy_pct"] == pytest.approx(31.25)
+    assert g0["dram_bw_util_pct"] == pytest.approx(56.21) and g1["dram_bw_util_pct"] == pytest.approx(0.01)
+    assert g0["uuid"] == UUID0 and g0["model_name"] == "NVIDIA H100 80GB HBM3" and g0["hostname"] == "gpu-node-a"
+    assert (g0["namespace"], g0["container"]) == ("kts", "fft") and g1["namespace"] is None
+    assert g0["procs_json"] is None  # DCGM has no per-process memory
+
+
+def test_parse_nan_is_null_and_unmapped_metrics_are_ignored():
+    text = ("# TYPE DCGM_FI_DEV_SM_CLOCK gauge\nDCGM_FI_DEV_SM_CLOCK{gpu=\"0\",UUID=\"u\"} NaN\n"
+            "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n"
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"0\",UUID=\"u\"} 5\n")
+    (row,) = parse_dcgm_text(text)
+    assert row["sm_clock_mhz"] is None and row["uuid"] == "u" and row["ts_ns"] > 0
+
+
+@pytest.mark.parametrize("text,match", [
+    ("<html><body>502 Bad Gateway</body></html>", "not Prometheus"),
+    ("hello world", "not Prometheus"),
+    ("", "no DCGM_FI_"),
+    ("# TYPE go_goroutines gauge\ngo_goroutines 12\n", "no DCGM_FI_"),
+    ("DCGM_FI_DEV_SM_CLOCK{gpu=\"zero\"} 1\n", "not an integer"),
+])
+def test_parse_garbage_is_a_one_line_error(text, match):
+    with pytest.raises(TelemetryError, match=match) as ei:
+        parse_dcgm_text(text)
+    assert isinstance(ei.value, KtsError) and "\n" not in str(ei.value)
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """Serves the fixture on /metrics, junk on /garbage, 500 on /boom; /flaky fails every other time."""
+
+    hits = 0
+
+    def do_GET(self):  # noqa: N802 - http.server's naming
+        type(self).hits += 1
+        if self.path == "/metrics" or (self.path == "/flaky" and self.hits % 2):
+            body, code = FIXTURE.read_bytes(), 200
+        elif self.path == "/garbage":
+            body, code = b"\x00\x01 this is { not : prometheus", 200
+        else:
+            body, code = b"internal error", 500
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    _Handler.hits = 0
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.fixture
+def closed_port() -> str:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    return f"http://127.0.0.1:{port}/metrics"
+
+
+def test_scrape_over_http(server):
+    before = time.time_ns()
+    rows = scrape_dcgm(server + "/metrics", timeout_s=2)
+    assert len(rows) == 3 and rows[0]["sm_clock_mhz"] == 1755.0
+    assert before <= rows[0]["ts_ns"] <= time.time_ns()
+
+
+def test_scrape_faults_are_one_line_errors(server, closed_port):
+    for url, match in [(server + "/garbage", "not Prometheus"), (server + "/boom", "HTTP 500"),
+                       (closed_port, "unreachable"), ("not-a-url", "failed")]:
+        with pytest.raises(TelemetryError, match=match) as ei:
+            scrape_dcgm(url, timeout_s=1)
+        assert "\n" not in str(ei.value)
+
+
+def test_scraper_loop_writes_parts_and_complete_status(server, tmp_path):
+    out = tmp_path / "dcgm.parquet"
+    st = DcgmScraper(server + "/metrics", out, interval_ms=10, flush_s=0).run(max_scrapes=4)
+    assert st["status"] == "complete" and st["samples"] == 12 and st["scrapes"] == 4 and st["gpm"] is True
+    assert st["gpu_name"] == "NVIDIA H100 80GB HBM3" and read_status(out) == st
+    df = load_telemetry(out)
+    assert len(df) == 12 and df["ts_ns"].nunique() == 4 and set(df["gpu_index"]) == {0, 1}
+    assert df["pod"].dropna().unique().tolist() == ["kts-fft-0", "kts-gemm-0"]
+    # the shared schema feeds the same join as NVML telemetry
+    t = int(df["ts_ns"].iloc[0])
+    it = pd.DataFrame({"start_ns": [t - 1000], "end_ns": [t + 1000]})
+    assert attach_telemetry(it, df, gpu=0, tolerance_ms=1)["tel_sm_clock_mhz"].iloc[0] == 1755.0
+
+
+def test_scraper_loop_records_partial_and_absent_without_raising(server, closed_port, tmp_path):
+    st = DcgmScraper(server + "/flaky", tmp_path / "a.parquet", interval_ms=5, flush_s=0).run(max_scrapes=4)
+    assert st["status"] == "partial" and st["failures"] == 2 and st["samples"] == 6 and "HTTP 500" in st["reason"]
+    st = DcgmScraper(closed_port, tmp_path / "b.parquet", interval_ms=5, timeout_s=0.5).run(max_scrapes=2)
+    assert st["status"] == "absent" and st["samples"] == 0 and "unreachable" in st["reason"]
+    assert load_telemetry(tmp_path / "b.parquet").empty
+
+
+def test_scraper_thread_start_stop(server, tmp_path):
+    out = tmp_path / "dcgm.parquet"
+    with DcgmScraper(server + "/metrics", out, interval_ms=10, flush_s=0.02) as sc:
+        time.sleep(0.3)
+    st = sc.result
+    assert st["status"] == "complete" and st["scrapes"] >= 3 and st["samples"] == 3 * st["scrapes"]
+    assert len(load_telemetry(out)) == st["samples"]
+    with pytest.raises(TelemetryError, match="already exists"):
+        DcgmScraper(server + "/metrics", out, interval_ms=10).start()
+
+
+def test_cli_scrape_dcgm_absent_is_exit_0(closed_port, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "d.parquet"
+    r = subprocess.run([sys.executable, "-m", "kts_helpers.telemetry", "scrape-dcgm", "--out", str(out),
+                        "--url", closed_port, "--interval-ms", "50", "--duration-s", "0.2", "--timeout-s", "0.5"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["status"] == "absent" and read_status(out)["status"] == "absent"
