@@ -8,13 +8,13 @@ Imports only the standard library: the runner must work on a bare GPU host.
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from .errors import SpecError
 
 WORKLOAD_KINDS = ("fft", "gemm", "llm", "noop")
-SHARING_MODES = ("timeslice", "mps")
+SHARING_MODES = ("timeslice", "mps", "mps-limited")  # mps-limited: MPS + CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
 ARRIVALS = ("closed", "poisson", "fixed")
 
 
@@ -201,18 +201,20 @@ def resolve(params: ExperimentParams, device_type: str) -> ExperimentSpec:
     for rep in range(params.repeats):
         suffix = "" if params.repeats == 1 else f"-r{rep + 1}"
         for t in tenants:
-            scenarios.append(ScenarioSpec(f"baseline-{t.name}{suffix}", "baseline", (t,), "timeslice", rep))
+            scenarios.append(ScenarioSpec(f"baseline-{t.name}{suffix}", "baseline",
+                                          (replace(t, mps_thread_percentage=None),), "timeslice", rep))
         for mode in params.sharing:
             msuffix = "" if mode == "timeslice" else f"-{mode}"
+            tenants_m = tenants if mode == "mps-limited" else [replace(t, mps_thread_percentage=None) for t in tenants]
             if params.matrix:
-                for a, b in itertools.combinations(tenants, 2):
+                for a, b in itertools.combinations(tenants_m, 2):
                     scenarios.append(ScenarioSpec(f"shared{msuffix}-{a.name}+{b.name}{suffix}", "shared",
                                                   (a, b), mode, rep))
-                if len(tenants) > 2:
-                    scenarios.append(ScenarioSpec(f"shared{msuffix}-all{suffix}", "shared", tuple(tenants),
+                if len(tenants_m) > 2:
+                    scenarios.append(ScenarioSpec(f"shared{msuffix}-all{suffix}", "shared", tuple(tenants_m),
                                                   mode, rep))
-            elif len(tenants) > 1:
-                scenarios.append(ScenarioSpec(f"shared{msuffix}{suffix}", "shared", tuple(tenants), mode, rep))
+            elif len(tenants_m) > 1:
+                scenarios.append(ScenarioSpec(f"shared{msuffix}{suffix}", "shared", tuple(tenants_m), mode, rep))
     r["repeats"] = params.repeats
     r["sharing"] = list(params.sharing)
     return ExperimentSpec(params=params, profile=profile, device=device_type, resolved=r,
@@ -244,6 +246,8 @@ def _validate(r: dict[str, Any], p: ExperimentParams) -> None:
         raise SpecError("open-loop arrivals need rate_hz > 0")
     pct = p.mps_thread_percentage
     pcts = list(pct.values()) if isinstance(pct, dict) else [] if pct is None else [pct]
+    if "mps-limited" in p.sharing and not pcts:
+        raise SpecError("sharing mode mps-limited needs mps_thread_percentage (e.g. 50 or {\"gemm\": 50})")
     if any(not isinstance(v, int) or not 1 <= v <= 100 for v in pcts):
         raise SpecError(f"mps_thread_percentage must be in 1..100 (or a dict workload -> 1..100), got {pct}")
     if p.backend not in ("local", "kubernetes"):

@@ -216,6 +216,8 @@ class LocalBackend:
         if scenario.sharing == "timeslice":
             yield {}
             return
+        if scenario.sharing not in ("mps", "mps-limited"):
+            raise BackendError(f"unknown sharing mode {scenario.sharing!r}")
         from ..mps import MpsDaemon
 
         with MpsDaemon(control=self.mps_control, log_parent=log_dir) as daemon:
