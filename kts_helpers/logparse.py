@@ -37,6 +37,7 @@ V2_COLS = ["tag", "version", "workload", "tenant", "iteration", "phase", "intend
 _TYPES = {"tag": pa.string(), "version": pa.string(), "workload": pa.string(), "tenant": pa.string(),
           "iteration": pa.int64(), "phase": pa.string(), "intended_ns": pa.int64(), "start_ns": pa.int64(),
           "end_ns": pa.int64(), "device_ms": pa.float64(), "wall_ms": pa.float64()}
+_INT64_MAX = 2**63 - 1
 COLUMNS = ["workload", "tenant", "iteration", "phase", "intended_ns", "start_ns", "end_ns", "device_ms",
            "wall_ms", "version"]
 
@@ -116,9 +117,29 @@ def _fast_path(data: bytes, version: str) -> tuple[pa.Table, list[bytes]] | None
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return None
     ok = pc.and_(pc.equal(table["tag"], "KTS_APP"), pc.equal(table["version"], version))
-    if not pc.all(ok).as_py():
+    if not pc.all(ok).as_py() or not _plausible(table):
         return None
     return table, skipped
+
+
+def _plausible(table: pa.Table) -> bool:
+    """Whether every row is one the regexes would accept too; if not, the robust path decides.
+
+    Arrow converts what the line format forbids: an empty field (a line cut right after a comma)
+    to null, ``nan``/``inf``/``NA`` to floats or nulls, ``-1`` to a negative iteration.
+    """
+    for name in table.column_names:
+        col = table[name]
+        if col.null_count:
+            return False
+        if pa.types.is_integer(col.type) and len(col) and pc.min(col).as_py() < 0:
+            return False
+        if pa.types.is_floating(col.type) and not pc.all(pc.is_finite(col)).as_py():
+            return False
+    for name in ("workload", "tenant"):
+        if name in table.column_names and not pc.all(pc.match_substring_regex(table[name], rf"^{_NAME}$")).as_py():
+            return False
+    return True
 
 
 def _robust(data: bytes) -> ParsedLog:
@@ -130,12 +151,15 @@ def _robust(data: bytes) -> ParsedLog:
     ok1 = pc.match_substring_regex(lines, V1_RE)
     ok2 = pc.match_substring_regex(lines, V2_RE)
     frames = []
+    refused = 0
     for ok, names in ((ok2, V2_COLS), (ok1, V1_COLS)):
         chosen = lines.filter(ok)
         if len(chosen):
-            blob = b"\n".join(chosen.to_pylist()) + b"\n"
-            frames.append(_to_frame(_read_csv(blob, names), None))
-    n_valid = pc.sum(pc.or_(ok1, ok2)).as_py() or 0
+            table, n_refused = _read_lines(chosen.to_pylist(), names)
+            refused += n_refused
+            if table is not None:
+                frames.append(_to_frame(table, None))
+    n_valid = (pc.sum(pc.or_(ok1, ok2)).as_py() or 0) - refused
     n_app = pc.sum(is_app).as_py() or 0
     malformed = n_app - n_valid
     other = (pc.sum(nonempty).as_py() or 0) - n_app - (pc.sum(is_meta).as_py() or 0)
@@ -147,6 +171,29 @@ def _robust(data: bytes) -> ParsedLog:
             malformed += 1
     frame = pd.concat(frames, ignore_index=True) if frames else _empty()
     return ParsedLog(frame=frame, malformed=int(malformed), other=int(other), meta=meta)
+
+
+def _read_lines(lines: list[bytes], names: list[str]) -> tuple[pa.Table | None, int]:
+    """Read lines that match the format; drop (and count) those Arrow still refuses.
+
+    A line can match the regex and yet not convert: a 19-digit value past int64, or
+    undecodable bytes inside a name. Those are malformed lines, not a reason to fail.
+    """
+    try:
+        return _read_csv(b"\n".join(lines) + b"\n", names), 0
+    except pa.ArrowInvalid:
+        keep = [ln for ln in lines if _convertible(ln, names)]
+        table = _read_csv(b"\n".join(keep) + b"\n", names) if keep else None
+        return table, len(lines) - len(keep)
+
+
+def _convertible(line: bytes, names: list[str]) -> bool:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    fields = line.split(b",")
+    return all(int(v) <= _INT64_MAX for v, n in zip(fields, names, strict=True) if _TYPES[n] == pa.int64())
 
 
 def _with_tenant(frame: pd.DataFrame, tenant: str | None) -> pd.DataFrame:

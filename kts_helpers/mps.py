@@ -83,3 +83,6 @@ class MpsDaemon:
     def _cleanup_dirs(self) -> None:
         if self.pipe_dir is not None:
             shutil.rmtree(self.pipe_dir, ignore_errors=True)
+        if self.log_dir is not None:  # keep the daemon's logs, but leave no empty directory behind
+            with contextlib.suppress(OSError):
+                self.log_dir.rmdir()

@@ -1,0 +1,80 @@
+"""Shared fixtures: tiny experiment parameters, a log-file writer and a worker runner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+WORKER = REPO / "workers" / "kts_worker.py"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# Import kts_helpers from this checkout also under a bare ``pytest`` (``python -m pytest`` adds it anyway):
+# the venv's editable-install finder lists kts_helpers as a namespace package, which hides __init__.py.
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+@pytest.fixture(scope="session")
+def tiny_params() -> Mapping[str, Any]:
+    """The ``tiny`` profile made smaller still (read-only; ``{**tiny_params, ...}`` to change it)."""
+    return MappingProxyType({"profile": "tiny", "device": "cpu", "iterations": 15, "matrix_size": 32,
+                             "sleep_ms_fft": 0.0, "sleep_ms_gemm": 0.0, "warmup": 1, "calibrate_iterations": 20,
+                             "timeout_s": 60.0})
+
+
+def v1_line(workload: str, i: int, start_ns: int, end_ns: int, device_ms: float, phase: str = "op") -> str:
+    return f"KTS_APP,v1,{workload},{i},{start_ns},{end_ns},{device_ms!r},{phase}"
+
+
+def v2_line(workload: str, tenant: str, i: int, start_ns: int, end_ns: int, device_ms: float, wall_ms: float,
+            phase: str = "op", intended_ns: int | None = None) -> str:
+    due = start_ns if intended_ns is None else intended_ns
+    return (f"KTS_APP,v2,{workload},{tenant},{i},{phase},{due},{start_ns},{end_ns},{device_ms!r},"
+            f"{wall_ms!r}")
+
+
+@pytest.fixture
+def make_log(tmp_path: Path) -> Callable[..., Path]:
+    """``make_log(name, lines, eol=b"\\n")``: write lines (str or bytes) to ``tmp_path/name``; returns the path.
+
+    ``make_log.v1(...)`` and ``make_log.v2(...)`` format one KTS_APP line of each version.
+    """
+
+    def _make(name: str, lines: Iterable[str | bytes], *, eol: bytes = b"\n") -> Path:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = b"".join((ln if isinstance(ln, bytes) else ln.encode()) + eol for ln in lines)
+        path.write_bytes(data)
+        return path
+
+    _make.v1 = v1_line  # type: ignore[attr-defined]
+    _make.v2 = v2_line  # type: ignore[attr-defined]
+    return _make
+
+
+def worker_env(overrides: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment without kts/MPS knobs, tiny worker defaults, then ``overrides`` (None removes a key)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KTS_", "CUDA_MPS"))}
+    env.update({"WORKLOAD": "gemm", "ITERATIONS": "10", "MATRIX_SIZE": "32", "SLEEP_MS": "0", "WARMUP": "1",
+                "DEVICE": "cpu", "THREADS": "1"})
+    env.update(overrides or {})
+    return {k: v for k, v in env.items() if v is not None}
+
+
+@pytest.fixture(scope="session")
+def start_worker() -> Callable[..., subprocess.Popen]:
+    """Start the real worker (text pipes) with :func:`worker_env`; several can run at once."""
+
+    def _start(env: dict[str, str] | None = None, args: list[str] | None = None) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, str(WORKER), *(args or [])], env=worker_env(env),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+
+    return _start

@@ -1,0 +1,243 @@
+"""Helpers for the Kubernetes backend tests: a fake control plane on top of kmock's emulator.
+
+kmock stores objects and serves list/watch, but runs no controllers and ignores label
+selectors. ``FakeCluster`` plays the Job controller, the scheduler, the kubelet, Kueue and
+the garbage collector: it turns each Job into a pod and walks the pod through a scripted
+life (``behaviour`` per tenant), always through the HTTP API so that watches see changes.
+Timestamps are synthetic (a fixed offset per step) so layered waits have known values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import kmock
+
+from kts_helpers.runs import Run, create_run
+from kts_helpers.spec import ExperimentParams, ExperimentSpec, resolve
+
+NS = "kts"
+BASE = datetime(2025, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+# Seconds after the Job's creation at which each step happens (no queue: admission is instant).
+STEPS = {"admitted": 3, "pod_created": 3, "scheduled": 5, "started": 8, "finished": 20}
+INSUFFICIENT = ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: "
+                "1 No preemption victims found for incoming pod.")
+
+
+def ts(offset_s: float, base: datetime = BASE) -> str:
+    return (base + timedelta(seconds=offset_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def gpu_node(name: str, allocatable: int = 4, *, replicas: int | None = 4, strategy: str | None = "time-slicing",
+             resource: str = "nvidia.com/gpu", extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    labels = {"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+              "nvidia.com/gpu.count": "1", **(extra_labels or {})}
+    if replicas is not None:
+        labels["nvidia.com/gpu.replicas"] = str(replicas)
+    if strategy is not None:
+        labels["nvidia.com/gpu.sharing-strategy"] = strategy
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+            "status": {"allocatable": {"cpu": "16", "memory": "64Gi", resource: str(allocatable)},
+                       "capacity": {resource: str(allocatable)}}}
+
+
+def kts_lines(tenant: str, workload: str, n: int = 3) -> bytes:
+    lines = ['KTS_META,v2,{"device": "cuda"}']
+    t0 = 1_735_732_808_000_000_000
+    for i in range(n):
+        s = t0 + i * 10_000_000
+        lines.append(f"KTS_APP,v2,{workload},{tenant},{i},op,{s},{s},{s + 5_000_000},5.0,5.0")
+    return ("\n".join(lines) + "\n").encode()
+
+
+class FakeCluster:
+    """Plays the controllers of a one-namespace cluster on top of a kmock emulator."""
+
+    def __init__(self, km: Any, namespace: str = NS):
+        self.km = km
+        self.ns = namespace
+        self.behaviour: dict[str, str] = {}  # tenant -> ok | unschedulable | imagepull | oom | exit1 | hang
+        self.logs: dict[str, bytes] = {}  # pod name -> log
+        self.step: dict[str, int] = {}  # pod name -> lifecycle step
+        self.job_of_pod: dict[str, str] = {}
+        self.base: dict[str, datetime] = {}  # job -> its creation time
+        self.admit_after: int = 2  # controller ticks a queued Job waits before Kueue admits it
+        self.queued_ticks: dict[str, int] = {}
+        self.max_runs_at_once = 0
+        self.tick_s = 0.02
+        self._task: asyncio.Task[None] | None = None
+        for res, kind, namespaced in (("v1/pods", "Pod", True), ("batch/v1/jobs", "Job", True),
+                                      ("v1/nodes", "Node", False), ("v1/events", "Event", True),
+                                      ("kueue.x-k8s.io/v1beta1/workloads", "Workload", True)):
+            km.resources[res] = kmock.ResourceInfo(kind=kind, namespaced=namespaced,
+                                                   verbs={"get", "list", "watch", "create", "delete", "patch"})
+        km["get", kmock.subresource("log")] << self._serve_log
+
+    # ------------------------------------------------------------------ setup helpers
+    def add_node(self, node: dict[str, Any]) -> None:
+        self.km.objects["v1/nodes", None, node["metadata"]["name"]] = node
+
+    def add_job(self, name: str, labels: dict[str, str], annotations: dict[str, str] | None = None) -> None:
+        """A pre-existing Job (e.g. a leftover of an interrupted run, or someone else's)."""
+        self.km.objects["batch/v1/jobs", self.ns, name] = {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": self.ns, "labels": labels, "annotations": annotations or {}},
+            "spec": {"template": {"metadata": {"labels": labels}, "spec": {"containers": []}}},
+            "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+
+    def add_event(self, kind: str, name: str, reason: str, message: str, type_: str = "Warning") -> None:
+        ev_name = f"{name}.{secrets.token_hex(3)}"
+        self.km.objects["v1/events", self.ns, ev_name] = {
+            "apiVersion": "v1", "kind": "Event", "metadata": {"name": ev_name, "namespace": self.ns},
+            "involvedObject": {"kind": kind, "name": name, "namespace": self.ns}, "reason": reason,
+            "message": message, "type": type_, "count": 3, "lastTimestamp": ts(6)}
+
+    def live(self, resource: str) -> dict[str, dict[str, Any]]:
+        return {key[2]: obj.raw for key, obj in list(self.km.objects.items())
+                if key[0] == resource and not obj.deleted}
+
+    def deleted(self, resource: str) -> set[str]:
+        return {key[2] for key, obj in list(self.km.objects.items()) if key[0] == resource and obj.deleted}
+
+    def backend(self, **kwargs: Any) -> Any:
+        from kubernetes import client
+
+        from kts_helpers.backends.kubernetes import KubernetesBackend
+
+        cfg = client.Configuration(host=str(self.km.url).rstrip("/"))
+        opts: dict[str, Any] = {"namespace": self.ns, "image": "kts-worker:test", "start_delay_s": 0.0,
+                                "poll_s": 0.1, "schedule_timeout_s": 1.0, "cleanup_timeout_s": 5.0}
+        opts.update(kwargs)
+        return KubernetesBackend(api_client=client.ApiClient(cfg), context="kmock", **opts)
+
+    # ------------------------------------------------------------------ the control loop
+    async def __aenter__(self) -> FakeCluster:
+        self._task = asyncio.create_task(self._loop())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _serve_log(self, request: Any) -> bytes:
+        if request.name in self.logs:
+            return self.logs[request.name]
+        raise kmock.KubernetesError(400, "BadRequest", f'container "worker" in pod "{request.name}" is waiting '
+                                                       "to start: ContainerCreating")
+
+    async def _loop(self) -> None:
+        while True:
+            await self._tick()
+            await asyncio.sleep(self.tick_s)
+
+    async def _tick(self) -> None:
+        jobs = self.live("batch/v1/jobs")
+        pods = self.live("v1/pods")
+        runs = {j["metadata"]["labels"].get("kts.run-id") for j in jobs.values()
+                if j["metadata"].get("labels", {}).get("app.kubernetes.io/managed-by") == "kts"
+                and "uid" in j["metadata"]}
+        self.max_runs_at_once = max(self.max_runs_at_once, len(runs))
+        # Garbage collector: pods of deleted Jobs go too (foreground propagation).
+        for pod, job in list(self.job_of_pod.items()):
+            if job not in jobs and pod in pods:
+                await self._http("delete", f"/api/v1/namespaces/{self.ns}/pods/{pod}")
+        for name, job in jobs.items():
+            if "uid" not in job["metadata"]:
+                if "template" not in job.get("spec", {}) or not job["spec"]["template"]["spec"].get("containers"):
+                    continue  # a pre-made leftover: nothing to run
+                self.base[name] = BASE
+                await self._patch_job(name, {"metadata": {"uid": f"uid-{name}", "creationTimestamp": ts(0)}})
+                continue
+            if job["spec"].get("suspend"):
+                await self._kueue(name, job)
+                continue
+            if name not in self.job_of_pod.values():
+                await self._create_pod(name, job)
+        for pod_name, pod in pods.items():
+            if pod_name in self.job_of_pod:
+                await self._advance(pod_name, pod)
+
+    async def _http(self, method: str, path: str, body: Any = None) -> None:
+        resp = await self.km.request(method, path, json=body) if body is not None else \
+            await self.km.request(method, path)
+        resp.release()
+
+    async def _patch_job(self, name: str, patch: dict[str, Any]) -> None:
+        await self._http("patch", f"/apis/batch/v1/namespaces/{self.ns}/jobs/{name}", patch)
+
+    async def _kueue(self, name: str, job: dict[str, Any]) -> None:
+        n = self.queued_ticks[name] = self.queued_ticks.get(name, 0) + 1
+        if n < self.admit_after:
+            return
+        wl = f"job-{name}-abcde"
+        await self._http("post", f"/apis/kueue.x-k8s.io/v1beta1/namespaces/{self.ns}/workloads", {
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+            "metadata": {"name": wl, "namespace": self.ns,
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
+                                              "uid": job["metadata"]["uid"]}]},
+            "status": {"conditions": [{"type": "QuotaReserved", "status": "True", "lastTransitionTime": ts(2)},
+                                      {"type": "Admitted", "status": "True",
+                                       "lastTransitionTime": ts(STEPS["admitted"])}]}})
+        await self._patch_job(name, {"spec": {"suspend": False}})
+
+    async def _create_pod(self, job_name: str, job: dict[str, Any]) -> None:
+        tmpl = job["spec"]["template"]
+        pod_name = f"{job_name}-{secrets.token_hex(3)[:5]}"
+        labels = dict(tmpl["metadata"].get("labels", {}), **{"batch.kubernetes.io/job-name": job_name})
+        body = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": pod_name, "namespace": self.ns, "labels": labels,
+                             "annotations": tmpl["metadata"].get("annotations", {}),
+                             "creationTimestamp": ts(STEPS["pod_created"])},
+                "spec": tmpl["spec"], "status": {"phase": "Pending"}}
+        self.job_of_pod[pod_name] = job_name
+        self.step[pod_name] = 0
+        await self._http("post", f"/api/v1/namespaces/{self.ns}/pods", body)
+
+    async def _advance(self, pod_name: str, pod: dict[str, Any]) -> None:
+        tenant = pod["metadata"]["labels"].get("kts.tenant", "")
+        mode = self.behaviour.get(tenant, "ok")
+        step = self.step[pod_name]
+        node = pod["spec"].get("nodeSelector", {}).get("kubernetes.io/hostname", "gpu-1")
+        workload = next((e["value"] for e in pod["spec"]["containers"][0]["env"] if e["name"] == "WORKLOAD"), "fft")
+        path = f"/api/v1/namespaces/{self.ns}/pods/{pod_name}"
+        scheduled = {"type": "PodScheduled", "status": "True", "lastTransitionTime": ts(STEPS["scheduled"])}
+        patch: dict[str, Any] | None = None
+        if step == 0:
+            if mode == "unschedulable":
+                patch = {"status": {"conditions": [{"type": "PodScheduled", "status": "False",
+                                                    "reason": "Unschedulable", "message": INSUFFICIENT,
+                                                    "lastTransitionTime": ts(STEPS["scheduled"])}]}}
+            else:
+                patch = {"spec": {"nodeName": node}, "status": {"conditions": [scheduled]}}
+        elif step == 1 and mode == "imagepull":
+            patch = {"status": {"containerStatuses": [{"name": "worker", "ready": False, "state": {"waiting": {
+                "reason": "ImagePullBackOff", "message": 'Back-off pulling image "kts-worker:test"'}}}]}}
+        elif step == 1 and mode not in ("unschedulable", "imagepull"):
+            self.logs[pod_name] = kts_lines(tenant, workload, 1)
+            patch = {"status": {"phase": "Running", "containerStatuses": [{"name": "worker", "ready": True, "state": {
+                "running": {"startedAt": ts(STEPS["started"])}}}]}}
+        elif step == 3 and mode not in ("unschedulable", "imagepull", "hang"):
+            code, reason = {"ok": (0, "Completed"), "oom": (137, "OOMKilled"), "exit1": (1, "Error")}[mode]
+            log = kts_lines(tenant, workload, 3)
+            if mode == "exit1":
+                log += b"Traceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n"
+            self.logs[pod_name] = log
+            patch = {"status": {"phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": [{
+                "name": "worker", "ready": False, "state": {"terminated": {
+                    "exitCode": code, "reason": reason, "startedAt": ts(STEPS["started"]),
+                    "finishedAt": ts(STEPS["finished"])}}}]}}
+        self.step[pod_name] = step + 1
+        if patch is not None:
+            await self._http("patch", path, patch)
+
+
+def make_run(root: Path, workloads: tuple[str, ...] = ("fft", "gemm"), label: str = "") -> tuple[Run, ExperimentSpec]:
+    spec = resolve(ExperimentParams(profile="tiny", workloads=workloads, backend="kubernetes", label=label), "cuda")
+    return create_run(spec.to_dict(), {"test": True}, root=root, label=label), spec

@@ -1,0 +1,231 @@
+"""The manifests: every overlay renders with kubectl kustomize and validates against the official schemas.
+
+Schemas come bundled with kubernetes-validate (no network). The device-plugin ConfigMaps are
+checked against the plugin's real config schema, the Jobs against the hardening the issue asks for,
+and the Jobs the Python backend builds against the same schemas and the same hardening.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from kts_helpers.backends.kubernetes import build_job
+from kts_helpers.spec import ExperimentParams, resolve
+
+ROOT = Path(__file__).resolve().parents[1]
+MANIFESTS = ROOT / "manifests"
+OVERLAYS = sorted(p.name for p in (MANIFESTS / "overlays").iterdir() if (p / "kustomization.yaml").exists())
+JOB_OVERLAYS = [o for o in OVERLAYS if not o.startswith("device-plugin")]
+K8S_VERSIONS = ["1.30.0", "1.37.0"]
+KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
+
+
+@cache
+def render(overlay: str) -> tuple[dict[str, Any], ...]:
+    out = subprocess.run([KUBECTL, "kustomize", str(MANIFESTS / "overlays" / overlay)], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return tuple(d for d in yaml.safe_load_all(out.stdout) if d)
+
+
+def kinds(overlay: str) -> list[str]:
+    return [d["kind"] for d in render(overlay)]
+
+
+def jobs(overlay: str) -> list[dict[str, Any]]:
+    return [d for d in render(overlay) if d["kind"] == "Job"]
+
+
+def test_expected_overlays_exist() -> None:
+    assert set(OVERLAYS) == {"baseline-fft", "baseline-gemm", "shared", "shared-kueue", "device-plugin-timeslicing",
+                             "device-plugin-mps"}
+    assert kubernetes_validate.utils.all_versions()[-1] >= "1.37"  # the versions we claim are bundled
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_rendered_overlay_validates_strictly(overlay: str, version: str) -> None:
+    docs = render(overlay)
+    assert docs
+    for doc in docs:
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_strict_validation_really_rejects_unknown_fields(version: str) -> None:
+    job = dict(jobs("shared")[0])
+    job["spec"] = dict(job["spec"], memoryLimit="4Gi")  # the field that does not exist
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(job, version, strict=True)
+
+
+def test_cli_validates_offline_as_ci_would(tmp_path: Path) -> None:
+    rendered = tmp_path / "shared.yaml"
+    rendered.write_text(yaml.safe_dump_all(render("shared")))
+    exe = shutil.which("kubernetes-validate", path=str(Path(__import__("sys").executable).parent))
+    assert exe is not None
+    for version in K8S_VERSIONS:
+        out = subprocess.run([exe, "--strict", "-k", version, "--quiet", str(rendered)], capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("overlay", JOB_OVERLAYS)
+def test_job_overlays_hold_the_kit_objects(overlay: str) -> None:
+    k = kinds(overlay)
+    for kind in ("Namespace", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding",
+                 "ConfigMap"):
+        assert kind in k
+    expected = {"baseline-fft": 1, "baseline-gemm": 1, "shared": 2, "shared-kueue": 2}[overlay]
+    assert k.count("Job") == expected
+
+
+def _hardened(pod: dict[str, Any]) -> None:
+    psc = pod["securityContext"]
+    assert psc["runAsNonRoot"] is True and psc["runAsUser"] >= 1000
+    assert psc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["restartPolicy"] == "Never" and pod["automountServiceAccountToken"] is False
+    (c,) = pod["containers"]
+    sc = c["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False and sc["privileged"] is False
+    assert sc["readOnlyRootFilesystem"] is True and sc["runAsNonRoot"] is True
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    vols = {v["name"]: v for v in pod["volumes"]}
+    assert "emptyDir" in vols[next(iter(mounts))] and mounts["scratch"] == "/scratch"
+    env = {e["name"]: e for e in c["env"]}
+    assert env["HOME"]["value"] == "/scratch" and env["DEVICE"]["value"] == "cuda"
+    assert "START_AT" in env
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
+
+
+@pytest.mark.parametrize("overlay", JOB_OVERLAYS)
+def test_jobs_are_hardened_and_request_one_gpu_each(overlay: str) -> None:
+    for job in jobs(overlay):
+        assert job["spec"]["backoffLimit"] == 0
+        assert job["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kts"
+        pod = job["spec"]["template"]["spec"]
+        _hardened(pod)
+        assert pod["serviceAccountName"] == "kts-worker"
+        start = {e["name"]: e for e in pod["containers"][0]["env"]}["START_AT"]
+        assert start["valueFrom"]["configMapKeyRef"] == {"name": "kts-start-at", "key": "START_AT"}
+    sa = [d for d in render(overlay) if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == "kts-worker"]
+    assert sa[0]["automountServiceAccountToken"] is False
+    ns = next(d for d in render(overlay) if d["kind"] == "Namespace")
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_shared_tenants_share_barrier_and_node() -> None:
+    shared = jobs("shared")
+    assert sorted(j["metadata"]["labels"]["kts.tenant"] for j in shared) == ["fft", "gemm"]
+    for job in shared:
+        term = job["spec"]["template"]["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term[0]["topologyKey"] == "kubernetes.io/hostname"
+        # the pod matches its own affinity term, so the first tenant can land and the others follow it
+        assert term[0]["labelSelector"]["matchLabels"].items() <= job["spec"]["template"]["metadata"]["labels"].items()
+        assert "kueue.x-k8s.io/queue-name" not in job["metadata"]["labels"]
+    for job in jobs("baseline-fft") + jobs("baseline-gemm"):
+        assert "affinity" not in job["spec"]["template"]["spec"]
+        assert job["metadata"]["labels"]["kts.scenario"].startswith("baseline-")
+
+
+def test_kueue_overlay_adds_queue_label_and_suspends() -> None:
+    for job in jobs("shared-kueue"):
+        assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kts"
+        assert job["spec"]["suspend"] is True
+
+
+def _device_plugin_config(overlay: str) -> dict[str, Any]:
+    (cm,) = [d for d in render(overlay) if d["kind"] == "ConfigMap"]
+    assert cm["metadata"]["namespace"] == "gpu-operator"
+    assert list(cm["data"]) == ["any"]
+    return yaml.safe_load(cm["data"]["any"])
+
+
+def test_time_slicing_configmap_uses_the_device_plugin_schema() -> None:
+    cfg = _device_plugin_config("device-plugin-timeslicing")
+    assert cfg["version"] == "v1"
+    assert cfg["flags"] == {"migStrategy": "none"}
+    ts = cfg["sharing"]["timeSlicing"]
+    assert ts["renameByDefault"] is False and ts["failRequestsGreaterThanOne"] is True
+    assert ts["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
+    assert set(cfg["sharing"]) == {"timeSlicing"}
+    assert "memoryLimit" not in yaml.safe_dump(cfg)
+
+
+def test_mps_configmap_uses_the_device_plugin_schema() -> None:
+    cfg = _device_plugin_config("device-plugin-mps")
+    assert cfg["version"] == "v1"
+    assert set(cfg["sharing"]) == {"mps"}
+    assert cfg["sharing"]["mps"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
+
+
+def test_no_invented_resources_anywhere() -> None:
+    # comments may explain what does not exist; the YAML itself must not use it
+    text = "\n".join(re.sub(r"(^|\s)#.*", "", line) for p in MANIFESTS.rglob("*.yaml")
+                     for line in p.read_text().splitlines())
+    assert "kind: Job" in text and "timeSlicing" in text  # the stripping kept the content
+    assert not re.search(r"kind:\s*TimeSlicingConfig", text)
+    assert "memoryLimit" not in text
+
+
+def test_rbac_allows_only_what_the_kit_does() -> None:
+    docs = render("shared")
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    allowed = {(g, r): set(rule["verbs"]) for rule in role["rules"] for g in rule["apiGroups"]
+               for r in rule["resources"]}
+    assert allowed == {("batch", "jobs"): {"create", "get", "list", "watch", "delete"},
+                       ("", "pods"): {"get", "list", "watch", "delete"}, ("", "pods/log"): {"get"},
+                       ("", "events"): {"get", "list"}, ("kueue.x-k8s.io", "workloads"): {"get", "list"}}
+    assert role["metadata"]["namespace"] == "kts"
+    (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    assert cluster_role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    for binding in (d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kts-runner", "namespace": "kts"}]
+    assert "*" not in yaml.safe_dump([role, cluster_role])
+
+
+def test_readme_documents_helm_values_and_cluster_policy_patch() -> None:
+    readme = (MANIFESTS / "README.md").read_text()
+    for needle in ("config.name=kts-time-slicing-config", "config.default=any", "clusterpolicies.nvidia.com",
+                   '"devicePlugin"', "nvidia.com/device-plugin.config", "kubectl kustomize", "LocalQueue"):
+        assert needle in readme
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_backend_jobs_validate_and_match_the_manifest_hardening(version: str) -> None:
+    spec = resolve(ExperimentParams(profile="tiny", workloads=("fft", "gemm")), "cuda")
+    scenario = spec.scenario("shared")
+    for tenant in scenario.tenants:
+        job = build_job(run_id="20250101T000000Z-tiny-lab-ab12", scenario=scenario, tenant=tenant, namespace="kts",
+                        image="kts-worker:latest", node="gpu-1", start_at_ns=1_735_689_600_000_000_000,
+                        queue_name="kts", service_account="kts-worker")
+        kubernetes_validate.validate(job, version, strict=True)
+        pod = job["spec"]["template"]["spec"]
+        _hardened(pod)
+        manifest_pod = jobs("shared")[0]["spec"]["template"]["spec"]
+        assert pod["securityContext"] == manifest_pod["securityContext"]
+        assert pod["containers"][0]["securityContext"] == manifest_pod["containers"][0]["securityContext"]
+        assert job["metadata"]["labels"]["kts.scenario"] == "shared"
+        assert job["spec"]["suspend"] is True
+
+
+def test_containerfile_builds_a_non_root_worker_image() -> None:
+    text = (ROOT / "workers" / "Containerfile").read_text()
+    assert re.search(r"^USER 10001:10001$", text, re.M)  # numeric: runAsNonRoot can verify it
+    assert re.search(r"^COPY kts_worker.py /opt/kts/kts_worker.py$", text, re.M)
+    assert 'ENTRYPOINT ["python", "-u", "/opt/kts/kts_worker.py"]' in text
+    assert re.search(r'pip install .*"torch==\$\{TORCH_VERSION\}"', text)
+    assert (ROOT / "workers" / "kts_worker.py").exists()  # the build context is workers/
+    final_stage = text.rsplit("\nFROM ", 1)[1]
+    assert final_stage.index("USER 10001") > final_stage.index("COPY kts_worker.py")

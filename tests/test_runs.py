@@ -1,0 +1,177 @@
+"""runs and fsutil: atomic creation, immutability, status settling, clear one-line errors."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from kts_helpers.errors import RunError
+from kts_helpers.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text, write_new
+from kts_helpers.runs import MANIFEST, create_run, find_run, latest_run, new_run_id, open_run
+from kts_helpers.spec import ExperimentParams, resolve
+
+
+def _spec(**params):
+    params.setdefault("profile", "tiny")
+    return resolve(ExperimentParams.from_mapping(params), "cpu").to_dict()
+
+
+def _hidden(path):
+    return sorted(p.name for p in path.rglob("*") if p.name.startswith(".") and p.name != ".lock")
+
+
+def test_create_run_atomic_with_manifest(tmp_path):
+    run = create_run(_spec(), {"host": "h"}, root=tmp_path, run_id="r1", label="my label")
+    assert run.path == tmp_path / "r1" and run.run_id == "r1"
+    assert [p.name for p in tmp_path.iterdir()] == ["r1"]  # no temporary directory left
+    assert (run.path / "logs").is_dir()
+    m = json.loads((run.path / MANIFEST).read_text())
+    assert m["status"] == "running" and m["run_id"] == "r1" and m["label"] == "my label"
+    assert m["environment"] == {"host": "h"} and m["scenarios"] == {}
+    assert [s["name"] for s in m["spec"]["scenarios"]] == ["baseline-fft", "baseline-gemm", "shared"]
+    assert _hidden(tmp_path) == []
+
+
+def test_generated_run_ids_are_unique_and_safe(tmp_path):
+    a = create_run(_spec(), {}, root=tmp_path, label="a b/c")
+    b = create_run(_spec(), {}, root=tmp_path, label="a b/c")
+    assert a.run_id != b.run_id
+    assert "/" not in a.run_id and "tiny" in a.run_id and "a-b-c" in a.run_id
+    assert new_run_id("tiny") != new_run_id("tiny")
+
+
+def test_create_run_refuses_existing_id(tmp_path):
+    run = create_run(_spec(), {}, root=tmp_path, run_id="same")
+    before = run.manifest_path.read_bytes()
+    with pytest.raises(RunError, match="already exists"):
+        create_run(_spec(profile="cpu-quick"), {}, root=tmp_path, run_id="same")
+    assert run.manifest_path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["same"]
+
+
+@pytest.mark.parametrize("bad", ["a/b", ".hidden", "  "])
+def test_create_run_refuses_bad_ids(tmp_path, bad):
+    with pytest.raises(RunError, match="invalid run id"):
+        create_run(_spec(), {}, root=tmp_path, run_id=bad)
+
+
+def test_claim_scenario_never_overwrites(tmp_path):
+    run = create_run(_spec(), {}, root=tmp_path, run_id="r")
+    d = run.claim_scenario("shared")
+    assert d == run.log_dir("shared") and d.is_dir()
+    run.claim_scenario("shared")  # still empty: claiming again is harmless
+    run.log_path("shared", "fft").write_text("KTS_APP,...\n")
+    with pytest.raises(RunError, match="already has logs") as exc:
+        run.claim_scenario("shared")
+    assert "\n" not in str(exc.value)
+    assert run.log_path("shared", "fft").read_text() == "KTS_APP,...\n"
+
+
+def test_record_scenario_settles_status(tmp_path):
+    run = create_run(_spec(), {}, root=tmp_path, run_id="r")
+    run.record_scenario("calibration", {"status": "complete"})
+    assert run.manifest()["status"] == "running"
+    run.record_scenario("baseline-fft", {"status": "complete"})
+    run.record_scenario("baseline-gemm", {"status": "complete"})
+    assert run.manifest()["status"] == "running"
+    assert run.scenario_status("baseline-gemm") == "complete"
+    assert run.scenario_status("shared") is None
+    m = run.record_scenario("shared", {"status": "complete"})
+    assert m["status"] == "complete" == run.manifest()["status"]
+    assert set(m["scenarios"]) == {"calibration", "baseline-fft", "baseline-gemm", "shared"}
+
+
+def test_record_scenario_failed_wins(tmp_path):
+    run = create_run(_spec(), {}, root=tmp_path, run_id="r")
+    run.record_scenario("baseline-fft", {"status": "failed"})
+    assert run.manifest()["status"] == "failed"
+    run.record_scenario("baseline-gemm", {"status": "complete"})
+    run.record_scenario("shared", {"status": "complete"})
+    assert run.manifest()["status"] == "failed"
+
+
+def test_failed_calibration_does_not_change_status(tmp_path):
+    run = create_run(_spec(), {}, root=tmp_path, run_id="r")
+    run.record_scenario("calibration", {"status": "failed"})
+    assert run.manifest()["status"] == "running"
+
+
+def test_update_merges_and_keeps_manifest_whole(tmp_path):
+    run = create_run(_spec(), {}, root=tmp_path, run_id="r")
+    run.update(calibration={"floor_ms": 0.0})
+    m = run.manifest()
+    assert m["calibration"] == {"floor_ms": 0.0} and m["status"] == "running" and "updated_at" in m
+    assert _hidden(tmp_path) == []
+
+
+def test_concurrent_records_are_all_kept(tmp_path):
+    run = create_run(_spec(workloads="fft,gemm,llm", repeats=3), {}, root=tmp_path, run_id="r")
+    names = [s["name"] for s in run.manifest()["spec"]["scenarios"]]
+    threads = [threading.Thread(target=run.record_scenario, args=(n, {"status": "complete"})) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    m = run.manifest()
+    assert set(m["scenarios"]) == set(names) and m["status"] == "complete"
+
+
+def test_atomic_writes_leave_no_temp_files(tmp_path):
+    atomic_write_bytes(tmp_path / "a" / "b.bin", b"\x00\x01")
+    atomic_write_text(tmp_path / "t.txt", "héllo")
+    atomic_write_json(tmp_path / "j.json", {"b": 1, "a": [1, 2]})
+    atomic_write_json(tmp_path / "j.json", {"c": 3})  # replace whole
+    assert (tmp_path / "a" / "b.bin").read_bytes() == b"\x00\x01"
+    assert (tmp_path / "t.txt").read_text(encoding="utf-8") == "héllo"
+    assert json.loads((tmp_path / "j.json").read_text()) == {"c": 3}
+    assert _hidden(tmp_path) == []
+
+
+def test_atomic_write_failure_cleans_up(tmp_path):
+    class Unserialisable:
+        def __str__(self):
+            raise RuntimeError("no")
+
+    atomic_write_json(tmp_path / "j.json", {"ok": 1})
+    with pytest.raises(RuntimeError):
+        atomic_write_json(tmp_path / "j.json", {"bad": Unserialisable()})
+    assert json.loads((tmp_path / "j.json").read_text()) == {"ok": 1}
+    assert _hidden(tmp_path) == []
+
+
+def test_write_new_refuses_existing(tmp_path):
+    p = write_new(tmp_path / "raw.log", b"first")
+    with pytest.raises(FileExistsError):
+        write_new(p, b"second")
+    assert p.read_bytes() == b"first"
+    assert _hidden(tmp_path) == []
+
+
+def test_open_run_errors_are_one_line(tmp_path):
+    with pytest.raises(RunError, match="does not exist") as e1:
+        open_run(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RunError, match="not a run directory") as e2:
+        open_run(tmp_path / "empty")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / MANIFEST).write_text("{not json")
+    with pytest.raises(RunError, match="not valid JSON") as e3:
+        open_run(tmp_path / "bad")
+    (tmp_path / "future").mkdir()
+    (tmp_path / "future" / MANIFEST).write_text(json.dumps({"format_version": 99}))
+    with pytest.raises(RunError, match="newer kts") as e4:
+        open_run(tmp_path / "future")
+    for e in (e1, e2, e3, e4):
+        assert "\n" not in str(e.value)
+
+
+def test_find_and_latest_run(tmp_path):
+    with pytest.raises(RunError, match="no runs"):
+        latest_run(tmp_path)
+    a = create_run(_spec(), {}, root=tmp_path, run_id="20240101-a")
+    b = create_run(_spec(), {}, root=tmp_path, run_id="20240102-b")
+    assert latest_run(tmp_path).path == b.path
+    assert find_run("20240101-a", root=tmp_path).path == a.path
+    assert find_run(str(a.path)).path == a.path

@@ -1,0 +1,159 @@
+"""The worker as a real process: line format, barrier, open loop, bad arguments, the llm workload.
+
+The workers start all at once (one module fixture) so that their torch imports overlap.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from kts_helpers.logparse import parse_bytes
+
+LLM = {"WORKLOAD": "llm", "ITERATIONS": "2", "LLM_D_MODEL": "32", "LLM_LAYERS": "1", "LLM_HEADS": "2",
+       "LLM_PROMPT_TOKENS": "8", "LLM_DECODE_TOKENS": "3", "LLM_VOCAB": "64"}
+GO_DELAY_NS = int(1e9)
+
+
+@dataclass
+class Done:
+    returncode: int
+    stdout: str
+    stderr: str
+    env: dict
+
+
+@pytest.fixture(scope="module")
+def runs(start_worker, tmp_path_factory):
+    """Start every worker at once; release the barrier one as soon as it is ready; collect all."""
+    barrier = tmp_path_factory.mktemp("barrier")
+    configs = {
+        "closed": {"WORKLOAD": "gemm", "TENANT": "g1", "ITERATIONS": "12",
+                   "START_AT": str(time.time_ns() - int(5e9))},  # in the past: warn, then run at once
+        "barrier": {"ITERATIONS": "3", "TENANT": "b", "KTS_BARRIER_DIR": str(barrier)},
+        "fixed": {"WORKLOAD": "noop", "ITERATIONS": "1000", "ARRIVAL": "fixed", "RATE_HZ": "200",
+                  "DURATION_S": "0.07"},
+        "cuda": {"DEVICE": "cuda", "ITERATIONS": "2"},
+        "llm": LLM,
+    }
+    procs = {k: start_worker(env) for k, env in configs.items()}
+    out = {}
+    try:
+        deadline = time.monotonic() + 120
+        while not (barrier / "ready-b").exists() and procs["barrier"].poll() is None:
+            assert time.monotonic() < deadline, "the barrier worker never got ready"
+            time.sleep(0.01)
+        ready_ns = time.time_ns()
+        go_at = ready_ns + GO_DELAY_NS
+        (barrier / ".go.tmp").write_text(str(go_at))
+        (barrier / ".go.tmp").rename(barrier / "go")
+        configs["barrier"] = {**configs["barrier"], "go_at": go_at, "ready_ns": ready_ns}
+        for k, proc in procs.items():
+            stdout, stderr = proc.communicate(timeout=120)
+            out[k] = Done(proc.returncode, stdout, stderr, configs[k])
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return out
+
+
+def _parse(stdout: str):
+    return parse_bytes(stdout.encode())
+
+
+def test_closed_loop_lines(runs):
+    res = runs["closed"]
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("KTS_META,v2,")
+    assert sum(ln.startswith("KTS_META,") for ln in lines) == 1
+    app = [ln for ln in lines if ln.startswith("KTS_APP,")]
+    assert len(app) == 12 == len(lines) - 1
+    assert all(ln.startswith("KTS_APP,v2,gemm,g1,") for ln in app)
+    meta = json.loads(lines[0].split(",", 2)[2])
+    assert meta["tenant"] == "g1" and meta["iterations"] == 12 and meta["device"] == "cpu"
+    assert meta["flops_per_op"] == 2.0 * 32**3 and meta["pid"] > 0
+    p = _parse(res.stdout)
+    assert p.n == 12 and p.malformed == 0 and p.other == 0
+    f = p.frame
+    assert f["iteration"].tolist() == list(range(12))
+    assert (f["start_ns"] <= f["end_ns"]).all()
+    assert (f["intended_ns"] == f["start_ns"]).all()  # closed loop
+    assert (f["wall_ms"] >= 0).all()
+    np.testing.assert_array_equal(f["device_ms"].to_numpy(), f["wall_ms"].to_numpy())  # CPU: one clock
+    assert (f["start_ns"].diff().dropna() > 0).all()
+    assert int(f["start_ns"].iloc[0]) >= meta["loop_start_ns"]
+
+
+def test_start_at_in_the_past_warns_and_runs(runs):
+    res = runs["closed"]
+    assert res.returncode == 0
+    assert "tenant g1 reached the barrier" in res.stderr and "late" in res.stderr
+    assert _parse(res.stdout).meta[0]["start_at_ns"] == int(res.env["START_AT"])
+
+
+def test_barrier_delays_first_iteration_until_start_at(runs):
+    res = runs["barrier"]
+    assert res.returncode == 0, res.stderr
+    go_at = res.env["go_at"]
+    p = _parse(res.stdout)
+    assert p.n == 3
+    assert p.meta[0]["start_at_ns"] == go_at
+    assert int(p.frame["start_ns"].min()) >= go_at
+    # it was ready (waiting) before the start instant was even announced, and started only at it
+    assert p.meta[0]["loop_start_ns"] >= go_at > res.env["ready_ns"]
+
+
+def test_open_loop_fixed_rate(runs):
+    res = runs["fixed"]
+    assert res.returncode == 0, res.stderr
+    f = _parse(res.stdout).frame
+    rate, duration = float(res.env["RATE_HZ"]), float(res.env["DURATION_S"])
+    # DURATION_S stops new arrivals: the schedule, not the machine's speed, decides how many
+    assert len(f) == int(duration * rate) + 1
+    intended = f["intended_ns"].to_numpy(np.int64)
+    assert (np.diff(intended) == int(1e9 / rate)).all()  # 5 ms apart
+    assert (f["end_ns"].to_numpy(np.int64) >= intended).all()  # latency counts from the intended arrival
+    assert (f["start_ns"].to_numpy(np.int64) >= intended).all()
+    assert json.loads(res.stdout.splitlines()[0].split(",", 2)[2])["arrival"] == "fixed"
+
+
+@pytest.mark.parametrize("env, args, needle", [
+    ({"WORKLOAD": ""}, [], "--workload (or WORKLOAD) is required"),
+    ({}, ["--workload", "conv"], "invalid choice"),
+    ({"ITERATIONS": "0"}, [], "must be positive"),
+    ({"SLEEP_MS": "-1"}, [], "not negative"),
+    ({"ARRIVAL": "poisson"}, [], "rate-hz"),
+])
+def test_bad_args_exit_2_with_usage(start_worker, env, args, needle):
+    proc = start_worker(env, args=args)
+    stdout, stderr = proc.communicate(timeout=60)
+    res = Done(proc.returncode, stdout, stderr, env)
+    assert res.returncode == 2
+    assert res.stderr.startswith("usage:")
+    assert needle in res.stderr
+    assert "KTS_APP" not in res.stdout and "Traceback" not in res.stderr
+
+
+def test_device_cuda_without_gpu_fails_clearly(runs):
+    res = runs["cuda"]
+    assert res.returncode != 0
+    assert "DEVICE=cuda requested but torch sees no CUDA GPU" in res.stderr
+    assert "KTS_APP" not in res.stdout
+
+
+def test_llm_prefill_and_decode_phases(runs):
+    res = runs["llm"]
+    assert res.returncode == 0, res.stderr
+    p = _parse(res.stdout)
+    assert p.n == 2 * (1 + 3) and p.malformed == 0
+    for _, grp in p.frame.groupby("iteration"):
+        assert grp["phase"].tolist() == ["prefill", "decode", "decode", "decode"]
+        assert (grp["start_ns"].diff().dropna() > 0).all()
+    assert p.meta[0]["notes"]["decode_tokens"] == 3 and p.meta[0]["flops_per_op"] > 0
