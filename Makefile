@@ -17,6 +17,7 @@ LABEL   ?=
 RUN     ?=
 SET     ?=
 IMAGE   ?= localhost/kts-worker:0.1
+export IMAGE K8S_CONTEXT K8S_NAMESPACE K8S_NODE_SELECTOR K8S_QUEUE K8S_RUNTIME_CLASS
 
 REPORT_ARGS := $(if $(PROFILE),--profile $(PROFILE)) --device $(DEVICE) --backend $(BACKEND) \
                $(if $(LABEL),--label "$(LABEL)") $(foreach s,$(SET),--set $(s)) $(if $(RUN),--run $(RUN))
@@ -71,3 +72,16 @@ bench: $(STAMP) ## speed benchmarks (statistics vs scipy/arch, log parsing) -> b
 
 lint: $(STAMP) ## ruff
 	$(VENV)/bin/ruff check kts_helpers workers tests bench
+
+CONTAINER_ENGINE ?= $(shell command -v podman 2>/dev/null || command -v docker 2>/dev/null)
+image: ## build the worker image with podman or docker: make image IMAGE=registry/kts-worker:tag
+	@test -n "$(CONTAINER_ENGINE)" || { echo "make image: neither podman nor docker found" >&2; exit 1; }
+	$(CONTAINER_ENGINE) build -f workers/Containerfile -t $(IMAGE) $(IMAGE_BUILD_ARGS) workers/
+
+k8s-smoke: $(STAMP) ## tiny experiment on the cluster of the current kubeconfig (IMAGE, K8S_CONTEXT, K8S_NAMESPACE, ...)
+	IMAGE=$(IMAGE) $(PYTHON) -m kts_helpers.k8s_smoke $(if $(K8S_CONTEXT),--context $(K8S_CONTEXT)) \
+	  $(if $(K8S_NAMESPACE),--namespace $(K8S_NAMESPACE)) $(if $(K8S_NODE_SELECTOR),--node-selector '$(K8S_NODE_SELECTOR)') \
+	  $(if $(K8S_QUEUE),--queue $(K8S_QUEUE)) $(if $(K8S_RUNTIME_CLASS),--runtime-class $(K8S_RUNTIME_CLASS))
+
+teach: $(STAMP) ## render the teaching notebook (time-slicing simulator) to report/teaching-timeslice.html
+	$(PYTHON) -m kts_helpers teach $(if $(RUN),--run $(RUN))

@@ -37,6 +37,7 @@ class RunData:
     parse_issues: pd.DataFrame
     floor_ms: float
     problems: list[str] = field(default_factory=list)
+    dropped: pd.DataFrame = field(default_factory=pd.DataFrame)
     telemetry: pd.DataFrame = field(default_factory=pd.DataFrame)
     telemetry_status: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -103,6 +104,31 @@ def trim_leading(frame: pd.DataFrame, n: int) -> pd.DataFrame:
     return frame[rank >= n]
 
 
+def steady_state(frame: pd.DataFrame, *, fixed: int = 0, detect: bool = True,
+                 max_fraction: float = 0.2) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Drop each series' warm-up: max(``fixed``, the MSER-5 truncation point), never more than ``max_fraction``.
+
+    MSER-5 picks the cut that minimises the standard error of the remaining mean over batches of 5
+    (White 1997); it is run on wall time per (scenario, tenant, phase). Returns the kept iterations and a
+    table of how many were dropped from each series and why.
+    """
+    from .stats import steady_state_start
+
+    keep, rows = [], []
+    for (scen, tenant, phase), grp in frame.groupby(["scenario", "tenant", "phase"], sort=False):
+        grp = grp.sort_values("start_ns")
+        x = grp["wall_ms"].to_numpy(np.float64)
+        if len(x) >= 10:
+            n, why = steady_state_start(x, fixed=fixed, detect=detect, max_fraction=max_fraction)
+        else:
+            n, why = min(fixed, len(x)), "series too short for detection; fixed count only"
+        keep.append(grp.iloc[n:])
+        rows.append({"scenario": scen, "tenant": tenant, "phase": phase, "iterations": len(x), "dropped": int(n),
+                     "rule": why})
+    kept = pd.concat(keep).sort_index() if keep else frame
+    return kept, pd.DataFrame(rows)
+
+
 def _series_stats(x: np.ndarray) -> dict[str, float]:
     p50, p95, p99 = (float(v) for v in np.quantile(x, PERCENTILES))
     mean = float(np.mean(x))
@@ -111,37 +137,60 @@ def _series_stats(x: np.ndarray) -> dict[str, float]:
             "throughput_per_s": 1000.0 / mean if mean > 0 else float("nan")}
 
 
-def summarize_frame(frame: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
-    """Per tenant x scenario (x phase): n, p50/p95/p99, mean, jitter p99/p50, throughput, DF for shared rows.
+GROUP_KEYS = ["scenario_kind", "scenario_group", "sharing", "tenant", "workload", "phase"]
 
-    Percentiles use numpy's default (linear interpolation). DF = shared p99 / baseline p99 of the
-    same tenant (or, failing that, the same workload) in the same metric.
-    """
+
+def _scenario_group(names: pd.Series) -> pd.Series:
+    """Repeats of a scenario ("shared-r2") form one group ("shared")."""
+    return names.astype(str).str.replace(r"-r\d+$", "", regex=True)
+
+
+def series_groups(frame: pd.DataFrame, metric: str) -> list[tuple[dict[str, Any], list[np.ndarray]]]:
+    """The samples behind each summary row: one array per repeat, overlap-clipped, in time order."""
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
     col = f"{metric}_ms"
     if col not in frame:
         raise LogParseError(f"metric {metric!r} needs column {col}; add_clocks() first")
     data = frame[frame["in_overlap"]] if "in_overlap" in frame else frame
-    keys = ["scenario_kind", "scenario", "sharing", "tenant", "workload", "phase"]
+    data = data.assign(scenario_group=_scenario_group(data["scenario"]))
+    if "repeat" not in data:
+        data = data.assign(repeat=0)
+    out = []
+    for key, grp in data.groupby(GROUP_KEYS, sort=False, dropna=False):
+        runs = [g.sort_values("start_ns")[col].to_numpy(np.float64) for _, g in grp.groupby("repeat", sort=True)]
+        out.append((dict(zip(GROUP_KEYS, key, strict=True)), runs))
+    return out
+
+
+def baseline_row(table: pd.DataFrame, row: pd.Series) -> pd.Series | None:
+    """The alone row a shared row is compared with: same tenant and phase, else same workload and phase."""
+    base = table[(table["scenario"] == "baseline") & (table["metric"] == row["metric"])]
+    match = base[(base["tenant"] == row["tenant"]) & (base["phase"] == row["phase"])]
+    if match.empty:
+        match = base[(base["workload"] == row["workload"]) & (base["phase"] == row["phase"])]
+    return None if match.empty else match.iloc[0]
+
+
+def summarize_frame(frame: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
+    """Per tenant x scenario (x phase): n, p50/p95/p99, mean, jitter p99/p50, throughput, DF for shared rows.
+
+    Percentiles use numpy's default (linear interpolation); repeats of a scenario are pooled. DF = shared
+    p99 / baseline p99 of the same tenant (or, failing that, the same workload) in the same metric.
+    """
     rows = []
-    for key, grp in data.groupby(keys, sort=False, dropna=False):
-        row = dict(zip(keys, key, strict=True))
-        row["metric"] = metric
-        row.update(_series_stats(grp[col].to_numpy(np.float64)))
+    for key, runs in series_groups(frame, metric):
+        row = {**key, "metric": metric, **_series_stats(np.concatenate(runs)), "repeats": len(runs)}
         rows.append(row)
     table = pd.DataFrame(rows)
     if table.empty:
         return table
+    table = table.rename(columns={"scenario_kind": "scenario", "scenario_group": "scenario_name"})
     table["df"] = np.nan
-    base = table[table["scenario_kind"] == "baseline"]
-    for i, row in table[table["scenario_kind"] == "shared"].iterrows():
-        match = base[(base["tenant"] == row["tenant"]) & (base["phase"] == row["phase"])]
-        if match.empty:
-            match = base[(base["workload"] == row["workload"]) & (base["phase"] == row["phase"])]
-        if not match.empty and match["p99_ms"].iloc[0] > 0:
-            table.loc[i, "df"] = row["p99_ms"] / match["p99_ms"].iloc[0]
-    table = table.rename(columns={"scenario_kind": "scenario", "scenario": "scenario_name"})
+    for i, row in table[table["scenario"] == "shared"].iterrows():
+        base = baseline_row(table, row)
+        if base is not None and base["p99_ms"] > 0:
+            table.loc[i, "df"] = row["p99_ms"] / base["p99_ms"]
     return table
 
 
@@ -186,8 +235,13 @@ def _merge_counts(a: ParsedLog, b: ParsedLog) -> ParsedLog:
                      meta=a.meta + b.meta, sources=a.sources + b.sources)
 
 
-def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int = 0) -> RunData:
-    """Load every completed tenant log of a run (and say what is missing or failed)."""
+def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int = 0,
+             detect_warmup: bool = False) -> RunData:
+    """Load every completed tenant log of a run (and say what is missing or failed).
+
+    ``trim`` drops a fixed number of leading timed iterations per series; ``detect_warmup`` adds the
+    MSER-5 rule (see ``steady_state``); the dropped counts are in ``RunData.dropped``.
+    """
     run = run_dir if isinstance(run_dir, Run) else open_run(run_dir)
     manifest = run.manifest()
     problems: list[str] = []
@@ -227,13 +281,20 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
         raise RunError(f"run {run.run_id} has no usable iterations yet"
                        + (f" ({problems[0]})" if problems else ""))
     frame = pd.concat(frames, ignore_index=True)
-    frame = trim_leading(frame, trim)
+    if detect_warmup:
+        frame, dropped = steady_state(frame, fixed=trim, detect=True)
+    else:
+        before = frame.groupby(["scenario", "tenant", "phase"]).size()
+        frame = trim_leading(frame, trim)
+        after = frame.groupby(["scenario", "tenant", "phase"]).size().reindex(before.index, fill_value=0)
+        dropped = (before - after).rename("dropped").reset_index().assign(
+            iterations=before.to_numpy(), rule=f"fixed: first {trim} timed iterations")
     frame = mark_overlap(add_clocks(frame, floor), clip=clip)
     tel, tel_status = load_run_telemetry(run, manifest)
     frame = attach_run_telemetry(frame, tel)
     return RunData(run=run, manifest=manifest, iterations=frame, meta=pd.DataFrame(metas),
                    parse_issues=pd.DataFrame(issues), floor_ms=floor, problems=problems, telemetry=tel,
-                   telemetry_status=tel_status)
+                   telemetry_status=tel_status, dropped=dropped)
 
 
 def load_run_telemetry(run: Run, manifest: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
@@ -317,3 +378,12 @@ def write_summary(table: pd.DataFrame, out_dir: str | os.PathLike) -> tuple[Path
     csv = atomic_write_text(out / "summary.csv", table.to_csv(index=False))
     js = atomic_write_text(out / "summary.json", json.dumps(summary_records(table), indent=2) + "\n")
     return csv, js
+
+
+def most_affected(table: pd.DataFrame, metric: str = "wall") -> tuple[str, str] | None:
+    """(tenant, scenario) of the shared row with the largest DF: the tenant the report follows over time."""
+    shared = table[(table["scenario"] == "shared") & (table["metric"] == metric) & table["df"].notna()]
+    if shared.empty:
+        return None
+    row = shared.loc[shared["df"].idxmax()]
+    return str(row["tenant"]), str(row["scenario_name"])

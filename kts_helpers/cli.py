@@ -4,6 +4,7 @@
     kts report     [--profile P] [--device D] [--run DIR] [--set ...]   notebooks -> HTML report
     kts summarize  --baseline FILE... --shared FILE... [--metric device|wall|wait] [--trim N]
                    [--no-clip] [--format json|table] [--ci] [--resamples N] [--seed S]
+    kts teach      [--run DIR] [--set key=value ...]                    the teaching notebook -> HTML
     kts index                                                           rebuild report/index.html
 
 Every failure the kit expects prints one line ``kts: error: ...`` and exits 2.
@@ -63,6 +64,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_teach(args: argparse.Namespace) -> int:
+    from .report import build_teaching
+
+    params = parse_sets(args.set or [])
+    if args.run:
+        params["run_dir"] = str(Path(args.run).resolve())
+    print(build_teaching(params, report_dir=args.report_dir, notebooks_dir=args.notebooks))
+    return 0
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     from .report import write_index
 
@@ -76,7 +87,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     frame, parsed = load_logs(args.baseline or [], args.shared or [], clip=not args.no_clip, trim=args.trim)
     table = summarize_frame(frame, args.metric)
     if args.ci:
-        from .ci_tables import add_intervals
+        from .intervals import add_intervals
 
         table = add_intervals(table, frame, args.metric, n_resamples=args.resamples, seed=args.seed)
     if parsed.malformed or parsed.other:
@@ -122,6 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--report-dir", default="report")
     rep.add_argument("--notebooks", default="notebooks")
     rep.set_defaults(func=cmd_report)
+
+    t = sub.add_parser("teach", help="render the teaching notebook (time-slicing simulator)")
+    t.add_argument("--run", help="fit the simulator to this run directory")
+    t.add_argument("--set", action="append", metavar="KEY=VALUE", help="a notebook parameter")
+    t.add_argument("--report-dir", default="report")
+    t.add_argument("--notebooks", default="notebooks")
+    t.set_defaults(func=cmd_teach)
 
     idx = sub.add_parser("index", help="rebuild report/index.html")
     idx.add_argument("--report-dir", default="report")

@@ -18,11 +18,19 @@ from .logparse import parse_file
 from .runs import DEFAULT_ROOT, Run, create_run, find_run
 from .spec import ExperimentParams, ExperimentSpec, calibration_scenario, resolve, scenario_from_dict
 
+K8S_ENV = {"namespace": "K8S_NAMESPACE", "image": "IMAGE", "context": "K8S_CONTEXT",
+           "node_selector": "K8S_NODE_SELECTOR", "queue_name": "K8S_QUEUE", "runtime_class": "K8S_RUNTIME_CLASS"}
+
 
 def build_backend(params: ExperimentParams, device: str, options: dict[str, Any] | None = None) -> Backend:
+    """Local: on this host. Kubernetes: options from the notebook, else from K8S_* / IMAGE (what make passes)."""
     options = dict(options or {})
     if params.backend == "local":
         options.setdefault("device", device)
+    else:
+        for key, var in K8S_ENV.items():
+            if os.environ.get(var):
+                options.setdefault(key, os.environ[var])
     return get_backend(params.backend, **options)
 
 

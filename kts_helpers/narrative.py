@@ -81,7 +81,8 @@ def environment_table(data: RunData) -> pd.DataFrame:
     return pd.DataFrame([(k, esc(v)) for k, v in rows if v is not None], columns=["item", "value"])
 
 
-def methods(data: RunData, *, trim: int, clip: bool, n_resamples: int | None, method: str | None) -> str:
+def methods(data: RunData, *, trim: int, clip: bool, n_resamples: int | None, method: str | None,
+            detect_warmup: bool = True) -> str:
     cal = data.manifest.get("calibration", {})
     floor = cal.get("floor_ms")
     ci = (f"Intervals are 95 % percentile bootstrap intervals from {n_resamples:,} resamples using the "
@@ -95,8 +96,8 @@ time, what the caller waited), and their difference less the tool's own overhead
 median wall − device gap of a one-element kernel timed by the same loop ({_fmt(floor, 4) if floor is not None else "n/a"} ms
 here, {cal.get("n", 0)} samples). On a CPU, device time is wall time and the wait is zero by construction.
 
-**Trimming and clipping.** Untimed warm-up iterations run before the tenants' shared start barrier; in addition,
-the first {trim} timed iterations of each series were dropped. {"Shared scenarios count only iterations that ran while every other tenant was inside its timed loop (the overlap window); the rest are reported separately." if clip else "Overlap clipping was turned off: shared statistics include iterations that ran while a neighbour had not started or had finished."}
+**Trimming and clipping.** Untimed warm-up iterations run before the tenants' shared start barrier. Of the timed
+iterations, each series drops {f"the larger of a fixed {trim} and the MSER-5 truncation point (the cut that minimises the standard error of the remaining mean over batches of 5), capped at 20 % of the series" if detect_warmup else f"its first {trim}"}: {int(data.dropped["dropped"].sum()) if not data.dropped.empty else 0} iterations in all (per series in the table below). {"Shared scenarios count only iterations that ran while every other tenant was inside its timed loop (the overlap window); the rest are reported separately." if clip else "Overlap clipping was turned off: shared statistics include iterations that ran while a neighbour had not started or had finished."}
 
 **Statistics.** Percentiles use numpy's default linear interpolation. Jitter = p99 / p50. Throughput is the
 article's proxy, 1000 / mean latency (iterations per second), not a served request rate. The degradation factor

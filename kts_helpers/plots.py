@@ -174,3 +174,131 @@ def explore(frame: pd.DataFrame, tenant: str, scenario: str = "shared", metric: 
         y=alt.Y("exceedance:Q", scale=alt.Scale(type="log"), title="P(latency >= x)")).properties(
         width=WIDTH, height=200, title="tail of the selected window")
     return alt.vconcat(top, bottom)
+
+
+# -- comparisons (beyond the article) --
+MODE_COLORS = {"alone": "#4C78A8", "timeslice": "#E45756", "mps": "#F58518", "mps-limited": "#54A24B"}
+
+
+def _mode_scale(modes: list[str]) -> alt.Scale:
+    extra = [m for m in modes if m not in MODE_COLORS]
+    domain = [m for m in MODE_COLORS if m in modes] + extra
+    palette = [MODE_COLORS.get(m, TENANT_PALETTE[(i + 3) % len(TENANT_PALETTE)]) for i, m in enumerate(domain)]
+    return alt.Scale(domain=domain, range=palette)
+
+
+def modes_chart(table: pd.DataFrame, *, log: bool = False, stat: str = "p99") -> alt.FacetChart:
+    """p99 wall latency with its 95 % interval per tenant, one row per sharing mode (alone first)."""
+    d = table.copy()
+    d["value"], d["lo"], d["hi"] = d[f"{stat}_ms"], d[f"{stat}_lo"], d[f"{stat}_hi"]
+    d["df_text"] = d.apply(lambda r: "" if r["df"] != r["df"] else f"DF {r['df']:.2f} [{r['df_lo']:.2f}, "
+                           f"{r['df_hi']:.2f}]", axis=1)
+    modes = list(dict.fromkeys(d["mode"]))
+    order = [m for m in MODE_COLORS if m in modes] + [m for m in modes if m not in MODE_COLORS]
+    xscale = alt.Scale(type="log") if log else alt.Scale(zero=False)
+    base = alt.Chart(d).encode(y=alt.Y("mode:N", sort=order, title=None))
+    rules = base.mark_rule(strokeWidth=2).encode(
+        x=alt.X("lo:Q", scale=xscale, title=f"{stat} wall latency (ms{', log scale' if log else ''}) with 95% "
+                "interval"), x2="hi:Q", color=alt.Color("mode:N", scale=_mode_scale(order), title="sharing"))
+    points = base.mark_point(filled=True, size=70).encode(
+        x="value:Q", color=alt.Color("mode:N", scale=_mode_scale(order), title="sharing"),
+        tooltip=["label", "mode", "scenario", "n", alt.Tooltip("value:Q", format=".3f", title=stat),
+                 alt.Tooltip("lo:Q", format=".3f"), alt.Tooltip("hi:Q", format=".3f"), "df_text", "wording"])
+    return alt.layer(rules, points).properties(width=WIDTH // 2 - 40, height=28 * max(len(order), 2)).facet(
+        column=alt.Column("label:N", title=None, sort=list(dict.fromkeys(d["label"])))).resolve_scale(
+        x="independent").properties(title=f"{stat} wall latency by sharing mode (alone = no neighbour)")
+
+
+def df_heatmap(matrix: pd.DataFrame, *, all_phases: bool = False) -> alt.Chart:
+    """Contention matrix: rows = victim, columns = neighbour(s), colour = DF (diverging at 1), interval as text."""
+    d = matrix.copy()
+    if not all_phases and "primary" in d:
+        d = d[d["primary"].astype(bool)]
+    if all_phases or "primary" not in d:
+        d["victim"] = d.apply(lambda r: r["victim"] if r["phase"] in ("op", "") else f"{r['victim']} ({r['phase']})",
+                              axis=1)
+    d = d[np.isfinite(d["df"].astype(float))].copy()
+    d["text"] = d.apply(lambda r: f"{r['df']:.2f} [{r['df_lo']:.2f}, {r['df_hi']:.2f}]", axis=1)
+    span = float(np.nanmax(np.abs(np.log(d["df"].clip(lower=1e-6))))) if len(d) else 1.0
+    span = max(span, np.log(1.25))
+    d["dark"] = np.abs(np.log(d["df"].clip(lower=1e-6))) > 0.6 * span
+    lo, hi = float(np.exp(-span)), float(np.exp(span))
+    rows = list(dict.fromkeys(d["victim"]))
+    names = list(dict.fromkeys(str(v).split(" (")[0] for v in d["victim"]))
+    rank = {n: i for i, n in enumerate(names)}
+    cols = sorted(dict.fromkeys(d["neighbours"]), key=lambda c: (
+        c == "all others", c.count("+"), [rank.get(t, len(rank)) for t in str(c).split("+")]))
+    ticks = [v for v in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0) if lo <= v <= hi]
+    base = alt.Chart(d).encode(x=alt.X("neighbours:N", sort=cols, title="neighbour(s)", axis=alt.Axis(labelAngle=0)),
+                               y=alt.Y("victim:N", sort=rows, title="victim"))
+    cells = base.mark_rect().encode(
+        color=alt.Color("df:Q", title="DF", scale=alt.Scale(type="log", scheme="redblue", reverse=True, domain=[lo, hi],
+                                                            domainMid=1.0, clamp=True),
+                        legend=alt.Legend(values=ticks)),
+        tooltip=["victim", "neighbours", "sharing", "phase", alt.Tooltip("df:Q", format=".3f"),
+                 alt.Tooltip("df_lo:Q", format=".3f"), alt.Tooltip("df_hi:Q", format=".3f"), "wording"])
+    text = base.mark_text(fontSize=11).encode(
+        text="text:N", color=alt.condition("datum.dark", alt.value("white"), alt.value("black")))
+    chart = alt.layer(cells, text).properties(width=max(140 * len(cols), 200), height=max(40 * len(rows), 80))
+    if d["sharing"].nunique() > 1:
+        return chart.facet(column=alt.Column("sharing:N", title=None)).properties(
+            title="Contention matrix: victim's DF (p99 shared / p99 alone) [95% interval]")
+    return chart.properties(title="Contention matrix: victim's DF (p99 shared / p99 alone) [95% interval]")
+
+
+def queue_chart(frame: pd.DataFrame, max_points: int = 4000) -> alt.Chart:
+    """Open loop: queue delay (start - intended arrival) over the run; a climbing line means overload."""
+    d = frame
+    if len(d) > max_points:
+        d = d.iloc[np.linspace(0, len(d) - 1, max_points).astype(int)]
+    return alt.Chart(d).mark_line(strokeWidth=1, interpolate="step-after").encode(
+        x=alt.X("t_s:Q", title="arrival time since first arrival (s)"),
+        y=alt.Y("queue_ms:Q", title="queue delay (ms)"),
+        color=alt.Color("when:N", scale=_scenario_scale(), title="scenario"),
+        tooltip=["tenant", "scenario", alt.Tooltip("t_s:Q", format=".2f"), alt.Tooltip("queue_ms:Q", format=".3f")],
+    ).properties(width=WIDTH // 2 - 30, height=180).facet(column=alt.Column("tenant:N", title=None)).properties(
+        title="Queue delay of each arrival: flat = keeping up, climbing = overloaded")
+
+
+def open_closed_tails(data: object, closed: object = None) -> alt.Chart:
+    """CCDF of open-loop response time next to service (or a closed-loop run's) time: coordinated omission.
+
+    ``data``: a RunData (the frame is built with ``compare.open_closed_frame``) or that frame itself.
+    """
+    from . import compare
+
+    frame = data if isinstance(data, pd.DataFrame) else compare.open_closed_frame(data, closed)  # type: ignore[arg-type]
+    clocks = list(dict.fromkeys(frame["clock"]))
+    return alt.Chart(frame).mark_line(interpolate="step-after").encode(
+        x=alt.X("latency_ms:Q", scale=alt.Scale(type="log"), title="latency (ms, log scale)"),
+        y=alt.Y("exceedance:Q", scale=alt.Scale(type="log"), title="P(latency > x) (log scale)"),
+        color=alt.Color("clock:N", sort=clocks, scale=alt.Scale(domain=clocks, range=["#E45756", "#4C78A8",
+                                                                                     "#54A24B"][: len(clocks)]),
+                        title=None, legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=0)),
+    ).properties(width=WIDTH // 2 - 30, height=200).facet(
+        column=alt.Column("when:N", title=None, sort=["alone", "shared"]),
+        row=alt.Row("tenant:N", title=None)).properties(
+        title="Open loop: response time (from arrival) vs service time (from launch)")
+
+
+def phase_chart(table: pd.DataFrame) -> alt.FacetChart:
+    """LLM phases: p50 (hollow) and p99 (filled, with 95 % interval) per scenario, TTFT and per-token decode."""
+    long = pd.concat([table.assign(quantile=q, value=table[f"{q}_ms"], lo=table[f"{q}_lo"], hi=table[f"{q}_hi"])
+                      for q in ("p50", "p99")], ignore_index=True)
+    long["panel"] = long["tenant"] + ": " + long["stat"]
+    order = list(dict.fromkeys(table["scenario"]))
+    base = alt.Chart(long).encode(y=alt.Y("scenario:N", sort=order, title=None))
+    rules = base.mark_rule(strokeWidth=2).encode(
+        x=alt.X("lo:Q", scale=alt.Scale(zero=False), title="latency (ms) with 95% interval"), x2="hi:Q",
+        color=alt.Color("when:N", scale=_scenario_scale(), title="scenario"))
+    points = base.mark_point(size=60).encode(
+        x="value:Q", color=alt.Color("when:N", scale=_scenario_scale(), title="scenario"),
+        shape=alt.Shape("quantile:N", title="quantile",
+                        legend=alt.Legend(symbolStrokeColor="#444", symbolFillColor="#444")),
+        fill=alt.condition("datum.quantile == 'p99'", alt.Color("when:N", scale=_scenario_scale()),
+                           alt.value("white")),
+        tooltip=["tenant", "stat", "scenario", "quantile", "n", alt.Tooltip("value:Q", format=".3f"),
+                 alt.Tooltip("lo:Q", format=".3f"), alt.Tooltip("hi:Q", format=".3f"), "wording"])
+    return alt.layer(rules, points).properties(width=WIDTH // 2 - 40, height=26 * max(len(order), 2)).facet(
+        column=alt.Column("panel:N", title=None, sort=list(dict.fromkeys(long["panel"])))).resolve_scale(
+        x="independent").properties(title="Time to first token and per-token decode latency")

@@ -100,6 +100,20 @@ def build_report(params: dict[str, Any], *, run_dir: str | os.PathLike | None = 
     return html_path
 
 
+TEACHING = "10-teaching-timeslice-simulator.ipynb"
+
+
+def build_teaching(parameters: dict[str, Any] | None = None, *, report_dir: str | os.PathLike = "report",
+                   notebooks_dir: str | os.PathLike = "notebooks", cwd: str | os.PathLike | None = None) -> Path:
+    """Execute the teaching notebook (optionally against a run: ``run_dir``) and render it offline."""
+    os.environ[STATIC_CHARTS_ENV] = "1"
+    report_dir = Path(report_dir).resolve()
+    executed = report_dir / "build" / "teaching" / time.strftime("%Y%m%dT%H%M%S") / TEACHING
+    _execute(Path(notebooks_dir).resolve() / TEACHING, executed, dict(parameters or {}),
+             Path(cwd).resolve() if cwd else Path.cwd())
+    return render_html(executed, report_dir / "teaching-timeslice.html")
+
+
 def _move_into_run(staging: Path, run_path: Path) -> None:
     """Executed notebooks go into the run directory (also a failed one: its error is evidence)."""
     if not staging.exists() or not run_path.exists():
