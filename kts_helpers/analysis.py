@@ -362,9 +362,9 @@ def efficiency(data: RunData) -> pd.DataFrame:
         w = work.loc[(scen, tenant)]
         per_op = grp.groupby("iteration")["device_ms"].sum().median() / 1e3  # seconds per op, device clock
         rows.append({"scenario": scen, "tenant": tenant, "workload": grp["workload"].iloc[0],
-                     "device_s_per_op_p50": per_op,
-                     "tflops": (w.get("flops_per_op", 0.0) or 0.0) / per_op / 1e12 if per_op > 0 else np.nan,
-                     "gb_per_s": (w.get("bytes_per_op", 0.0) or 0.0) / per_op / 1e9 if per_op > 0 else np.nan})
+                     "device_ms_per_op_p50": per_op * 1e3,
+                     "tflops": (w.get("flops_per_op") or np.nan) / per_op / 1e12 if per_op > 0 else np.nan,
+                     "gb_per_s": (w.get("bytes_per_op") or np.nan) / per_op / 1e9 if per_op > 0 else np.nan})
     return pd.DataFrame(rows)
 
 
@@ -378,6 +378,31 @@ def write_summary(table: pd.DataFrame, out_dir: str | os.PathLike) -> tuple[Path
     csv = atomic_write_text(out / "summary.csv", table.to_csv(index=False))
     js = atomic_write_text(out / "summary.json", json.dumps(summary_records(table), indent=2) + "\n")
     return csv, js
+
+
+def primary_shared(names: list[str]) -> str | None:
+    """The shared scenario the article's figures use: "shared", else "shared-all", else the first one."""
+    for want in ("shared", "shared-all"):
+        if want in names:
+            return want
+    return names[0] if names else None
+
+
+def focus(table: pd.DataFrame, frame: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Alone rows plus the primary shared scenario, one phase per tenant (LLM: decode), for the main figures.
+
+    Runs with several shared scenarios (modes, matrix) get their own comparison sections; pooling them
+    in the alone-vs-shared figures would mix different neighbours.
+    """
+    shared_names = list(dict.fromkeys(table.loc[table["scenario"] == "shared", "scenario_name"]))
+    main = primary_shared(shared_names)
+    keep_t = (table["scenario"] == "baseline") | (table["scenario_name"] == main)
+    keep_t &= ~table["phase"].isin(["prefill"])
+    out_f = None
+    if frame is not None:
+        keep_f = (frame["scenario_kind"] == "baseline") | (_scenario_group(frame["scenario"]) == main)
+        out_f = frame[keep_f & ~frame["phase"].isin(["prefill"])]
+    return table[keep_t], out_f
 
 
 def most_affected(table: pd.DataFrame, metric: str = "wall") -> tuple[str, str] | None:

@@ -74,6 +74,13 @@ def cmd_teach(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reference_table(args: argparse.Namespace) -> int:
+    from .report import reference_markdown
+
+    print(reference_markdown(args.run))
+    return 0
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     from .report import write_index
 
@@ -140,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--report-dir", default="report")
     t.add_argument("--notebooks", default="notebooks")
     t.set_defaults(func=cmd_teach)
+
+    rt = sub.add_parser("reference-table", help="the README's table for a (reference) run, as Markdown")
+    rt.add_argument("run", help="run directory")
+    rt.set_defaults(func=cmd_reference_table)
 
     idx = sub.add_parser("index", help="rebuild report/index.html")
     idx.add_argument("--report-dir", default="report")

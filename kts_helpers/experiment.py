@@ -56,6 +56,10 @@ def setup_run(params: dict[str, Any], *, run_id: str | None = None, root: str | 
         env = backend.describe()
         device = "cuda"
     spec = resolve(p, device)
+    if device == "cuda" and env.get("device_memory_gib"):  # refuse up front what cannot fit, with the estimate
+        from .capacity import check_capacity
+
+        check_capacity(spec.scenarios, float(env["device_memory_gib"]) * 1024)
     spec_dict = spec.to_dict()
     spec_dict["backend_options"] = backend_options or {}
     run = create_run(spec_dict, env, root=root, run_id=run_id, label=p.label)

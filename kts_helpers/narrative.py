@@ -23,7 +23,8 @@ def title(data: RunData) -> str:
     env = m.get("environment", {})
     device = env.get("device_name") or env.get("gpu_name") or env.get("processor") or m["spec"].get("device")
     label = f" — {esc(m['label'])}" if m.get("label") else ""
-    return (f"# What each tenant pays on a shared {esc(m['spec'].get('device', '')).upper()}{label}\n\n"
+    kind = "GPU" if m["spec"].get("device") == "cuda" else "CPU"
+    return (f"# What each tenant pays on a shared {kind}{label}\n\n"
             f"Run `{esc(data.run_id)}` · {esc(device)} · profile `{esc(m['spec'].get('profile'))}` · "
             f"status **{esc(m.get('status'))}** · created {esc(m.get('created_at', '?'))}")
 

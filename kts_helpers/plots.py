@@ -282,7 +282,7 @@ def open_closed_tails(data: object, closed: object = None) -> alt.Chart:
 
 
 def phase_chart(table: pd.DataFrame) -> alt.FacetChart:
-    """LLM phases: p50 (hollow) and p99 (filled, with 95 % interval) per scenario, TTFT and per-token decode."""
+    """LLM phases: p50 (hollow circle) and p99 (square), each with its 95 % interval, per scenario."""
     long = pd.concat([table.assign(quantile=q, value=table[f"{q}_ms"], lo=table[f"{q}_lo"], hi=table[f"{q}_hi"])
                       for q in ("p50", "p99")], ignore_index=True)
     long["panel"] = long["tenant"] + ": " + long["stat"]
@@ -291,14 +291,15 @@ def phase_chart(table: pd.DataFrame) -> alt.FacetChart:
     rules = base.mark_rule(strokeWidth=2).encode(
         x=alt.X("lo:Q", scale=alt.Scale(zero=False), title="latency (ms) with 95% interval"), x2="hi:Q",
         color=alt.Color("when:N", scale=_scenario_scale(), title="scenario"))
-    points = base.mark_point(size=60).encode(
-        x="value:Q", color=alt.Color("when:N", scale=_scenario_scale(), title="scenario"),
-        shape=alt.Shape("quantile:N", title="quantile",
-                        legend=alt.Legend(symbolStrokeColor="#444", symbolFillColor="#444")),
-        fill=alt.condition("datum.quantile == 'p99'", alt.Color("when:N", scale=_scenario_scale()),
-                           alt.value("white")),
-        tooltip=["tenant", "stat", "scenario", "quantile", "n", alt.Tooltip("value:Q", format=".3f"),
-                 alt.Tooltip("lo:Q", format=".3f"), alt.Tooltip("hi:Q", format=".3f"), "wording"])
+    tip = ["tenant", "stat", "scenario", "quantile", "n", alt.Tooltip("value:Q", format=".3f"),
+           alt.Tooltip("lo:Q", format=".3f"), alt.Tooltip("hi:Q", format=".3f"), "wording"]
+    color = alt.Color("when:N", scale=_scenario_scale(), title="scenario")
+    p50 = base.transform_filter("datum.quantile == 'p50'").mark_point(size=60, filled=False, shape="circle").encode(
+        x="value:Q", color=color, tooltip=tip)
+    p99 = base.transform_filter("datum.quantile == 'p99'").mark_point(size=60, filled=True, shape="square").encode(
+        x="value:Q", color=color, tooltip=tip)
+    points = alt.layer(p50, p99)
     return alt.layer(rules, points).properties(width=WIDTH // 2 - 40, height=26 * max(len(order), 2)).facet(
         column=alt.Column("panel:N", title=None, sort=list(dict.fromkeys(long["panel"])))).resolve_scale(
-        x="independent").properties(title="Time to first token and per-token decode latency")
+        x="independent").properties(title="Time to first token and per-token decode latency "
+                                     "(circle: p50, square: p99)")

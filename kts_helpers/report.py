@@ -125,6 +125,16 @@ def _move_into_run(staging: Path, run_path: Path) -> None:
     staging.rmdir()
 
 
+# Readable at the width of a page: charts scale down, wide tables wrap inside their cells.
+PAGE_CSS = """<style>
+body { max-width: 70rem; margin: 0 auto; }
+.jp-OutputArea-output img, .jp-RenderedImage img { max-width: 100%; height: auto; }
+.jp-RenderedHTMLCommon table { max-width: 100%; font-size: 0.85em; }
+.jp-RenderedHTMLCommon th, .jp-RenderedHTMLCommon td { overflow-wrap: anywhere; }
+</style>
+"""
+
+
 def render_html(notebook: Path, out: Path) -> Path:
     """nbconvert with code hidden; external scripts/styles dropped so the page is self-contained."""
     import nbformat
@@ -136,7 +146,7 @@ def render_html(notebook: Path, out: Path) -> Path:
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
     body, _ = exporter.from_notebook_node(nb)
-    body = _EXTERNAL.sub("", body)
+    body = _EXTERNAL.sub("", body).replace("</head>", PAGE_CSS + "</head>", 1)
     return atomic_write_text(out, body)
 
 
@@ -206,3 +216,23 @@ def check_run_dir(run_dir: str | None) -> Path:
 
 if __name__ == "__main__":  # pragma: no cover - convenience
     print(write_index(sys.argv[1] if len(sys.argv) > 1 else "report"))
+
+
+def reference_markdown(run_dir: str | os.PathLike, *, n_resamples: int = 2000, seed: int = 0) -> str:
+    """The README's reference table, computed exactly as the analysis notebook computes the report."""
+    from .analysis import load_run, summarize_run
+    from .intervals import add_all_intervals, headline
+
+    data = load_run(run_dir, detect_warmup=True)
+    table = add_all_intervals(summarize_run(data), data.iterations, n_resamples=n_resamples, seed=seed)
+    lines = ["| tenant | metric | p50 alone → shared (ms) | p99 alone [95% CI] (ms) | p99 shared [95% CI] (ms) "
+             "| DF [95% CI] | reading |", "|---|---|---|---|---|---|---|"]
+    for metric in ("wall", "device"):
+        h = headline(table, metric)
+        for tenant in h["tenant"].unique():
+            a = h[(h["tenant"] == tenant) & (h["DF [95% CI]"] == "—")].iloc[0]
+            for _, s in h[(h["tenant"] == tenant) & (h["DF [95% CI]"] != "—")].iterrows():
+                lines.append(f"| {tenant} | {metric} | {a['p50 ms [95% CI]'].split(' ')[0]} → "
+                             f"{s['p50 ms [95% CI]'].split(' ')[0]} | {a['p99 ms [95% CI]']} | {s['p99 ms [95% CI]']} "
+                             f"| {s['DF [95% CI]']} | {s['reading']} |")
+    return "\n".join(lines)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kts_helpers.errors import SpecError
-from kts_helpers.report import NotebookFailed, build_report
+from kts_helpers.report import NotebookFailed, build_report, build_teaching
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = {"profile": "tiny", "device": "cpu", "iterations": 30, "matrix_size": 32, "sleep_ms_fft": 1.0,
@@ -87,8 +87,8 @@ def test_crashing_tenant_fails_the_run_and_names_the_tenant(tmp_path: Path, monk
     assert (run_dir / "notebooks" / "01-baseline.ipynb").exists()
 
 
-@pytest.mark.browser
-def test_report_renders_offline_in_chromium(rendered: dict[str, Path]) -> None:
+def _check_offline_page(html: Path, min_charts: int) -> None:
+    """Open the page in headless Chromium with the network off: charts drawn, nothing wider than the page."""
     from PIL import Image
     from playwright.sync_api import sync_playwright
 
@@ -100,20 +100,48 @@ def test_report_renders_offline_in_chromium(rendered: dict[str, Path]) -> None:
             page = ctx.new_page()
             remote: list[str] = []
             page.on("request", lambda r: remote.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
-            page.goto(rendered["html"].as_uri(), wait_until="load")
+            page.goto(html.as_uri(), wait_until="load")
             charts = page.query_selector_all("img[src^='data:image/svg+xml']")
-            assert len(charts) >= 4, "expected the report's charts"
+            assert len(charts) >= min_charts, f"expected at least {min_charts} charts, found {len(charts)}"
             for chart in charts:
                 chart.scroll_into_view_if_needed()
                 assert chart.evaluate("e => e.complete && e.naturalWidth > 0"), "chart image did not decode"
                 img = Image.open(io.BytesIO(chart.screenshot())).convert("L")
-                dark = sum(1 for v in img.getdata() if v < 200)
+                dark = sum(img.histogram()[:200])
                 assert dark > 0.005 * img.width * img.height, "chart drawn blank"
-            overflow = page.evaluate("""() => [...document.querySelectorAll('p, li, td, th, h1, h2, img, table')]
+            overflow = page.evaluate("""() => [...document.querySelectorAll('p, li, td, th, h1, h2, h3, img, table, pre')]
                 .filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
                 .map(e => e.tagName + ': ' + (e.textContent || e.src || '').slice(0, 60))""")
             assert overflow == [], f"content wider than the page: {overflow[:3]}"
             assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-            assert remote == [], f"the report tried the network: {remote[:3]}"
+            assert remote == [], f"the page tried the network: {remote[:3]}"
         finally:
             browser.close()
+
+
+@pytest.mark.browser
+def test_report_renders_offline_in_chromium(rendered: dict[str, Path]) -> None:
+    _check_offline_page(rendered["html"], min_charts=6)
+
+
+@pytest.mark.browser
+def test_teaching_notebook_renders_offline_in_chromium(rendered: dict[str, Path]) -> None:
+    html = build_teaching({"duration_ms": 20000}, report_dir=rendered["reports"], notebooks_dir=REPO / "notebooks",
+                          cwd=REPO)
+    _check_offline_page(html, min_charts=3)
+
+
+REFERENCE = sorted(p for p in (REPO / "data" / "reference").iterdir() if (p / "manifest.json").exists())
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("run_dir", REFERENCE, ids=[p.name for p in REFERENCE])
+def test_reference_run_renders_offline(run_dir: Path, tmp_path: Path) -> None:
+    """Each committed H200 run re-renders from its data alone and reads as a finished page offline."""
+    html = build_report({}, run_dir=run_dir, report_dir=tmp_path, notebooks_dir=REPO / "notebooks", cwd=REPO)
+    text = html.read_text()
+    for needle in ("Headline table", "device time", "Clocks and telemetry", "Overlap window", "Environment",
+                   "NVIDIA H200", "Caveats"):
+        assert needle in text, needle
+    assert "No GPU telemetry" not in text
+    _check_offline_page(html, min_charts=7)

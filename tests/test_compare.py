@@ -1,0 +1,327 @@
+"""Comparisons beyond the article: sharing modes, contention matrix, open loop, LLM phases, and their charts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import pytest
+import vl_convert
+
+from kts_helpers import compare, plots
+from kts_helpers.analysis import RunData, load_run
+from kts_helpers.runs import create_run
+from kts_helpers.spec import ExperimentParams, resolve
+from kts_helpers.stats import df_wording
+
+REF = Path(__file__).resolve().parent.parent / "data" / "reference"
+NR = 400  # resamples: enough for structure, fast enough for the suite
+T0 = 1_795_975_700_000_000_000
+
+
+@pytest.fixture(scope="module")
+def modes_run() -> RunData:
+    return load_run(REF / "h200-2026-11-29-sharing-modes")
+
+
+@pytest.fixture(scope="module")
+def matrix_run() -> RunData:
+    return load_run(REF / "h200-2026-11-29-matrix")
+
+
+@pytest.fixture(scope="module")
+def open_run() -> RunData:
+    return load_run(REF / "h200-2026-11-29-open-loop")
+
+
+@pytest.fixture(scope="module")
+def four_run() -> RunData:
+    return load_run(REF / "h200-2026-11-29-four-tenants")
+
+
+@pytest.fixture(scope="module")
+def article_run() -> RunData:
+    return load_run(REF / "h200-2026-11-29")
+
+
+@pytest.fixture(scope="module")
+def modes(modes_run: RunData) -> pd.DataFrame:
+    return compare.modes_table(modes_run, n_resamples=NR, seed=1)
+
+
+@pytest.fixture(scope="module")
+def matrix(matrix_run: RunData) -> pd.DataFrame:
+    return compare.contention_matrix(matrix_run, n_resamples=NR, seed=1)
+
+
+def _clipped(data: RunData, scenario: str, tenant: str, phase: str = "op", col: str = "wall_ms") -> np.ndarray:
+    it = data.iterations
+    sel = (it["scenario"] == scenario) & (it["tenant"] == tenant) & (it["phase"] == phase) & it["in_overlap"]
+    return it.loc[sel, col].to_numpy(np.float64)
+
+
+def _check_intervals(t: pd.DataFrame, prefixes: tuple[str, ...]) -> None:
+    for p in prefixes:
+        est, lo, hi = (t[c] for c in ((p, f"{p}_lo", f"{p}_hi") if p == "df" else
+                                      (f"{p}_ms", f"{p}_lo", f"{p}_hi")))
+        ok = est.notna()
+        assert ((lo[ok] <= est[ok]) & (est[ok] <= hi[ok])).all(), p
+
+
+# -- detection ----------------------------------------------------------------------------------------------
+def test_what_each_reference_run_holds(modes_run, matrix_run, open_run, four_run, article_run):
+    flags = {name: (compare.has_modes(d), compare.has_matrix(d), compare.has_open_loop(d), compare.has_phases(d))
+             for name, d in [("modes", modes_run), ("matrix", matrix_run), ("open", open_run),
+                             ("four", four_run), ("article", article_run)]}
+    assert flags == {"modes": (True, False, False, False), "matrix": (False, True, False, True),
+                     "open": (False, False, True, False), "four": (False, False, False, True),
+                     "article": (False, False, False, False)}
+
+
+# -- 1. sharing modes ---------------------------------------------------------------------------------------
+def test_modes_table_has_every_mode_for_both_tenants(modes, modes_run):
+    assert set(map(tuple, modes[["tenant", "mode"]].to_numpy())) == {
+        (t, m) for t in ("fft", "gemm") for m in ("alone", "timeslice", "mps", "mps-limited")}
+    _check_intervals(modes, ("p50", "p99", "df"))
+    shared = modes[modes["mode"] != "alone"]
+    assert shared["df"].notna().all() and modes.loc[modes["mode"] == "alone", "df"].isna().all()
+    for _, r in shared.iterrows():
+        assert r["wording"] == df_wording(r["df_lo"], r["df_hi"])
+    # numbers are the overlap-clipped quantiles of the logs
+    x = _clipped(modes_run, "shared-mps", "fft")
+    a = _clipped(modes_run, "baseline-fft", "fft")
+    row = modes[(modes["tenant"] == "fft") & (modes["mode"] == "mps")].iloc[0]
+    assert row["n"] == len(x) and row["p99_ms"] == pytest.approx(np.quantile(x, 0.99))
+    assert row["df"] == pytest.approx(np.quantile(x, 0.99) / np.quantile(a, 0.99))
+    assert row["device_p50_ms"] == pytest.approx(np.median(_clipped(modes_run, "shared-mps", "fft", col="device_ms")))
+    assert modes.set_index(["tenant", "mode"]).loc[("gemm", "mps-limited"), "thread_pct"] == 50
+
+
+def test_modes_order_the_fft_victim(modes):
+    """On the H200: time-slicing hurts the FFT most, MPS less, MPS with the GEMM capped at 50 % least."""
+    f = modes[modes["tenant"] == "fft"].set_index("mode")
+    assert f.loc["mps", "df_hi"] < f.loc["timeslice", "df_lo"]
+    assert f.loc["mps-limited", "df_hi"] < f.loc["mps", "df_lo"]
+    assert f.loc["timeslice", "wording"] == "degraded"
+    # the price: the capped GEMM more than doubles its p99
+    assert modes.set_index(["tenant", "mode"]).loc[("gemm", "mps-limited"), "df_lo"] > 2
+
+
+def test_modes_table_single_mode_run(article_run):
+    t = compare.modes_table(article_run, n_resamples=NR)
+    assert set(t["mode"]) == {"alone", "timeslice"} and len(t) == 4
+
+
+# -- 2. contention matrix -----------------------------------------------------------------------------------
+def test_matrix_has_a_row_per_victim_and_neighbours(matrix, matrix_run):
+    prim = matrix[matrix["primary"]]
+    assert sorted(map(tuple, prim[["victim", "neighbours"]].to_numpy())) == sorted(
+        [("fft", "gemm"), ("fft", "llm"), ("fft", "all others"), ("gemm", "fft"), ("gemm", "llm"),
+         ("gemm", "all others"), ("llm", "fft"), ("llm", "gemm"), ("llm", "all others")])
+    assert set(matrix.loc[matrix["victim"] == "llm", "phase"]) == {"prefill", "decode"}
+    assert (prim.loc[prim["victim"] == "llm", "phase"] == "decode").all()
+    assert not matrix.loc[matrix["phase"] == "prefill", "primary"].any()
+    _check_intervals(matrix, ("df",))
+    for _, r in matrix.iterrows():
+        assert r["wording"] == df_wording(r["df_lo"], r["df_hi"])
+    r = matrix[(matrix["victim"] == "llm") & (matrix["neighbours"] == "gemm") & (matrix["phase"] == "decode")].iloc[0]
+    x, a = _clipped(matrix_run, "shared-gemm+llm", "llm", "decode"), _clipped(matrix_run, "baseline-llm", "llm",
+                                                                              "decode")
+    assert r["df"] == pytest.approx(np.quantile(x, 0.99) / np.quantile(a, 0.99))
+    assert (r["n_shared"], r["n_alone"]) == (len(x), len(a))
+
+
+def test_matrix_all_others_hurt_the_fft_more_than_the_llm_alone(matrix):
+    f = matrix[matrix["victim"] == "fft"].set_index("neighbours")
+    assert f.loc["llm", "df_hi"] < f.loc["gemm", "df_lo"]
+    assert f.loc["all others", "df"] > f.loc["gemm", "df"]
+
+
+def test_matrix_of_a_plain_pair(article_run):
+    m = compare.contention_matrix(article_run, n_resamples=NR)
+    assert list(map(tuple, m[["victim", "neighbours"]].to_numpy())) == [("fft", "gemm"), ("gemm", "fft")]
+    assert not compare.has_matrix(article_run)
+
+
+def test_four_tenants_share_is_all_others(four_run):
+    m = compare.contention_matrix(four_run, n_resamples=NR)
+    assert set(m["neighbours"]) == {"all others"}
+    assert set(m["victim"]) == {"fft-1", "fft-2", "gemm", "llm"}
+
+
+def _matrix_lines(tenant: str, workload: str, n: int, scale: float, seed: int, start: int,
+                  phases: tuple[str, ...] = ("op",)) -> list[str]:
+    rng = np.random.default_rng(seed)
+    lines, t = [], start
+    for i in range(n):
+        for ph in phases:
+            wall = float(rng.uniform(1.0, 2.0)) * scale
+            lines.append(f"KTS_APP,v2,{workload},{tenant},{i},{ph},{t},{t},{t + int(wall * 1e6)},{wall * 0.9!r},"
+                         f"{wall!r}")
+            t += int(wall * 1e6) + 500_000
+    return lines
+
+
+def test_matrix_with_repeats_pools_runs_and_matches_numpy(tmp_path):
+    spec = resolve(ExperimentParams.from_mapping({"profile": "tiny", "workloads": "fft,gemm,llm", "matrix": True,
+                                                  "repeats": 2}), "cpu")
+    run = create_run(spec.to_dict(), {}, root=tmp_path, run_id="synthetic-matrix")
+    factor = {("fft", "gemm"): 3.0, ("fft", "llm"): 1.5, ("gemm", "fft"): 1.2, ("gemm", "llm"): 1.1,
+              ("llm", "fft"): 1.3, ("llm", "gemm"): 2.0}
+    for k, scen in enumerate(spec.scenarios):
+        d = run.claim_scenario(scen.name)
+        for j, t in enumerate(scen.tenants):
+            others = [o.name for o in scen.tenants if o.name != t.name]
+            scale = 1.0 if not others else float(np.prod([factor[(t.name, o)] for o in others]))
+            n = 60 if t.workload != "llm" else 40
+            phases = ("prefill", "decode") if t.workload == "llm" else ("op",)
+            lines = _matrix_lines(t.name, t.workload, n, scale, seed=10 * k + j, start=T0, phases=phases)
+            (d / f"{t.name}.log").write_text("\n".join(lines) + "\n")
+        run.record_scenario(scen.name, {"status": "complete"})
+    data = load_run(run.path)
+    assert compare.has_matrix(data) and not compare.has_modes(data)
+    m = compare.contention_matrix(data, n_resamples=NR, seed=3)
+    prim = m[m["primary"]]
+    assert len(prim) == 9 and set(prim["scenario"]) == {"shared-fft+gemm", "shared-fft+llm", "shared-gemm+llm",
+                                                         "shared-all"}
+    r = prim[(prim["victim"] == "fft") & (prim["neighbours"] == "gemm")].iloc[0]
+    it = data.iterations
+    sel = it["scenario"].str.startswith("shared-fft+gemm-r") & (it["tenant"] == "fft") & it["in_overlap"]
+    x = it.loc[sel, "wall_ms"].to_numpy()
+    a = it.loc[it["scenario"].str.startswith("baseline-fft-r"), "wall_ms"].to_numpy()
+    assert r["n_shared"] == len(x) and r["n_alone"] == 120
+    assert r["df"] == pytest.approx(np.quantile(x, 0.99) / np.quantile(a, 0.99))
+    assert 2.4 < r["df"] < 3.6 and r["wording"] == "degraded"
+    allr = prim[(prim["victim"] == "fft") & (prim["neighbours"] == "all others")].iloc[0]
+    assert allr["df"] > r["df"]  # effects multiply in this synthetic run: 3.0 x 1.5
+    table = compare.phase_table(data, n_resamples=NR)
+    assert set(table["scenario"]) == {"baseline-llm", "shared-fft+llm", "shared-gemm+llm", "shared-all"}
+
+
+# -- 3. open loop -------------------------------------------------------------------------------------------
+def test_open_loop_reference_is_not_overloaded(open_run):
+    t = compare.open_loop_table(open_run)
+    assert list(t["when"]) == ["alone", "shared"] and (t["tenant"] == "fft").all()
+    assert not t["overloaded"].any() and (t["message"] == "").all()
+    assert (t["offered_hz"] == 40).all()
+    assert (t["achieved_hz"] / t["offered_measured_hz"]).between(0.95, 1.05).all()
+    assert (t["response_p99_ms"] >= t["service_p99_ms"]).all()
+    assert (t["response_p50_ms"] >= t["service_p50_ms"]).all()
+    s = t.set_index("when")
+    assert s.loc["shared", "response_p99_ms"] > s.loc["alone", "response_p99_ms"]
+    q = compare.queue_growth(open_run)
+    assert set(q["when"]) == {"alone", "shared"} and len(q) == t["n"].sum()
+    f = compare.open_closed_frame(open_run)
+    assert set(f["clock"]) == {compare.RESPONSE_LABEL, compare.SERVICE_LABEL}
+    assert f["exceedance"].between(0, 1, inclusive="neither").all()
+
+
+def test_closed_loop_run_has_no_open_loop_rows(article_run):
+    assert compare.open_loop_table(article_run).empty
+    assert compare.queue_growth(article_run).empty and compare.open_closed_frame(article_run).empty
+
+
+def _open_lines(tenant: str, n: int, rate_hz: float, service_ms: float, *, meta: bool, start: int) -> list[str]:
+    """A single-server FIFO fed at a fixed rate: each start = max(arrival, previous end) + 50 us of wake-up."""
+    lines = []
+    if meta:
+        lines.append("KTS_META,v2," + json.dumps({"workload": "fft", "tenant": tenant, "arrival": "fixed",
+                                                  "rate_hz": rate_hz}, separators=(",", ":")))
+    period, svc, prev_end = int(1e9 / rate_hz), int(service_ms * 1e6), 0
+    for i in range(n):
+        due = start + i * period
+        s = max(due, prev_end) + 50_000
+        prev_end = s + svc
+        lines.append(f"KTS_APP,v2,fft,{tenant},{i},op,{due},{s},{prev_end},{service_ms * 0.95!r},{service_ms!r}")
+    return lines
+
+
+@pytest.fixture
+def overloaded_run(tmp_path) -> RunData:
+    spec = resolve(ExperimentParams.from_mapping({"profile": "tiny", "workloads": "fft,gemm", "arrival": "fixed",
+                                                  "rate_hz": 40.0}), "cpu")
+    run = create_run(spec.to_dict(), {}, root=tmp_path, run_id="overloaded")
+    for scen in ("baseline-fft", "baseline-gemm", "shared"):
+        d = run.claim_scenario(scen)
+        if scen != "baseline-gemm":  # alone: 10 ms per op at 40/s keeps up; shared: 35 ms per op cannot
+            svc = 10.0 if scen == "baseline-fft" else 35.0
+            (d / "fft.log").write_text("\n".join(_open_lines("fft", 200, 40.0, svc, meta=scen == "shared",
+                                                             start=T0)) + "\n")
+        if scen != "baseline-fft":
+            (d / "gemm.log").write_text("\n".join(_matrix_lines("gemm", "gemm", 800, 5.0, 1, T0)) + "\n")
+        run.record_scenario(scen, {"status": "complete"})
+    return load_run(run.path)
+
+
+def test_overloaded_open_loop_is_flagged(overloaded_run):
+    assert compare.has_open_loop(overloaded_run)
+    t = compare.open_loop_table(overloaded_run).set_index("when")
+    assert list(t.index) == ["alone", "shared"]  # the alone log has no KTS_META: found from intended != start
+    assert not t.loc["alone", "overloaded"] and t.loc["alone", "message"] == ""
+    assert t.loc["alone", "arrival"] == "open" and t.loc["alone", "offered_hz"] == pytest.approx(40.0)
+    sh = t.loc["shared"]
+    assert sh["overloaded"] and "overloaded" in sh["message"] and "\n" not in sh["message"]
+    assert "achieved" in sh["message"] and "queue delay grew" in sh["message"]
+    assert sh["achieved_hz"] == pytest.approx(1000 / 35.05, rel=1e-6)  # one completion per service (+ wake-up)
+    assert sh["offered_measured_hz"] == pytest.approx(40.0, rel=1e-6)
+    assert sh["utilisation"] == pytest.approx(40 * 0.035, rel=1e-6)
+    # queue delay of request i = 0.05 + i x (35.05 - 25) ms: 10.05 ms more per 25 ms of arrivals = 402 ms/s
+    assert sh["queue_slope_ms_per_s"] == pytest.approx(402.0, rel=1e-6)
+    q = compare.queue_growth(overloaded_run)
+    last = q[q["when"] == "shared"].iloc[-1]
+    assert last["queue_ms"] == pytest.approx(0.05 + 199 * 10.05, rel=1e-9)
+
+
+def test_open_closed_frame_uses_a_closed_run_when_given(overloaded_run, article_run):
+    f = compare.open_closed_frame(overloaded_run, closed=article_run)
+    assert set(f["clock"]) == {compare.RESPONSE_LABEL, compare.CLOSED_LABEL}
+    g = f[(f["when"] == "shared") & (f["clock"] == compare.RESPONSE_LABEL)]
+    assert g["latency_ms"].max() > 1000  # the backlog shows in the response time
+
+
+# -- 4. LLM phases ------------------------------------------------------------------------------------------
+def test_phase_table_matrix(matrix_run):
+    t = compare.phase_table(matrix_run, n_resamples=NR)
+    assert set(t["phase"]) == {"prefill", "decode"}
+    assert set(t["stat"]) == {"time to first token", "per-token decode"}
+    assert set(t["scenario"]) == {"baseline-llm", "shared-fft+llm", "shared-gemm+llm", "shared-all"}
+    assert len(t) == 8
+    _check_intervals(t, ("p50", "p99", "df"))
+    assert t.loc[t["when"] == "alone", "df"].isna().all() and t.loc[t["when"] == "shared", "df"].notna().all()
+    for _, r in t[t["when"] == "shared"].iterrows():
+        assert r["wording"] == df_wording(r["df_lo"], r["df_hi"])
+    ttft = t[(t["scenario"] == "baseline-llm") & (t["phase"] == "prefill")].iloc[0]
+    assert ttft["p50_ms"] == pytest.approx(np.median(_clipped(matrix_run, "baseline-llm", "llm", "prefill",
+                                                              "response_ms")))
+    dec = t[(t["scenario"] == "shared-all") & (t["phase"] == "decode")].iloc[0]
+    assert dec["n"] == len(_clipped(matrix_run, "shared-all", "llm", "decode"))
+
+
+# -- charts -------------------------------------------------------------------------------------------------
+def _renders(chart: alt.TopLevelMixin) -> None:
+    assert isinstance(chart.to_dict(), dict)
+    svg = vl_convert.vegalite_to_svg(chart.to_json())
+    assert svg.lstrip().startswith("<svg")
+
+
+def test_charts_build_and_render(modes, matrix, matrix_run, open_run, overloaded_run):
+    _renders(plots.modes_chart(modes))
+    _renders(plots.modes_chart(modes, log=True))
+    _renders(plots.df_heatmap(matrix))
+    _renders(plots.df_heatmap(matrix, all_phases=True))
+    _renders(plots.phase_chart(compare.phase_table(matrix_run, n_resamples=NR)))
+    _renders(plots.queue_chart(compare.queue_growth(overloaded_run)))
+    _renders(plots.open_closed_tails(open_run))
+    _renders(plots.open_closed_tails(compare.open_closed_frame(overloaded_run)))
+
+
+def test_heatmap_cells_carry_the_interval_text(matrix):
+    spec = plots.df_heatmap(matrix).to_dict()
+    values = next(iter(spec["datasets"].values()))
+    texts = {(v["victim"], v["neighbours"]): v["text"] for v in values}
+    r = matrix[(matrix["victim"] == "fft") & (matrix["neighbours"] == "gemm")].iloc[0]
+    assert texts[("fft", "gemm")] == f"{r['df']:.2f} [{r['df_lo']:.2f}, {r['df_hi']:.2f}]"
+    assert len(texts) == 9  # primary rows only by default
