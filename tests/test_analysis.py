@@ -268,7 +268,7 @@ def test_efficiency_uses_meta_work(crafted_run):
         grp = data.iterations[(data.iterations["scenario"] == scen) & (data.iterations["tenant"] == tenant)]
         per_op = grp.groupby("iteration")["device_ms"].sum().median() / 1e3
         flops, nbytes = work[tenant]
-        assert row["device_s_per_op_p50"] == per_op
+        assert row["device_ms_per_op_p50"] == per_op * 1e3
         assert row["tflops"] == flops / per_op / 1e12
         assert row["gb_per_s"] == nbytes / per_op / 1e9
 
@@ -282,7 +282,8 @@ def test_efficiency_sums_phases_per_iteration(tmp_path):
     data = load_run(run)
     row = efficiency(data).iloc[0]
     per_op = data.iterations.groupby("iteration")["device_ms"].sum().median() / 1e3
-    assert row["tflops"] == 3.0e9 / per_op / 1e12 and row["gb_per_s"] == 0.0
+    assert row["tflops"] == 3.0e9 / per_op / 1e12
+    assert np.isnan(row["gb_per_s"])  # no bandwidth model for the LLM: unknown, not zero
 
 
 def test_write_summary(tmp_path, crafted_run):
