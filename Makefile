@@ -69,6 +69,7 @@ lab: $(STAMP) ## start JupyterLab on notebooks/ with the project's kernel
 bench: $(STAMP) ## speed benchmarks (statistics vs scipy/arch, log parsing) -> bench/results/*.json
 	@mkdir -p bench/results
 	$(PYTHON) -m bench.bench_stats --out bench/results/stats.json
+	$(PYTHON) -m bench.bench_timing --out bench/results/timing.json
 
 lint: $(STAMP) ## ruff
 	$(VENV)/bin/ruff check kts_helpers workers tests bench
