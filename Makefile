@@ -17,10 +17,13 @@ LABEL   ?=
 RUN     ?=
 SET     ?=
 IMAGE   ?= localhost/kts-worker:0.1
-export IMAGE K8S_CONTEXT K8S_NAMESPACE K8S_NODE_SELECTOR K8S_QUEUE K8S_RUNTIME_CLASS
+# Kubernetes settings reach the notebooks' kernel through the environment, only those that are set.
+K8S_VARS := IMAGE K8S_CONTEXT K8S_NAMESPACE K8S_NODE_SELECTOR K8S_QUEUE K8S_RUNTIME_CLASS KTS_DCGM_URL
+K8S_ENV  = $(foreach v,$(K8S_VARS),$(if $($(v)),$(v)='$($(v))'))
 
-REPORT_ARGS := $(if $(PROFILE),--profile $(PROFILE)) --device $(DEVICE) --backend $(BACKEND) \
-               $(if $(LABEL),--label "$(LABEL)") $(foreach s,$(SET),--set $(s)) $(if $(RUN),--run $(RUN))
+RUN_ARGS    := $(if $(PROFILE),--profile $(PROFILE)) --device $(DEVICE) --backend $(BACKEND) \
+               $(if $(LABEL),--label "$(LABEL)") $(foreach s,$(SET),--set '$(s)')
+REPORT_ARGS := $(RUN_ARGS) $(if $(RUN),--run $(RUN))
 
 .PHONY: help venv test test-fast report run lab bench lint index image k8s-smoke
 
@@ -55,10 +58,10 @@ test-fast: $(STAMP) ## the tests without the slow end-to-end and browser ones
 	$(PYTHON) -m pytest -q -m "not e2e and not browser"
 
 report: $(STAMP) ## run setup -> baseline -> shared -> analysis with papermill and render report/<run>.html
-	$(PYTHON) -m kts_helpers report $(REPORT_ARGS)
+	$(K8S_ENV) $(PYTHON) -m kts_helpers report $(REPORT_ARGS)
 
 run: $(STAMP) ## run the experiment without notebooks (data/runs/<run>/)
-	$(PYTHON) -m kts_helpers run $(filter-out --run %,$(REPORT_ARGS))
+	$(K8S_ENV) $(PYTHON) -m kts_helpers run $(RUN_ARGS)
 
 index: $(STAMP) ## rebuild report/index.html from the rendered reports
 	$(PYTHON) -m kts_helpers index

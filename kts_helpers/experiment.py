@@ -19,7 +19,8 @@ from .runs import DEFAULT_ROOT, Run, create_run, find_run
 from .spec import ExperimentParams, ExperimentSpec, calibration_scenario, resolve, scenario_from_dict
 
 K8S_ENV = {"namespace": "K8S_NAMESPACE", "image": "IMAGE", "context": "K8S_CONTEXT",
-           "node_selector": "K8S_NODE_SELECTOR", "queue_name": "K8S_QUEUE", "runtime_class": "K8S_RUNTIME_CLASS"}
+           "node_selector": "K8S_NODE_SELECTOR", "queue_name": "K8S_QUEUE", "runtime_class": "K8S_RUNTIME_CLASS",
+           "dcgm_url": "KTS_DCGM_URL"}
 
 
 def build_backend(params: ExperimentParams, device: str, options: dict[str, Any] | None = None) -> Backend:

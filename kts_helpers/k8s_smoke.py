@@ -21,8 +21,8 @@ from .runs import DEFAULT_ROOT
 def _parser() -> argparse.ArgumentParser:
     env = os.environ.get
     p = argparse.ArgumentParser(prog="python -m kts_helpers.k8s_smoke", description=__doc__.splitlines()[0])
-    p.add_argument("--namespace", default=env("K8S_NAMESPACE", "kts"))
-    p.add_argument("--image", default=env("IMAGE", "kts-worker:latest"))
+    p.add_argument("--namespace", default=env("K8S_NAMESPACE") or "kts")
+    p.add_argument("--image", default=env("IMAGE") or "kts-worker:latest")
     p.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG or ~/.kube/config, else in-cluster")
     p.add_argument("--context", default=env("K8S_CONTEXT") or None)
     p.add_argument("--node-selector", default=env("K8S_NODE_SELECTOR") or None, help="e.g. nvidia.com/gpu.present=true")

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import secrets
+import threading
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import kmock
 
@@ -22,6 +25,7 @@ from kts_helpers.runs import Run, create_run
 from kts_helpers.spec import ExperimentParams, ExperimentSpec, resolve
 
 NS = "kts"
+T = TypeVar("T")
 BASE = datetime(2025, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 # Seconds after the Job's creation at which each step happens (no queue: admission is instant).
 STEPS = {"admitted": 3, "pod_created": 3, "scheduled": 5, "started": 8, "finished": 20}
@@ -47,11 +51,19 @@ def gpu_node(name: str, allocatable: int = 4, *, replicas: int | None = 4, strat
 
 
 def kts_lines(tenant: str, workload: str, n: int = 3) -> bytes:
-    lines = ['KTS_META,v2,{"device": "cuda"}']
+    """What the worker prints: a META line with the keys the analysis reads, then ``n`` v2 iterations.
+
+    Iteration ``i`` lasts 5 ms plus 0, 0.5 or 1 ms (a deterministic spread, so statistics have
+    something to estimate); iterations start 10 ms apart from the fixed ``STEPS["started"]`` instant.
+    """
     t0 = 1_735_732_808_000_000_000
+    meta = {"workload": workload, "tenant": tenant, "iterations": n, "device": "cuda", "device_name": "fake",
+            "start_at_ns": t0, "loop_start_ns": t0, "flops_per_op": 1.0e9, "bytes_per_op": 1.0e6}
+    lines = [f"KTS_META,v2,{json.dumps(meta, separators=(',', ':'))}"]
     for i in range(n):
         s = t0 + i * 10_000_000
-        lines.append(f"KTS_APP,v2,{workload},{tenant},{i},op,{s},{s},{s + 5_000_000},5.0,5.0")
+        ms = 5.0 + 0.5 * (i % 3)
+        lines.append(f"KTS_APP,v2,{workload},{tenant},{i},op,{s},{s},{s + int(ms * 1e6)},{ms},{ms}")
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -70,6 +82,8 @@ class FakeCluster:
         self.queued_ticks: dict[str, int] = {}
         self.max_runs_at_once = 0
         self.tick_s = 0.02
+        self.log_iterations = 3  # KTS_APP lines in the log of a finished pod
+        self.placement_delay_s: dict[str, int] = {}  # tenant -> extra seconds before PodScheduled (and after)
         self._task: asyncio.Task[None] | None = None
         for res, kind, namespaced in (("v1/pods", "Pod", True), ("batch/v1/jobs", "Job", True),
                                       ("v1/nodes", "Node", False), ("v1/events", "Event", True),
@@ -207,7 +221,8 @@ class FakeCluster:
         node = pod["spec"].get("nodeSelector", {}).get("kubernetes.io/hostname", "gpu-1")
         workload = next((e["value"] for e in pod["spec"]["containers"][0]["env"] if e["name"] == "WORKLOAD"), "fft")
         path = f"/api/v1/namespaces/{self.ns}/pods/{pod_name}"
-        scheduled = {"type": "PodScheduled", "status": "True", "lastTransitionTime": ts(STEPS["scheduled"])}
+        d = self.placement_delay_s.get(tenant, 0)
+        scheduled = {"type": "PodScheduled", "status": "True", "lastTransitionTime": ts(STEPS["scheduled"] + d)}
         patch: dict[str, Any] | None = None
         if step == 0:
             if mode == "unschedulable":
@@ -222,17 +237,17 @@ class FakeCluster:
         elif step == 1 and mode not in ("unschedulable", "imagepull"):
             self.logs[pod_name] = kts_lines(tenant, workload, 1)
             patch = {"status": {"phase": "Running", "containerStatuses": [{"name": "worker", "ready": True, "state": {
-                "running": {"startedAt": ts(STEPS["started"])}}}]}}
+                "running": {"startedAt": ts(STEPS["started"] + d)}}}]}}
         elif step == 3 and mode not in ("unschedulable", "imagepull", "hang"):
             code, reason = {"ok": (0, "Completed"), "oom": (137, "OOMKilled"), "exit1": (1, "Error")}[mode]
-            log = kts_lines(tenant, workload, 3)
+            log = kts_lines(tenant, workload, self.log_iterations)
             if mode == "exit1":
                 log += b"Traceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n"
             self.logs[pod_name] = log
             patch = {"status": {"phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": [{
                 "name": "worker", "ready": False, "state": {"terminated": {
-                    "exitCode": code, "reason": reason, "startedAt": ts(STEPS["started"]),
-                    "finishedAt": ts(STEPS["finished"])}}}]}}
+                    "exitCode": code, "reason": reason, "startedAt": ts(STEPS["started"] + d),
+                    "finishedAt": ts(STEPS["finished"] + d)}}}]}}
         self.step[pod_name] = step + 1
         if patch is not None:
             await self._http("patch", path, patch)
@@ -241,3 +256,74 @@ class FakeCluster:
 def make_run(root: Path, workloads: tuple[str, ...] = ("fft", "gemm"), label: str = "") -> tuple[Run, ExperimentSpec]:
     spec = resolve(ExperimentParams(profile="tiny", workloads=workloads, backend="kubernetes", label=label), "cuda")
     return create_run(spec.to_dict(), {"test": True}, root=root, label=label), spec
+
+
+class EmulatorThread:
+    """kmock's emulator and a FakeCluster on their own event loop in a daemon thread, for sync callers.
+
+    For code that cannot share the test's loop (papermill kernels in another process, plain
+    synchronous tests): ``with EmulatorThread() as emu: emu.url, emu.call(lambda fc: ...)``.
+    """
+
+    def __init__(self, namespace: str = NS, start_timeout_s: float = 30.0) -> None:
+        self.namespace = namespace
+        self.start_timeout_s = start_timeout_s
+        self.url = ""
+        self.cluster: FakeCluster | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, name="kmock-emulator", daemon=True)
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
+            self._error = exc
+            self._ready.set()
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        async with kmock.KubernetesEmulator() as km, kmock.Server(km) as srv, FakeCluster(km, self.namespace) as fc:
+            self.cluster, self.url = fc, str(srv.url).rstrip("/")
+            self._ready.set()
+            await self._stop.wait()
+
+    def call(self, fn: Callable[[FakeCluster], T | Awaitable[T]], timeout_s: float = 10.0) -> T:
+        """Run ``fn(cluster)`` on the emulator's loop (so it never races the controllers); its result."""
+        assert self._loop is not None and self.cluster is not None, "emulator not started"
+        cluster = self.cluster
+
+        async def _do() -> T:
+            out = fn(cluster)
+            return await out if asyncio.iscoroutine(out) else out  # type: ignore[return-value]
+
+        return asyncio.run_coroutine_threadsafe(_do(), self._loop).result(timeout_s)
+
+    def __enter__(self) -> EmulatorThread:
+        self._thread.start()
+        if not self._ready.wait(self.start_timeout_s):
+            raise RuntimeError(f"kmock emulator did not start within {self.start_timeout_s:.0f} s")
+        if self._error is not None:
+            raise RuntimeError(f"kmock emulator failed to start: {self._error!r}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10.0)
+
+    def kubeconfig(self, path: Path, context: str = "kmock") -> Path:
+        """A kubeconfig whose ``context`` points at the emulator (no credentials: kmock wants none)."""
+        import yaml
+
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": context,
+            "clusters": [{"name": context, "cluster": {"server": self.url}}],
+            "users": [{"name": context, "user": {"token": "kmock"}}],
+            "contexts": [{"name": context, "context": {"cluster": context, "user": context,
+                                                       "namespace": self.namespace}}]}))
+        return path

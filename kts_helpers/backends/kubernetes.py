@@ -613,7 +613,10 @@ class KubernetesBackend:
     narrows the GPU nodes, ``node_name`` pins one. ``queue_name``: a Kueue LocalQueue. ``start_delay_s``:
     START_AT = creation + this, long enough for image pulls. ``schedule_timeout_s``: how long a pod
     may stay unschedulable. ``gpu_resource``: force ``nvidia.com/gpu`` or ``nvidia.com/gpu.shared``
-    (default: what the node advertises). ``runtime_class``: e.g. ``nvidia`` on K3s.
+    (default: what the node advertises). ``runtime_class``: e.g. ``nvidia`` on K3s. ``dcgm_url``: a
+    dcgm-exporter ``/metrics`` URL scraped every ``dcgm_interval_ms`` while a scenario runs, into
+    ``logs/<scenario>/telemetry.parquet`` (the NVML sampler's schema); an unreachable exporter only
+    leaves the telemetry status "absent" or "partial" in the scenario record.
     """
 
     name = "kubernetes"
@@ -625,7 +628,8 @@ class KubernetesBackend:
                  service_account: str | None = None, memory_limit: str = "8Gi", start_delay_s: float = 30.0,
                  schedule_timeout_s: float = 300.0, poll_s: float = 2.0, cleanup_timeout_s: float = 120.0,
                  image_pull_policy: str = "IfNotPresent", clean_leftovers: bool = True,
-                 runtime_class: str | None = None):
+                 runtime_class: str | None = None, dcgm_url: str | None = None,
+                 dcgm_interval_ms: float = 1000.0):
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", namespace or "") or len(namespace) > 63:
             raise SpecError(f"invalid Kubernetes namespace {namespace!r}")
         if not image or any(c.isspace() for c in image):
@@ -638,6 +642,11 @@ class KubernetesBackend:
                            ("poll_s", poll_s), ("cleanup_timeout_s", cleanup_timeout_s)):
             if value < 0 or (key == "poll_s" and value == 0):
                 raise SpecError(f"{key} must be > 0, got {value}")
+        if dcgm_url is not None and not re.match(r"^https?://[^\s/]+", str(dcgm_url)):
+            raise SpecError(f"dcgm_url must be an http(s) URL such as http://dcgm-exporter:9400/metrics, "
+                            f"got {dcgm_url!r}")
+        if not float(dcgm_interval_ms) > 0:
+            raise SpecError(f"dcgm_interval_ms must be > 0, got {dcgm_interval_ms}")
         self.namespace, self.image, self.queue_name = namespace, image, queue_name or None
         self.node_selector = parse_selector(node_selector)
         self.node_name = node_name
@@ -647,6 +656,7 @@ class KubernetesBackend:
         self.poll_s, self.cleanup_timeout_s = float(poll_s), float(cleanup_timeout_s)
         self.image_pull_policy, self.clean_leftovers = image_pull_policy, clean_leftovers
         self.runtime_class = runtime_class or None
+        self.dcgm_url, self.dcgm_interval_ms = dcgm_url or None, float(dcgm_interval_ms)
         if api_client is None:
             api_client, ctx = load_api_client(kubeconfig, context)
         else:
@@ -803,12 +813,15 @@ class KubernetesBackend:
         error: BaseException | None = None
         failure: _Failure | None = None
         created: dict[str, dict[str, Any]] = {}
+        telemetry: dict[str, Any] = {}
+        scraper = self._start_telemetry(run.log_dir(scenario.name), telemetry)
         try:
             for tenant, body in bodies.items():
                 created[tenant] = self.api.create_job(body) or body
             failure = self._watch(run, scenario, bodies, node, timeout_s, progress)
         except BaseException as exc:  # noqa: BLE001 - Ctrl-C included: collect, clean up, re-raise
             error = exc
+        self._stop_telemetry(scraper, telemetry)
         tenants: list[TenantResult] = []
         events: dict[str, dict[str, Any]] = {}
         try:
@@ -838,7 +851,7 @@ class KubernetesBackend:
             "gpu_resource": node.resource, "kubernetes_gpus": node.allocatable, "physical_gpus": node.physical,
             "replicas": node.replicas, "sharing_strategy": node.strategy, "queue": self.queue_name,
             "start_at_ns": start_at_ns, "started_ns": started_ns, "ended_ns": ended_ns,
-            "resolution_s": RESOLUTION_S, "tenants": events,
+            "resolution_s": RESOLUTION_S, "tenants": events, **telemetry,
         }
         if reason:
             info["reason"] = reason
@@ -865,6 +878,33 @@ class KubernetesBackend:
         return ScenarioResult(scenario.name, status, tenants, started_ns, ended_ns,
                               extra={"node": node.name, "namespace": self.namespace, "resolution_s": RESOLUTION_S,
                                      "jobs": {t: b["metadata"]["name"] for t, b in bodies.items()}})
+
+    def _start_telemetry(self, log_dir: Path, out: dict[str, Any]) -> Any:
+        """Scrape dcgm-exporter in the background while the scenario runs; None when off or broken."""
+        if not self.dcgm_url:
+            out["telemetry"] = {"status": "absent", "reason": "no dcgm_url configured (KTS_DCGM_URL)"}
+            return None
+        try:
+            from ..telemetry import DcgmScraper
+
+            return DcgmScraper(self.dcgm_url, log_dir / "telemetry.parquet",
+                               interval_ms=self.dcgm_interval_ms).start()
+        except Exception as exc:  # noqa: BLE001 - telemetry must never stop the experiment
+            text = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+            out["telemetry"] = {"status": "absent", "reason": f"DCGM scraper did not start: {text}",
+                                "source": "dcgm", "url": self.dcgm_url}
+            return None
+
+    @staticmethod
+    def _stop_telemetry(scraper: Any, out: dict[str, Any]) -> None:
+        if scraper is None:
+            return
+        try:
+            out["telemetry"] = scraper.stop()
+        except Exception as exc:  # noqa: BLE001
+            text = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+            out["telemetry"] = {"status": "absent", "reason": f"DCGM scraper failed: {text}", "source": "dcgm",
+                                "url": scraper.url}
 
     def _selector(self, run: Run, scenario: ScenarioSpec) -> str:
         return selector_string({MANAGED_BY: MANAGED_VALUE, LABEL_RUN: label_value(run.run_id),

@@ -1,0 +1,75 @@
+"""Beyond the article, on the CPU: a contention matrix with the LLM-like tenant and open-loop arrivals run
+end to end through the real workers, and the report sections and `summarize --ci` come out of them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kts_helpers import compare, sections
+from kts_helpers.analysis import load_run
+from kts_helpers.cli import main
+from kts_helpers.experiment import run_experiment
+
+LLM_ENV = {"LLM_D_MODEL": "32", "LLM_LAYERS": "1", "LLM_HEADS": "2", "LLM_PROMPT_TOKENS": "8",
+           "LLM_DECODE_TOKENS": "3", "LLM_VOCAB": "64"}
+
+
+@pytest.fixture(scope="module")
+def matrix_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    mp = pytest.MonkeyPatch()
+    for k, v in LLM_ENV.items():
+        mp.setenv(k, v)
+    try:
+        run = run_experiment({"profile": "tiny", "device": "cpu", "workloads": "fft,gemm,llm", "matrix": True,
+                              "iterations": 25, "matrix_size": 32, "arrival": "poisson", "rate_hz": 200.0,
+                              "calibrate_iterations": 0}, root=tmp_path_factory.mktemp("beyond"), progress=False)
+    finally:
+        mp.undo()
+    return run.path
+
+
+def test_matrix_scenarios_and_sections(matrix_run: Path) -> None:
+    manifest = json.loads((matrix_run / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert set(manifest["scenarios"]) == {"baseline-fft", "baseline-gemm", "baseline-llm", "shared-fft+gemm",
+                                          "shared-fft+llm", "shared-gemm+llm", "shared-all"}
+    data = load_run(matrix_run)
+    assert set(data.iterations.loc[data.iterations["workload"] == "llm", "phase"]) == {"prefill", "decode"}
+    m = compare.contention_matrix(data, n_resamples=200, seed=1)
+    assert {("fft", "gemm"), ("gemm", "fft"), ("llm", "all others")} <= set(zip(m["victim"], m["neighbours"]))
+    assert (m["df_lo"] <= m["df"]).all() and (m["df"] <= m["df_hi"]).all()
+    titles = [s.markdown.splitlines()[0] for s in sections.build(data, n_resamples=200, seed=1)]
+    assert any("Contention matrix" in t for t in titles)
+    assert any("Open-loop" in t for t in titles)
+    assert any("LLM-like" in t for t in titles)
+
+
+def test_open_loop_latency_counts_from_intended_arrival(matrix_run: Path) -> None:
+    data = load_run(matrix_run)
+    fft = data.iterations[data.iterations["workload"] == "fft"]
+    assert (fft["intended_ns"] <= fft["start_ns"]).all()
+    assert (fft["response_ms"] >= fft["wall_ms"] - 1e-9).all()  # response = queueing + service
+    gaps = np.diff(np.sort(fft[fft["scenario"] == "baseline-fft"]["intended_ns"].to_numpy())) / 1e6
+    assert 1.0 < np.mean(gaps) < 20.0  # Poisson at 200/s: mean gap 5 ms
+
+
+def test_summarize_ci_adds_intervals(matrix_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = [matrix_run / "logs/baseline-fft/fft.log", matrix_run / "logs/baseline-gemm/gemm.log"]
+    shared = [matrix_run / "logs/shared-fft+gemm/fft.log", matrix_run / "logs/shared-fft+gemm/gemm.log"]
+    code = main(["summarize", "--baseline", *map(str, base), "--shared", *map(str, shared), "--metric", "wall",
+                 "--format", "json", "--ci", "--resamples", "300", "--seed", "3"])
+    assert code == 0
+    rows = json.loads(capsys.readouterr().out)
+    for r in rows:
+        for key in ("p50_ci", "p95_ci", "p99_ci", "jitter_ci"):
+            lo, hi = r[key]
+            assert lo <= hi
+        assert r["p50_ci"][0] <= r["p50_ms"] <= r["p50_ci"][1]
+        if r["scenario"] == "shared":
+            assert r["df_ci"][0] <= r["df"] <= r["df_ci"][1]
+        else:
+            assert "df" not in r and r.get("df_ci") is None

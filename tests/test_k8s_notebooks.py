@@ -1,0 +1,200 @@
+"""The Kubernetes path end to end on kmock's emulator: DCGM telemetry per scenario, and the four notebooks.
+
+The emulator and its fake controllers (tests/k8s_fixtures.FakeCluster) run on their own event
+loop in a background thread (``EmulatorThread``), so synchronous code can use them: the backend
+here, and the papermill kernels, which are child processes that reach the emulator through a
+kubeconfig and the K8S_* / IMAGE / KTS_DCGM_URL variables they inherit.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from k8s_fixtures import NS, EmulatorThread, FakeCluster, gpu_node, make_run
+
+from kts_helpers.analysis import load_run_telemetry
+from kts_helpers.errors import SpecError
+from kts_helpers.report import build_report
+from kts_helpers.telemetry import load_telemetry, read_status
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE = Path(__file__).parent / "fixtures" / "dcgm_metrics.txt"
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class _Metrics(http.server.BaseHTTPRequestHandler):
+    """dcgm-exporter's /metrics page (the fixture), 404 elsewhere."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        body, code = (FIXTURE.read_bytes(), 200) if self.path == "/metrics" else (b"not found", 404)
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def exporter() -> Iterator[str]:
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Metrics)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/metrics"
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.fixture
+def closed_port() -> str:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    return f"http://127.0.0.1:{port}/metrics"
+
+
+@pytest.fixture
+def emulator() -> Iterator[EmulatorThread]:
+    with EmulatorThread() as emu:
+        emu.call(lambda fc: fc.add_node(gpu_node("gpu-1")))
+        yield emu
+
+
+# ------------------------------------------------------------------------------------------ DCGM
+
+
+def test_dcgm_exporter_is_scraped_while_a_scenario_runs(emulator: EmulatorThread, exporter: str,
+                                                        tmp_path: Path) -> None:
+    backend = emulator.call(lambda fc: fc.backend(dcgm_url=exporter, dcgm_interval_ms=50))
+    run, spec = make_run(tmp_path)
+
+    result = backend.run_scenario(run, spec.scenario("shared"), timeout_s=10, progress=False)
+
+    assert result.status == "complete"
+    out = run.log_dir("shared") / "telemetry.parquet"
+    assert out.is_file()
+    status = read_status(out)
+    assert status["status"] == "complete" and status["source"] == "dcgm" and status["url"] == exporter
+    assert status["scrapes"] >= 1 and status["samples"] == 3 * status["scrapes"]  # 3 rows per page
+    info = run.manifest()["scenarios"]["shared"]
+    assert info["status"] == "complete" and info["backend"] == "kubernetes"
+    assert info["telemetry"] == status
+    tel = load_telemetry(out)
+    assert "sm_clock_mhz" in tel.columns and set(tel["sm_clock_mhz"]) == {1755.0, 345.0}
+    assert tel["pod"].dropna().unique().tolist() == ["kts-fft-0", "kts-gemm-0"]
+    # the analysis reads it like the NVML sampler's
+    frame, statuses = load_run_telemetry(run, run.manifest())
+    assert statuses["shared"]["status"] == "complete" and len(frame) == status["samples"]
+    assert set(frame["scenario"]) == {"shared"}
+
+
+def test_unreachable_dcgm_exporter_does_not_fail_the_run(emulator: EmulatorThread, closed_port: str,
+                                                         tmp_path: Path) -> None:
+    backend = emulator.call(lambda fc: fc.backend(dcgm_url=closed_port, dcgm_interval_ms=50))
+    run, spec = make_run(tmp_path)
+
+    result = backend.run_scenario(run, spec.scenario("shared"), timeout_s=10, progress=False)
+
+    assert result.status == "complete"
+    info = run.manifest()["scenarios"]["shared"]
+    assert info["status"] == "complete" and run.manifest()["status"] != "failed"
+    assert info["telemetry"]["status"] in ("absent", "partial") and info["telemetry"]["samples"] == 0
+    assert "unreachable" in info["telemetry"]["reason"] and "\n" not in info["telemetry"]["reason"]
+    assert load_telemetry(run.log_dir("shared") / "telemetry.parquet").empty
+    # the tenants' logs are there all the same
+    assert all(run.log_path("shared", t).read_bytes().startswith(b"KTS_META") for t in ("fft", "gemm"))
+
+
+def test_without_dcgm_url_telemetry_is_recorded_absent(emulator: EmulatorThread, tmp_path: Path) -> None:
+    backend = emulator.call(lambda fc: fc.backend())
+    run, spec = make_run(tmp_path)
+    backend.run_scenario(run, spec.scenario("shared"), timeout_s=10, progress=False)
+    tel = run.manifest()["scenarios"]["shared"]["telemetry"]
+    assert tel["status"] == "absent" and "KTS_DCGM_URL" in tel["reason"]
+    assert not (run.log_dir("shared") / "telemetry.status.json").exists()
+
+
+def test_bad_dcgm_options_fail_fast(emulator: EmulatorThread) -> None:
+    with pytest.raises(SpecError, match="dcgm_url must be an http"):
+        emulator.call(lambda fc: fc.backend(dcgm_url="dcgm-exporter:9400"))
+    with pytest.raises(SpecError, match="dcgm_interval_ms must be > 0"):
+        emulator.call(lambda fc: fc.backend(dcgm_url="http://x:9400/metrics", dcgm_interval_ms=0))
+
+
+# ------------------------------------------------------------------------------------------ notebooks
+
+
+@pytest.mark.e2e
+def test_notebooks_run_on_kubernetes_and_report_layered_waits(emulator: EmulatorThread, closed_port: str,
+                                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def script(fc: FakeCluster) -> None:
+        fc.log_iterations = 20
+        fc.placement_delay_s = {"gemm": 3}  # gemm waits 5 s for a node, fft 2 s
+
+    emulator.call(script)
+    kubeconfig = emulator.kubeconfig(tmp_path / "kubeconfig")
+    # The papermill kernels are child processes: they inherit these.
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.setenv("K8S_CONTEXT", "kmock")
+    monkeypatch.setenv("K8S_NAMESPACE", NS)
+    monkeypatch.setenv("IMAGE", "kts-worker:e2e")
+    monkeypatch.setenv("KTS_DCGM_URL", closed_port)  # an exporter that is down must not fail the run
+    for var in ("K8S_NODE_SELECTOR", "K8S_QUEUE", "K8S_RUNTIME_CLASS", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(var, raising=False)
+    runs, reports = tmp_path / "runs", tmp_path / "report"
+
+    html_path = build_report(
+        {"backend": "kubernetes", "profile": "tiny", "iterations": 5, "calibrate_iterations": 0, "timeout_s": 60,
+         "backend_options": {"start_delay_s": 0.0, "poll_s": 0.1, "schedule_timeout_s": 5.0,
+                             "cleanup_timeout_s": 5.0, "dcgm_interval_ms": 100}},
+        runs_root=runs, report_dir=reports, notebooks_dir=REPO / "notebooks", cwd=REPO)
+
+    run_dir = next(p for p in runs.iterdir() if p.is_dir() and not p.name.startswith("."))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    env = manifest["environment"]
+    assert env["backend"] == "kubernetes" and env["context"] == "kmock" and env["node"] == "gpu-1"
+    assert env["summary"] == "Kubernetes sees 4 GPUs; the node has 1"
+    scenarios = manifest["scenarios"]
+    assert set(scenarios) == {"baseline-fft", "baseline-gemm", "shared"}
+    for name, info in scenarios.items():
+        assert info["status"] == "complete" and info["backend"] == "kubernetes", name
+        assert info["image"] == "kts-worker:e2e" and info["namespace"] == NS and info["node"] == "gpu-1"
+        assert info["telemetry"]["status"] == "absent" and info["telemetry"]["url"] == closed_port
+        for tenant, ev in info["tenants"].items():
+            assert ev["outcome"] == "complete" and ev["node"] == "gpu-1", (name, tenant)
+            assert ev["waits"] == {"admission_wait_s": None, "placement_wait_s": 5.0 if tenant == "gemm" else 2.0,
+                                   "startup_s": 3.0, "run_s": 12.0}, (name, tenant)
+            log = run_dir / "logs" / name / f"{tenant}.log"
+            assert ev["log"] == f"logs/{name}/{tenant}.log"
+            lines = log.read_text().splitlines()
+            assert lines[0].startswith("KTS_META,v2") and len(lines) == 21
+            assert all(f",{tenant}," in ln for ln in lines[1:])
+    assert sorted(scenarios["shared"]["tenants"]) == ["fft", "gemm"]
+    assert sorted(p.name for p in (run_dir / "notebooks").iterdir()) == [
+        "00-setup.ipynb", "01-baseline.ipynb", "02-shared.ipynb", "03-analysis.ipynb"]
+    assert "Kubernetes sees 4 GPUs; the node has 1" in (run_dir / "notebooks" / "00-setup.ipynb").read_text()
+    # the cluster is left clean
+    assert emulator.call(lambda fc: fc.live("batch/v1/jobs")) == {}
+    assert emulator.call(lambda fc: fc.live("v1/pods")) == {}
+
+    html = html_path.read_text()
+    assert html_path.is_file() and manifest["run_id"] in html
+    assert "Kubernetes sees 4 GPUs; the node has 1" in html  # describe()'s summary, in the environment table
+    assert "Three kinds of waiting" in html and "placement" in html  # sections.kubernetes_waits ...
+    waits = html[html.index("Three kinds of waiting"):]
+    waits = waits[:waits.index("</table>")]
+    assert "placement_wait_s" in waits and "kts-shared-gemm-" in waits  # ... with its table of pods
+    assert "unreachable" in html  # why there is no GPU telemetry
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert {r["tenant"] for r in summary if r["scenario"] == "shared"} == {"fft", "gemm"}
