@@ -40,7 +40,7 @@ def test_matrix_scenarios_and_sections(matrix_run: Path) -> None:
     data = load_run(matrix_run)
     assert set(data.iterations.loc[data.iterations["workload"] == "llm", "phase"]) == {"prefill", "decode"}
     m = compare.contention_matrix(data, n_resamples=200, seed=1)
-    assert {("fft", "gemm"), ("gemm", "fft"), ("llm", "all others")} <= set(zip(m["victim"], m["neighbours"]))
+    assert {("fft", "gemm"), ("gemm", "fft"), ("llm", "all others")} <= set(zip(m["victim"], m["neighbours"], strict=True))
     assert (m["df_lo"] <= m["df"]).all() and (m["df"] <= m["df_hi"]).all()
     titles = [s.markdown.splitlines()[0] for s in sections.build(data, n_resamples=200, seed=1)]
     assert any("Contention matrix" in t for t in titles)
