@@ -291,7 +291,9 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
             iterations=before.to_numpy(), rule=f"fixed: first {trim} timed iterations")
     frame = mark_overlap(add_clocks(frame, floor), clip=clip)
     tel, tel_status = load_run_telemetry(run, manifest)
-    frame = attach_run_telemetry(frame, tel)
+    pods = {name: {str(t.get("pod") or (t.get("events") or {}).get("pod")) for t in rec.get("tenants", {}).values()}
+            for name, rec in manifest.get("scenarios", {}).items()}
+    frame = attach_run_telemetry(frame, tel, pods)
     return RunData(run=run, manifest=manifest, iterations=frame, meta=pd.DataFrame(metas),
                    parse_issues=pd.DataFrame(issues), floor_ms=floor, problems=problems, telemetry=tel,
                    telemetry_status=tel_status, dropped=dropped)
@@ -314,7 +316,8 @@ def load_run_telemetry(run: Run, manifest: dict[str, Any]) -> tuple[pd.DataFrame
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), status
 
 
-def attach_run_telemetry(frame: pd.DataFrame, tel: pd.DataFrame) -> pd.DataFrame:
+def attach_run_telemetry(frame: pd.DataFrame, tel: pd.DataFrame,
+                         pods: dict[str, set[str]] | None = None) -> pd.DataFrame:
     """Join each iteration to the nearest telemetry sample of its own scenario (``tel_*`` columns)."""
     if tel.empty:
         return frame
@@ -323,8 +326,21 @@ def attach_run_telemetry(frame: pd.DataFrame, tel: pd.DataFrame) -> pd.DataFrame
     parts = []
     for scen, grp in frame.groupby("scenario", sort=False):
         t = tel[tel["scenario"] == scen].drop(columns=["scenario", "scenario_kind"])
-        parts.append(attach_telemetry(grp, t) if len(t) else grp)
+        gpu = _scenario_gpu(t, pods or {}, scen)
+        parts.append(attach_telemetry(grp, t, gpu=gpu) if len(t) and gpu != -1 else grp)
     return pd.concat(parts).loc[frame.index]
+
+
+def _scenario_gpu(tel: pd.DataFrame, pods: dict[str, set[str]], scenario: str) -> int | None:
+    """Which GPU's samples belong to a scenario: the only one, or (DCGM on a multi-GPU node) the one whose
+    ``pod`` label names the scenario's pods; -1 when that cannot be told (then nothing is attached)."""
+    if "gpu_index" not in tel or tel["gpu_index"].nunique() <= 1:
+        return None
+    if "pod" in tel and pods.get(scenario):
+        gpus = tel.loc[tel["pod"].isin(pods[scenario]), "gpu_index"].unique()
+        if len(gpus) == 1:
+            return int(gpus[0])
+    return -1
 
 
 def clocks(data: RunData) -> Any:

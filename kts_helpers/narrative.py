@@ -21,7 +21,8 @@ def esc(value: Any) -> str:
 def title(data: RunData) -> str:
     m = data.manifest
     env = m.get("environment", {})
-    device = env.get("device_name") or env.get("gpu_name") or env.get("processor") or m["spec"].get("device")
+    device = (env.get("device_name") or env.get("gpu_name") or env.get("processor") or env.get("product")
+              or m["spec"].get("device"))
     label = f" — {esc(m['label'])}" if m.get("label") else ""
     kind = "GPU" if m["spec"].get("device") == "cuda" else "CPU"
     return (f"# What each tenant pays on a shared {kind}{label}\n\n"
@@ -70,13 +71,18 @@ def environment_table(data: RunData) -> pd.DataFrame:
         ("run id", data.run_id), ("label", m.get("label") or "—"), ("status", m.get("status")),
         ("created", m.get("created_at")), ("backend", spec.get("params", {}).get("backend")),
         ("profile", spec.get("profile")), ("device", spec.get("device")),
-        ("GPU / CPU", env.get("device_name") or env.get("gpu_name") or env.get("processor")),
+        ("GPU / CPU", env.get("device_name") or env.get("gpu_name") or env.get("processor") or env.get("product")),
         ("GPU memory (GiB)", env.get("device_memory_gib")), ("driver", env.get("driver")),
         ("CUDA (torch build)", env.get("torch_cuda")), ("torch", env.get("torch")), ("python", env.get("python")),
         ("compute mode", env.get("compute_mode_name")), ("max SM clock (MHz)", env.get("max_sm_clock_mhz")),
         ("host", env.get("hostname")), ("git commit", f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"),
         ("overhead floor (ms)", data.manifest.get("calibration", {}).get("floor_ms")),
     ]
+    if env.get("backend") == "kubernetes":  # what setup's describe() saw on the cluster
+        rows += [("Kubernetes", env.get("summary")), ("context", env.get("context")),
+                 ("namespace", env.get("namespace")), ("node", env.get("node")), ("image", env.get("image")),
+                 ("GPU resource", env.get("gpu_resource")), ("sharing strategy", env.get("sharing_strategy")),
+                 ("replicas", env.get("replicas")), ("Kueue queue", env.get("queue"))]
     for key, value in sorted((spec.get("resolved") or {}).items()):
         rows.append((f"parameter: {key}", value))
     return pd.DataFrame([(k, esc(v)) for k, v in rows if v is not None], columns=["item", "value"])

@@ -49,7 +49,9 @@ def _probe_profile(params: dict[str, Any]) -> str:
     from .environment import probe_torch, resolve_device
     from .spec import ExperimentParams, resolve
 
-    p = ExperimentParams.from_mapping(params)
+    notebook_only = {"backend_options", "extra_params", "run_id", "runs_root", "run_dir", "out_dir"}
+    p = ExperimentParams.from_mapping({**params.get("extra_params", {}),
+                                       **{k: v for k, v in params.items() if k not in notebook_only}})
     device = "cuda" if p.backend == "kubernetes" else resolve_device(p.device, probe_torch())
     return resolve(p, device).profile
 

@@ -70,7 +70,8 @@ def kubernetes_waits(data: RunData) -> Section | None:
     waits = layered_waits(data.run)
     gpu = (data.iterations.groupby(["scenario", "tenant"])["wait_ms"].quantile(0.99).rename("gpu_wait_p99_ms")
            .reset_index())
-    table = waits.merge(gpu, on=["scenario", "tenant"], how="left")
+    table = waits.merge(gpu, on=["scenario", "tenant"], how="left").drop(columns=["resolution_s"],
+                                                                         errors="ignore")
     return Section("### Three kinds of waiting (Kubernetes)\n\nAdmission (quota, Kueue), placement (a node) and "
                    "start-up happen before the first iteration, at the API's one-second resolution; the GPU "
                    "time-slice wait happens inside every iteration, in milliseconds.", [table])

@@ -19,8 +19,11 @@ import pytest
 from k8s_fixtures import NS, EmulatorThread, FakeCluster, gpu_node, make_run
 
 from kts_helpers.analysis import load_run_telemetry
+from kts_helpers.backends.kubernetes import KubernetesBackend
 from kts_helpers.errors import SpecError
+from kts_helpers.experiment import build_backend
 from kts_helpers.report import build_report
+from kts_helpers.spec import ExperimentParams
 from kts_helpers.telemetry import load_telemetry, read_status
 
 REPO = Path(__file__).resolve().parent.parent
@@ -124,6 +127,21 @@ def test_without_dcgm_url_telemetry_is_recorded_absent(emulator: EmulatorThread,
     assert not (run.log_dir("shared") / "telemetry.status.json").exists()
 
 
+def test_dcgm_url_comes_from_the_environment_unless_given(emulator: EmulatorThread, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(emulator.kubeconfig(tmp_path / "kubeconfig")))
+    monkeypatch.setenv("K8S_CONTEXT", "kmock")
+    monkeypatch.setenv("KTS_DCGM_URL", "http://dcgm-exporter.gpu-operator:9400/metrics")
+    params = ExperimentParams(profile="tiny", backend="kubernetes")
+    backend = build_backend(params, "cuda")
+    assert isinstance(backend, KubernetesBackend) and backend.context == "kmock"
+    assert backend.dcgm_url == "http://dcgm-exporter.gpu-operator:9400/metrics"
+    assert build_backend(params, "cuda", {"dcgm_url": "http://127.0.0.1:9400/metrics"}).dcgm_url == \
+        "http://127.0.0.1:9400/metrics"
+    monkeypatch.delenv("KTS_DCGM_URL")
+    assert build_backend(params, "cuda").dcgm_url is None
+
+
 def test_bad_dcgm_options_fail_fast(emulator: EmulatorThread) -> None:
     with pytest.raises(SpecError, match="dcgm_url must be an http"):
         emulator.call(lambda fc: fc.backend(dcgm_url="dcgm-exporter:9400"))
@@ -194,7 +212,7 @@ def test_notebooks_run_on_kubernetes_and_report_layered_waits(emulator: Emulator
     assert "Three kinds of waiting" in html and "placement" in html  # sections.kubernetes_waits ...
     waits = html[html.index("Three kinds of waiting"):]
     waits = waits[:waits.index("</table>")]
-    assert "placement_wait_s" in waits and "kts-shared-gemm-" in waits  # ... with its table of pods
+    assert "placement wait s" in waits and "5.000" in waits and "kts-shared-gemm-" in waits  # ... and its table
     assert "unreachable" in html  # why there is no GPU telemetry
     summary = json.loads((run_dir / "summary.json").read_text())
     assert {r["tenant"] for r in summary if r["scenario"] == "shared"} == {"fft", "gemm"}
