@@ -48,17 +48,25 @@ def summary_paragraph(data: RunData, table: pd.DataFrame) -> str:
         d = dev[(dev["tenant"] == tenant) & (dev["scenario"] == "shared")]
         dev_df = d["df"].iloc[0] if not d.empty else float("nan")
         verdict = f" ({s['verdict']})" if "verdict" in s and isinstance(s["verdict"], str) else ""
+        on_gpu = data.manifest["spec"].get("device") == "cuda"
+        device_part = (f"measured by device time (CUDA events) alone the factor would be {_fmt(dev_df)}×, and "
+                       if on_gpu else "")
         sentences.append(
             f"**{esc(tenant)}**: median wall latency {_fmt(a['p50_ms'])} ms alone vs {_fmt(s['p50_ms'])} ms shared, "
             f"p99 {_fmt(a['p99_ms'])} → {_fmt(s['p99_ms'])} ms, a wall-time degradation factor of "
-            f"**{_fmt(s['df'])}×**{verdict}; measured by device time (CUDA events) alone the factor would be "
-            f"{_fmt(dev_df)}×, and throughput changed by {_fmt(100 * (s['throughput_per_s'] / a['throughput_per_s'] - 1), 1)} %.")
+            f"**{_fmt(s['df'])}×**{verdict}; {device_part}throughput changed by "
+            f"{_fmt(100 * (s['throughput_per_s'] / a['throughput_per_s'] - 1), 1)} %.")
     if not sentences:
         return "This run has no pair of alone and shared measurements to compare yet."
     n_tenants = wall[wall["scenario"] == "shared"]["tenant"].nunique()
-    lead = (f"{n_tenants} tenants shared one {esc(data.manifest['spec'].get('device', ''))} by time-slicing. "
-            "The headline factor uses wall time (launch to completion), because that is what a caller waits for; "
-            "device time is shown next to it because it misses the time a kernel waits for the GPU.")
+    if data.manifest["spec"].get("device") == "cuda":
+        lead = (f"{n_tenants} tenants shared one GPU by time-slicing. The headline factor uses wall time (launch to "
+                "completion), because that is what a caller waits for; device time is shown next to it because it "
+                "misses the time a kernel waits for another context's time-slice.")
+    else:
+        lead = (f"{n_tenants} tenants shared this machine's CPU cores through the operating system's scheduler (the "
+                "CPU stand-in for a GPU's time-slices). There are no CUDA events on a CPU: device time equals wall "
+                "time, so only wall time is discussed.")
     return lead + "\n\n" + "\n\n".join(f"- {s}" for s in sentences)
 
 

@@ -132,7 +132,7 @@ PAGE_CSS = """<style>
 body { max-width: 70rem; margin: 0 auto; }
 .jp-OutputArea-output img, .jp-RenderedImage img { max-width: 100%; height: auto; }
 .jp-RenderedHTMLCommon table { max-width: 100%; font-size: 0.85em; }
-.jp-RenderedHTMLCommon th, .jp-RenderedHTMLCommon td { overflow-wrap: anywhere; }
+.jp-RenderedHTMLCommon th, .jp-RenderedHTMLCommon td { overflow-wrap: break-word; padding: 0.3em 0.4em; }
 </style>
 """
 
