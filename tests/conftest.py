@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -78,3 +79,13 @@ def start_worker() -> Callable[..., subprocess.Popen]:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
 
     return _start
+
+
+@pytest.fixture
+def closed_port() -> str:
+    """A loopback URL where nothing listens (an unreachable exporter)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    return f"http://127.0.0.1:{port}/metrics"

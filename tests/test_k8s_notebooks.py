@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,15 +54,6 @@ def exporter() -> Iterator[str]:
     yield f"http://127.0.0.1:{srv.server_address[1]}/metrics"
     srv.shutdown()
     srv.server_close()
-
-
-@pytest.fixture
-def closed_port() -> str:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nothing listens there now
-    return f"http://127.0.0.1:{port}/metrics"
 
 
 @pytest.fixture
