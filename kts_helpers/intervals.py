@@ -50,7 +50,7 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
             ess = stats.effective_sample_size(x) if len(x) >= 3 else float(len(x))
             out.at[i, "ess"] = ess
             out.at[i, "sample_note"] = stats.sample_size_warning(len(x), 0.99, ess=ess)
-            if row["scenario"] == "shared":
+            if row["scenario"] == "shared" and metric != "wait":  # a wait is often 0: no ratio interval
                 base = baseline_row(out, row)
                 if base is not None:
                     bruns = samples[(base["scenario"], base["scenario_name"], base["sharing"], base["tenant"],

@@ -143,5 +143,10 @@ def test_reference_run_renders_offline(run_dir: Path, tmp_path: Path) -> None:
     for needle in ("Headline table", "device time", "Clocks and telemetry", "Overlap window", "Environment",
                    "NVIDIA H200", "Caveats"):
         assert needle in text, needle
-    assert "No GPU telemetry" not in text
+    assert "No GPU telemetry" not in text and "The distribution of the wait per tenant" in text
+    expected = {"sharing-modes": "Sharing modes side by side", "matrix": "Contention matrix",
+                "open-loop": "Open-loop arrivals", "four-tenants": "time to first token"}
+    for suffix, heading in expected.items():
+        if run_dir.name.endswith(suffix):
+            assert heading in text, heading
     _check_offline_page(html, min_charts=7)
