@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import KtsError
+from .errors import KtsError, run_command
 
 
 def _value(text: str) -> Any:
@@ -176,11 +176,5 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "summarize" and args.trim < 0:
         print("kts: error: --trim must be >= 0", file=sys.stderr)
         return 2
-    try:
-        return int(args.func(args))
-    except KtsError as exc:
-        print(f"kts: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("kts: interrupted; tenants stopped, the run is marked failed", file=sys.stderr)
-        return 130
+    return run_command(lambda: args.func(args), prog="kts",
+                       interrupted="interrupted; tenants stopped, the run is marked failed")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+
 
 class KtsError(Exception):
     """Base class: anything the kit reports to a user as a clear one-line error."""
@@ -39,3 +42,15 @@ class LogParseError(KtsError):
 
 class BackendError(KtsError):
     """The execution backend (local processes, Kubernetes API, MPS daemon) failed."""
+
+
+def run_command(body: Callable[[], int], *, prog: str, interrupted: str) -> int:
+    """Run a command line's body: a KtsError becomes one ``<prog>: error: ...`` line and exit 2, Ctrl-C exit 130."""
+    try:
+        return int(body())
+    except KtsError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: {interrupted}", file=sys.stderr)
+        return 130

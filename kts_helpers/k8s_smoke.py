@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .errors import KtsError
+from .errors import run_command
 from .runs import DEFAULT_ROOT
 
 
@@ -38,43 +38,41 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    try:
-        from .backends.kubernetes import KubernetesBackend, layered_waits, run_experiment
-        from .spec import ExperimentParams, resolve
+    return run_command(lambda: _smoke(args), prog="kts k8s-smoke",
+                       interrupted="interrupted (the scenario's Jobs were deleted)")
 
-        backend = KubernetesBackend(namespace=args.namespace, image=args.image, kubeconfig=args.kubeconfig,
-                                    context=args.context, node_selector=args.node_selector, queue_name=args.queue,
-                                    runtime_class=args.runtime_class, start_delay_s=args.start_delay)
-        if args.cleanup:
-            removed = backend.cleanup()
-            print(f"removed {len(removed)} kts Job(s) from namespace {args.namespace}: {', '.join(removed) or '-'}")
-            return 0
-        info = backend.describe()
-        print(f"context {info['context']} ({info['server']}), namespace {info['namespace']}, node {info['node']}")
-        print(f"{info['summary']} ({info['gpu_resource']}, sharing: {info['sharing_strategy'] or 'unknown'}, "
-              f"replicas: {info['replicas'] or 'unset'}, {info['product'] or 'unknown GPU'})")
-        for warning in info["warnings"]:
-            print(f"warning: {warning}")
-        workloads = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
-        params = ExperimentParams(profile="tiny", workloads=workloads, backend="kubernetes",
-                                  timeout_s=args.timeout, label="k8s-smoke")
-        spec = resolve(params, "cuda")
-        run = run_experiment(spec, backend, root=args.root, progress=True)
-        manifest = run.manifest()
-        print(f"run {run.path}: {manifest['status']}")
-        waits = layered_waits(run)
-        if not waits.empty:
-            print(waits.drop(columns=["pod"]).to_string(index=False))
-        if manifest["status"] != "complete":
-            print(f"kts k8s-smoke: error: {manifest.get('error') or 'a scenario failed'}", file=sys.stderr)
-            return 1
+
+def _smoke(args: argparse.Namespace) -> int:
+    from .backends.kubernetes import KubernetesBackend, layered_waits, run_experiment
+    from .spec import ExperimentParams, resolve
+
+    backend = KubernetesBackend(namespace=args.namespace, image=args.image, kubeconfig=args.kubeconfig,
+                                context=args.context, node_selector=args.node_selector, queue_name=args.queue,
+                                runtime_class=args.runtime_class, start_delay_s=args.start_delay)
+    if args.cleanup:
+        removed = backend.cleanup()
+        print(f"removed {len(removed)} kts Job(s) from namespace {args.namespace}: {', '.join(removed) or '-'}")
         return 0
-    except KtsError as exc:
-        print(f"kts k8s-smoke: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("kts k8s-smoke: interrupted (the scenario's Jobs were deleted)", file=sys.stderr)
-        return 130
+    info = backend.describe()
+    print(f"context {info['context']} ({info['server']}), namespace {info['namespace']}, node {info['node']}")
+    print(f"{info['summary']} ({info['gpu_resource']}, sharing: {info['sharing_strategy'] or 'unknown'}, "
+          f"replicas: {info['replicas'] or 'unset'}, {info['product'] or 'unknown GPU'})")
+    for warning in info["warnings"]:
+        print(f"warning: {warning}")
+    workloads = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
+    params = ExperimentParams(profile="tiny", workloads=workloads, backend="kubernetes",
+                              timeout_s=args.timeout, label="k8s-smoke")
+    spec = resolve(params, "cuda")
+    run = run_experiment(spec, backend, root=args.root, progress=True)
+    manifest = run.manifest()
+    print(f"run {run.path}: {manifest['status']}")
+    waits = layered_waits(run)
+    if not waits.empty:
+        print(waits.drop(columns=["pod"]).to_string(index=False))
+    if manifest["status"] != "complete":
+        print(f"kts k8s-smoke: error: {manifest.get('error') or 'a scenario failed'}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import http.server
 import os
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -89,3 +91,20 @@ def closed_port() -> str:
     port = s.getsockname()[1]
     s.close()  # nothing listens there now
     return f"http://127.0.0.1:{port}/metrics"
+
+
+@pytest.fixture
+def http_server() -> Iterator[Callable[[type[http.server.BaseHTTPRequestHandler]], str]]:
+    """Serve a request handler on a random loopback port; returns its base URL; shut down after the test."""
+    servers: list[http.server.ThreadingHTTPServer] = []
+
+    def start(handler: type[http.server.BaseHTTPRequestHandler]) -> str:
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers.append(srv)
+        return f"http://127.0.0.1:{srv.server_address[1]}"
+
+    yield start
+    for srv in servers:
+        srv.shutdown()
+        srv.server_close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.server
-import threading
 import time
 from pathlib import Path
 
@@ -88,14 +87,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def server():
+def server(http_server):
     _Handler.hits = 0
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+    return http_server(_Handler)
 
 
 def test_scrape_over_http(server):

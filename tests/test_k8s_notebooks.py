@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from kts_helpers.backends.kubernetes import KubernetesBackend
 from kts_helpers.errors import SpecError
 from kts_helpers.experiment import build_backend
 from kts_helpers.report import build_report
+from kts_helpers.runs import Run
 from kts_helpers.spec import ExperimentParams
 from kts_helpers.telemetry import load_telemetry, read_status
 
@@ -47,13 +47,8 @@ class _Metrics(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def exporter() -> Iterator[str]:
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Metrics)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}/metrics"
-    srv.shutdown()
-    srv.server_close()
+def exporter(http_server) -> str:
+    return http_server(_Metrics) + "/metrics"
 
 
 @pytest.fixture
@@ -66,14 +61,18 @@ def emulator() -> Iterator[EmulatorThread]:
 # ------------------------------------------------------------------------------------------ DCGM
 
 
+def _run_shared_with_dcgm(emulator: EmulatorThread, url: str, tmp_path: Path) -> Run:
+    """The shared scenario on the emulated cluster, with the backend scraping ``url`` as dcgm-exporter."""
+    backend = emulator.call(lambda fc: fc.backend(dcgm_url=url, dcgm_interval_ms=50))
+    run, spec = make_run(tmp_path)
+    result = backend.run_scenario(run, spec.scenario("shared"), timeout_s=10, progress=False)
+    assert result.status == "complete"
+    return run
+
+
 def test_dcgm_exporter_is_scraped_while_a_scenario_runs(emulator: EmulatorThread, exporter: str,
                                                         tmp_path: Path) -> None:
-    backend = emulator.call(lambda fc: fc.backend(dcgm_url=exporter, dcgm_interval_ms=50))
-    run, spec = make_run(tmp_path)
-
-    result = backend.run_scenario(run, spec.scenario("shared"), timeout_s=10, progress=False)
-
-    assert result.status == "complete"
+    run = _run_shared_with_dcgm(emulator, exporter, tmp_path)
     out = run.log_dir("shared") / "telemetry.parquet"
     assert out.is_file()
     status = read_status(out)
@@ -93,12 +92,7 @@ def test_dcgm_exporter_is_scraped_while_a_scenario_runs(emulator: EmulatorThread
 
 def test_unreachable_dcgm_exporter_does_not_fail_the_run(emulator: EmulatorThread, closed_port: str,
                                                          tmp_path: Path) -> None:
-    backend = emulator.call(lambda fc: fc.backend(dcgm_url=closed_port, dcgm_interval_ms=50))
-    run, spec = make_run(tmp_path)
-
-    result = backend.run_scenario(run, spec.scenario("shared"), timeout_s=10, progress=False)
-
-    assert result.status == "complete"
+    run = _run_shared_with_dcgm(emulator, closed_port, tmp_path)
     info = run.manifest()["scenarios"]["shared"]
     assert info["status"] == "complete" and run.manifest()["status"] != "failed"
     assert info["telemetry"]["status"] in ("absent", "partial") and info["telemetry"]["samples"] == 0
