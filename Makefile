@@ -18,7 +18,8 @@ RUN     ?=
 SET     ?=
 IMAGE   ?= localhost/kts-worker:0.1
 # Kubernetes settings reach the notebooks' kernel through the environment, only those that are set.
-K8S_VARS := IMAGE K8S_CONTEXT K8S_NAMESPACE K8S_NODE_SELECTOR K8S_QUEUE K8S_RUNTIME_CLASS KTS_DCGM_URL
+K8S_VARS := IMAGE K8S_CONTEXT K8S_NAMESPACE K8S_NODE_SELECTOR K8S_QUEUE K8S_RUNTIME_CLASS KTS_DCGM_URL \
+            K8S_ALLOCATION_POLICY
 K8S_ENV  = $(foreach v,$(K8S_VARS),$(if $($(v)),$(v)='$($(v))'))
 
 RUN_ARGS    := $(if $(PROFILE),--profile $(PROFILE)) --device $(DEVICE) --backend $(BACKEND) \

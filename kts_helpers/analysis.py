@@ -11,6 +11,7 @@ The headline degradation factor uses wall time: it is what a latency SLO sees.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,12 +19,40 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .corun import PAD_PHASE, CoRunError, gpu_mismatch
 from .errors import LogParseError, RunError
 from .logparse import ParsedLog, parse_file, parse_files
 from .runs import Run, open_run
 
 METRICS = ("device", "wall", "wait")
 PERCENTILES = (0.50, 0.95, 0.99)
+WARMUP_RULES = ("none", "mser5-paired")
+NO_CORUNNING = "no co-running samples"
+INSUFFICIENT_CORUNNING = "insufficient co-running data"
+
+
+def min_corunning_samples(q: float = 0.99, confidence: float = 0.95) -> int:
+    """The fewest co-running samples from which a shared series' q-quantile gets a DF reading.
+
+    Below n = ln(1 - confidence) / ln(q) samples (299 for a p99 at 95 %) the chance that *no* sample
+    lies above the true quantile exceeds 1 - confidence, so no distribution-free upper bound exists
+    and the sample p99 is little more than the maximum; a bootstrap interval then only resamples the
+    few largest values. Such a series gets "insufficient co-running data" instead of a reading.
+    (The stricter 662-sample rule for a two-sample 99 % bound stays a warning in the sample notes.)
+    """
+    return int(np.ceil(np.log(1.0 - confidence) / np.log(q)))
+
+
+MIN_CORUNNING = min_corunning_samples()
+
+
+def df_reading(n_shared: int, wording: str | None) -> str:
+    """The words for a shared row's DF: too little co-running data first, then the interval's wording."""
+    if n_shared == 0:
+        return NO_CORUNNING
+    if n_shared < MIN_CORUNNING:
+        return f"{INSUFFICIENT_CORUNNING} (n = {n_shared} < {MIN_CORUNNING})"
+    return wording or "no interval computed"
 
 
 @dataclass
@@ -38,6 +67,7 @@ class RunData:
     floor_ms: float
     problems: list[str] = field(default_factory=list)
     dropped: pd.DataFrame = field(default_factory=pd.DataFrame)
+    padding: pd.DataFrame = field(default_factory=pd.DataFrame)  # pad lines: neighbours' load, never timed
     telemetry: pd.DataFrame = field(default_factory=pd.DataFrame)
     telemetry_status: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -76,10 +106,12 @@ def add_clocks(frame: pd.DataFrame, floor_ms: float) -> pd.DataFrame:
 
 
 def mark_overlap(frame: pd.DataFrame, *, clip: bool = True) -> pd.DataFrame:
-    """Flag iterations that ran while every other tenant of the scenario was inside its timed loop.
+    """Flag iterations that ran while every tenant of their shared scenario was active.
 
-    A shared scenario's overlap window is [latest first start, earliest last end] over its tenants;
-    only iterations entirely inside it count as shared. Baseline scenarios are all "inside".
+    Computed from the raw logs, padding lines included and before any trimming: a shared scenario's
+    window is [latest first start, earliest last end] over its tenants' lines, and only iterations
+    entirely inside it count as shared. Baseline scenarios are all "inside". (The same rule as
+    ``shared/tools/corunning.py``, the independent check.)
     """
     out = frame.copy()
     out["in_overlap"] = True
@@ -95,6 +127,12 @@ def mark_overlap(frame: pd.DataFrame, *, clip: bool = True) -> pd.DataFrame:
     return out
 
 
+def split_padding(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(timed iterations, padding lines): padding proves a neighbour was busy and is never a statistic."""
+    pad = frame["phase"] == PAD_PHASE
+    return frame[~pad], frame[pad]
+
+
 def trim_leading(frame: pd.DataFrame, n: int) -> pd.DataFrame:
     """Drop the first ``n`` timed iterations of each (scenario, tenant, phase) series."""
     if n <= 0:
@@ -104,32 +142,65 @@ def trim_leading(frame: pd.DataFrame, n: int) -> pd.DataFrame:
     return frame[rank >= n]
 
 
-def steady_state(frame: pd.DataFrame, *, fixed: int = 0, detect: bool = True,
+def apply_warmup(frame: pd.DataFrame, *, trim: int = 0, rule: str = "none",
                  max_fraction: float = 0.2) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Drop each series' warm-up: max(``fixed``, the MSER-5 truncation point), never more than ``max_fraction``.
+    """Drop leading timed iterations; return the kept ones and a table of what each series lost and why.
 
-    MSER-5 picks the cut that minimises the standard error of the remaining mean over batches of 5
-    (White 1997); it is run on wall time per (scenario, tenant, phase). Returns the kept iterations and a
-    table of how many were dropped from each series and why.
+    The untimed warm-up runs before the start barrier, so by default only the fixed ``trim`` is
+    applied, the same count to every series. A data-driven cut could remove the contention itself
+    (a neighbour's burst at the start of a shared series looks like a transient), so MSER-5 (White
+    1997: the cut minimising the standard error of the remaining mean over batches of 5) is only a
+    *diagnostic* here (column ``mser5_point``), unless ``rule="mser5-paired"``: then each tenant's
+    alone and shared series lose the same number of iterations, the largest MSER-5 point over all of
+    them (at most ``max_fraction`` of the shortest), so DF compares tails cut alike.
     """
     from .stats import steady_state_start
 
-    keep, rows = [], []
+    if rule not in WARMUP_RULES:
+        raise RunError(f"unknown warm-up rule {rule!r}; choose one of {', '.join(WARMUP_RULES)}")
+    if trim < 0:
+        raise RunError(f"trim must be >= 0, got {trim}")
+    series = []
     for (scen, tenant, phase), grp in frame.groupby(["scenario", "tenant", "phase"], sort=False):
         grp = grp.sort_values("start_ns")
         x = grp["wall_ms"].to_numpy(np.float64)
-        if len(x) >= 10:
-            n, why = steady_state_start(x, fixed=fixed, detect=detect, max_fraction=max_fraction)
-        else:
-            n, why = min(fixed, len(x)), "series too short for detection; fixed count only"
+        point = steady_state_start(x, detect=True, max_fraction=max_fraction)[0] if len(x) >= 20 else None
+        series.append((scen, tenant, phase, grp, point))
+    paired: dict[tuple[str, str], int] = {}
+    if rule == "mser5-paired":
+        cuts: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        for _scen, tenant, phase, grp, point in series:
+            cuts.setdefault((tenant, phase), []).append((point or 0, len(grp)))
+        for key, found in cuts.items():  # the largest point, but never more than max_fraction of the shortest
+            paired[key] = min(max(p for p, _ in found), int(max_fraction * min(n for _, n in found)))
+    keep, rows = [], []
+    for scen, tenant, phase, grp, point in series:
+        n = max(trim, paired.get((tenant, phase), 0))
+        n = min(n, len(grp))
+        why = (f"fixed: first {trim} timed iterations" if rule == "none" else
+               f"paired MSER-5: the same {n} iterations in every series of {tenant}")
         keep.append(grp.iloc[n:])
-        rows.append({"scenario": scen, "tenant": tenant, "phase": phase, "iterations": len(x), "dropped": int(n),
-                     "rule": why})
+        rows.append({"scenario": scen, "tenant": tenant, "phase": phase, "iterations": len(grp), "dropped": int(n),
+                     "rule": why, "mser5_point": point,
+                     "diagnostic": _stationarity_note(point, len(grp))})
     kept = pd.concat(keep).sort_index() if keep else frame
-    return kept, pd.DataFrame(rows)
+    return kept, pd.DataFrame(rows, columns=["scenario", "tenant", "phase", "iterations", "dropped", "rule",
+                                             "mser5_point", "diagnostic"])
+
+
+def _stationarity_note(point: int | None, n: int) -> str:
+    if point is None:
+        return "too short for MSER-5"
+    if point == 0:
+        return "stationary by MSER-5"
+    return f"not stationary by MSER-5: its level settles after iteration {point} ({100 * point / n:.0f} %)"
 
 
 def _series_stats(x: np.ndarray) -> dict[str, float]:
+    if len(x) == 0:
+        nan = float("nan")
+        return {"n": 0, "p50_ms": nan, "p95_ms": nan, "p99_ms": nan, "mean_ms": nan, "jitter": nan,
+                "throughput_per_s": nan}
     p50, p95, p99 = (float(v) for v in np.quantile(x, PERCENTILES))
     mean = float(np.mean(x))
     return {"n": int(len(x)), "p50_ms": p50, "p95_ms": p95, "p99_ms": p99, "mean_ms": mean,
@@ -140,25 +211,39 @@ def _series_stats(x: np.ndarray) -> dict[str, float]:
 GROUP_KEYS = ["scenario_kind", "scenario_group", "sharing", "tenant", "workload", "phase"]
 
 
-def _scenario_group(names: pd.Series) -> pd.Series:
+REPEAT_SUFFIX = r"-r\d+$"
+
+
+def scenario_group(name: str) -> str:
     """Repeats of a scenario ("shared-r2") form one group ("shared")."""
-    return names.astype(str).str.replace(r"-r\d+$", "", regex=True)
+    return re.sub(REPEAT_SUFFIX, "", str(name))
+
+
+def _scenario_group(names: pd.Series) -> pd.Series:
+    return names.astype(str).str.replace(REPEAT_SUFFIX, "", regex=True)
 
 
 def series_groups(frame: pd.DataFrame, metric: str) -> list[tuple[dict[str, Any], list[np.ndarray]]]:
-    """The samples behind each summary row: one array per repeat, overlap-clipped, in time order."""
+    """The samples behind each summary row: one array per repeat, overlap-clipped, in time order.
+
+    A series with no iteration inside its overlap window still gets its (empty) arrays, so the row
+    that says "no co-running samples" is shown instead of vanishing.
+    """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
     col = f"{metric}_ms"
     if col not in frame:
         raise LogParseError(f"metric {metric!r} needs column {col}; add_clocks() first")
-    data = frame[frame["in_overlap"]] if "in_overlap" in frame else frame
+    data = frame[frame["phase"] != PAD_PHASE]
     data = data.assign(scenario_group=_scenario_group(data["scenario"]))
     if "repeat" not in data:
         data = data.assign(repeat=0)
+    inside = data["in_overlap"].to_numpy(bool) if "in_overlap" in data else np.ones(len(data), bool)
+    data = data.assign(_inside=inside)
     out = []
     for key, grp in data.groupby(GROUP_KEYS, sort=False, dropna=False):
-        runs = [g.sort_values("start_ns")[col].to_numpy(np.float64) for _, g in grp.groupby("repeat", sort=True)]
+        runs = [g.loc[g["_inside"]].sort_values("start_ns")[col].to_numpy(np.float64)
+                for _, g in grp.groupby("repeat", sort=True)]
         out.append((dict(zip(GROUP_KEYS, key, strict=True)), runs))
     return out
 
@@ -177,6 +262,8 @@ def summarize_frame(frame: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
 
     Percentiles use numpy's default (linear interpolation); repeats of a scenario are pooled. DF = shared
     p99 / baseline p99 of the same tenant (or, failing that, the same workload) in the same metric.
+    ``df_reading`` says "insufficient co-running data" below ``MIN_CORUNNING`` shared samples; the
+    interval's wording replaces it once ``intervals.add_intervals`` has run.
     """
     rows = []
     for key, runs in series_groups(frame, metric):
@@ -187,10 +274,12 @@ def summarize_frame(frame: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
         return table
     table = table.rename(columns={"scenario_kind": "scenario", "scenario_group": "scenario_name"})
     table["df"] = np.nan
+    table["df_reading"] = None
     for i, row in table[table["scenario"] == "shared"].iterrows():
         base = baseline_row(table, row)
-        if base is not None and base["p99_ms"] > 0:
+        if base is not None and base["p99_ms"] > 0 and row["n"] > 0:
             table.loc[i, "df"] = row["p99_ms"] / base["p99_ms"]
+        table.loc[i, "df_reading"] = df_reading(int(row["n"]), None)
     return table
 
 
@@ -201,6 +290,7 @@ def summary_records(table: pd.DataFrame) -> list[dict[str, Any]]:
         clean = {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in rec.items()}
         if clean.get("scenario") != "shared":
             clean.pop("df", None)
+            clean.pop("df_reading", None)
         out.append(clean)
     return out
 
@@ -208,12 +298,18 @@ def summary_records(table: pd.DataFrame) -> list[dict[str, Any]]:
 # -- loading ------------------------------------------------------------------------------------------------
 def load_logs(baseline: list[str | os.PathLike], shared: list[str | os.PathLike], *,
               clip: bool = True, trim: int = 0, floor_ms: float = 0.0) -> tuple[pd.DataFrame, ParsedLog]:
-    """Read loose log files (e.g. from the article's tool) as one baseline and one shared scenario."""
+    """Read loose log files (e.g. from the article's tool) as one baseline and one shared scenario.
+
+    Shared logs whose KTS_META lines name different GPUs are refused (CoRunError); v1 logs carry no
+    KTS_META and are accepted as they are.
+    """
     frames = []
     last: ParsedLog | None = None
     for kind, paths in (("baseline", baseline), ("shared", shared)):
         if not paths:
             continue
+        if kind == "shared":
+            _refuse_split_gpus({str(p): parse_file(p) for p in paths}, "the shared logs")
         parsed = parse_files(list(paths))
         f = parsed.frame
         f["scenario_kind"] = kind
@@ -223,11 +319,23 @@ def load_logs(baseline: list[str | os.PathLike], shared: list[str | os.PathLike]
         last = parsed if last is None else _merge_counts(last, parsed)
     if not frames:
         raise LogParseError("no log files given; pass --baseline and/or --shared files")
-    frame = pd.concat(frames, ignore_index=True)
+    frame = mark_overlap(pd.concat(frames, ignore_index=True), clip=clip)  # raw lines, padding included
+    frame, _pads = split_padding(frame)
     frame = trim_leading(frame, trim)
-    frame = mark_overlap(add_clocks(frame, floor_ms), clip=clip)
+    frame = add_clocks(frame, floor_ms)
     assert last is not None
     return frame, last
+
+
+def _refuse_split_gpus(logs: dict[str, ParsedLog], what: str) -> None:
+    """A shared scenario whose tenants report different GPU UUIDs shared nothing: refuse its logs."""
+    metas = {}
+    for source, parsed in logs.items():
+        for m in parsed.meta:
+            metas[str(m.get("tenant") or source)] = m
+    problem = gpu_mismatch(metas)
+    if problem:
+        raise CoRunError(f"{what}: {problem}")
 
 
 def _merge_counts(a: ParsedLog, b: ParsedLog) -> ParsedLog:
@@ -236,11 +344,13 @@ def _merge_counts(a: ParsedLog, b: ParsedLog) -> ParsedLog:
 
 
 def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int = 0,
-             detect_warmup: bool = False) -> RunData:
+             warmup: str = "none") -> RunData:
     """Load every completed tenant log of a run (and say what is missing or failed).
 
-    ``trim`` drops a fixed number of leading timed iterations per series; ``detect_warmup`` adds the
-    MSER-5 rule (see ``steady_state``); the dropped counts are in ``RunData.dropped``.
+    The overlap window comes first, from the raw lines (padding included); then padding is set aside
+    (``RunData.padding``) and ``trim`` / the ``warmup`` rule (see ``apply_warmup``) drop leading timed
+    iterations, the counts in ``RunData.dropped``. A shared scenario whose tenants name different GPU
+    UUIDs is refused (CoRunError).
     """
     run = run_dir if isinstance(run_dir, Run) else open_run(run_dir)
     manifest = run.manifest()
@@ -257,12 +367,14 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
     floor = float(manifest.get("calibration", {}).get("floor_ms", 0.0) or 0.0)
     frames, metas, issues = [], [], []
     for scen in manifest.get("spec", {}).get("scenarios", []):
+        scen_logs: dict[str, ParsedLog] = {}
         for tenant in scen["tenants"]:
             path = run.log_path(scen["name"], tenant["name"])
             if not path.exists():
                 problems.append(f"no log for {scen['name']}/{tenant['name']}")
                 continue
             parsed = parse_file(path)
+            scen_logs[tenant["name"]] = parsed
             issues.append({"scenario": scen["name"], "tenant": tenant["name"], "valid": parsed.n,
                            "malformed": parsed.malformed, "other": parsed.other})
             if parsed.n == 0:
@@ -277,26 +389,22 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
             frames.append(f)
             for m in parsed.meta:
                 metas.append({"scenario": scen["name"], **{k: v for k, v in m.items() if k != "notes"}})
+        if scen.get("kind") == "shared":
+            _refuse_split_gpus(scen_logs, f"run {run.run_id}, scenario {scen['name']}")
     if not frames:
         raise RunError(f"run {run.run_id} has no usable iterations yet"
                        + (f" ({problems[0]})" if problems else ""))
-    frame = pd.concat(frames, ignore_index=True)
-    if detect_warmup:
-        frame, dropped = steady_state(frame, fixed=trim, detect=True)
-    else:
-        before = frame.groupby(["scenario", "tenant", "phase"]).size()
-        frame = trim_leading(frame, trim)
-        after = frame.groupby(["scenario", "tenant", "phase"]).size().reindex(before.index, fill_value=0)
-        dropped = (before - after).rename("dropped").reset_index().assign(
-            iterations=before.to_numpy(), rule=f"fixed: first {trim} timed iterations")
-    frame = mark_overlap(add_clocks(frame, floor), clip=clip)
+    frame = mark_overlap(pd.concat(frames, ignore_index=True), clip=clip)  # raw lines, before any trimming
+    frame, padding = split_padding(frame)
+    frame, dropped = apply_warmup(frame, trim=trim, rule=warmup)
+    frame = add_clocks(frame, floor)
     tel, tel_status = load_run_telemetry(run, manifest)
     pods = {name: {str(t.get("pod") or (t.get("events") or {}).get("pod")) for t in rec.get("tenants", {}).values()}
             for name, rec in manifest.get("scenarios", {}).items()}
     frame = attach_run_telemetry(frame, tel, pods)
     return RunData(run=run, manifest=manifest, iterations=frame, meta=pd.DataFrame(metas),
                    parse_issues=pd.DataFrame(issues), floor_ms=floor, problems=problems, telemetry=tel,
-                   telemetry_status=tel_status, dropped=dropped)
+                   telemetry_status=tel_status, dropped=dropped, padding=padding)
 
 
 def load_run_telemetry(run: Run, manifest: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
@@ -356,14 +464,23 @@ def summarize_run(data: RunData, metrics: tuple[str, ...] = METRICS) -> pd.DataF
     return pd.concat([summarize_frame(data.iterations, m) for m in metrics], ignore_index=True)
 
 
-def overlap_counts(frame: pd.DataFrame) -> pd.DataFrame:
-    """How many iterations of each shared tenant fell inside the overlap window."""
+def overlap_counts(data_or_frame: RunData | pd.DataFrame) -> pd.DataFrame:
+    """Per shared tenant: timed iterations, how many co-ran with every neighbour, and padding lines.
+
+    Every timed iteration of a shared scenario should co-run (the workers pad until all are done);
+    ``outside`` > 0 means a tenant started late or stopped early, and those iterations are left out.
+    """
+    frame = data_or_frame.iterations if isinstance(data_or_frame, RunData) else data_or_frame
+    pads = data_or_frame.padding if isinstance(data_or_frame, RunData) else pd.DataFrame()
+    cols = ["scenario", "tenant", "timed", "co_running", "outside", "padding"]
     shared = frame[frame["scenario_kind"] == "shared"]
     if shared.empty:
-        return pd.DataFrame(columns=["scenario", "tenant", "total", "in_overlap", "outside"])
-    g = shared.groupby(["scenario", "tenant"])["in_overlap"].agg(total="size", in_overlap="sum").reset_index()
-    g["outside"] = g["total"] - g["in_overlap"]
-    return g
+        return pd.DataFrame(columns=cols)
+    g = shared.groupby(["scenario", "tenant"])["in_overlap"].agg(timed="size", co_running="sum").reset_index()
+    g["outside"] = g["timed"] - g["co_running"]
+    n_pad = pads.groupby(["scenario", "tenant"]).size() if len(pads) else pd.Series(dtype=int)
+    g["padding"] = [int(n_pad.get((s, t), 0)) for s, t in zip(g["scenario"], g["tenant"], strict=True)]
+    return g[cols]
 
 
 def efficiency(data: RunData) -> pd.DataFrame:

@@ -21,7 +21,6 @@ Conventions shared with the rest of the kit:
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from . import stats
-from .analysis import RunData
+from .analysis import RunData, df_reading, scenario_group
 
 __all__ = [
     "MODE_ORDER", "contention_matrix", "has_matrix", "has_modes", "has_open_loop", "has_phases",
@@ -41,7 +40,6 @@ __all__ = [
 MODE_ORDER = ("alone", "timeslice", "mps", "mps-limited")
 ALL_OTHERS = "all others"
 PRIMARY_PHASE = {"llm": "decode"}  # the phase a workload's headline number uses; others: every phase
-_REPEAT_RE = re.compile(r"-r\d+$")
 
 
 # -- scenario catalogue -------------------------------------------------------------------------------------
@@ -55,11 +53,6 @@ class _Scen:
     tenants: tuple[str, ...]
 
 
-def _group_name(name: str) -> str:
-    """Repeats of a scenario ("shared-r2") form one group ("shared")."""
-    return _REPEAT_RE.sub("", str(name))
-
-
 def _catalogue(data: RunData) -> list[_Scen]:
     """Every scenario with iterations: from the manifest's spec where it lists it, else from the iterations."""
     it = data.iterations
@@ -68,14 +61,14 @@ def _catalogue(data: RunData) -> list[_Scen]:
     seen: set[str] = set()
     for s in data.manifest.get("spec", {}).get("scenarios", []):
         if s["name"] in present and s.get("kind") in ("baseline", "shared"):
-            out.append(_Scen(s["name"], _group_name(s["name"]), s["kind"], s.get("sharing", "timeslice"),
+            out.append(_Scen(s["name"], scenario_group(s["name"]), s["kind"], s.get("sharing", "timeslice"),
                              int(s.get("repeat", 0) or 0), tuple(t["name"] for t in s["tenants"])))
             seen.add(s["name"])
     for name, grp in it[~it["scenario"].isin(seen)].groupby("scenario", sort=False):
         kind = str(grp["scenario_kind"].iloc[0])
         if kind not in ("baseline", "shared"):
             continue
-        out.append(_Scen(str(name), _group_name(str(name)), kind,
+        out.append(_Scen(str(name), scenario_group(str(name)), kind,
                          str(grp["sharing"].iloc[0]) if "sharing" in grp else "timeslice",
                          int(grp["repeat"].iloc[0]) if "repeat" in grp else 0,
                          tuple(dict.fromkeys(grp["tenant"].astype(str)))))
@@ -154,8 +147,10 @@ def _ratio(shared: list[np.ndarray], alone: list[np.ndarray], q: float, n_resamp
         return stats.ratio_ci(np.concatenate(shared), np.concatenate(alone), q, **opts)
 
 
-def _wording(iv: stats.Interval) -> str:
-    return stats.df_wording(iv.lo, iv.hi) if np.isfinite(iv.lo) and np.isfinite(iv.hi) else ""
+def _wording(iv: stats.Interval, n_shared: int) -> str:
+    """The shared series' DF reading: too little co-running data first (``analysis.df_reading``)."""
+    words = stats.df_wording(iv.lo, iv.hi) if np.isfinite(iv.lo) and np.isfinite(iv.hi) else None
+    return df_reading(n_shared, words)
 
 
 def _notes(*ivs: stats.Interval) -> str:
@@ -217,7 +212,7 @@ def modes_table(data: RunData, *, metric: str = "wall", n_resamples: int = 2000,
                     series.append((mode, scens, _rows(data, [s.name for s in scens], tenant, phase)))
             base_runs = _runs(alone, col)
             for mode, scens, r in series:
-                if r.empty:
+                if r.empty and mode == "alone":
                     continue
                 runs = _runs(r, col)
                 p50 = _quantile(runs, 0.50, n_resamples, seed)
@@ -231,9 +226,9 @@ def modes_table(data: RunData, *, metric: str = "wall", n_resamples: int = 2000,
                     "n": int(len(r)),
                     "p50_ms": p50.estimate, "p50_lo": p50.lo, "p50_hi": p50.hi,
                     "p99_ms": p99.estimate, "p99_lo": p99.lo, "p99_hi": p99.hi,
-                    "device_p50_ms": float(np.median(r["device_ms"])),
+                    "device_p50_ms": float(np.median(r["device_ms"])) if len(r) else float("nan"),
                     "df": df.estimate if df else float("nan"), "df_lo": df.lo if df else float("nan"),
-                    "df_hi": df.hi if df else float("nan"), "wording": _wording(df) if df else "",
+                    "df_hi": df.hi if df else float("nan"), "wording": _wording(df, len(r)) if df else "",
                     "note": _notes(*(x for x in (p50, p99, df) if x is not None)),
                 })
     return pd.DataFrame(rows, columns=[
@@ -291,8 +286,6 @@ def contention_matrix(data: RunData, *, q: float = 0.99, metric: str = "wall", n
                 label = _neighbour_label(grp[0], victim, tenants)
                 for phase in phases:
                     shared = _rows(data, [s.name for s in grp], victim, phase)
-                    if shared.empty:
-                        continue
                     alone = _baseline_rows(data, cat, victim, workload, phase)
                     iv = _ratio(_runs(shared, col), _runs(alone, col), q, n_resamples, seed)
                     primary = PRIMARY_PHASE.get(workload, phase) == phase or len(phases) == 1
@@ -300,8 +293,8 @@ def contention_matrix(data: RunData, *, q: float = 0.99, metric: str = "wall", n
                         "victim": victim, "neighbours": label, "sharing": mode, "phase": phase, "primary": primary,
                         "scenario": grp[0].group, "q": q, "metric": metric,
                         "alone_ms": float(np.quantile(alone[col], q)) if len(alone) else float("nan"),
-                        "shared_ms": float(np.quantile(shared[col], q)),
-                        "df": iv.estimate, "df_lo": iv.lo, "df_hi": iv.hi, "wording": _wording(iv),
+                        "shared_ms": float(np.quantile(shared[col], q)) if len(shared) else float("nan"),
+                        "df": iv.estimate, "df_lo": iv.lo, "df_hi": iv.hi, "wording": _wording(iv, len(shared)),
                         "n_shared": int(len(shared)), "n_alone": int(len(alone)), "note": iv.note,
                     })
     return pd.DataFrame(rows, columns=[
@@ -370,6 +363,11 @@ def has_open_loop(data: RunData) -> bool:
     return bool(_open_loop_series(data))
 
 
+def _quantile_or_nan(x: pd.Series, q: float) -> float:
+    """A quantile of the co-running requests; NaN when none co-ran (the row stays and says so)."""
+    return float(np.quantile(x, q)) if len(x) else float("nan")
+
+
 def _slope(t: np.ndarray, y: np.ndarray) -> float:
     if len(t) < 3 or np.ptp(t) == 0:
         return 0.0
@@ -408,8 +406,6 @@ def open_loop_table(data: RunData, *, growth_factor: float = 10.0, rate_toleranc
         rate = meta.get("rate_hz")
         offered = float(rate) if rate is not None and np.isfinite(float(rate)) and float(rate) > 0 else offered_meas
         clipped = req[req["in_overlap"]] if "in_overlap" in req else req
-        if clipped.empty:
-            clipped = req
         service_med = float(np.median(req["service_ms"]))
         threshold = max(growth_factor * service_med, floor_ms)
         half = req.iloc[n // 2:]
@@ -429,17 +425,19 @@ def open_loop_table(data: RunData, *, growth_factor: float = 10.0, rate_toleranc
         when = "alone" if s.kind == "baseline" else "shared"
         message = (f"{tenant} ({when}, {s.group}) is overloaded: " + "; ".join(reasons)
                    + ": response times measure the backlog, not the GPU") if reasons else ""
+        if clipped.empty:
+            message = "; ".join(m for m in (message, "no co-running samples: latency percentiles left out") if m)
         rows.append({
             "tenant": tenant, "workload": str(all_rows["workload"].iloc[0]), "scenario": s.group, "when": when,
             "sharing": s.sharing, "arrival": str(meta.get("arrival") or "open"), "n": n,
             "offered_hz": offered, "offered_measured_hz": offered_meas, "achieved_hz": achieved,
             "utilisation": offered_meas * float(req["service_ms"].mean()) / 1000.0,
-            "response_p50_ms": float(np.quantile(clipped["response_ms"], 0.50)),
-            "response_p99_ms": float(np.quantile(clipped["response_ms"], 0.99)),
-            "service_p50_ms": float(np.quantile(clipped["service_ms"], 0.50)),
-            "service_p99_ms": float(np.quantile(clipped["service_ms"], 0.99)),
-            "queue_p50_ms": float(np.quantile(clipped["queue_ms"], 0.50)),
-            "queue_p99_ms": float(np.quantile(clipped["queue_ms"], 0.99)),
+            "response_p50_ms": _quantile_or_nan(clipped["response_ms"], 0.50),
+            "response_p99_ms": _quantile_or_nan(clipped["response_ms"], 0.99),
+            "service_p50_ms": _quantile_or_nan(clipped["service_ms"], 0.50),
+            "service_p99_ms": _quantile_or_nan(clipped["service_ms"], 0.99),
+            "queue_p50_ms": _quantile_or_nan(clipped["queue_ms"], 0.50),
+            "queue_p99_ms": _quantile_or_nan(clipped["queue_ms"], 0.99),
             "queue_final_ms": final, "queue_slope_ms_per_s": slope, "overloaded": bool(reasons), "message": message,
         })
     return pd.DataFrame(rows, columns=[
@@ -568,12 +566,12 @@ def phase_table(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0)
                     groups.setdefault(s.group, []).append(s)
             for group, scens in groups.items():
                 r = _rows(data, [s.name for s in scens], tenant, phase)
-                if r.empty:
+                shared = scens[0].kind == "shared"
+                if r.empty and not shared:
                     continue
                 runs = _runs(r, col)
                 p50 = _quantile(runs, 0.50, n_resamples, seed)
                 p99 = _quantile(runs, 0.99, n_resamples, seed)
-                shared = scens[0].kind == "shared"
                 df = _ratio(runs, base_runs, 0.99, n_resamples, seed) if shared else None
                 rows.append({
                     "tenant": tenant, "stat": stat, "phase": phase, "scenario": group,
@@ -581,7 +579,7 @@ def phase_table(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0)
                     "p50_ms": p50.estimate, "p50_lo": p50.lo, "p50_hi": p50.hi,
                     "p99_ms": p99.estimate, "p99_lo": p99.lo, "p99_hi": p99.hi,
                     "df": df.estimate if df else float("nan"), "df_lo": df.lo if df else float("nan"),
-                    "df_hi": df.hi if df else float("nan"), "wording": _wording(df) if df else "",
+                    "df_hi": df.hi if df else float("nan"), "wording": _wording(df, len(r)) if df else "",
                     "note": _notes(*(x for x in (p50, p99, df) if x is not None)),
                 })
     return pd.DataFrame(rows, columns=[

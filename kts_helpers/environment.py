@@ -29,7 +29,8 @@ out = {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "cuda_avail
 if out["cuda_available"]:
     p = torch.cuda.get_device_properties(0)
     out.update(device_name=p.name, device_memory_gib=round(p.total_memory / 2**30, 1),
-               compute_capability=f"{p.major}.{p.minor}", sm_count=p.multi_processor_count)
+               compute_capability=f"{p.major}.{p.minor}", sm_count=p.multi_processor_count,
+               gpu_uuid=f"GPU-{p.uuid}" if getattr(p, "uuid", None) is not None else None)
 print(json.dumps(out))
 """
 
@@ -46,8 +47,8 @@ def probe_torch(python: str = sys.executable, timeout_s: float = 120.0) -> dict[
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def probe_nvml() -> dict[str, Any]:
-    """Driver, compute mode and clocks via NVML (read-only); empty dict where NVML is absent."""
+def probe_nvml(gpu_uuid: str | None = None) -> dict[str, Any]:
+    """Driver, compute mode and clocks via NVML (read-only) of the tenants' GPU (by UUID, else index 0)."""
     try:
         import pynvml
     except ImportError:
@@ -57,7 +58,8 @@ def probe_nvml() -> dict[str, Any]:
     except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
         return {"nvml": f"absent ({type(exc).__name__})"}
     try:
-        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        h = (pynvml.nvmlDeviceGetHandleByUUID(gpu_uuid.encode()) if gpu_uuid
+             else pynvml.nvmlDeviceGetHandleByIndex(0))
         info: dict[str, Any] = {"nvml": "present", "driver": _s(pynvml.nvmlSystemGetDriverVersion()),
                                 "gpu_name": _s(pynvml.nvmlDeviceGetName(h))}
         for key, fn in (("cuda_driver_version", lambda: pynvml.nvmlSystemGetCudaDriverVersion_v2()),
@@ -121,7 +123,8 @@ def detect_environment(python: str = sys.executable) -> dict[str, Any]:
     env: dict[str, Any] = {
         "python": platform.python_version(), "platform": platform.platform(), "hostname": platform.node(),
         "cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine(),
-        "worker_python": python, **torch_info, **probe_nvml(), **mps_state(), "git": git_commit(),
+        "worker_python": python, **torch_info, **probe_nvml(torch_info.get("gpu_uuid")), **mps_state(),
+        "git": git_commit(), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
     from . import __version__
 

@@ -20,7 +20,7 @@ from .spec import ExperimentParams, ExperimentSpec, calibration_scenario, resolv
 
 K8S_ENV = {"namespace": "K8S_NAMESPACE", "image": "IMAGE", "context": "K8S_CONTEXT",
            "node_selector": "K8S_NODE_SELECTOR", "queue_name": "K8S_QUEUE", "runtime_class": "K8S_RUNTIME_CLASS",
-           "dcgm_url": "KTS_DCGM_URL"}
+           "dcgm_url": "KTS_DCGM_URL", "allocation_policy": "K8S_ALLOCATION_POLICY"}
 
 
 def build_backend(params: ExperimentParams, device: str, options: dict[str, Any] | None = None) -> Backend:
@@ -72,7 +72,10 @@ def setup_run(params: dict[str, Any], *, run_id: str | None = None, root: str | 
 def backend_for_run(run: Run) -> Backend:
     m = run.manifest()
     p = ExperimentParams.from_mapping(m["spec"]["params"])
-    return build_backend(p, m["spec"]["device"], m["spec"].get("backend_options"))
+    options = dict(m["spec"].get("backend_options") or {})
+    if p.backend == "local" and m.get("environment", {}).get("gpu_uuid"):
+        options.setdefault("gpu_uuid", m["environment"]["gpu_uuid"])  # telemetry samples the tenants' GPU
+    return build_backend(p, m["spec"]["device"], options)
 
 
 def run_calibration(run: Run, *, progress: bool = True) -> dict[str, Any]:
@@ -92,13 +95,16 @@ def run_kind(run: Run, kind: str, *, progress: bool = True) -> list[ScenarioResu
     if kind not in ("baseline", "shared"):
         raise SpecError(f"unknown scenario kind {kind!r}; choose baseline or shared")
     m = run.manifest()
-    timeout_s = float(m["spec"]["resolved"].get("timeout_s") or 600)
+    resolved = m["spec"]["resolved"]
+    timeout_s = float(resolved.get("timeout_s") or 600)
+    pad_limit_s = float(resolved["pad_limit_s"]) if resolved.get("pad_limit_s") else None
     backend = backend_for_run(run)
     results = []
     for d in m["spec"]["scenarios"]:
         if d["kind"] != kind or m.get("scenarios", {}).get(d["name"], {}).get("status") == "complete":
             continue
-        results.append(backend.run_scenario(run, scenario_from_dict(d), timeout_s=timeout_s, progress=progress))
+        results.append(backend.run_scenario(run, scenario_from_dict(d), timeout_s=timeout_s, progress=progress,
+                                            pad_limit_s=pad_limit_s))
     return results
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from . import stats
-from .analysis import baseline_row, series_groups
+from .analysis import baseline_row, df_reading, series_groups
 
 
 def _pair(iv: stats.Interval) -> list[float]:
@@ -28,15 +28,22 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
     samples = {(k["scenario_kind"], k["scenario_group"], k["sharing"], k["tenant"], k["phase"]): runs
                for k, runs in series_groups(frame, metric)}
     for col in ("p50_ci", "p95_ci", "p99_ci", "jitter_ci", "df_ci", "block_length", "ess", "sample_note",
-                "verdict", "ci_note"):
+                "verdict", "ci_note", "df_reading"):
         if col not in out:
             out[col] = None
     opts = {"n_resamples": n_resamples, "seed": seed, "method": method, "confidence": confidence}
     for i, row in out.iterrows():
         if row["metric"] != metric:
             continue
-        runs = samples[(row["scenario"], row["scenario_name"], row["sharing"], row["tenant"], row["phase"])]
-        x = np.concatenate(runs)
+        runs = [r for r in samples[(row["scenario"], row["scenario_name"], row["sharing"], row["tenant"],
+                                    row["phase"])] if len(r)]
+        x = np.concatenate(runs) if runs else np.zeros(0)
+        shared_ratio = row["scenario"] == "shared" and metric != "wait"  # a wait is often 0: no ratio interval
+        if len(x) < 2:  # nothing to resample: the row stays, saying why
+            if shared_ratio:
+                out.at[i, "verdict"] = out.at[i, "df_reading"] = df_reading(len(x), None)
+            continue
+        runs = [r for r in runs if len(r) >= 2] if len(runs) > 1 else runs
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", stats.ShortSeriesWarning)
             for q, col in ((0.50, "p50_ci"), (0.95, "p95_ci"), (0.99, "p99_ci")):
@@ -46,19 +53,22 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
                 if q == 0.99:
                     out.at[i, "block_length"] = iv.block_length
                     out.at[i, "ci_note"] = iv.note or None
-            out.at[i, "jitter_ci"] = _pair(stats.jitter_ci(x, **opts)) if len(x) >= 2 and x.min() > 0 else None
+            out.at[i, "jitter_ci"] = _pair(stats.jitter_ci(x, **opts)) if x.min() > 0 else None
             ess = stats.effective_sample_size(x) if len(x) >= 3 else float(len(x))
             out.at[i, "ess"] = ess
             out.at[i, "sample_note"] = stats.sample_size_warning(len(x), 0.99, ess=ess)
-            if row["scenario"] == "shared" and metric != "wait":  # a wait is often 0: no ratio interval
+            if shared_ratio:
                 base = baseline_row(out, row)
+                wording = None
                 if base is not None:
-                    bruns = samples[(base["scenario"], base["scenario_name"], base["sharing"], base["tenant"],
-                                     base["phase"])]
-                    iv = (stats.ratio_ci_runs(runs, bruns, 0.99, **opts) if len(runs) > 1 or len(bruns) > 1
-                          else stats.ratio_ci(x, np.concatenate(bruns), 0.99, **opts))
-                    out.at[i, "df_ci"] = _pair(iv)
-                    out.at[i, "verdict"] = stats.df_wording(iv.lo, iv.hi)
+                    bruns = [r for r in samples[(base["scenario"], base["scenario_name"], base["sharing"],
+                                                 base["tenant"], base["phase"])] if len(r) >= 2]
+                    if bruns:
+                        iv = (stats.ratio_ci_runs(runs, bruns, 0.99, **opts) if len(runs) > 1 and len(bruns) > 1
+                              else stats.ratio_ci(x, np.concatenate(bruns), 0.99, **opts))
+                        out.at[i, "df_ci"] = _pair(iv)
+                        wording = stats.df_wording(iv.lo, iv.hi)
+                out.at[i, "verdict"] = out.at[i, "df_reading"] = df_reading(len(x), wording)
     return out
 
 

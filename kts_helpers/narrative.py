@@ -97,13 +97,33 @@ def environment_table(data: RunData) -> pd.DataFrame:
 
 
 def methods(data: RunData, *, trim: int, clip: bool, n_resamples: int | None, method: str | None,
-            detect_warmup: bool = True) -> str:
+            warmup: str = "none") -> str:
+    from .analysis import MIN_CORUNNING
+
     cal = data.manifest.get("calibration", {})
     floor = cal.get("floor_ms")
     ci = (f"Intervals are 95 % percentile bootstrap intervals from {n_resamples:,} resamples using the "
           f"**{method}** bootstrap (blocks of autocorrelated iterations are resampled together; block length "
           "by Politis–White), DF resampling the alone and shared series independently."
           if n_resamples else "No confidence intervals were computed for this rendering.")
+    dropped = int(data.dropped["dropped"].sum()) if not data.dropped.empty else 0
+    unsteady = int((data.dropped["mser5_point"].fillna(0) > 0).sum()) if "mser5_point" in data.dropped else 0
+    if warmup == "mser5-paired":
+        trimming = ("each tenant's alone and shared series lose the *same* number of leading iterations: the "
+                    "largest MSER-5 truncation point over that tenant's series (MSER-5: the cut that minimises "
+                    "the standard error of the remaining mean over batches of 5), at most 20 % of the shortest"
+                    + (f", and at least the fixed {trim}" if trim else ""))
+    else:
+        trimming = (f"every series drops the same fixed number, its first {trim}" if trim else
+                    "no timed iteration is dropped")
+    corun = ("Shared scenarios count only iterations that ran while every neighbour was active: the window "
+             "[latest first start, earliest last end] over the tenants' raw log lines, computed before any "
+             "trimming. Each worker pads — runs the same operation at the same cadence, logged with phase "
+             "`pad` and never counted — for a short lead-in after the start barrier and, once its own timed "
+             "iterations are done, until every tenant has finished, so by construction every timed shared "
+             "iteration co-runs; the table above counts them." if clip else
+             "Overlap clipping was turned off: shared statistics include iterations that ran while a neighbour "
+             "had not started or had finished.")
     return f"""
 **Timing.** Each worker times every iteration three ways: CUDA events around the operation (*device* time, what
 the GPU spent once the tenant's context ran), the host's monotonic clock from launch to `synchronize()` (*wall*
@@ -111,8 +131,15 @@ time, what the caller waited), and their difference less the tool's own overhead
 median wall − device gap of a one-element kernel timed by the same loop ({_fmt(floor, 4) if floor is not None else "n/a"} ms
 here, {cal.get("n", 0)} samples). On a CPU, device time is wall time and the wait is zero by construction.
 
-**Trimming and clipping.** Untimed warm-up iterations run before the tenants' shared start barrier. Of the timed
-iterations, each series drops {f"the larger of a fixed {trim} and the MSER-5 truncation point (the cut that minimises the standard error of the remaining mean over batches of 5), capped at 20 % of the series" if detect_warmup else f"its first {trim}"}: {int(data.dropped["dropped"].sum()) if not data.dropped.empty else 0} iterations in all (per series in the table below). {"Shared scenarios count only iterations that ran while every other tenant was inside its timed loop (the overlap window); the rest are reported separately." if clip else "Overlap clipping was turned off: shared statistics include iterations that ran while a neighbour had not started or had finished."}
+**Co-running.** {corun} A tenant's shared series with fewer than **{MIN_CORUNNING}** co-running samples gets
+no DF reading ("insufficient co-running data"): below that many samples no distribution-free 95 % upper bound of
+a p99 exists (0.99^n > 0.05), so its p99 is little more than the sample maximum.
+
+**Warm-up and trimming.** Untimed warm-up iterations run before the tenants' shared start barrier. Of the timed
+iterations, {trimming}: {dropped} iterations in all (per series in the table below). A data-driven rule is never
+applied to one series alone: it could cut away the contention being measured, and cut a tenant's alone and shared
+series differently. MSER-5 is computed for every series as a diagnostic; {unsteady} series are not stationary by
+it (column `diagnostic`).
 
 **Statistics.** Percentiles use numpy's default linear interpolation. Jitter = p99 / p50. Throughput is the
 article's proxy, 1000 / mean latency (iterations per second), not a served request rate. The degradation factor

@@ -13,6 +13,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from .analysis import scenario_group
+
 SCENARIO_COLORS = {"alone": "#4C78A8", "shared": "#E45756"}
 TENANT_PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D", "#72B7B2"]
 WIDTH = 560
@@ -85,12 +87,30 @@ def ccdf(frame: pd.DataFrame, metric: str = "wall") -> alt.Chart:
         column=alt.Column("tenant:N", title=None)).resolve_scale(x="independent")
 
 
+def pick_scenario(frame: pd.DataFrame, scenario: str) -> str:
+    """The scenario itself, or for a repeat group ("shared" of "shared-r1", "shared-r2"...) its first repeat."""
+    names = list(dict.fromkeys(frame["scenario"].astype(str)))
+    if scenario in names:
+        return scenario
+    group = [n for n in names if scenario_group(n) == scenario]
+    if not group:
+        raise KeyError(f"no scenario {scenario!r} in these iterations; they have: {', '.join(names)}")
+    return sorted(group, key=lambda n: int(n.rsplit("-r", 1)[1]))[0]
+
+
 def timeline(frame: pd.DataFrame, tenant: str, scenario: str = "shared", metric: str = "wall",
-             max_shade: int = 4000) -> alt.LayerChart:
-    """One tenant's per-iteration latency over time, with the other tenants' active periods shaded."""
-    s = frame[frame["scenario"] == scenario]
+             max_shade: int = 4000, padding: pd.DataFrame | None = None) -> alt.LayerChart:
+    """One tenant's per-iteration latency over time, with the other tenants' active periods shaded.
+
+    ``scenario`` may name a repeat group (the first repeat is drawn); ``padding`` (the run's pad lines)
+    shades the neighbours' padding too: their load was on the GPU then as well.
+    """
+    name = pick_scenario(frame, scenario)
+    s = frame[frame["scenario"] == name]
+    if padding is not None and len(padding):
+        s = pd.concat([s, padding[padding["scenario"] == name]], ignore_index=True)
     t0 = int(s["start_ns"].min())
-    me = s[s["tenant"] == tenant].assign(t_s=lambda d: (d["start_ns"] - t0) / 1e9)
+    me = s[(s["tenant"] == tenant) & (s["phase"] != "pad")].assign(t_s=lambda d: (d["start_ns"] - t0) / 1e9)
     others = s[s["tenant"] != tenant].assign(x0=lambda d: (d["start_ns"] - t0) / 1e9,
                                             x1=lambda d: (d["end_ns"] - t0) / 1e9)
     if len(others) > max_shade:
@@ -98,12 +118,13 @@ def timeline(frame: pd.DataFrame, tenant: str, scenario: str = "shared", metric:
     tenants = sorted(s["tenant"].unique())
     shade = alt.Chart(others).mark_rect(opacity=0.25).encode(
         x=alt.X("x0:Q", title="time since scenario start (s)"), x2="x1:Q",
-        color=alt.Color("tenant:N", scale=_tenant_scale(tenants), title="active neighbour"))
+        color=alt.Color("tenant:N", scale=_tenant_scale(tenants), title="active neighbour",
+                        legend=alt.Legend(labelLimit=0, titleLimit=0)))
     points = alt.Chart(me).mark_circle(size=12, color="#222").encode(
         x="t_s:Q", y=alt.Y(f"{metric}_ms:Q", title=f"{tenant} {metric} latency (ms)"),
         tooltip=["iteration", alt.Tooltip(f"{metric}_ms:Q", format=".3f")])
     return alt.layer(shade, points).properties(width=WIDTH, height=220,
-                                               title=f"{tenant} in '{scenario}': latency per iteration")
+                                               title=f"{tenant} in '{name}': latency per iteration")
 
 
 def decomposition(table: pd.DataFrame) -> alt.Chart:
@@ -157,7 +178,7 @@ def forest(intervals: pd.DataFrame) -> alt.LayerChart:
 
 def explore(frame: pd.DataFrame, tenant: str, scenario: str = "shared", metric: str = "wall") -> alt.VConcatChart:
     """Interactive (JupyterLab): brush a time range on the timeline; the tail plot shows only those iterations."""
-    s = frame[(frame["scenario"] == scenario) & (frame["tenant"] == tenant)].copy()
+    s = frame[(frame["scenario"] == pick_scenario(frame, scenario)) & (frame["tenant"] == tenant)].copy()
     t0 = int(s["start_ns"].min())
     s["t_s"] = (s["start_ns"] - t0) / 1e9
     brush = alt.selection_interval(encodings=["x"])

@@ -225,7 +225,7 @@ def reference_markdown(run_dir: str | os.PathLike, *, n_resamples: int = 2000, s
     from .analysis import load_run, summarize_run
     from .intervals import add_all_intervals, headline
 
-    data = load_run(run_dir, detect_warmup=True)
+    data = load_run(run_dir)
     table = add_all_intervals(summarize_run(data), data.iterations, n_resamples=n_resamples, seed=seed)
     lines = ["| tenant | metric | p50 alone → shared (ms) | p99 alone [95% CI] (ms) | p99 shared [95% CI] (ms) "
              "| DF [95% CI] | reading |", "|---|---|---|---|---|---|---|"]

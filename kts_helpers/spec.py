@@ -80,6 +80,7 @@ class ExperimentParams:
     warmup: int | None = None
     threads: int | None = None
     timeout_s: float | None = None
+    pad_limit_s: float | None = None  # how long a finished tenant may pad for slower ones (None: timeout_s)
     repeats: int = 1
     sharing: tuple[str, ...] = ("timeslice",)
     mps_thread_percentage: int | dict[str, int] | None = None  # one for all, or per workload
@@ -177,7 +178,7 @@ def resolve(params: ExperimentParams, device_type: str) -> ExperimentSpec:
         raise SpecError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}")
     r = dict(PROFILES[profile])
     for key in ("workloads", "iterations", "sleep_ms_fft", "sleep_ms_gemm", "sleep_ms_llm", "warmup",
-                "threads", "timeout_s", "calibrate_iterations", "fft_size", "gemm_size", "iterations_fft",
+                "threads", "timeout_s", "pad_limit_s", "calibrate_iterations", "fft_size", "gemm_size", "iterations_fft",
                 "iterations_gemm", "iterations_llm"):
         value = getattr(params, key)
         if value is not None:
@@ -232,6 +233,8 @@ def _validate(r: dict[str, Any], p: ExperimentParams) -> None:
             raise SpecError(f"{key} must be >= 1, got {r[key]}")
     if r["warmup"] < 0:
         raise SpecError(f"warmup must be >= 0, got {r['warmup']}")
+    if r.get("pad_limit_s") is not None and not float(r["pad_limit_s"]) > 0:
+        raise SpecError(f"pad_limit_s must be > 0, got {r['pad_limit_s']}")
     for key in ("sleep_ms_fft", "sleep_ms_gemm", "sleep_ms_llm"):
         if r[key] < 0:
             raise SpecError(f"{key} must be >= 0, got {r[key]}")

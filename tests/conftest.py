@@ -5,8 +5,10 @@ from __future__ import annotations
 import http.server
 import os
 import socket
+import stat
 import subprocess
 import sys
+import textwrap
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -29,7 +31,7 @@ if str(REPO) not in sys.path:
 def tiny_params() -> Mapping[str, Any]:
     """The ``tiny`` profile made smaller still (read-only; ``{**tiny_params, ...}`` to change it)."""
     return MappingProxyType({"profile": "tiny", "device": "cpu", "iterations": 15, "matrix_size": 32,
-                             "sleep_ms_fft": 0.0, "sleep_ms_gemm": 0.0, "warmup": 1, "calibrate_iterations": 20,
+                             "sleep_ms_fft": 1.0, "sleep_ms_gemm": 1.0, "warmup": 1, "calibrate_iterations": 20,
                              "timeout_s": 60.0})
 
 
@@ -108,3 +110,49 @@ def http_server() -> Iterator[Callable[[type[http.server.BaseHTTPRequestHandler]
     for srv in servers:
         srv.shutdown()
         srv.server_close()
+
+
+def corunning_fractions(run_dir: Path) -> dict[str, tuple[int, int, int]]:
+    """{scenario/tenant: (timed, co-running timed, padding)} for every shared scenario, from raw logs alone."""
+    out = {}
+    for scen in sorted((Path(run_dir) / "logs").glob("shared*")):
+        logs = {}
+        for log in scen.glob("*.log"):
+            rows = []
+            for line in log.read_text(errors="replace").splitlines():
+                p = line.split(",")
+                if len(p) == 11 and p[:2] == ["KTS_APP", "v2"]:
+                    rows.append((p[5], int(p[7]), int(p[8])))
+            if rows:  # telemetry.sampler.log and the like hold no KTS_APP line
+                logs[log.stem] = rows
+        lo = max(min(s for _, s, _ in r) for r in logs.values())
+        hi = min(max(e for _, _, e in r) for r in logs.values())
+        for t, rows in logs.items():
+            timed = [(s, e) for ph, s, e in rows if ph != "pad"]
+            out[f"{scen.name}/{t}"] = (len(timed), sum(lo <= s and e <= hi for s, e in timed),
+                                       sum(ph == "pad" for ph, _, _ in rows))
+    return out
+
+
+def fake_mps_control(tmp_path: Path, mode: str = "ok") -> tuple[Path, Path]:
+    """A fake control binary. ok: ``-d`` creates the control pipe; fail: ``-d`` exits 1 with a message;
+    nopipe: ``-d`` exits 0 but never creates the pipe. Every invocation is appended to a record file."""
+    record = tmp_path / f"mps-record-{mode}.txt"
+    script = tmp_path / f"fake-mps-control-{mode}"
+    script.write_text(textwrap.dedent(f"""\
+        #!/bin/bash
+        echo "args=$* pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY" >> {record}
+        if [ "$1" = "-d" ]; then
+            case {mode} in
+                fail) echo "starting..."; echo "An MPS control daemon is already running" >&2; exit 1 ;;
+                nopipe) exit 0 ;;
+                *) : > "$CUDA_MPS_PIPE_DIRECTORY/control"; exit 0 ;;
+            esac
+        fi
+        while read -r cmd; do
+            echo "cmd=$cmd" >> {record}
+            if [ "$cmd" = "quit" ]; then rm -f "$CUDA_MPS_PIPE_DIRECTORY/control"; fi
+        done
+    """))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script, record

@@ -50,20 +50,23 @@ def gpu_node(name: str, allocatable: int = 4, *, replicas: int | None = 4, strat
                        "capacity": {resource: str(allocatable)}}}
 
 
-def kts_lines(tenant: str, workload: str, n: int = 3) -> bytes:
+def kts_lines(tenant: str, workload: str, n: int = 3, *, pads: int = 0, gpu_uuid: str = "GPU-fake-0") -> bytes:
     """What the worker prints: a META line with the keys the analysis reads, then ``n`` v2 iterations.
 
     Iteration ``i`` lasts 5 ms plus 0, 0.5 or 1 ms (a deterministic spread, so statistics have
     something to estimate); iterations start 10 ms apart from the fixed ``STEPS["started"]`` instant.
+    ``pads`` padding lines follow (a shared tenant waiting for its neighbours to finish).
     """
     t0 = 1_735_732_808_000_000_000
     meta = {"workload": workload, "tenant": tenant, "iterations": n, "device": "cuda", "device_name": "fake",
-            "start_at_ns": t0, "loop_start_ns": t0, "flops_per_op": 1.0e9, "bytes_per_op": 1.0e6}
+            "start_at_ns": t0, "loop_start_ns": t0, "flops_per_op": 1.0e9, "bytes_per_op": 1.0e6,
+            "gpu_uuid": gpu_uuid, "phases_per_iteration": 1}
     lines = [f"KTS_META,v2,{json.dumps(meta, separators=(',', ':'))}"]
-    for i in range(n):
+    for i in range(n + pads):
         s = t0 + i * 10_000_000
         ms = 5.0 + 0.5 * (i % 3)
-        lines.append(f"KTS_APP,v2,{workload},{tenant},{i},op,{s},{s},{s + int(ms * 1e6)},{ms},{ms}")
+        phase, index = ("op", i) if i < n else ("pad", i - n)
+        lines.append(f"KTS_APP,v2,{workload},{tenant},{index},{phase},{s},{s},{s + int(ms * 1e6)},{ms},{ms}")
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -73,7 +76,8 @@ class FakeCluster:
     def __init__(self, km: Any, namespace: str = NS):
         self.km = km
         self.ns = namespace
-        self.behaviour: dict[str, str] = {}  # tenant -> ok | unschedulable | imagepull | oom | exit1 | hang
+        # tenant -> ok | unschedulable | imagepull | oom | exit1 | hang | othergpu (reports another GPU UUID)
+        self.behaviour: dict[str, str] = {}
         self.logs: dict[str, bytes] = {}  # pod name -> log
         self.step: dict[str, int] = {}  # pod name -> lifecycle step
         self.job_of_pod: dict[str, str] = {}
@@ -141,6 +145,9 @@ class FakeCluster:
             await self._task
 
     async def _serve_log(self, request: Any) -> bytes:
+        if request.name in self.logs and request.name not in self.live("v1/pods"):
+            # a deleted pod's log is gone (as on a real cluster): only what was streamed before remains
+            raise kmock.KubernetesError(404, "NotFound", f'pods "{request.name}" not found')
         if request.name in self.logs:
             return self.logs[request.name]
         raise kmock.KubernetesError(400, "BadRequest", f'container "worker" in pod "{request.name}" is waiting '
@@ -219,7 +226,10 @@ class FakeCluster:
         mode = self.behaviour.get(tenant, "ok")
         step = self.step[pod_name]
         node = pod["spec"].get("nodeSelector", {}).get("kubernetes.io/hostname", "gpu-1")
-        workload = next((e["value"] for e in pod["spec"]["containers"][0]["env"] if e["name"] == "WORKLOAD"), "fft")
+        env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+        workload = env.get("WORKLOAD", "fft")
+        padding = env.get("KTS_PAD") == "1"  # a shared tenant: it pads until its Job is deleted
+        uuid = "GPU-fake-1" if mode == "othergpu" else "GPU-fake-0"
         path = f"/api/v1/namespaces/{self.ns}/pods/{pod_name}"
         d = self.placement_delay_s.get(tenant, 0)
         scheduled = {"type": "PodScheduled", "status": "True", "lastTransitionTime": ts(STEPS["scheduled"] + d)}
@@ -235,12 +245,18 @@ class FakeCluster:
             patch = {"status": {"containerStatuses": [{"name": "worker", "ready": False, "state": {"waiting": {
                 "reason": "ImagePullBackOff", "message": 'Back-off pulling image "kts-worker:test"'}}}]}}
         elif step == 1 and mode not in ("unschedulable", "imagepull"):
-            self.logs[pod_name] = kts_lines(tenant, workload, 1)
+            # a log only grows: what is there after the first iteration is the start of the final log
+            first = kts_lines(tenant, workload, self.log_iterations, gpu_uuid=uuid).split(b"\n")[:2]
+            self.logs[pod_name] = b"\n".join(first) + b"\n"
             patch = {"status": {"phase": "Running", "containerStatuses": [{"name": "worker", "ready": True, "state": {
                 "running": {"startedAt": ts(STEPS["started"] + d)}}}]}}
+        elif step == 3 and padding and mode in ("ok", "othergpu"):
+            # timed iterations done; padding goes on (a line ending after every tenant's last timed one)
+            self.logs[pod_name] = kts_lines(tenant, workload, self.log_iterations, pads=2, gpu_uuid=uuid)
         elif step == 3 and mode not in ("unschedulable", "imagepull", "hang"):
-            code, reason = {"ok": (0, "Completed"), "oom": (137, "OOMKilled"), "exit1": (1, "Error")}[mode]
-            log = kts_lines(tenant, workload, self.log_iterations)
+            code, reason = {"ok": (0, "Completed"), "othergpu": (0, "Completed"), "oom": (137, "OOMKilled"),
+                            "exit1": (1, "Error")}[mode]
+            log = kts_lines(tenant, workload, self.log_iterations, gpu_uuid=uuid)
             if mode == "exit1":
                 log += b"Traceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n"
             self.logs[pod_name] = log

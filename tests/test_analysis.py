@@ -83,8 +83,8 @@ def test_mark_overlap_window():
     assert out.loc[out["scenario"] == "shared-solo", "in_overlap"].all()
     assert mark_overlap(frame, clip=False)["in_overlap"].all()
     counts = overlap_counts(out).set_index(["scenario", "tenant"])
-    assert counts.loc[("shared", "a"), "total"] == 100
-    assert counts.loc[("shared", "a"), "in_overlap"] + counts.loc[("shared", "a"), "outside"] == 100
+    assert counts.loc[("shared", "a"), "timed"] == 100
+    assert counts.loc[("shared", "a"), "co_running"] + counts.loc[("shared", "a"), "outside"] == 100
 
 
 def _stats(x):
@@ -294,3 +294,143 @@ def test_write_summary(tmp_path, crafted_run):
     recs = json.loads(js.read_text())
     assert all(("df" in r) == (r["scenario"] == "shared") for r in recs)
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]
+
+
+# -- co-running: the window from raw lines, padding, too little data, split GPUs -------------------------------
+def _raw(tenant, workload, rows, *, meta=None):
+    """Log lines from (phase, start_ms, dur_ms) rows; timed iterations and padding numbered separately."""
+    lines = [] if meta is None else ["KTS_META,v2," + json.dumps(meta)]
+    counters: dict[str, int] = {}
+    for phase, start_ms, dur_ms in rows:
+        key = "pad" if phase == "pad" else "timed"
+        i = counters[key] = counters.get(key, -1) + 1
+        s = T0 + int(start_ms * 1e6)
+        lines.append(f"KTS_APP,v2,{workload},{tenant},{i},{phase},{s},{s},{s + int(dur_ms * 1e6)},{dur_ms},{dur_ms}")
+    return lines
+
+
+def test_overlap_window_uses_raw_lines_with_padding_before_trimming(make_log):
+    # a: timed every 10 ms from 0 to 100 ms, then pads to 130 ms; b: starts late (pad at 30 ms), timed to 125 ms
+    a = _raw("a", "fft", [("op", 10 * i, 1) for i in range(10)] + [("pad", 100 + 10 * i, 1) for i in range(4)])
+    b = _raw("b", "gemm", [("pad", 30, 1)] + [("op", 35 + 10 * i, 1) for i in range(9)])
+    frame, _ = load_logs([], [make_log("a.log", a), make_log("b.log", b)], trim=5)
+    assert (frame["phase"] != "pad").all()  # padding never reaches the statistics
+    fa = frame[frame["tenant"] == "a"].set_index("iteration")
+    # the window is [30 ms (b's first, padding) line, 124 ms]: a's iterations from 30 ms on co-ran -- also the
+    # ones a window computed after trimming (b's first kept line at 85 ms) would have thrown away
+    assert fa["in_overlap"].to_dict() == {5: True, 6: True, 7: True, 8: True, 9: True}
+    fb = frame[frame["tenant"] == "b"]
+    assert fb["in_overlap"].all() and len(fb) == 4  # b ran to 124 ms: inside because a padded until 131 ms
+
+
+def test_df_reading_needs_enough_corunning_samples(make_log, capsys):
+    from kts_helpers.analysis import MIN_CORUNNING
+    from kts_helpers.cli import main
+
+    assert MIN_CORUNNING == 299  # 0.99 ** 298 > 0.05 >= 0.99 ** 299
+    alone = make_log("alone.log", _raw("v", "fft", [("op", 5 * i, 1.0 + (i % 7) / 10) for i in range(400)]))
+    few = make_log("few.log", _raw("v", "fft", [("op", 5 * i, 2.0 + (i % 5) / 10) for i in range(50)]))
+    nbr = make_log("nbr.log", _raw("n", "gemm", [("op", 5 * i, 1.0) for i in range(51)]))
+    assert main(["summarize", "--baseline", str(alone), "--shared", str(few), str(nbr), "--metric", "wall",
+                 "--format", "json", "--ci", "--resamples", "200", "--seed", "1"]) == 0
+    rows = {(r["scenario"], r["tenant"]): r for r in json.loads(capsys.readouterr().out)}
+    assert rows[("shared", "v")]["df"] > 1.4  # the number is shown ...
+    assert rows[("shared", "v")]["df_reading"] == "insufficient co-running data (n = 50 < 299)"  # ... not read
+    assert "df_reading" not in rows[("baseline", "v")]
+    # enough samples: the interval decides
+    many = make_log("many.log", _raw("v", "fft", [("op", 5 * i, 2.0 + (i % 5) / 10) for i in range(400)]))
+    nbr2 = make_log("nbr2.log", _raw("n", "gemm", [("op", 5 * i, 1.0) for i in range(401)]))
+    assert main(["summarize", "--baseline", str(alone), "--shared", str(many), str(nbr2), "--metric", "wall",
+                 "--format", "json", "--ci", "--resamples", "200", "--seed", "1"]) == 0
+    rows = {(r["scenario"], r["tenant"]): r for r in json.loads(capsys.readouterr().out)}
+    assert rows[("shared", "v")]["df_reading"] == "degraded"
+
+
+def test_a_tenant_with_no_corunning_sample_keeps_its_row(make_log):
+    from kts_helpers.intervals import add_intervals
+
+    alone = make_log("alone.log", _raw("v", "fft", [("op", 5 * i, 1.0) for i in range(50)]))
+    early = make_log("early.log", _raw("v", "fft", [("op", 5 * i, 2.0) for i in range(50)]))
+    late = make_log("late.log", _raw("n", "gemm", [("op", 1000 + 5 * i, 1.0) for i in range(50)]))  # never together
+    frame, _ = load_logs([alone], [early, late])
+    table = add_intervals(summarize_frame(frame, "wall"), frame, "wall", n_resamples=50, seed=0)
+    row = table[(table["scenario"] == "shared") & (table["tenant"] == "v")].iloc[0]
+    assert row["n"] == 0 and np.isnan(row["p99_ms"]) and np.isnan(row["df"])
+    assert row["df_reading"] == row["verdict"] == "no co-running samples"
+
+
+def test_split_gpus_refused_in_summarize_and_runs(make_log, capsys, tmp_path):
+    from kts_helpers.cli import main
+    from kts_helpers.corun import CoRunError
+
+    a = make_log("a.log", _raw("a", "fft", [("op", i, 0.5) for i in range(10)], meta={"tenant": "a",
+                                                                                          "gpu_uuid": "GPU-aaa"}))
+    b = make_log("b.log", _raw("b", "gemm", [("op", i, 0.5) for i in range(10)], meta={"tenant": "b",
+                                                                                           "gpu_uuid": "GPU-bbb"}))
+    assert main(["summarize", "--shared", str(a), str(b)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("kts: error:") and "a on GPU-aaa" in err and "b on GPU-bbb" in err and "\n" not in err
+    # a foreign v1 log carries no KTS_META: nothing to compare, accepted
+    v1 = make_log("v1.log", [make_log.v1("GEMM", i, T0 + i * 10**6, T0 + i * 10**6 + 5 * 10**5, 0.5)
+                             for i in range(10)])
+    frame, _ = load_logs([], [a, v1])
+    assert set(frame["tenant"]) == {"a", "gemm"}
+    # the same refusal for a run directory
+    spec = resolve(ExperimentParams.from_mapping({"profile": "tiny", "workloads": "fft,gemm"}), "cpu")
+    run = create_run(spec.to_dict(), {}, root=tmp_path, run_id="split")
+    run.claim_scenario("shared")
+    run.log_path("shared", "fft").write_bytes(a.read_bytes().replace(b",a,", b",fft,"))
+    run.log_path("shared", "gemm").write_bytes(b.read_bytes().replace(b",b,", b",gemm,"))
+    with pytest.raises(CoRunError, match="GPU-aaa.*GPU-bbb"):
+        load_run(run)
+
+
+# -- warm-up: never a data-driven cut by default; paired when asked ----------------------------------------
+def _two_tenant_frame(alone_ms, shared_ms):
+    def series(x, kind, scenario):
+        n = len(x)
+        start = T0 + np.arange(n, dtype=np.int64) * 10_000_000
+        return pd.DataFrame({"workload": "fft", "tenant": "v", "iteration": np.arange(n), "phase": "op",
+                             "intended_ns": start, "start_ns": start, "end_ns": start + (x * 1e6).astype(np.int64),
+                             "device_ms": x, "wall_ms": x, "version": "v2", "scenario": scenario,
+                             "scenario_kind": kind, "sharing": "timeslice", "in_overlap": True})
+    return pd.concat([series(alone_ms, "baseline", "baseline-v"), series(shared_ms, "shared", "shared")],
+                     ignore_index=True)
+
+
+def test_default_keeps_contention_that_a_per_series_warmup_rule_would_cut():
+    """The neighbour's burst at the start of the shared series is the effect, not a warm-up."""
+    from kts_helpers.analysis import apply_warmup
+    from kts_helpers.stats import steady_state_start
+
+    rng = np.random.default_rng(4)
+    alone = rng.lognormal(0.0, 0.05, 800)
+    shared = rng.lognormal(0.0, 0.05, 800)
+    shared[:100] *= 3.0  # the neighbour was busiest while the victim's first 100 iterations ran
+    frame = _two_tenant_frame(alone, shared)
+    kept, dropped = apply_warmup(frame)
+    assert (dropped["dropped"] == 0).all() and len(kept) == 1600
+    assert dropped.set_index("scenario").loc["shared", "diagnostic"].startswith("not stationary by MSER-5")
+    df = summarize_frame(add_clocks(kept, 0.0), "wall").set_index("scenario").loc["shared", "df"]
+    assert df > 2.5  # the p99 comes from the contended iterations
+    # the old per-series rule would have cut the contention away and called sharing almost free
+    cut = steady_state_start(shared, detect=True, max_fraction=0.2)[0]
+    assert cut >= 100 and np.quantile(shared[cut:], 0.99) / np.quantile(alone, 0.99) < 1.2
+
+
+def test_paired_warmup_cuts_alone_and_shared_alike_and_keeps_df_unbiased():
+    from kts_helpers.analysis import apply_warmup
+
+    rng = np.random.default_rng(5)
+    log_dfs = []
+    for _ in range(60):  # the same process alone and shared (true DF = 1), each with a warm-up ramp
+        series = []
+        for _k in range(2):
+            x = rng.lognormal(0.0, 0.1, 800)
+            x[:60] *= np.linspace(2.0, 1.0, 60)  # clocks ramping up
+            series.append(x)
+        kept, dropped = apply_warmup(_two_tenant_frame(*series), rule="mser5-paired")
+        assert dropped["dropped"].nunique() == 1 and 0 < dropped["dropped"].iloc[0] <= 160
+        t = summarize_frame(add_clocks(kept, 0.0), "wall").set_index("scenario")
+        log_dfs.append(np.log(t.loc["shared", "df"]))
+    assert abs(np.median(log_dfs)) < 0.02  # within 2 % of the true DF = 1

@@ -12,7 +12,7 @@ import pytest
 import vl_convert
 
 from kts_helpers import compare, plots
-from kts_helpers.analysis import RunData, load_run
+from kts_helpers.analysis import RunData, df_reading, load_run
 from kts_helpers.runs import create_run
 from kts_helpers.spec import ExperimentParams, resolve
 from kts_helpers.stats import df_wording
@@ -89,7 +89,7 @@ def test_modes_table_has_every_mode_for_both_tenants(modes, modes_run):
     shared = modes[modes["mode"] != "alone"]
     assert shared["df"].notna().all() and modes.loc[modes["mode"] == "alone", "df"].isna().all()
     for _, r in shared.iterrows():
-        assert r["wording"] == df_wording(r["df_lo"], r["df_hi"])
+        assert r["wording"] == df_reading(r["n"], df_wording(r["df_lo"], r["df_hi"]))
     # numbers are the overlap-clipped quantiles of the logs
     x = _clipped(modes_run, "shared-mps", "fft")
     a = _clipped(modes_run, "baseline-fft", "fft")
@@ -126,7 +126,7 @@ def test_matrix_has_a_row_per_victim_and_neighbours(matrix, matrix_run):
     assert not matrix.loc[matrix["phase"] == "prefill", "primary"].any()
     _check_intervals(matrix, ("df",))
     for _, r in matrix.iterrows():
-        assert r["wording"] == df_wording(r["df_lo"], r["df_hi"])
+        assert r["wording"] == df_reading(r["n_shared"], df_wording(r["df_lo"], r["df_hi"]))
     r = matrix[(matrix["victim"] == "llm") & (matrix["neighbours"] == "gemm") & (matrix["phase"] == "decode")].iloc[0]
     x, a = _clipped(matrix_run, "shared-gemm+llm", "llm", "decode"), _clipped(matrix_run, "baseline-llm", "llm",
                                                                               "decode")
@@ -194,7 +194,8 @@ def test_matrix_with_repeats_pools_runs_and_matches_numpy(tmp_path):
     a = it.loc[it["scenario"].str.startswith("baseline-fft-r"), "wall_ms"].to_numpy()
     assert r["n_shared"] == len(x) and r["n_alone"] == 120
     assert r["df"] == pytest.approx(np.quantile(x, 0.99) / np.quantile(a, 0.99))
-    assert 2.4 < r["df"] < 3.6 and r["wording"] == "degraded"
+    assert 2.4 < r["df"] < 3.6 and df_wording(r["df_lo"], r["df_hi"]) == "degraded"
+    assert r["wording"] == f"insufficient co-running data (n = {len(x)} < 299)"  # too few to read it
     allr = prim[(prim["victim"] == "fft") & (prim["neighbours"] == "all others")].iloc[0]
     assert allr["df"] > r["df"]  # effects multiply in this synthetic run: 3.0 x 1.5
     table = compare.phase_table(data, n_resamples=NR)
@@ -292,7 +293,7 @@ def test_phase_table_matrix(matrix_run):
     _check_intervals(t, ("p50", "p99", "df"))
     assert t.loc[t["when"] == "alone", "df"].isna().all() and t.loc[t["when"] == "shared", "df"].notna().all()
     for _, r in t[t["when"] == "shared"].iterrows():
-        assert r["wording"] == df_wording(r["df_lo"], r["df_hi"])
+        assert r["wording"] == df_reading(r["n"], df_wording(r["df_lo"], r["df_hi"]))
     ttft = t[(t["scenario"] == "baseline-llm") & (t["phase"] == "prefill")].iloc[0]
     assert ttft["p50_ms"] == pytest.approx(np.median(_clipped(matrix_run, "baseline-llm", "llm", "prefill",
                                                               "response_ms")))

@@ -86,13 +86,16 @@ async def test_shared_scenario_runs_pinned_together_and_records_layered_waits(cl
         assert job["metadata"]["name"] == job_name(run.run_id, "shared", tenant.name)
     assert envs[0]["START_AT"] == envs[1]["START_AT"]  # one barrier for all tenants
 
-    # logs land exactly where the local backend writes them, and parse
+    # logs land exactly where the local backend writes them, and parse: the timed iterations, then padding
+    # until every tenant was done -- then kts deleted the Jobs and kept the streamed logs
+    assert {envs[0]["KTS_PAD"], envs[1]["KTS_PAD"]} == {"1"}
     for tenant in ("fft", "gemm"):
         log = run.log_path("shared", tenant).read_bytes()
-        assert log == kts_lines(tenant, tenant, 3)
-        assert parse_bytes(log, source=tenant).n == 3
+        assert log == kts_lines(tenant, tenant, 3, pads=2)
+        frame = parse_bytes(log, source=tenant).frame
+        assert (frame["phase"] == "op").sum() == 3 and (frame["phase"] == "pad").sum() == 2
         status = run.stderr_path("shared", tenant).read_text()
-        assert "phase: Succeeded" in status and "outcome: complete" in status
+        assert "outcome: complete" in status
 
     scen = run.manifest()["scenarios"]["shared"]
     assert scen["status"] == "complete" and scen["backend"] == "kubernetes"
@@ -100,10 +103,12 @@ async def test_shared_scenario_runs_pinned_together_and_records_layered_waits(cl
     assert scen["tenants"]["fft"]["scheduled"] == "2025-01-01T12:00:05Z"
     assert result.tenants[0].events["pod"].startswith(job_name(run.run_id, "shared", "fft"))
 
+    assert scen["corun"] == {"fft": {"timed_lines": 3, "pad_lines": 2}, "gemm": {"timed_lines": 3, "pad_lines": 2}}
+    assert scen["padding_stopped_ns"] > scen["started_ns"]
     waits = layered_waits(run)
     assert list(waits["tenant"]) == ["fft", "gemm"]
     row = waits.iloc[0]
-    assert (row.placement_wait_s, row.startup_s, row.run_s) == (2.0, 3.0, 12.0)
+    assert (row.placement_wait_s, row.startup_s) == (2.0, 3.0)
     assert math.isnan(row.admission_wait_s)  # no queue, no admission layer
 
     # everything the scenario created is gone again
@@ -185,6 +190,68 @@ async def test_too_few_gpu_slots_fails_before_creating_jobs(cluster: FakeCluster
     with pytest.raises(BackendError, match=r"needs 2 GPUs on one node.*nvidia.com/gpu.replicas=1.*time-slicing"):
         await _run(cluster.backend(), run, spec.scenario("shared"))
     assert not _jobs_created(cluster.km)
+
+
+# ------------------------------------------------------------------------------ co-running on one GPU
+
+async def test_multi_gpu_node_needs_the_packed_allocation_policy(cluster: FakeCluster, tmp_path: Path) -> None:
+    cluster.add_node(gpu_node("gpu-1", allocatable=8, extra_labels={"nvidia.com/gpu.count": "2"}))
+    run, spec = make_run(tmp_path)
+    with pytest.raises(BackendError, match=r"node gpu-1 has 2 physical GPUs.*'distributed'.*packed"):
+        await _run(cluster.backend(), run, spec.scenario("shared"))
+    assert not _jobs_created(cluster.km)
+    # a baseline (one tenant) needs no shared GPU; with the packed policy the shared scenario runs
+    result = await _run(cluster.backend(allocation_policy="packed"), run, spec.scenario("shared"))
+    assert result.status == "complete"
+    with pytest.raises(SpecError, match="allocation_policy"):
+        cluster.backend(allocation_policy="spread")
+
+
+async def test_sharing_strategy_none_is_refused_for_a_shared_scenario(cluster: FakeCluster, tmp_path: Path) -> None:
+    cluster.add_node(gpu_node("gpu-1", allocatable=2, replicas=None, strategy="none"))
+    run, spec = make_run(tmp_path)
+    with pytest.raises(BackendError, match=r"sharing strategy 'none' every tenant gets a GPU of its own"):
+        await _run(cluster.backend(), run, spec.scenario("shared"))
+    assert not _jobs_created(cluster.km)
+    assert (await _run(cluster.backend(), run, spec.scenario("baseline-fft"))).status == "complete"
+
+
+async def test_tenants_on_different_gpu_uuids_fail_the_scenario(cluster: FakeCluster, tmp_path: Path) -> None:
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.behaviour["gemm"] = "othergpu"
+    run, spec = make_run(tmp_path)
+    with pytest.raises(TenantFailed, match=r"fft on GPU-fake-0, gemm on GPU-fake-1"):
+        await _run(cluster.backend(), run, spec.scenario("shared"))
+    rec = run.manifest()["scenarios"]["shared"]
+    assert rec["status"] == "failed" and "GPU-fake-1" in rec["reason"]
+    assert not cluster.live("batch/v1/jobs")
+
+
+async def test_padding_is_stopped_only_after_every_tenant_finished(cluster: FakeCluster, tmp_path: Path) -> None:
+    """gemm finishes and pads; fft never finishes its timed iterations: no stop, and the pad limit fails it."""
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.behaviour["fft"] = "hang"
+    run, spec = make_run(tmp_path)
+    backend = cluster.backend()
+    with pytest.raises(TenantFailed, match=r"tenant 'fft'.*padding went on for more than 0.5 s.*fft \(1 timed"):
+        await asyncio.to_thread(backend.run_scenario, run, spec.scenario("shared"), timeout_s=20.0,
+                                progress=False, pad_limit_s=0.5)
+    rec = run.manifest()["scenarios"]["shared"]
+    assert rec["status"] == "failed" and "padding_stopped_ns" in rec
+    # the padder's streamed log is complete although its pod is gone (the emulator forgets deleted pods' logs)
+    log = parse_bytes(run.log_path("shared", "gemm").read_bytes()).frame
+    assert (log["phase"] == "op").sum() == 3 and (log["phase"] == "pad").sum() == 2
+    assert not cluster.live("batch/v1/jobs")
+
+
+async def test_baseline_does_not_pad_and_completes_by_itself(cluster: FakeCluster, tmp_path: Path) -> None:
+    cluster.add_node(gpu_node("gpu-1"))
+    run, spec = make_run(tmp_path)
+    await _run(cluster.backend(), run, spec.scenario("baseline-fft"))
+    job = _jobs_created(cluster.km)[0]
+    assert _env(job)["KTS_PAD"] == "0" and float(_env(job)["KTS_LEAD_IN_S"]) > 0
+    rec = run.manifest()["scenarios"]["baseline-fft"]
+    assert "padding_stopped_ns" not in rec and rec["tenants"]["fft"]["waits"]["run_s"] == 12.0
 
 
 @pytest.mark.parametrize(("mode", "code", "needle"), [

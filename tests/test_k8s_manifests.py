@@ -155,7 +155,8 @@ def _device_plugin_config(overlay: str) -> dict[str, Any]:
 def test_time_slicing_configmap_uses_the_device_plugin_schema() -> None:
     cfg = _device_plugin_config("device-plugin-timeslicing")
     assert cfg["version"] == "v1"
-    assert cfg["flags"] == {"migStrategy": "none"}
+    # replicas packed onto one physical GPU: on a multi-GPU node the tenants still share one
+    assert cfg["flags"] == {"migStrategy": "none", "plugin": {"sharedDevicesAllocationPolicy": "packed"}}
     ts = cfg["sharing"]["timeSlicing"]
     assert ts["renameByDefault"] is False and ts["failRequestsGreaterThanOne"] is True
     assert ts["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
@@ -167,6 +168,7 @@ def test_mps_configmap_uses_the_device_plugin_schema() -> None:
     cfg = _device_plugin_config("device-plugin-mps")
     assert cfg["version"] == "v1"
     assert set(cfg["sharing"]) == {"mps"}
+    assert cfg["flags"]["plugin"] == {"sharedDevicesAllocationPolicy": "packed"}
     assert cfg["sharing"]["mps"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
 
 

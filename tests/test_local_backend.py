@@ -44,8 +44,14 @@ def _gone(pid: int) -> bool:
     return False
 
 
-def _app_lines(path: Path) -> list[bytes]:
-    return [ln for ln in path.read_bytes().splitlines() if ln.startswith(b"KTS_APP,")]
+def _app_lines(path: Path, *, pad: bool = False) -> list[bytes]:
+    """The KTS_APP lines of a log: the timed ones, or (``pad=True``) the padding ones."""
+    return [ln for ln in path.read_bytes().splitlines()
+            if ln.startswith(b"KTS_APP,") and (ln.split(b",")[5] == b"pad") == pad]
+
+
+def _timed(parsed):
+    return parsed.frame[parsed.frame["phase"] != "pad"]
 
 
 def _wrapper(tmp_path: Path, crash_tenant: str, after: int) -> Path:
@@ -105,9 +111,12 @@ def test_tiny_run_logs_layout(tiny_run, tiny_params):
             assert data.count(b"KTS_META,") == 1 and data.startswith(b"KTS_META,v2,")
             assert len(_app_lines(log)) == n
             parsed = parse_file(log)
-            assert parsed.n == n and parsed.malformed == 0 and parsed.other == 0
-            assert parsed.frame["iteration"].tolist() == list(range(n))
+            assert parsed.malformed == 0 and parsed.other == 0
+            assert _timed(parsed)["iteration"].tolist() == list(range(n))
             assert set(parsed.frame["tenant"]) == {t}
+            # a lead-in of padding after the barrier, alone and shared alike (the same conditions)
+            lead = parsed.frame["start_ns"] < _timed(parsed)["start_ns"].min()
+            assert lead.sum() > 0 and (parsed.frame.loc[lead, "phase"] == "pad").all()
     # the shared tenants were told the same start instant
     starts = {parse_file(run.log_path("shared", t)).meta[0]["start_at_ns"] for t in ("fft", "gemm")}
     assert len(starts) == 1 and starts.pop() > 0
@@ -153,12 +162,13 @@ def test_crashing_tenant_stops_the_other(tmp_path, tiny_params):
     assert set(pids) == {"fft", "gemm"}
     assert all(_gone(pid) for pid in pids.values())
     gemm = parse_file(run.log_path("shared", "gemm"))
-    assert gemm.frame["iteration"].tolist() == [0, 1, 2, 3]
+    assert _timed(gemm)["iteration"].tolist() == [0, 1, 2, 3]
     fft_log = run.log_path("shared", "fft")
     fft = parse_file(fft_log)
-    assert 0 < fft.n < 3000  # stopped mid-run
-    assert fft.n + fft.malformed == len(_app_lines(fft_log))  # every line written so far is kept
-    assert fft.frame["iteration"].tolist() == list(range(fft.n))
+    timed = _timed(fft)
+    assert 0 < len(timed) < 3000  # stopped mid-run
+    assert fft.n + fft.malformed == len(_app_lines(fft_log)) + len(_app_lines(fft_log, pad=True))  # every line kept
+    assert timed["iteration"].tolist() == list(range(len(timed)))
     assert "injected crash" in run.stderr_path("shared", "gemm").read_text()
 
 
@@ -177,8 +187,10 @@ def test_ctrl_c_stops_every_tenant(tmp_path, tiny_params):
     give_up = time.monotonic() + 60
 
     def interrupt_once_running(signum, frame):
-        # Ctrl-C once both tenants are inside their timed loops (their KTS_META lines are written)
-        if len(_pids(run, "shared")) == 2 or time.monotonic() > give_up:
+        # Ctrl-C once both tenants are inside their timed loops (past the lead-in: timed lines written)
+        timing = [t for t in ("fft", "gemm") if run.log_path("shared", t).exists()
+                  and _app_lines(run.log_path("shared", t))]
+        if len(timing) == 2 or time.monotonic() > give_up:
             signal.setitimer(signal.ITIMER_REAL, 0)
             raise KeyboardInterrupt
 
@@ -197,8 +209,8 @@ def test_ctrl_c_stops_every_tenant(tmp_path, tiny_params):
     m = run.manifest()
     assert m["status"] == "failed" and m["scenarios"]["shared"]["status"] == "failed"
     for t in ("fft", "gemm"):
-        parsed = parse_file(run.log_path("shared", t))
-        assert parsed.n > 0 and parsed.frame["iteration"].tolist() == list(range(parsed.n))
+        timed = _timed(parse_file(run.log_path("shared", t)))
+        assert len(timed) > 0 and timed["iteration"].tolist() == list(range(len(timed)))
 
 
 def test_missing_worker_script(tmp_path):

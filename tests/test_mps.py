@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import stat
 import sys
 import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import fake_mps_control as _fake_control
 
 from kts_helpers.backends.local import WORKER, LocalBackend
 from kts_helpers.errors import BackendError
@@ -16,30 +16,6 @@ from kts_helpers.logparse import parse_file
 from kts_helpers.mps import MpsDaemon
 from kts_helpers.runs import create_run
 from kts_helpers.spec import ExperimentParams, resolve
-
-
-def _fake_control(tmp_path: Path, mode: str = "ok") -> tuple[Path, Path]:
-    """A fake control binary. ok: ``-d`` creates the control pipe; fail: ``-d`` exits 1 with a message;
-    nopipe: ``-d`` exits 0 but never creates the pipe. Every invocation is appended to a record file."""
-    record = tmp_path / f"mps-record-{mode}.txt"
-    script = tmp_path / f"fake-mps-control-{mode}"
-    script.write_text(textwrap.dedent(f"""\
-        #!/bin/bash
-        echo "args=$* pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY" >> {record}
-        if [ "$1" = "-d" ]; then
-            case {mode} in
-                fail) echo "starting..."; echo "An MPS control daemon is already running" >&2; exit 1 ;;
-                nopipe) exit 0 ;;
-                *) : > "$CUDA_MPS_PIPE_DIRECTORY/control"; exit 0 ;;
-            esac
-        fi
-        while read -r cmd; do
-            echo "cmd=$cmd" >> {record}
-            if [ "$cmd" = "quit" ]; then rm -f "$CUDA_MPS_PIPE_DIRECTORY/control"; fi
-        done
-    """))
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return script, record
 
 
 @pytest.fixture
@@ -142,7 +118,8 @@ def test_local_backend_mps_scenario(tmp_path, private_tmp, tiny_params):
     for t in scen.tenant_names:
         first = run.stderr_path(scen.name, t).read_text().splitlines()[0]
         assert first.startswith(f"mps-client pipe={pipe} log=") and first.endswith("control=True")
-        assert parse_file(run.log_path(scen.name, t)).n == 5
+        frame = parse_file(run.log_path(scen.name, t)).frame
+        assert (frame["phase"] != "pad").sum() == 5 and (frame["phase"] == "pad").sum() > 0
     m = run.manifest()
     assert m["scenarios"]["shared-mps"]["status"] == "complete"
     assert m["scenarios"]["shared-mps"]["sharing"] == "mps"

@@ -81,6 +81,18 @@ def test_sampler_with_gpm_records_every_column(tmp_path, fake_nvml):
     assert fake_nvml.CALLS.count("nvmlGpmSampleFree") == 2
 
 
+def test_sampler_picks_the_tenants_gpu_by_uuid(tmp_path, fake_nvml):
+    """NVML's indices ignore CUDA_VISIBLE_DEVICES: the GPU is chosen by the UUID CUDA gave the tenants."""
+    out = tmp_path / "tel.parquet"
+    st = run_sampler(out, interval_ms=1, max_samples=2, flush_s=0, gpu_uuid="GPU-11111111-1111-1111-1111-111111111111")
+    assert st["status"] == "complete" and st["gpu_index"] == 1
+    assert st["gpu_uuid"] == "GPU-11111111-1111-1111-1111-111111111111"
+    assert (load_telemetry(out)["gpu_index"] == 1).all()
+    assert "nvmlDeviceGetHandleByIndex" not in fake_nvml.CALLS
+    missing = run_sampler(tmp_path / "x.parquet", interval_ms=1, max_samples=1, gpu_uuid="GPU-nope")
+    assert missing["status"] == "absent" and "GPU-nope not found" in missing["reason"]
+
+
 def test_sampler_without_gpm_leaves_gpm_columns_out(tmp_path, fake_nvml):
     fake_nvml.CONFIG["gpm"] = False
     out = tmp_path / "tel.parquet"

@@ -13,7 +13,17 @@ Line format (documented in README.md):
 * ``device_ms``: CUDA-event time on the GPU (on CPU: the wall time, there is no separate device clock).
 * ``wall_ms``: host monotonic clock from launch to completion (``perf_counter_ns``).
 
-One ``KTS_META,v2,<json>`` line precedes the iterations: parameters, device, work per op.
+One ``KTS_META,v2,<json>`` line precedes the iterations: parameters, device (with the GPU's UUID, so a
+shared scenario can prove its tenants shared one physical GPU), work per op.
+
+Co-running by construction: a shared scenario's statistics may only use iterations that ran while every
+neighbour was active. So after the start barrier a worker first runs ``--lead-in-s`` of *padding* (the
+same operation at the same cadence, printed with phase ``pad``), then its timed iterations, then, with
+``--pad``, padding again until the orchestrator stops it with SIGTERM once every tenant has finished its
+timed iterations. Padding lines are never timed statistics; they prove in the log that the tenant's load
+was on the GPU. SIGTERM ends the current iteration cleanly (its line is printed), so no line is lost.
+Exit codes: 0 done (or stopped while padding), 3 padding hit ``--pad-limit-s`` (nobody stopped it),
+143 stopped by SIGTERM before its timed iterations were complete.
 """
 
 from __future__ import annotations
@@ -24,13 +34,18 @@ import math
 import os
 import platform
 import random
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 LINE_VERSION = "v2"
+PAD_PHASE = "pad"
+EXIT_PAD_LIMIT = 3
+EXIT_STOPPED_EARLY = 128 + signal.SIGTERM
 DEFAULT_SLEEP_MS = {"fft": 100.0, "gemm": 150.0, "noop": 0.0, "llm": 50.0}
 
 
@@ -184,7 +199,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--duration-s", type=float, default=float(_env("DURATION_S", 0)),
                    help="open loop: stop issuing new arrivals after this many seconds (0: no limit)")
     p.add_argument("--seed", type=int, default=int(_env("SEED", 0)))
+    p.add_argument("--lead-in-s", type=float, default=float(_env("KTS_LEAD_IN_S", 0)),
+                   help="seconds of padding (phase 'pad') after the barrier, before the timed iterations")
+    p.add_argument("--pad", action=argparse.BooleanOptionalAction, default=_env("KTS_PAD", "0") == "1",
+                   help="after the timed iterations, keep padding until SIGTERM (shared scenarios)")
+    p.add_argument("--pad-limit-s", type=float, default=float(_env("KTS_PAD_LIMIT_S", 3600)),
+                   help="safety limit: stop padding (exit 3) after this many seconds without a SIGTERM")
     p.add_argument("--crash-after", type=int, default=int(_env("KTS_CRASH_AFTER", -1)), help=argparse.SUPPRESS)
+    p.add_argument("--crash-after-pad", type=int, default=int(_env("KTS_CRASH_AFTER_PAD", -1)),
+                   help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.workload is None:
         p.error("--workload (or WORKLOAD) is required")
@@ -194,6 +217,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a.tenant = a.tenant or a.workload
     if a.iterations < 1 or a.matrix_size < 1 or a.warmup < 0 or a.sleep_ms < 0 or a.threads < 1:
         p.error("iterations, matrix size and threads must be positive; warmup and sleep not negative")
+    if a.lead_in_s < 0 or a.pad_limit_s <= 0:
+        p.error("--lead-in-s must not be negative and --pad-limit-s must be positive")
     if a.arrival != "closed" and a.rate_hz <= 0:
         p.error("open-loop arrivals need --rate-hz > 0")
     return a
@@ -208,8 +233,28 @@ def resolve_device(torch, requested: str):
     return dev
 
 
-def wait_for_start(args: argparse.Namespace) -> int:
+class StopRequest:
+    """Set by SIGTERM: the loop finishes the iteration in progress, prints it and ends."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, lambda _signum, _frame: self.event.set())
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep, but wake at once when a stop is requested."""
+        if seconds > 0:
+            self.event.wait(seconds)
+
+    @property
+    def requested(self) -> bool:
+        return self.event.is_set()
+
+
+def wait_for_start(args: argparse.Namespace, stop: StopRequest | None = None) -> int:
     """Block until the shared start instant, so tenants enter their timed loops together."""
+    stop = stop or StopRequest()
     start_at = args.start_at
     if args.barrier_dir:
         bdir = Path(args.barrier_dir)
@@ -218,21 +263,44 @@ def wait_for_start(args: argparse.Namespace) -> int:
         tmp.rename(bdir / f"ready-{args.tenant}")
         go = bdir / "go"
         deadline = time.monotonic() + args.barrier_timeout_s
-        while not go.exists():
+        while not go.exists() and not stop.requested:
             if time.monotonic() > deadline:
                 raise SystemExit(f"kts_worker: no 'go' in {bdir} after {args.barrier_timeout_s:.0f}s")
             time.sleep(0.002)
+        if stop.requested:
+            return 0
         start_at = int(go.read_text().strip())
     delay = (start_at - time.time_ns()) / 1e9
     if start_at and delay < -0.5:
         print(f"kts_worker: tenant {args.tenant} reached the barrier {-delay:.2f}s late", file=sys.stderr)
-    if delay > 0:
-        time.sleep(delay)
+    stop.sleep(delay)
     return start_at
+
+
+def gpu_identity(torch, device) -> dict:
+    """Which physical GPU this process uses, as CUDA reports it to the process (under MPS too).
+
+    Tenants of one shared scenario must report the same ``gpu_uuid``; on a multi-GPU node the device
+    plugin may place replicas on different GPUs, and then they did not share anything.
+    """
+    if device.type != "cuda":
+        return {"gpu_uuid": None}
+    props = torch.cuda.get_device_properties(device)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    raw = getattr(props, "uuid", None)
+    prefix = "MIG-" if visible and visible.strip().startswith("MIG-") else "GPU-"
+    out = {"gpu_uuid": f"{prefix}{raw}" if raw is not None else None, "cuda_visible_devices": visible,
+           "mps_client": bool(os.environ.get("CUDA_MPS_PIPE_DIRECTORY"))}
+    bus = [getattr(props, k, None) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    if all(v is not None for v in bus):
+        out["pci"] = "{:04x}:{:02x}:{:02x}.0".format(*bus)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    stop = StopRequest()
+    stop.install()
     import torch
 
     torch.set_num_threads(args.threads)
@@ -253,46 +321,103 @@ def main(argv: list[str] | None = None) -> int:
         else platform.processor() or platform.machine(), "torch": torch.__version__,
         "cuda": torch.version.cuda, "pid": os.getpid(), "host": platform.node(),
         "flops_per_op": workload.flops_per_op, "bytes_per_op": workload.bytes_per_op,
-        "notes": workload.notes, "mps_thread_percentage": os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
+        "phases_per_iteration": len(workload.step()), "notes": workload.notes,
+        "mps_thread_percentage": os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
+        "lead_in_s": args.lead_in_s, "pad": args.pad, "pad_limit_s": args.pad_limit_s,
+        **gpu_identity(torch, device),
     }
-    start_at = wait_for_start(args)
+    start_at = wait_for_start(args, stop)
+    if stop.requested:  # stopped during set-up: nothing was timed
+        return EXIT_STOPPED_EARLY
     meta["start_at_ns"] = start_at
     meta["loop_start_ns"] = time.time_ns()
     print(f"KTS_META,{LINE_VERSION},{json.dumps(meta, separators=(',', ':'))}", flush=True)
-    run_loop(args, workload, clock)
-    return 0
+    return run_loop(args, workload, clock, stop)
 
 
-def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock) -> None:
-    """The one timing loop: closed loop sleeps between iterations; open loop follows an arrival schedule."""
-    rng = random.Random(args.seed)
-    period_ns = int(1e9 / args.rate_hz) if args.rate_hz > 0 else 0
-    next_due = time.time_ns()
-    stop_ns = next_due + int(args.duration_s * 1e9) if args.duration_s > 0 else None
+class Arrivals:
+    """When the next operation is due: closed loop (after the previous one and its sleep) or open loop."""
+
+    def __init__(self, args: argparse.Namespace, stop: StopRequest) -> None:
+        self.args, self.stop = args, stop
+        self.rng = random.Random(args.seed)
+        self.next_due = time.time_ns()
+
+    def wait(self) -> int | None:
+        """Block until the next operation is due; its intended start (None in closed loop)."""
+        if self.args.arrival == "closed":
+            return None
+        now = time.time_ns()
+        if self.next_due > now:
+            self.stop.sleep((self.next_due - now) / 1e9)
+        due = self.next_due
+        gap_s = self.rng.expovariate(self.args.rate_hz) if self.args.arrival == "poisson" else 1.0 / self.args.rate_hz
+        self.next_due += int(gap_s * 1e9)
+        return due
+
+    def after(self) -> None:
+        if self.args.arrival == "closed" and self.args.sleep_ms > 0:
+            self.stop.sleep(self.args.sleep_ms / 1000.0)
+
+
+def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: StopRequest | None = None) -> int:
+    """The one timing loop: lead-in padding, the timed iterations, then padding until stopped.
+
+    Every iteration, padded or timed, runs the same operation at the same cadence; only its phase
+    (``pad``) and its own counter differ, so a neighbour's load is identical while it pads.
+    """
+    stop = stop or StopRequest()
+    arrivals = Arrivals(args, stop)
     out = sys.stdout
-    for i in range(args.iterations):
-        if args.arrival == "closed":
-            intended = None
-        else:
-            if stop_ns is not None and next_due > stop_ns:
-                break
-            now = time.time_ns()
-            if next_due > now:
-                time.sleep((next_due - now) / 1e9)
-            intended = next_due
-            gap = rng.expovariate(args.rate_hz) if args.arrival == "poisson" else 1.0 / args.rate_hz
-            next_due += int(gap * 1e9) if args.arrival == "poisson" else period_ns
+    lead_until = time.time_ns() + int(args.lead_in_s * 1e9)
+    timed_from: int | None = None
+    timed = pads = tail = 0
+    pad_deadline: float | None = None
+    while True:
+        if stop.requested:
+            return 0 if pad_deadline is not None else EXIT_STOPPED_EARLY
+        now = time.time_ns()
+        if timed_from is None and now >= lead_until:
+            timed_from = now
+        if timed_from is not None and pad_deadline is None and _timed_done(args, timed, timed_from, arrivals):
+            if not args.pad:
+                return 0
+            pad_deadline = time.monotonic() + args.pad_limit_s
+        if pad_deadline is not None and time.monotonic() > pad_deadline:
+            print(f"kts_worker: tenant {args.tenant} padded for {args.pad_limit_s:g} s (--pad-limit-s) and was "
+                  "never stopped; ending", file=sys.stderr, flush=True)
+            return EXIT_PAD_LIMIT
+        intended = arrivals.wait()
+        if stop.requested:
+            continue
+        padding = timed_from is None or pad_deadline is not None
+        index = pads if padding else timed
         for phase, fn in workload.step():
             start_ns, end_ns, device_ms, wall_ms = clock.time(fn)
             due = start_ns if intended is None else intended
-            out.write(f"KTS_APP,{LINE_VERSION},{workload.name},{args.tenant},{i},{phase},{due},{start_ns},"
-                      f"{end_ns},{device_ms:.6f},{wall_ms:.6f}\n")
+            out.write(f"KTS_APP,{LINE_VERSION},{workload.name},{args.tenant},{index},"
+                      f"{PAD_PHASE if padding else phase},{due},{start_ns},{end_ns},{device_ms:.6f},{wall_ms:.6f}\n")
             intended = None if args.arrival == "closed" else end_ns  # later phases are due when the last ended
         out.flush()
-        if i == args.crash_after:
-            raise RuntimeError(f"injected crash after iteration {i} (KTS_CRASH_AFTER)")
-        if args.arrival == "closed" and args.sleep_ms > 0:
-            time.sleep(args.sleep_ms / 1000.0)
+        if padding:
+            pads += 1
+            if pad_deadline is not None:
+                if tail == args.crash_after_pad:
+                    raise RuntimeError(f"injected crash after padding iteration {tail} (KTS_CRASH_AFTER_PAD)")
+                tail += 1
+        else:
+            timed += 1
+            if index == args.crash_after:
+                raise RuntimeError(f"injected crash after iteration {index} (KTS_CRASH_AFTER)")
+        arrivals.after()
+
+
+def _timed_done(args: argparse.Namespace, timed: int, timed_from: int, arrivals: Arrivals) -> bool:
+    """Whether the timed part is over: the iteration count, or (open loop) no arrival left in the duration."""
+    if timed >= args.iterations:
+        return True
+    return (args.arrival != "closed" and args.duration_s > 0
+            and arrivals.next_due > timed_from + int(args.duration_s * 1e9))
 
 
 if __name__ == "__main__":

@@ -48,6 +48,10 @@ class Backend(Protocol):
         ...
 
     def run_scenario(self, run: Run, scenario: ScenarioSpec, *, timeout_s: float,
-                     progress: bool = True) -> ScenarioResult:
-        """Run every tenant of ``scenario`` together; raise TenantFailed on the first failure."""
+                     progress: bool = True, pad_limit_s: float | None = None) -> ScenarioResult:
+        """Run every tenant of ``scenario`` together; raise TenantFailed on the first failure.
+
+        In a shared scenario every tenant pads after its timed iterations until all have finished them
+        (``kts_helpers.corun``); padding longer than ``pad_limit_s`` (default: ``timeout_s``) fails it.
+        """
         ...

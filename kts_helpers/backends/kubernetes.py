@@ -20,6 +20,7 @@ Design:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -35,6 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..corun import DEFAULT_LEAD_IN_S, CoRunWatch, gpu_mismatch
 from ..errors import BackendError, KtsError, SpecError, TenantFailed
 from ..fsutil import write_new
 from ..runs import DEFAULT_ROOT, Run, create_run
@@ -58,6 +60,7 @@ NODE_STRATEGY = "nvidia.com/gpu.sharing-strategy"
 NODE_PRODUCT = "nvidia.com/gpu.product"
 NODE_COUNT = "nvidia.com/gpu.count"
 CONTAINER = "worker"
+STOP_GRACE_S = 30
 RESOLUTION_S = 1  # API timestamps are RFC 3339 with whole seconds
 # Waiting reasons after which the kubelet will not get the container running by itself.
 FATAL_WAITING = {"ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError",
@@ -274,10 +277,14 @@ class KubeApi:
         return self._items(self._call("list", "jobs.batch", self.batch.list_namespaced_job, self.namespace,
                                       label_selector=label_selector))
 
-    def delete_job(self, name: str) -> bool:
-        """Delete with foreground propagation: the Job disappears only after its pods are gone."""
+    def delete_job(self, name: str, grace_s: int = 5) -> bool:
+        """Delete with foreground propagation: the Job disappears only after its pods are gone.
+
+        Its pods get SIGTERM and ``grace_s`` to end; deleting the Job (not its pod) means the Job
+        controller creates no replacement pod.
+        """
         data = self._call("delete", "jobs.batch", self.batch.delete_namespaced_job, name, self.namespace,
-                          missing_ok=True, propagation_policy="Foreground", grace_period_seconds=5)
+                          missing_ok=True, propagation_policy="Foreground", grace_period_seconds=grace_s)
         return data is not None
 
     # --- pods
@@ -299,6 +306,20 @@ class KubeApi:
             if exc.status == 400:  # "container ... is waiting to start": there is no log yet
                 return None
             raise
+
+    def open_log_stream(self, name: str, read_timeout_s: float = 60.0) -> Any | None:
+        """A ``follow=true`` stream of the container's log (an urllib3 response, from the first byte on);
+        None while there is none yet (container waiting to start) or any more (pod gone)."""
+        try:
+            return self.core.read_namespaced_pod_log(name, self.namespace, container=CONTAINER, follow=True,
+                                                     _preload_content=False,
+                                                     _request_timeout=(self.timeout[0], read_timeout_s))
+        except Exception as exc:  # noqa: BLE001 - ApiException, connection errors: the caller retries
+            status = getattr(exc, "status", None)
+            if status == 403:
+                raise KubeForbidden("get", "pods/log", self.namespace,
+                                    _status_message(getattr(exc, "body", ""))) from None
+            return None
 
     def list_events(self, kind: str, name: str) -> list[dict[str, Any]]:
         """Events of one object (optional: an empty list when RBAC does not allow it)."""
@@ -460,15 +481,23 @@ def build_job(*, run_id: str, scenario: ScenarioSpec, tenant: TenantSpec, namesp
               node_selector: Mapping[str, str | None] | None = None, queue_name: str | None = None,
               service_account: str | None = None, memory_limit: str = "8Gi", active_deadline_s: int = 3600,
               image_pull_policy: str = "IfNotPresent", ttl_s: int = 3600,
-              runtime_class: str | None = None) -> dict[str, Any]:
-    """The Job for one tenant: hardened like manifests/components/hardened-worker, pinned to ``node``."""
+              runtime_class: str | None = None, lead_in_s: float = DEFAULT_LEAD_IN_S,
+              pad_limit_s: float = 3600.0) -> dict[str, Any]:
+    """The Job for one tenant: hardened like manifests/components/hardened-worker, pinned to ``node``.
+
+    Tenants of a shared scenario pad (``KTS_PAD``) until the backend deletes the Jobs, once every tenant
+    has finished its timed iterations; ``KTS_PAD_LIMIT_S`` is the worker's own backstop.
+    """
     labels = {MANAGED_BY: MANAGED_VALUE, "app.kubernetes.io/name": "kts-worker",
               LABEL_RUN: label_value(run_id), LABEL_SCENARIO: label_value(scenario.name),
               LABEL_TENANT: label_value(tenant.name)}
     annotations = {ANN_RUN: run_id, ANN_SCENARIO: scenario.name, ANN_TENANT: tenant.name, ANN_NODE: node}
     env = dict(tenant.env())
     env.update({"START_AT": str(int(start_at_ns)), "DEVICE": "cuda", "HOME": "/scratch", "TMPDIR": "/scratch",
-                "CUDA_CACHE_PATH": "/scratch/.nv", "PYTHONUNBUFFERED": "1"})
+                "CUDA_CACHE_PATH": "/scratch/.nv", "PYTHONUNBUFFERED": "1",
+                "KTS_LEAD_IN_S": repr(float(lead_in_s) if scenario.kind != "calibration" else 0.0),
+                "KTS_PAD": "1" if scenario.kind == "shared" and len(scenario.tenants) > 1 else "0",
+                "KTS_PAD_LIMIT_S": repr(float(pad_limit_s))})
     selector = {k: v for k, v in (node_selector or {}).items() if v not in (None, "!")}
     selector["kubernetes.io/hostname"] = node
     job_labels = dict(labels)
@@ -478,7 +507,7 @@ def build_job(*, run_id: str, scenario: ScenarioSpec, tenant: TenantSpec, namesp
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": 10,
+        "terminationGracePeriodSeconds": STOP_GRACE_S,  # SIGTERM: the worker finishes its iteration and exits
         "nodeSelector": selector,
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001,
@@ -595,7 +624,107 @@ def pod_state(job: Mapping[str, Any] | None, pod: Mapping[str, Any] | None) -> P
     return PodState(phase, summary=phase.lower())
 
 
+# --------------------------------------------------------------------------- pod logs, live
+
+class PodLogStream:
+    """Follows one pod's log while it runs (a thread), so no line is lost when the pod is stopped and gone.
+
+    The API serves a followed log from its first byte; after a dropped connection the stream is
+    opened again and the bytes already held are skipped (the log only grows). ``finish()`` says the
+    container has ended or its Job was deleted: the stream then reads to the end once more and stops.
+    """
+
+    def __init__(self, api: KubeApi, pod: str, retry_s: float = 0.2) -> None:
+        self.api, self.pod, self.retry_s = api, pod, retry_s
+        self._buf = bytearray()
+        self._taken = 0
+        self._lock = threading.Lock()
+        self._finishing = threading.Event()
+        self.done = threading.Event()
+        self.error = ""
+        self._thread = threading.Thread(target=self._main, name=f"kts-log-{pod}", daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        try:
+            while True:
+                finishing = self._finishing.is_set()
+                try:
+                    resp = self.api.open_log_stream(self.pod)
+                except KtsError as exc:
+                    self.error = str(exc)
+                    return
+                if resp is not None:
+                    self._read(resp)
+                if finishing:  # the read that started after the container ended has everything
+                    return
+                self._finishing.wait(self.retry_s)
+        finally:
+            self.done.set()
+
+    def _read(self, resp: Any) -> None:
+        seen = 0
+        try:
+            for chunk in resp.stream(1 << 16, decode_content=False):
+                with self._lock:
+                    have = len(self._buf)
+                    if seen + len(chunk) > have:
+                        self._buf += chunk[max(0, have - seen):]
+                seen += len(chunk)
+        except Exception:  # noqa: BLE001 - a dropped connection: the caller opens the stream again
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                resp.release_conn()
+
+    def take(self) -> bytes:
+        """The bytes that arrived since the last call."""
+        with self._lock:
+            out = bytes(self._buf[self._taken:])
+            self._taken = len(self._buf)
+        return out
+
+    def data(self) -> bytes:
+        with self._lock:
+            return bytes(self._buf)
+
+    @property
+    def finishing(self) -> bool:
+        return self._finishing.is_set()
+
+    def finish(self, timeout_s: float) -> bytes:
+        """The container has ended (or is being stopped): read to the end and return the whole log."""
+        self._finishing.set()
+        self.done.wait(timeout_s)
+        return self.data()
+
+
 # --------------------------------------------------------------------------- the backend
+
+@dataclass
+class _Live:
+    """What a scenario's watch loop follows while it runs: the pods' logs and the co-running watch."""
+
+    watch: CoRunWatch
+    pad: bool  # shared: tenants pad until stopped
+    streams: dict[str, PodLogStream] = field(default_factory=dict)
+    last_pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stopped_ns: int | None = None
+
+    def follow(self, api: KubeApi, pods: Mapping[str, dict[str, Any]], states: Mapping[str, PodState],
+               retry_s: float) -> None:
+        """Start a stream for each new pod, feed the watch what arrived, finish streams of ended containers."""
+        for tenant, pod in pods.items():
+            self.last_pods[tenant] = pod
+            name = (pod.get("metadata") or {}).get("name")
+            stream = self.streams.get(tenant)
+            if name and (stream is None or stream.pod != name):
+                self.streams[tenant] = stream = PodLogStream(api, name, retry_s=min(retry_s, 1.0))
+            if stream is not None and states[tenant].done:
+                stream.finish(0.0)
+        for tenant, stream in self.streams.items():
+            self.watch.feed(tenant, stream.take())
+
 
 @dataclass
 class _Failure:
@@ -616,7 +745,9 @@ class KubernetesBackend:
     (default: what the node advertises). ``runtime_class``: e.g. ``nvidia`` on K3s. ``dcgm_url``: a
     dcgm-exporter ``/metrics`` URL scraped every ``dcgm_interval_ms`` while a scenario runs, into
     ``logs/<scenario>/telemetry.parquet`` (the NVML sampler's schema); an unreachable exporter only
-    leaves the telemetry status "absent" or "partial" in the scenario record.
+    leaves the telemetry status "absent" or "partial" in the scenario record. ``allocation_policy``:
+    the device plugin's ``sharedDevicesAllocationPolicy`` on the node; only ``packed`` keeps the tenants
+    of a shared scenario on one GPU of a multi-GPU node, so such nodes are refused without it.
     """
 
     name = "kubernetes"
@@ -629,7 +760,7 @@ class KubernetesBackend:
                  schedule_timeout_s: float = 300.0, poll_s: float = 2.0, cleanup_timeout_s: float = 120.0,
                  image_pull_policy: str = "IfNotPresent", clean_leftovers: bool = True,
                  runtime_class: str | None = None, dcgm_url: str | None = None,
-                 dcgm_interval_ms: float = 1000.0):
+                 dcgm_interval_ms: float = 1000.0, allocation_policy: str | None = None):
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", namespace or "") or len(namespace) > 63:
             raise SpecError(f"invalid Kubernetes namespace {namespace!r}")
         if not image or any(c.isspace() for c in image):
@@ -647,6 +778,10 @@ class KubernetesBackend:
                             f"got {dcgm_url!r}")
         if not float(dcgm_interval_ms) > 0:
             raise SpecError(f"dcgm_interval_ms must be > 0, got {dcgm_interval_ms}")
+        if allocation_policy not in (None, "", "distributed", "packed"):
+            raise SpecError(f"allocation_policy must be 'packed' or 'distributed' (the device plugin's "
+                            f"sharedDevicesAllocationPolicy), got {allocation_policy!r}")
+        self.allocation_policy = allocation_policy or "distributed"
         self.namespace, self.image, self.queue_name = namespace, image, queue_name or None
         self.node_selector = parse_selector(node_selector)
         self.node_name = node_name
@@ -771,7 +906,7 @@ class KubernetesBackend:
 
     # ---------------------------------------------------------------- a scenario
     def run_scenario(self, run: Run, scenario: ScenarioSpec, *, timeout_s: float,
-                     progress: bool = True) -> ScenarioResult:
+                     progress: bool = True, pad_limit_s: float | None = None) -> ScenarioResult:
         """Create one Job per tenant, watch them to the end, collect logs and waits, always clean up."""
         if not timeout_s or timeout_s <= 0:
             raise SpecError(f"timeout_s must be > 0, got {timeout_s}")
@@ -781,11 +916,8 @@ class KubernetesBackend:
         if node.allocatable < len(scenario.tenants):
             raise BackendError(f"scenario {scenario.name!r} needs {len(scenario.tenants)} GPUs on one node but "
                                f"{node.sharing_note()}; time-slicing may not be configured (replicas)")
-        want = STRATEGY_OF.get(scenario.sharing, scenario.sharing)
-        if scenario.kind == "shared" and node.strategy not in (None, "", want) and \
-                not (want == "time-slicing" and node.strategy == "none"):
-            raise BackendError(f"scenario {scenario.name!r} wants {want} sharing but {node.sharing_note()}; apply "
-                               f"the matching manifests/overlays/device-plugin-* ConfigMap")
+        if scenario.kind == "shared":
+            self._check_one_physical_gpu(scenario, node)
         run.claim_scenario(scenario.name)
         with _ACTIVE_LOCK:
             _ACTIVE_RUNS.add(run.run_id)
@@ -794,13 +926,39 @@ class KubernetesBackend:
                 gone = self.clean_leftovers_for(node.name)
                 if gone and progress:
                     print(f"[kts] removed leftover Jobs on {node.name}: {', '.join(gone)}", file=sys.stderr)
-            return self._run(run, scenario, node, float(timeout_s), progress)
+            return self._run(run, scenario, node, float(timeout_s), progress,
+                             float(timeout_s if pad_limit_s is None else pad_limit_s))
         finally:
             with _ACTIVE_LOCK:
                 _ACTIVE_RUNS.discard(run.run_id)
 
+    def _check_one_physical_gpu(self, scenario: ScenarioSpec, node: NodeInfo) -> None:
+        """A shared scenario's tenants must land on one physical GPU of the node, by a sharing strategy.
+
+        The device plugin advertises each physical GPU ``replicas`` times, and its default allocation
+        policy ("distributed") spreads replicas over physical GPUs: on a node with more than one, the
+        "shared" tenants would each get a GPU of their own. Only the plugin's ``packed`` policy
+        (``flags.plugin.sharedDevicesAllocationPolicy``, set in manifests/overlays/device-plugin-timeslicing)
+        keeps them together; the workers' GPU UUIDs then prove it after the run.
+        """
+        want = STRATEGY_OF.get(scenario.sharing, scenario.sharing)
+        if node.strategy == "none":
+            raise BackendError(f"scenario {scenario.name!r} is shared but {node.sharing_note()}: with sharing "
+                               "strategy 'none' every tenant gets a GPU of its own; apply manifests/overlays/"
+                               "device-plugin-timeslicing (see manifests/README.md)")
+        if node.strategy not in (None, "", want):
+            raise BackendError(f"scenario {scenario.name!r} wants {want} sharing but {node.sharing_note()}; apply "
+                               f"the matching manifests/overlays/device-plugin-* ConfigMap")
+        if node.physical > 1 and self.allocation_policy != "packed":
+            raise BackendError(f"node {node.name} has {node.physical} physical GPUs and the device plugin's default "
+                               "'distributed' allocation would give the tenants of scenario "
+                               f"{scenario.name!r} different GPUs; set flags.plugin.sharedDevicesAllocationPolicy: "
+                               "packed in the plugin config (manifests/overlays/device-plugin-timeslicing does) and "
+                               "pass allocation_policy='packed' (K8S_ALLOCATION_POLICY=packed), or select a node "
+                               "with one GPU")
+
     def _run(self, run: Run, scenario: ScenarioSpec, node: NodeInfo, timeout_s: float,
-             progress: bool) -> ScenarioResult:
+             progress: bool, pad_limit_s: float) -> ScenarioResult:
         started_ns = time.time_ns()
         start_at_ns = started_ns + int(self.start_delay_s * 1e9)
         bodies = {t.name: build_job(
@@ -808,26 +966,42 @@ class KubernetesBackend:
             node=node.name, start_at_ns=start_at_ns, gpu_resource=node.resource, node_selector=self.node_selector,
             queue_name=self.queue_name, service_account=self.service_account, memory_limit=self.memory_limit,
             active_deadline_s=int(timeout_s + self.start_delay_s + self.schedule_timeout_s) + 60,
-            image_pull_policy=self.image_pull_policy, runtime_class=self.runtime_class)
+            image_pull_policy=self.image_pull_policy, runtime_class=self.runtime_class,
+            pad_limit_s=pad_limit_s + 60.0)  # the worker's backstop: later than this client's limit
             for t in scenario.tenants}
         error: BaseException | None = None
         failure: _Failure | None = None
         created: dict[str, dict[str, Any]] = {}
         telemetry: dict[str, Any] = {}
+        live = _Live(CoRunWatch(scenario.tenant_names, pad_limit_s=pad_limit_s),
+                     scenario.kind == "shared" and len(scenario.tenants) > 1)
         scraper = self._start_telemetry(run.log_dir(scenario.name), telemetry)
         try:
             for tenant, body in bodies.items():
                 created[tenant] = self.api.create_job(body) or body
-            failure = self._watch(run, scenario, bodies, node, timeout_s, progress)
+            failure = self._watch(run, scenario, bodies, node, timeout_s, progress, live)
         except BaseException as exc:  # noqa: BLE001 - Ctrl-C included: collect, clean up, re-raise
             error = exc
         self._stop_telemetry(scraper, telemetry)
+        if (failure is not None or error is not None) and live.stopped_ns is None:
+            # stop the other tenants first, so their log streams end; ended containers' logs are read first
+            for stream in live.streams.values():
+                if stream.finishing:
+                    stream.finish(10.0)
+            with contextlib.suppress(Exception):
+                for body in bodies.values():
+                    self.api.delete_job(body["metadata"]["name"])
         tenants: list[TenantResult] = []
         events: dict[str, dict[str, Any]] = {}
         try:
-            tenants, events = self._collect(run, scenario, bodies, created, node, start_at_ns, failure, error)
+            tenants, events = self._collect(run, scenario, bodies, created, node, start_at_ns, failure, error, live)
         except BaseException as exc:  # noqa: BLE001
             error = error or exc
+        if error is None and failure is None and scenario.kind == "shared":
+            metas = {t: live.watch.tenants[t].meta for t in bodies}
+            mismatch = gpu_mismatch(metas)
+            if mismatch:
+                failure = _Failure(next(iter(bodies)), None, mismatch)
         cleanup_error = ""
         try:
             self.cleanup(run.run_id, scenario.name)
@@ -851,7 +1025,8 @@ class KubernetesBackend:
             "gpu_resource": node.resource, "kubernetes_gpus": node.allocatable, "physical_gpus": node.physical,
             "replicas": node.replicas, "sharing_strategy": node.strategy, "queue": self.queue_name,
             "start_at_ns": start_at_ns, "started_ns": started_ns, "ended_ns": ended_ns,
-            "resolution_s": RESOLUTION_S, "tenants": events, **telemetry,
+            "resolution_s": RESOLUTION_S, "tenants": events, "corun": live.watch.summary(),
+            **({"padding_stopped_ns": live.stopped_ns} if live.stopped_ns else {}), **telemetry,
         }
         if reason:
             info["reason"] = reason
@@ -929,7 +1104,7 @@ class KubernetesBackend:
         return jobs, pods, raw_pods
 
     def _watch(self, run: Run, scenario: ScenarioSpec, bodies: Mapping[str, dict[str, Any]], node: NodeInfo,
-               timeout_s: float, progress: bool) -> _Failure | None:
+               timeout_s: float, progress: bool, live: _Live) -> _Failure | None:
         t0 = time.monotonic()
         deadline = t0 + self.start_delay_s + timeout_s
         pending_since: dict[str, float] = {}
@@ -940,6 +1115,14 @@ class KubernetesBackend:
             jobs, pods, raw = self._snapshot(run, scenario, bodies)
             now = time.monotonic()
             states = {t: pod_state(jobs.get(t), pods.get(t)) for t in bodies}
+            live.follow(self.api, pods, states, self.poll_s)
+            if live.pad and live.watch.ready_to_stop():
+                self._stop_padding(bodies, live, progress, scenario)
+                return None
+            overrun = live.watch.overrun() if live.pad else None
+            if overrun:
+                self._stop_padding(bodies, live, progress, scenario)
+                return _Failure(next(t for t, p in live.watch.tenants.items() if not p.timed_done), None, overrun)
             for t, st in states.items():
                 if progress and shown.get(t) != st.summary:
                     print(f"[kts] {scenario.name}/{t}: {st.summary}", file=sys.stderr)
@@ -974,6 +1157,16 @@ class KubernetesBackend:
             self.api.wait_pods_changed(sel, known, min(self.poll_s, max(0.0, deadline - now)),
                                        relevant=lambda o: is_kts_object(o, run.run_id, scenario.name))
 
+    def _stop_padding(self, bodies: Mapping[str, dict[str, Any]], live: _Live, progress: bool,
+                      scenario: ScenarioSpec) -> None:
+        """Every tenant is past its timed iterations: delete the Jobs (SIGTERM; no replacement pods)."""
+        live.stopped_ns = time.time_ns()
+        if progress:
+            print(f"[kts] {scenario.name}: every tenant finished its timed iterations; stopping the padding",
+                  file=sys.stderr)
+        for body in bodies.values():
+            self.api.delete_job(body["metadata"]["name"], grace_s=STOP_GRACE_S)
+
     def _hint(self, reason: str) -> str:
         if "OOMKilled" in reason:
             return f"; the container's memory limit is {self.memory_limit}: raise memory_limit"
@@ -1005,13 +1198,19 @@ class KubernetesBackend:
     # ---------------------------------------------------------------- collection
     def _collect(self, run: Run, scenario: ScenarioSpec, bodies: Mapping[str, dict[str, Any]],
                  created: Mapping[str, dict[str, Any]], node: NodeInfo, start_at_ns: int,
-                 failure: _Failure | None, error: BaseException | None
+                 failure: _Failure | None, error: BaseException | None, live: _Live
                  ) -> tuple[list[TenantResult], dict[str, dict[str, Any]]]:
-        """Write each tenant's pod log and status into the run directory; return results and events."""
+        """Write each tenant's pod log and status into the run directory; return results and events.
+
+        The log is what the live stream received (it outlives a stopped pod) or, where the pod can
+        still be read, the whole log read once more, whichever is longer.
+        """
         try:
             jobs, pods, _ = self._snapshot(run, scenario, bodies)
         except KtsError:
             jobs, pods = {}, {}
+        pods = {**live.last_pods, **pods}  # a stopped pod may be gone: its last seen state stays
+        streamed = {t: stream.finish(STOP_GRACE_S + 10.0) for t, stream in live.streams.items()}
         workloads: list[dict[str, Any]] = []
         if self.queue_name:
             try:
@@ -1030,6 +1229,8 @@ class KubernetesBackend:
                 ev["outcome"], ev["reason"] = "failed", st.reason
             elif st.done:
                 ev["outcome"] = "complete"
+            elif live.stopped_ns and failure is None and error is None:
+                ev["outcome"] = "complete"  # padding, stopped by kts once every tenant had finished
             else:
                 ev["outcome"] = "interrupted" if error is not None or failure is not None else "unknown"
             ev["exit_code"] = st.exit_code
@@ -1040,6 +1241,9 @@ class KubernetesBackend:
                     log = self.api.read_pod_log(pod["metadata"]["name"]) or b""
                 except KtsError as exc:
                     ev["log_error"] = str(exc)
+            if len(streamed.get(t, b"")) > len(log):
+                log = streamed[t]
+            if pod is not None:
                 try:
                     pod_events = self.api.list_events("Pod", pod["metadata"]["name"])
                 except KtsError:

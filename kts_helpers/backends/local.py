@@ -21,21 +21,38 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..errors import BackendError, TenantFailed
+from ..corun import (
+    DEFAULT_LEAD_IN_S,
+    CoRunError,
+    CoRunWatch,
+    LogFollower,
+    TenantProgress,
+    gpu_mismatch,
+    read_meta,
+)
+from ..errors import BackendError, KtsError, TenantFailed
 from ..runs import Run
 from ..spec import ScenarioSpec, TenantSpec
 from .base import ScenarioResult, TenantResult
 
 WORKER = Path(__file__).resolve().parent.parent.parent / "workers" / "kts_worker.py"
 POLL_S = 0.1
+STOP_GRACE_S = 30.0  # SIGTERM -> the worker finishes its iteration; SIGKILL only if it hangs
+EXIT_REASONS = {3: "padded past its safety limit without being stopped (exit 3)",
+                143: "was stopped by SIGTERM before its timed iterations were complete (exit 143)"}
 
 
 class _Progress:
-    """Per-tenant progress bars (tqdm when installed, otherwise silent): counts KTS_APP lines as they land."""
+    """Per-tenant progress bars (tqdm when installed, otherwise silent): timed KTS_APP lines as they land.
+
+    The total is the tenant's iterations times the operations per iteration its worker reports in
+    KTS_META (an llm iteration is one prefill and several decode steps).
+    """
 
     def __init__(self, scenario: ScenarioSpec, enabled: bool) -> None:
         self.bars: dict[str, Any] = {}
-        self.offsets: dict[str, int] = {}
+        self.iterations = {t.name: t.iterations for t in scenario.tenants}
+        self.sized: set[str] = set()
         if not enabled:
             return
         try:
@@ -43,25 +60,19 @@ class _Progress:
         except ImportError:
             return
         for i, t in enumerate(scenario.tenants):
-            total = t.iterations * (17 if t.workload == "llm" else 1)
-            self.bars[t.name] = tqdm(total=total, desc=f"{scenario.name}/{t.name}", position=i, leave=True,
-                                     unit="it", mininterval=0.5)
+            self.bars[t.name] = tqdm(total=t.iterations, desc=f"{scenario.name}/{t.name}", position=i, leave=True,
+                                     unit="op", mininterval=0.5)
 
-    def update(self, tenant: str, log: Path) -> None:
+    def update(self, tenant: str, watch: TenantProgress) -> None:
         bar = self.bars.get(tenant)
         if bar is None:
             return
-        try:
-            with open(log, "rb") as fh:
-                fh.seek(self.offsets.get(tenant, 0))
-                chunk = fh.read()
-        except FileNotFoundError:
-            return
-        cut = chunk.rfind(b"\n") + 1
-        self.offsets[tenant] = self.offsets.get(tenant, 0) + cut
-        n = chunk[:cut].count(b"KTS_APP,")
-        if n:
-            bar.update(n)
+        phases = watch.meta.get("phases_per_iteration")
+        if tenant not in self.sized and phases:
+            bar.total = self.iterations[tenant] * int(phases)
+            self.sized.add(tenant)
+        if watch.timed > bar.n:
+            bar.update(watch.timed - bar.n)
 
     def close(self) -> None:
         for bar in self.bars.values():
@@ -75,7 +86,8 @@ class LocalBackend:
 
     def __init__(self, device: str = "auto", *, python: str = sys.executable, worker: Path = WORKER,
                  telemetry: bool = True, telemetry_interval_ms: int = 100, barrier_timeout_s: float = 300.0,
-                 mps_control: str = "nvidia-cuda-mps-control") -> None:
+                 mps_control: str = "nvidia-cuda-mps-control", lead_in_s: float = DEFAULT_LEAD_IN_S,
+                 gpu_uuid: str | None = None) -> None:
         self.device = device
         self.python = python
         self.worker = Path(worker)
@@ -83,6 +95,8 @@ class LocalBackend:
         self.telemetry_interval_ms = telemetry_interval_ms
         self.barrier_timeout_s = barrier_timeout_s
         self.mps_control = mps_control
+        self.lead_in_s = float(lead_in_s)
+        self.gpu_uuid = gpu_uuid  # the tenants' GPU, so telemetry samples that one (CUDA_VISIBLE_DEVICES)
         if not self.worker.exists():
             raise BackendError(f"worker script {self.worker} not found")
 
@@ -100,41 +114,58 @@ class LocalBackend:
 
     # -- running -------------------------------------------------------------------------------------------
     def run_scenario(self, run: Run, scenario: ScenarioSpec, *, timeout_s: float,
-                     progress: bool = True) -> ScenarioResult:
+                     progress: bool = True, pad_limit_s: float | None = None) -> ScenarioResult:
         log_dir = run.claim_scenario(scenario.name)
         started = time.time_ns()
         results: list[TenantResult] = []
         extra: dict[str, Any] = {"sharing": scenario.sharing}
-        status = "failed"
+        status, reason = "failed", ""
         try:
             with self._sharing(scenario, log_dir) as sharing_env, self._telemetry(log_dir, extra):
-                results = self._run_tenants(run, scenario, sharing_env, timeout_s, progress)
+                results = self._run_tenants(run, scenario, sharing_env, timeout_s, progress,
+                                            timeout_s if pad_limit_s is None else pad_limit_s, extra)
+            check_same_gpu(run, scenario)
             status = "complete"
             return ScenarioResult(scenario.name, status, results, started, time.time_ns(), extra)
+        except KtsError as exc:
+            reason = str(exc)
+            raise
+        except KeyboardInterrupt:
+            reason = "interrupted (KeyboardInterrupt)"
+            raise
         finally:
             run.record_scenario(scenario.name, {
                 "status": status, "kind": scenario.kind, "backend": self.name, "sharing": scenario.sharing,
                 "started_ns": started, "ended_ns": time.time_ns(),
                 "tenants": {r.tenant: asdict(r) for r in results} or
                 {t.name: {"exit_code": None} for t in scenario.tenants},
+                **({"reason": reason} if reason else {}),
                 **{k: v for k, v in extra.items() if k != "sharing"},
             })
 
-    def _tenant_env(self, tenant: TenantSpec, barrier: Path, sharing_env: dict[str, str]) -> dict[str, str]:
+    def _tenant_env(self, tenant: TenantSpec, barrier: Path, sharing_env: dict[str, str], *, pad: bool,
+                    pad_limit_s: float, lead_in_s: float) -> dict[str, str]:
         env = dict(os.environ)
         env.update(tenant.env())
         env.update(sharing_env)
         env.update({"DEVICE": self.device, "KTS_BARRIER_DIR": str(barrier), "PYTHONUNBUFFERED": "1",
-                    "KTS_BARRIER_TIMEOUT_S": str(self.barrier_timeout_s)})
+                    "KTS_BARRIER_TIMEOUT_S": str(self.barrier_timeout_s), "KTS_LEAD_IN_S": repr(lead_in_s),
+                    "KTS_PAD": "1" if pad else "0",
+                    # the worker's own backstop, should this process die: later than ours, never sooner
+                    "KTS_PAD_LIMIT_S": repr(pad_limit_s + 30.0)})
         return env
 
     def _run_tenants(self, run: Run, scenario: ScenarioSpec, sharing_env: dict[str, str], timeout_s: float,
-                     progress: bool) -> list[TenantResult]:
+                     progress: bool, pad_limit_s: float, extra: dict[str, Any]) -> list[TenantResult]:
         barrier = Path(tempfile.mkdtemp(prefix="kts-barrier-"))
         procs: dict[str, subprocess.Popen] = {}
         handles = []
         bars = _Progress(scenario, progress)
         deadline = time.monotonic() + timeout_s
+        pad = scenario.kind == "shared" and len(scenario.tenants) > 1
+        # the lead-in is the same for a tenant alone and shared; calibration measures the tool, not a tenant
+        lead_in_s = 0.0 if scenario.kind == "calibration" else self.lead_in_s
+        watch = CoRunWatch(scenario.tenant_names, pad_limit_s=pad_limit_s)
         try:
             for t in scenario.tenants:
                 out = open(run.log_path(scenario.name, t.name), "xb")  # noqa: SIM115 - "x": never overwrite; closed in finally
@@ -142,9 +173,11 @@ class LocalBackend:
                 handles += [out, err]
                 procs[t.name] = subprocess.Popen(
                     [self.python, str(self.worker)], stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                    env=self._tenant_env(t, barrier, sharing_env), start_new_session=True)
+                    env=self._tenant_env(t, barrier, sharing_env, pad=pad, pad_limit_s=pad_limit_s,
+                                         lead_in_s=lead_in_s),
+                    start_new_session=True)
             self._release_barrier(run, scenario, procs, barrier, deadline)
-            codes = self._wait(run, scenario, procs, deadline, bars, timeout_s)
+            codes = self._wait(run, scenario, procs, deadline, bars, timeout_s, watch, pad)
         except BaseException:
             _stop_all(procs)
             raise
@@ -153,6 +186,7 @@ class LocalBackend:
             for h in handles:
                 h.close()
             shutil.rmtree(barrier, ignore_errors=True)
+            extra["corun"] = watch.summary()
         return [TenantResult(t, codes[t], str(run.log_path(scenario.name, t)), str(run.stderr_path(scenario.name, t)))
                 for t in procs]
 
@@ -175,16 +209,30 @@ class LocalBackend:
         for name, p in procs.items():
             code = p.poll()
             if code not in (None, 0):
-                raise TenantFailed(scenario.name, name, code, _tail(run.stderr_path(scenario.name, name)))
+                raise TenantFailed(scenario.name, name, code, _tail(run.stderr_path(scenario.name, name)),
+                                   reason=EXIT_REASONS.get(code, ""))
 
     def _wait(self, run: Run, scenario: ScenarioSpec, procs: dict[str, subprocess.Popen], deadline: float,
-              bars: _Progress, timeout_s: float) -> dict[str, int]:
+              bars: _Progress, timeout_s: float, watch: CoRunWatch, pad: bool) -> dict[str, int]:
+        """Follow the logs until every tenant is done; in a shared scenario, stop the padders when it is safe."""
+        followers = {name: LogFollower(run.log_path(scenario.name, name)) for name in procs}
         while True:
             self._check_exits(run, scenario, procs)
-            for name in procs:
-                bars.update(name, run.log_path(scenario.name, name))
+            for name, follower in followers.items():
+                watch.feed(name, follower.read())
+                bars.update(name, watch.tenants[name])
             if all(p.poll() is not None for p in procs.values()):
                 return {n: p.returncode for n, p in procs.items()}
+            if pad and watch.ready_to_stop():
+                _stop_all(procs, grace_s=STOP_GRACE_S)
+                for name, follower in followers.items():
+                    watch.feed(name, follower.read())
+                self._check_exits(run, scenario, procs)
+                return {n: p.returncode for n, p in procs.items()}
+            overrun = watch.overrun() if pad else None
+            if overrun:
+                _stop_all(procs, grace_s=STOP_GRACE_S)
+                raise CoRunError(f"scenario {scenario.name!r}: {overrun}")
             if time.monotonic() > deadline:
                 slow = next(n for n, p in procs.items() if p.poll() is None)
                 raise TenantFailed(scenario.name, slow, None, _tail(run.stderr_path(scenario.name, slow)),
@@ -204,7 +252,8 @@ class LocalBackend:
             extra["telemetry"] = {"status": "absent", "reason": f"telemetry module unavailable: {exc}"}
             yield
             return
-        sampler = TelemetrySampler(log_dir / "telemetry.parquet", interval_ms=self.telemetry_interval_ms)
+        sampler = TelemetrySampler(log_dir / "telemetry.parquet", interval_ms=self.telemetry_interval_ms,
+                                   gpu_uuid=self.gpu_uuid)
         sampler.start()
         try:
             yield
@@ -224,8 +273,21 @@ class LocalBackend:
             yield daemon.client_env()
 
 
+def check_same_gpu(run: Run, scenario: ScenarioSpec) -> None:
+    """Refuse a shared scenario whose tenants report different GPU UUIDs in their KTS_META lines."""
+    if scenario.kind != "shared":
+        return
+    problem = gpu_mismatch({t: read_meta(run.log_path(scenario.name, t)) for t in scenario.tenant_names})
+    if problem:
+        raise CoRunError(f"scenario {scenario.name!r}: {problem}")
+
+
 def _stop_all(procs: dict[str, subprocess.Popen], grace_s: float = 3.0) -> None:
-    """Terminate the given tenants' process groups (and only those), escalating to SIGKILL."""
+    """Terminate the given tenants' process groups (and only those), escalating to SIGKILL.
+
+    The worker ends its current iteration on SIGTERM and prints its line, so the grace period must
+    cover one iteration (a large GEMM or an llm iteration can take a second).
+    """
     for p in procs.values():
         if p.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):

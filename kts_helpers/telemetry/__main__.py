@@ -21,7 +21,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, help="PATH.parquet (parts: PATH.partNNN.parquet, PATH.status.json)")
     s.add_argument("--interval-ms", type=float, default=100.0)
     s.add_argument("--stop-file", default=None, help="stop when this file exists (SIGTERM also stops cleanly)")
-    s.add_argument("--gpu", type=int, default=0)
+    s.add_argument("--gpu", type=int, default=0, help="NVML index of the GPU (when --gpu-uuid is not given)")
+    s.add_argument("--gpu-uuid", default=None, help="the GPU by UUID (GPU-...), as CUDA reports it to the tenants")
     s.add_argument("--flush-s", type=float, default=2.0, help="seconds between part flushes")
     s.add_argument("--duration-s", type=float, default=None)
     d = sub.add_parser("scrape-dcgm", help="poll a dcgm-exporter /metrics page into Parquet parts")
@@ -44,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
             from .nvml import run_sampler
 
             result = run_sampler(args.out, interval_ms=args.interval_ms, stop_file=args.stop_file,
-                                 gpu_index=args.gpu, flush_s=args.flush_s, duration_s=args.duration_s)
+                                 gpu_index=args.gpu, flush_s=args.flush_s, duration_s=args.duration_s,
+                                 gpu_uuid=args.gpu_uuid)
         elif args.cmd == "scrape-dcgm":
             from .dcgm import DcgmScraper
 

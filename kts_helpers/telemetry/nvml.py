@@ -95,8 +95,12 @@ class _Gpm:
 
 def run_sampler(out_path: str | os.PathLike, *, interval_ms: float = 100.0, stop_file: str | os.PathLike | None = None,
                 gpu_index: int = 0, flush_s: float = 2.0, max_samples: int | None = None,
-                duration_s: float | None = None) -> dict[str, Any]:
+                duration_s: float | None = None, gpu_uuid: str | None = None) -> dict[str, Any]:
     """Sample NVML until the stop file appears (or SIGTERM, ``max_samples``, ``duration_s``).
+
+    ``gpu_uuid`` (the UUID CUDA reports for the tenants' device) picks the GPU; NVML's indices
+    ignore CUDA_VISIBLE_DEVICES, so on a multi-GPU host index 0 may be another GPU than the one
+    the tenants use. Without it, ``gpu_index``.
 
     Returns the final status dict (also written to ``PATH.status.json``). Never raises for
     NVML faults: those become status "absent" or null columns. Raises TelemetryError only
@@ -123,7 +127,7 @@ def run_sampler(out_path: str | os.PathLike, *, interval_ms: float = 100.0, stop
                                        "reason": f"NVML unavailable: {type(exc).__name__}: {exc}"})
     try:
         return _sample_loop(nv, out_path, status, interval_ms=interval_ms, stop_file=stop_file, gpu_index=gpu_index,
-                            flush_s=flush_s, max_samples=max_samples, duration_s=duration_s)
+                            flush_s=flush_s, max_samples=max_samples, duration_s=duration_s, gpu_uuid=gpu_uuid)
     finally:
         with contextlib.suppress(Exception):
             nv.nvmlShutdown()
@@ -131,7 +135,7 @@ def run_sampler(out_path: str | os.PathLike, *, interval_ms: float = 100.0, stop
 
 def _sample_loop(nv: Any, out_path: str | os.PathLike, status: dict[str, Any], *, interval_ms: float,
                  stop_file: str | os.PathLike | None, gpu_index: int, flush_s: float, max_samples: int | None,
-                 duration_s: float | None) -> dict[str, Any]:
+                 duration_s: float | None, gpu_uuid: str | None = None) -> dict[str, Any]:
     errors: dict[str, str] = status["column_errors"]
 
     def call(col: str, fn, *args):
@@ -143,10 +147,16 @@ def _sample_loop(nv: Any, out_path: str | os.PathLike, status: dict[str, Any], *
             return None
 
     try:
-        handle = nv.nvmlDeviceGetHandleByIndex(int(gpu_index))
+        if gpu_uuid:
+            handle = nv.nvmlDeviceGetHandleByUUID(gpu_uuid.encode() if isinstance(gpu_uuid, str) else gpu_uuid)
+            gpu_index = int(nv.nvmlDeviceGetIndex(handle))
+            status.update(gpu_index=gpu_index, gpu_uuid=gpu_uuid)
+        else:
+            handle = nv.nvmlDeviceGetHandleByIndex(int(gpu_index))
     except nv.NVMLError as exc:
+        which = gpu_uuid or gpu_index
         return write_status(out_path, {**status, "status": "absent",
-                                       "reason": f"GPU {gpu_index} not found: {type(exc).__name__}: {exc}"})
+                                       "reason": f"GPU {which} not found: {type(exc).__name__}: {exc}"})
     name = call("gpu_name", nv.nvmlDeviceGetName, handle)
     driver = call("driver", nv.nvmlSystemGetDriverVersion)
     max_sm = call("max_sm_clock_mhz", nv.nvmlDeviceGetMaxClockInfo, handle, nv.NVML_CLOCK_SM)
@@ -257,11 +267,13 @@ class TelemetrySampler:
     """
 
     def __init__(self, out_path: str | os.PathLike, interval_ms: float = 100.0, gpu_index: int = 0, *,
-                 flush_s: float = 2.0, env: dict[str, str] | None = None, python: str | None = None):
+                 flush_s: float = 2.0, env: dict[str, str] | None = None, python: str | None = None,
+                 gpu_uuid: str | None = None):
         if interval_ms <= 0:
             raise TelemetryError(f"interval_ms must be > 0, got {interval_ms}")
         self.out_path = Path(out_path).absolute()  # the process runs from the package root
         self.interval_ms, self.gpu_index, self.flush_s = float(interval_ms), int(gpu_index), float(flush_s)
+        self.gpu_uuid = gpu_uuid
         self.env, self.python = dict(env or {}), python or sys.executable
         base = base_of(out_path)
         self.stop_file = base.with_name(base.name + ".stop")
@@ -281,6 +293,8 @@ class TelemetrySampler:
         cmd = [self.python, "-m", "kts_helpers.telemetry", "sample", "--out", str(self.out_path),
                "--interval-ms", str(self.interval_ms), "--stop-file", str(self.stop_file),
                "--gpu", str(self.gpu_index), "--flush-s", str(self.flush_s)]
+        if self.gpu_uuid:
+            cmd += ["--gpu-uuid", self.gpu_uuid]
         with open(self.log_path, "ab") as log:
             # cwd = package root: ``-m`` then finds this very package, whatever the caller's cwd
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,

@@ -1,0 +1,200 @@
+"""Co-running by construction: the padding watch, real workers that pad until stopped, the GPU-UUID check.
+
+The independent judge of "every timed shared iteration co-ran" is ``corunning_fractions`` below: it reads
+the raw logs only (the same rule as shared/tools/corunning.py), never the kit's analysis.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import corunning_fractions
+
+from kts_helpers import experiment
+from kts_helpers.backends.local import WORKER, LocalBackend
+from kts_helpers.corun import CoRunError, CoRunWatch, gpu_mismatch
+from kts_helpers.errors import TenantFailed
+from kts_helpers.runs import create_run
+from kts_helpers.spec import ExperimentParams, resolve
+
+T0 = 1_795_974_308_654_992_882
+
+
+def _line(tenant, i, start_ms, dur_ms=1.0, phase="op"):
+    s = T0 + int(start_ms * 1e6)
+    return f"KTS_APP,v2,fft,{tenant},{i},{phase},{s},{s},{s + int(dur_ms * 1e6)},{dur_ms},{dur_ms}\n".encode()
+
+
+# -- the watch ----------------------------------------------------------------------------------------------
+def test_watch_stops_only_when_every_tenant_is_done_and_active_past_the_last_timed_end():
+    w = CoRunWatch(["a", "b"], pad_limit_s=60)
+    w.feed("a", _line("a", 0, 0, phase="pad") + _line("a", 0, 10) + _line("a", 1, 20))
+    w.feed("b", _line("b", 0, 1, phase="pad") + _line("b", 0, 11))
+    assert not w.ready_to_stop()  # nobody padded after a timed line yet
+    blob = _line("a", 1, 30, phase="pad")
+    w.feed("a", blob[:17])  # half a line: waits for the rest
+    assert not w.tenants["a"].timed_done
+    w.feed("a", blob[17:])
+    assert w.tenants["a"].timed_done and not w.ready_to_stop()  # b is still timing
+    w.feed("b", _line("b", 1, 40))  # b's last timed iteration ends at 41 ms, after a's last line (31 ms)
+    w.feed("b", _line("b", 2, 50, phase="pad"))
+    assert w.all_timed_done and not w.ready_to_stop()  # a was not active until 41 ms
+    w.feed("a", _line("a", 2, 42, phase="pad"))
+    assert w.ready_to_stop()
+    assert w.summary() == {"a": {"timed_lines": 2, "pad_lines": 3}, "b": {"timed_lines": 2, "pad_lines": 2}}
+
+
+def test_watch_overrun_names_the_slow_tenant():
+    w = CoRunWatch(["fast", "slow"], pad_limit_s=5)
+    w.feed("fast", _line("fast", 0, 0) + _line("fast", 0, 2, phase="pad"))
+    w.feed("slow", _line("slow", 0, 0))
+    since = w.tenants["fast"].tail_since
+    assert w.overrun(since + 4.9) is None
+    msg = w.overrun(since + 5.1)
+    assert msg and "slow (1 timed lines so far)" in msg and "5 s" in msg and "\n" not in msg
+    assert "fast" not in msg.split("while")[1]
+
+
+def test_gpu_mismatch():
+    assert gpu_mismatch({"a": {"gpu_uuid": "GPU-1"}, "b": {"gpu_uuid": "GPU-1"}}) is None
+    assert gpu_mismatch({"a": {"gpu_uuid": None}, "b": {}}) is None  # CPU, v1: nothing to compare
+    msg = gpu_mismatch({"a": {"gpu_uuid": "GPU-1"}, "b": {"gpu_uuid": "GPU-1"}, "c": {"gpu_uuid": "MIG-2"}})
+    assert msg and "a on GPU-1" in msg and "c on MIG-2" in msg
+
+
+# -- real workers -------------------------------------------------------------------------------------------
+def _run(root: Path, base, run_id="r", **params):
+    spec = resolve(ExperimentParams.from_mapping({**base, **params}), "cpu")
+    d = spec.to_dict()
+    d["backend_options"] = {}
+    return create_run(d, {"note": "test"}, root=root, run_id=run_id), spec
+
+
+def _wrapper(tmp_path: Path, body: str) -> Path:
+    script = tmp_path / "wrapped_worker.py"
+    script.write_text(textwrap.dedent(body).replace("WORKER", repr(str(WORKER))))
+    return script
+
+
+def test_fast_tenant_pads_until_the_slow_one_is_done(tmp_path, tiny_params):
+    """The issue's case: a GEMM that never sleeps next to an FFT that sleeps: the GEMM must keep its load on."""
+    run, spec, _ = experiment.setup_run({**tiny_params, "iterations": 20, "sleep_ms_fft": 20.0,
+                                         "sleep_ms_gemm": 0.0}, root=tmp_path, run_id="asym", progress=False)
+    experiment.run_kind(run, "shared", progress=False)
+    m = run.manifest()
+    assert m["scenarios"]["shared"]["status"] == "complete"
+    assert {t: v["exit_code"] for t, v in m["scenarios"]["shared"]["tenants"].items()} == {"fft": 0, "gemm": 0}
+    got = corunning_fractions(run.path)
+    assert got["shared/fft"][:2] == (20, 20) and got["shared/gemm"][:2] == (20, 20)
+    # the GEMM (done in a few ms) padded for the FFT's ~400 ms; the FFT padded only briefly
+    assert got["shared/gemm"][2] > 10 * got["shared/fft"][2] > 0
+    assert m["scenarios"]["shared"]["corun"]["gemm"]["pad_lines"] == got["shared/gemm"][2]
+
+
+def test_neighbour_crash_during_padding_fails_the_scenario_and_keeps_timed_lines(tmp_path, tiny_params):
+    run, spec = _run(tmp_path, tiny_params, iterations=40, sleep_ms_fft=20.0, sleep_ms_gemm=1.0)
+    wrapper = _wrapper(tmp_path, """
+        import os, sys
+        if os.environ.get("TENANT") == "gemm":
+            os.environ["KTS_CRASH_AFTER_PAD"] = "5"
+        os.execv(sys.executable, [sys.executable, WORKER])
+    """)
+    with pytest.raises(TenantFailed) as exc:
+        LocalBackend(device="cpu", worker=wrapper, telemetry=False).run_scenario(
+            run, spec.scenario("shared"), timeout_s=60, progress=False)
+    assert exc.value.tenant == "gemm" and exc.value.exit_code == 1
+    assert "injected crash after padding iteration 5" in str(exc.value)
+    rec = run.manifest()["scenarios"]["shared"]
+    assert rec["status"] == "failed" and "'gemm'" in rec["reason"] and "code 1" in rec["reason"]
+    got = corunning_fractions(run.path)
+    assert got["shared/gemm"][0] == 40  # the crashed tenant's timed lines are all there
+    assert 0 < got["shared/fft"][0] < 40  # the survivor was stopped; its timed lines so far are kept
+
+
+def test_padding_past_the_safety_limit_fails_the_scenario(tmp_path, tiny_params):
+    run, spec = _run(tmp_path, tiny_params, iterations=200, iterations_gemm=5, sleep_ms_fft=20.0,
+                     sleep_ms_gemm=1.0)
+    backend = LocalBackend(device="cpu", telemetry=False)
+    with pytest.raises(CoRunError, match=r"padding went on for more than 0.5 s .*fft \(\d+ timed lines so far\)"):
+        backend.run_scenario(run, spec.scenario("shared"), timeout_s=60, progress=False, pad_limit_s=0.5)
+    rec = run.manifest()["scenarios"]["shared"]
+    assert rec["status"] == "failed" and "pad_limit_s" in rec["reason"]
+    got = corunning_fractions(run.path)
+    assert got["shared/gemm"][0] == 5 and 0 < got["shared/fft"][0] < 200
+
+
+def test_tenants_on_different_gpus_are_refused(tmp_path, tiny_params):
+    """A worker that reports another GPU UUID (what a spread placement looks like in the logs)."""
+    run, spec = _run(tmp_path, tiny_params)
+    wrapper = _wrapper(tmp_path, """
+        import json, os, signal, subprocess, sys
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the worker (same process group) handles it
+        p = subprocess.Popen([sys.executable, WORKER], stdout=subprocess.PIPE)
+        for line in p.stdout:
+            if line.startswith(b"KTS_META,"):
+                meta = json.loads(line.split(b",", 2)[2])
+                meta["gpu_uuid"] = "GPU-" + os.environ["TENANT"]
+                line = b"KTS_META,v2," + json.dumps(meta).encode() + b"\\n"
+            sys.stdout.buffer.write(line)
+            sys.stdout.buffer.flush()
+        sys.exit(p.wait())
+    """)
+    with pytest.raises(CoRunError) as exc:
+        LocalBackend(device="cpu", worker=wrapper, telemetry=False).run_scenario(
+            run, spec.scenario("shared"), timeout_s=60, progress=False)
+    msg = str(exc.value)
+    assert "fft on GPU-fft" in msg and "gemm on GPU-gemm" in msg and "\n" not in msg
+    rec = run.manifest()["scenarios"]["shared"]
+    assert rec["status"] == "failed" and "GPU-fft" in rec["reason"] and "GPU-gemm" in rec["reason"]
+
+
+def test_worker_stops_cleanly_on_sigterm_while_padding(start_worker):
+    import signal
+    import time
+
+    proc = start_worker({"WORKLOAD": "fft", "ITERATIONS": "3", "SLEEP_MS": "200", "KTS_PAD": "1"})
+    deadline = time.monotonic() + 60
+    lines = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        lines.append(line)
+        if ",pad," in line:
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    lines += out.splitlines(keepends=True)
+    assert proc.returncode == 0, err
+    app = [ln for ln in lines if ln.startswith("KTS_APP,")]
+    assert [ln.split(",")[5] for ln in app[:3]] == ["op"] * 3 and all(",pad," in ln for ln in app[3:])
+    assert all(ln.endswith("\n") for ln in app)  # the iteration in progress was finished and printed
+    meta = json.loads(lines[0].split(",", 2)[2])
+    assert meta["pad"] is True and meta["gpu_uuid"] is None and meta["phases_per_iteration"] == 1
+
+
+def test_worker_stopped_before_its_timed_iterations_exits_143(start_worker):
+    import signal
+    import time
+
+    proc = start_worker({"WORKLOAD": "fft", "ITERATIONS": "1000", "SLEEP_MS": "50"})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and ",op," not in proc.stdout.readline():
+        pass
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 143
+
+
+def test_worker_pad_limit_exit_3(start_worker):
+    proc = start_worker({"WORKLOAD": "fft", "ITERATIONS": "2", "SLEEP_MS": "5", "KTS_PAD": "1",
+                         "KTS_PAD_LIMIT_S": "0.2"})
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3 and "was never stopped" in err
+    assert out.count(",pad,") > 3
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__]))
