@@ -24,21 +24,31 @@ class MpsDaemon:
     """Context manager: start ``nvidia-cuda-mps-control -d`` with private directories, quit on exit."""
 
     def __init__(self, control: str = "nvidia-cuda-mps-control", *, log_parent: Path | None = None,
-                 start_timeout_s: float = 10.0) -> None:
+                 start_timeout_s: float = 10.0, gpu_uuid: str | None = None) -> None:
         self.control = control
         self.log_parent = log_parent
         self.start_timeout_s = start_timeout_s
+        self.gpu_uuid = gpu_uuid
         self.pipe_dir: Path | None = None
         self.log_dir: Path | None = None
 
-    def client_env(self) -> dict[str, str]:
-        """What a tenant needs in its environment to connect to this daemon."""
+    def client_env(self) -> dict[str, str | None]:
+        """What a tenant needs in its environment to connect to this daemon (None: must be unset).
+
+        The server sees only the daemon's GPU, renumbered from 0, so a client that keeps the host's
+        CUDA_VISIBLE_DEVICES (e.g. "1") would ask for a device the server does not have: NVIDIA's MPS
+        guide says not to set it in a client's environment.
+        """
         assert self.pipe_dir is not None and self.log_dir is not None
-        return {"CUDA_MPS_PIPE_DIRECTORY": str(self.pipe_dir), "CUDA_MPS_LOG_DIRECTORY": str(self.log_dir)}
+        return {"CUDA_MPS_PIPE_DIRECTORY": str(self.pipe_dir), "CUDA_MPS_LOG_DIRECTORY": str(self.log_dir),
+                "CUDA_VISIBLE_DEVICES": None}
 
     def _env(self) -> dict[str, str]:
+        """The daemon's environment: its pipe and log directories, and the tenants' GPU by UUID."""
         env = dict(os.environ)
-        env.update(self.client_env())
+        env.update({k: v for k, v in self.client_env().items() if v is not None})
+        if self.gpu_uuid:
+            env["CUDA_VISIBLE_DEVICES"] = self.gpu_uuid
         return env
 
     def __enter__(self) -> MpsDaemon:

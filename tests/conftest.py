@@ -141,7 +141,7 @@ def fake_mps_control(tmp_path: Path, mode: str = "ok") -> tuple[Path, Path]:
     script = tmp_path / f"fake-mps-control-{mode}"
     script.write_text(textwrap.dedent(f"""\
         #!/bin/bash
-        echo "args=$* pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY" >> {record}
+        echo "args=$* pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY${{CUDA_VISIBLE_DEVICES:+ visible=$CUDA_VISIBLE_DEVICES}}" >> {record}
         if [ "$1" = "-d" ]; then
             case {mode} in
                 fail) echo "starting..."; echo "An MPS control daemon is already running" >&2; exit 1 ;;

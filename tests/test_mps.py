@@ -93,7 +93,8 @@ def _env_checking_worker(tmp_path: Path) -> Path:
         import os, sys
         pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "")
         ok = bool(pipe) and os.path.exists(os.path.join(pipe, "control"))
-        print(f"mps-client pipe={{pipe}} log={{os.environ.get('CUDA_MPS_LOG_DIRECTORY', '')}} control={{ok}}",
+        print(f"mps-client pipe={{pipe}} log={{os.environ.get('CUDA_MPS_LOG_DIRECTORY', '')}} "
+              f"visible={{os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')}} control={{ok}}",
               file=sys.stderr, flush=True)
         os.execv(sys.executable, [sys.executable, {str(WORKER)!r}])
     """))
@@ -105,19 +106,23 @@ def _mps_run(root: Path, tiny_params):
     return create_run(spec.to_dict(), {}, root=root, run_id="mps"), spec.scenario("shared-mps")
 
 
-def test_local_backend_mps_scenario(tmp_path, private_tmp, tiny_params):
+def test_local_backend_mps_scenario(tmp_path, private_tmp, tiny_params, monkeypatch):
+    # a multi-GPU host where the kit was pointed at GPU 1: the daemon must get that GPU, the clients no
+    # CUDA_VISIBLE_DEVICES at all (the server renumbers its GPU as 0; "1" would be no device for them)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     fake, record = _fake_control(tmp_path)
     run, scen = _mps_run(tmp_path / "runs", tiny_params)
     backend = LocalBackend(device="cpu", python=sys.executable, worker=_env_checking_worker(tmp_path),
-                           mps_control=str(fake), telemetry=False)
+                           mps_control=str(fake), telemetry=False, gpu_uuid="GPU-8be0f050")
     result = backend.run_scenario(run, scen, timeout_s=60, progress=False)
     assert result.status == "complete"
     recs = _records(record)
     assert recs[0].startswith("args=-d pipe=") and recs[-1] == "cmd=quit"
+    assert recs[0].endswith("visible=GPU-8be0f050")
     pipe = recs[0].split()[1].removeprefix("pipe=")
     for t in scen.tenant_names:
         first = run.stderr_path(scen.name, t).read_text().splitlines()[0]
-        assert first.startswith(f"mps-client pipe={pipe} log=") and first.endswith("control=True")
+        assert first.startswith(f"mps-client pipe={pipe} log=") and first.endswith("visible=(unset) control=True")
         frame = parse_file(run.log_path(scen.name, t)).frame
         assert (frame["phase"] != "pad").sum() == 5 and (frame["phase"] == "pad").sum() > 0
     m = run.manifest()

@@ -143,11 +143,15 @@ class LocalBackend:
                 **{k: v for k, v in extra.items() if k != "sharing"},
             })
 
-    def _tenant_env(self, tenant: TenantSpec, barrier: Path, sharing_env: dict[str, str], *, pad: bool,
+    def _tenant_env(self, tenant: TenantSpec, barrier: Path, sharing_env: dict[str, str | None], *, pad: bool,
                     pad_limit_s: float, lead_in_s: float) -> dict[str, str]:
         env = dict(os.environ)
         env.update(tenant.env())
-        env.update(sharing_env)
+        for key, value in sharing_env.items():  # None: must not be set (MPS clients and CUDA_VISIBLE_DEVICES)
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
         env.update({"DEVICE": self.device, "KTS_BARRIER_DIR": str(barrier), "PYTHONUNBUFFERED": "1",
                     "KTS_BARRIER_TIMEOUT_S": str(self.barrier_timeout_s), "KTS_LEAD_IN_S": repr(lead_in_s),
                     "KTS_PAD": "1" if pad else "0",
@@ -155,7 +159,7 @@ class LocalBackend:
                     "KTS_PAD_LIMIT_S": repr(pad_limit_s + 30.0)})
         return env
 
-    def _run_tenants(self, run: Run, scenario: ScenarioSpec, sharing_env: dict[str, str], timeout_s: float,
+    def _run_tenants(self, run: Run, scenario: ScenarioSpec, sharing_env: dict[str, str | None], timeout_s: float,
                      progress: bool, pad_limit_s: float, extra: dict[str, Any]) -> list[TenantResult]:
         barrier = Path(tempfile.mkdtemp(prefix="kts-barrier-"))
         procs: dict[str, subprocess.Popen] = {}
@@ -261,7 +265,7 @@ class LocalBackend:
             extra["telemetry"] = sampler.stop()
 
     @contextlib.contextmanager
-    def _sharing(self, scenario: ScenarioSpec, log_dir: Path) -> Iterator[dict[str, str]]:
+    def _sharing(self, scenario: ScenarioSpec, log_dir: Path) -> Iterator[dict[str, str | None]]:
         if scenario.sharing == "timeslice":
             yield {}
             return
@@ -269,7 +273,7 @@ class LocalBackend:
             raise BackendError(f"unknown sharing mode {scenario.sharing!r}")
         from ..mps import MpsDaemon
 
-        with MpsDaemon(control=self.mps_control, log_parent=log_dir) as daemon:
+        with MpsDaemon(control=self.mps_control, log_parent=log_dir, gpu_uuid=self.gpu_uuid) as daemon:
             yield daemon.client_env()
 
 
