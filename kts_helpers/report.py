@@ -223,18 +223,25 @@ if __name__ == "__main__":  # pragma: no cover - convenience
 def reference_markdown(run_dir: str | os.PathLike, *, n_resamples: int = 2000, seed: int = 0) -> str:
     """The README's reference table, computed exactly as the analysis notebook computes the report."""
     from .analysis import load_run, summarize_run
-    from .intervals import add_all_intervals, headline
+    from .intervals import add_all_intervals
 
     data = load_run(run_dir)
     table = add_all_intervals(summarize_run(data), data.iterations, n_resamples=n_resamples, seed=seed)
-    lines = ["| tenant | metric | p50 alone → shared (ms) | p99 alone [95% CI] (ms) | p99 shared [95% CI] (ms) "
-             "| DF [95% CI] | reading |", "|---|---|---|---|---|---|---|"]
+    lines = ["| tenant | metric | sharing | p50 alone → shared (ms) | p99 alone [95% CI] (ms) "
+             "| p99 shared [95% CI] (ms) | DF [95% CI] | reading |", "|---|---|---|---|---|---|---|---|"]
+
+    def cell(v: float, ci: list[float] | None) -> str:
+        return f"{v:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{v:.3f}"
+
     for metric in ("wall", "device"):
-        h = headline(table, metric)
-        for tenant in h["tenant"].unique():
-            a = h[(h["tenant"] == tenant) & (h["DF [95% CI]"] == "—")].iloc[0]
-            for _, s in h[(h["tenant"] == tenant) & (h["DF [95% CI]"] != "—")].iterrows():
-                lines.append(f"| {tenant} | {metric} | {a['p50 ms [95% CI]'].split(' ')[0]} → "
-                             f"{s['p50 ms [95% CI]'].split(' ')[0]} | {a['p99 ms [95% CI]']} | {s['p99 ms [95% CI]']} "
-                             f"| {s['DF [95% CI]']} | {s['reading']} |")
+        t = table[table["metric"] == metric]
+        for tenant in dict.fromkeys(t["tenant"]):
+            alone = t[(t["tenant"] == tenant) & (t["scenario"] == "baseline")]
+            if alone.empty:
+                continue
+            a = alone.iloc[0]
+            for _, r in t[(t["tenant"] == tenant) & (t["scenario"] == "shared")].iterrows():
+                lines.append(f"| {tenant} | {metric} | {r['sharing']} | {a['p50_ms']:.3f} → {r['p50_ms']:.3f} "
+                             f"| {cell(a['p99_ms'], a['p99_ci'])} | {cell(r['p99_ms'], r['p99_ci'])} "
+                             f"| {cell(r['df'], r['df_ci'])} | {r['verdict']} |")
     return "\n".join(lines)

@@ -11,10 +11,11 @@ REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()
 
 
-def test_readme_reference_table_matches_the_committed_run() -> None:
-    block = re.search(r"<!-- reference-table:start -->\n(.*)\n<!-- reference-table:end -->", README, re.S)
-    assert block, "README lost its reference-table markers"
-    assert block.group(1) == reference_markdown(REPO / "data/reference/h200-2026-11-29")
+def test_readme_reference_tables_match_the_committed_runs() -> None:
+    blocks = re.findall(r"<!-- reference-table:(\S+):start -->\n(.*?)\n<!-- reference-table:\1:end -->", README, re.S)
+    assert {name for name, _ in blocks} == {"h200-2026-11-30-article", "h200-2026-11-30-saturating"}
+    for name, block in blocks:
+        assert block == reference_markdown(REPO / "data" / "reference" / name), name
 
 
 def test_readme_documents_both_commands_and_the_line_format() -> None:
