@@ -50,12 +50,14 @@ def gpu_node(name: str, allocatable: int = 4, *, replicas: int | None = 4, strat
                        "capacity": {resource: str(allocatable)}}}
 
 
-def kts_lines(tenant: str, workload: str, n: int = 3, *, pads: int = 0, gpu_uuid: str = "GPU-fake-0") -> bytes:
+def kts_lines(tenant: str, workload: str, n: int = 3, *, pads: int = 0, gpu_uuid: str = "GPU-fake-0",
+              stretch: int = 1) -> bytes:
     """What the worker prints: a META line with the keys the analysis reads, then ``n`` v2 iterations.
 
     Iteration ``i`` lasts 5 ms plus 0, 0.5 or 1 ms (a deterministic spread, so statistics have
     something to estimate); iterations start 10 ms apart from the fixed ``STEPS["started"]`` instant.
-    ``pads`` padding lines follow (a shared tenant waiting for its neighbours to finish).
+    ``pads`` padding lines follow (a shared tenant waiting for its neighbours to finish). ``stretch`` spaces
+    the lines ``stretch`` times further apart (a tenant that sleeps longer between iterations).
     """
     t0 = 1_735_732_808_000_000_000
     meta = {"workload": workload, "tenant": tenant, "iterations": n, "device": "cuda", "device_name": "fake",
@@ -63,7 +65,7 @@ def kts_lines(tenant: str, workload: str, n: int = 3, *, pads: int = 0, gpu_uuid
             "gpu_uuid": gpu_uuid, "phases_per_iteration": 1}
     lines = [f"KTS_META,v2,{json.dumps(meta, separators=(',', ':'))}"]
     for i in range(n + pads):
-        s = t0 + i * 10_000_000
+        s = t0 + i * 10_000_000 * stretch
         ms = 5.0 + 0.5 * (i % 3)
         phase, index = ("op", i) if i < n else ("pad", i - n)
         lines.append(f"KTS_APP,v2,{workload},{tenant},{index},{phase},{s},{s},{s + int(ms * 1e6)},{ms},{ms}")
@@ -77,6 +79,7 @@ class FakeCluster:
         self.km = km
         self.ns = namespace
         # tenant -> ok | unschedulable | imagepull | oom | exit1 | hang | othergpu (reports another GPU UUID)
+        # | slow (its iterations are 10x further apart: its timed loop ends long after its neighbours')
         self.behaviour: dict[str, str] = {}
         self.logs: dict[str, bytes] = {}  # pod name -> log
         self.step: dict[str, int] = {}  # pod name -> lifecycle step
@@ -250,9 +253,15 @@ class FakeCluster:
             self.logs[pod_name] = b"\n".join(first) + b"\n"
             patch = {"status": {"phase": "Running", "containerStatuses": [{"name": "worker", "ready": True, "state": {
                 "running": {"startedAt": ts(STEPS["started"] + d)}}}]}}
-        elif step == 3 and padding and mode in ("ok", "othergpu"):
-            # timed iterations done; padding goes on (a line ending after every tenant's last timed one)
-            self.logs[pod_name] = kts_lines(tenant, workload, self.log_iterations, pads=2, gpu_uuid=uuid)
+        elif step == 3 and padding and mode in ("ok", "othergpu", "slow"):
+            # timed iterations done; padding starts ...
+            self.logs[pod_name] = kts_lines(tenant, workload, self.log_iterations, pads=2, gpu_uuid=uuid,
+                                            stretch=10 if mode == "slow" else 1)
+        elif step > 3 and padding and mode in ("ok", "othergpu", "slow"):
+            # ... and goes on, one more line each tick, until the Job is deleted
+            stretch = 10 if mode == "slow" else 1
+            self.logs[pod_name] = kts_lines(tenant, workload, self.log_iterations, pads=step - 1, gpu_uuid=uuid,
+                                            stretch=stretch)
         elif step == 3 and mode not in ("unschedulable", "imagepull", "hang"):
             code, reason = {"ok": (0, "Completed"), "othergpu": (0, "Completed"), "oom": (137, "OOMKilled"),
                             "exit1": (1, "Error")}[mode]

@@ -91,9 +91,10 @@ async def test_shared_scenario_runs_pinned_together_and_records_layered_waits(cl
     assert {envs[0]["KTS_PAD"], envs[1]["KTS_PAD"]} == {"1"}
     for tenant in ("fft", "gemm"):
         log = run.log_path("shared", tenant).read_bytes()
-        assert log == kts_lines(tenant, tenant, 3, pads=2)
         frame = parse_bytes(log, source=tenant).frame
-        assert (frame["phase"] == "op").sum() == 3 and (frame["phase"] == "pad").sum() == 2
+        pads = int((frame["phase"] == "pad").sum())
+        assert (frame["phase"] == "op").sum() == 3 and pads >= 2
+        assert log == kts_lines(tenant, tenant, 3, pads=pads)  # every line the pod printed, in order
         status = run.stderr_path("shared", tenant).read_text()
         assert "outcome: complete" in status
 
@@ -103,7 +104,7 @@ async def test_shared_scenario_runs_pinned_together_and_records_layered_waits(cl
     assert scen["tenants"]["fft"]["scheduled"] == "2025-01-01T12:00:05Z"
     assert result.tenants[0].events["pod"].startswith(job_name(run.run_id, "shared", "fft"))
 
-    assert scen["corun"] == {"fft": {"timed_lines": 3, "pad_lines": 2}, "gemm": {"timed_lines": 3, "pad_lines": 2}}
+    assert {t: c["timed_lines"] for t, c in scen["corun"].items()} == {"fft": 3, "gemm": 3}
     assert scen["padding_stopped_ns"] > scen["started_ns"]
     waits = layered_waits(run)
     assert list(waits["tenant"]) == ["fft", "gemm"]
@@ -240,8 +241,21 @@ async def test_padding_is_stopped_only_after_every_tenant_finished(cluster: Fake
     assert rec["status"] == "failed" and "padding_stopped_ns" in rec
     # the padder's streamed log is complete although its pod is gone (the emulator forgets deleted pods' logs)
     log = parse_bytes(run.log_path("shared", "gemm").read_bytes()).frame
-    assert (log["phase"] == "op").sum() == 3 and (log["phase"] == "pad").sum() == 2
+    assert (log["phase"] == "op").sum() == 3 and (log["phase"] == "pad").sum() >= 2
     assert not cluster.live("batch/v1/jobs")
+
+
+async def test_padders_keep_going_until_the_slow_tenant_is_done(cluster: FakeCluster, tmp_path: Path) -> None:
+    """gemm is done after ~30 ms of log time, fft (10x slower) after ~210 ms: gemm must pad past that."""
+    from conftest import corunning_fractions
+
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.behaviour["fft"] = "slow"
+    run, spec = make_run(tmp_path)
+    assert (await _run(cluster.backend(), run, spec.scenario("shared"), timeout_s=30.0)).status == "complete"
+    got = corunning_fractions(run.path)
+    assert got["shared/fft"][:2] == (3, 3) and got["shared/gemm"][:2] == (3, 3)
+    assert got["shared/gemm"][2] > 10  # its padding ran on to cover the slow tenant's last iteration
 
 
 async def test_baseline_does_not_pad_and_completes_by_itself(cluster: FakeCluster, tmp_path: Path) -> None:

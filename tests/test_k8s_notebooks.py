@@ -182,7 +182,7 @@ def test_notebooks_run_on_kubernetes_and_report_layered_waits(emulator: Emulator
             log = run_dir / "logs" / name / f"{tenant}.log"
             assert ev["log"] == f"logs/{name}/{tenant}.log"
             lines = log.read_text().splitlines()
-            assert lines[0].startswith("KTS_META,v2") and len(lines) == 21 + (2 if name == "shared" else 0)
+            assert lines[0].startswith("KTS_META,v2") and len(lines) >= 21 + (2 if name == "shared" else 0)
             assert all(f",{tenant}," in ln for ln in lines[1:])
     assert sorted(scenarios["shared"]["tenants"]) == ["fft", "gemm"]
     assert sorted(p.name for p in (run_dir / "notebooks").iterdir()) == [
