@@ -9,7 +9,7 @@ side, on 100,000 lognormal samples and 10,000 resamples of a p99 interval:
   block length Politis-White picks for this data, and at block length 20 (a typical value for
   autocorrelated GPU latencies, which exercises the block tail path rather than the b=1 path);
 
-and the parse speed of ``kts_helpers.logparse.parse_bytes`` on 2,000,000 KTS_APP v2 lines.
+and the parse speed of ``kts_helpers.analyse.logparse.parse_bytes`` on 2,000,000 KTS_APP v2 lines.
 Ours: best of ``--repeats``; the slow baselines run once (that is what users would wait).
 """
 
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from kts_helpers.analyse.logparse import parse_bytes
+from kts_helpers.analyse.stats import quantile_ci, resolve_block_length
 from kts_helpers.fsutil import atomic_write_json
-from kts_helpers.logparse import parse_bytes
-from kts_helpers.stats import quantile_ci, resolve_block_length
 
 N, RESAMPLES, Q = 100_000, 10_000, 0.99
 GOAL_SECONDS, GOAL_RATIO, GOAL_LINES_PER_S = 2.0, 10.0, 2e6

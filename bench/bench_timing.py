@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kts_helpers.logparse import parse_bytes
+from kts_helpers.analyse.logparse import parse_bytes
 
 WORKER = Path(__file__).resolve().parent.parent / "workers" / "kts_worker.py"
 
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fft-size", type=int, default=0, help="default: 4096 on a GPU (the article's), 256 on a CPU")
     args = ap.parse_args(argv)
     if not args.fft_size:
-        from kts_helpers.environment import probe_torch, resolve_device
+        from kts_helpers.run.environment import probe_torch, resolve_device
 
         args.fft_size = 4096 if resolve_device(args.device, probe_torch()) == "cuda" else 256
     floor = _measure("noop", args.iterations, 1, args.device)

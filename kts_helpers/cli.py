@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import KtsError, run_command
+from kts_helpers.errors import KtsError, run_command
 
 
 def _value(text: str) -> Any:
@@ -48,7 +48,7 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .experiment import run_experiment
+    from kts_helpers.run.experiment import run_experiment
 
     run = run_experiment(_params(args), run_id=args.run_id, root=args.root, progress=not args.quiet)
     print(run.path)
@@ -56,7 +56,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import build_report
+    from kts_helpers.present.pipeline import build_report
 
     html = build_report(_params(args), run_dir=args.run, runs_root=args.root, report_dir=args.report_dir,
                         notebooks_dir=args.notebooks)
@@ -65,7 +65,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_teach(args: argparse.Namespace) -> int:
-    from .report import build_teaching
+    from kts_helpers.present.pipeline import build_teaching
 
     params = parse_sets(args.set or [])
     if args.run:
@@ -75,26 +75,26 @@ def cmd_teach(args: argparse.Namespace) -> int:
 
 
 def cmd_reference_table(args: argparse.Namespace) -> int:
-    from .report import reference_markdown
+    from kts_helpers.present.pipeline import reference_markdown
 
     print(reference_markdown(args.run))
     return 0
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from .report import write_index
+    from kts_helpers.present.pipeline import write_index
 
     print(write_index(args.report_dir))
     return 0
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from .analysis import load_logs, summarize_frame, summary_records
+    from kts_helpers.analyse.load import load_logs, summarize_frame, summary_records
 
     frame, parsed = load_logs(args.baseline or [], args.shared or [], clip=not args.no_clip, trim=args.trim)
     table = summarize_frame(frame, args.metric)
     if args.ci:
-        from .intervals import add_intervals
+        from kts_helpers.analyse.intervals import add_intervals
 
         table = add_intervals(table, frame, args.metric, n_resamples=args.resamples, seed=args.seed)
     if parsed.malformed or parsed.other:

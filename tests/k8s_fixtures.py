@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 
 import kmock
 
-from kts_helpers.runs import Run, create_run
-from kts_helpers.spec import ExperimentParams, ExperimentSpec, resolve
+from kts_helpers.run.runs import Run, create_run
+from kts_helpers.run.spec import ExperimentParams, ExperimentSpec, resolve
 
 NS = "kts"
 T = TypeVar("T")
@@ -128,7 +128,7 @@ class FakeCluster:
     def backend(self, **kwargs: Any) -> Any:
         from kubernetes import client
 
-        from kts_helpers.backends.kubernetes import KubernetesBackend
+        from kts_helpers.run.backends.kubernetes import KubernetesBackend
 
         cfg = client.Configuration(host=str(self.km.url).rstrip("/"))
         opts: dict[str, Any] = {"namespace": self.ns, "image": "kts-worker:test", "start_delay_s": 0.0,

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kts_helpers.analysis import (
+from kts_helpers.analyse.load import (
     add_clocks,
     calibration_floor,
     efficiency,
@@ -22,10 +22,10 @@ from kts_helpers.analysis import (
     trim_leading,
     write_summary,
 )
+from kts_helpers.analyse.logparse import parse_bytes
 from kts_helpers.errors import LogParseError, RunError
-from kts_helpers.logparse import parse_bytes
-from kts_helpers.runs import create_run
-from kts_helpers.spec import ExperimentParams, resolve
+from kts_helpers.run.runs import create_run
+from kts_helpers.run.spec import ExperimentParams, resolve
 
 T0 = 1_795_974_308_654_992_882
 
@@ -324,7 +324,7 @@ def test_overlap_window_uses_raw_lines_with_padding_before_trimming(make_log):
 
 
 def test_df_reading_needs_enough_corunning_samples(make_log, capsys):
-    from kts_helpers.analysis import MIN_CORUNNING
+    from kts_helpers.analyse.load import MIN_CORUNNING
     from kts_helpers.cli import main
 
     assert MIN_CORUNNING == 299  # 0.99 ** 298 > 0.05 >= 0.99 ** 299
@@ -347,7 +347,7 @@ def test_df_reading_needs_enough_corunning_samples(make_log, capsys):
 
 
 def test_a_tenant_with_no_corunning_sample_keeps_its_row(make_log):
-    from kts_helpers.intervals import add_intervals
+    from kts_helpers.analyse.intervals import add_intervals
 
     alone = make_log("alone.log", _raw("v", "fft", [("op", 5 * i, 1.0) for i in range(50)]))
     early = make_log("early.log", _raw("v", "fft", [("op", 5 * i, 2.0) for i in range(50)]))
@@ -361,7 +361,7 @@ def test_a_tenant_with_no_corunning_sample_keeps_its_row(make_log):
 
 def test_split_gpus_refused_in_summarize_and_runs(make_log, capsys, tmp_path):
     from kts_helpers.cli import main
-    from kts_helpers.corun import CoRunError
+    from kts_helpers.run.corun import CoRunError
 
     a = make_log("a.log", _raw("a", "fft", [("op", i, 0.5) for i in range(10)], meta={"tenant": "a",
                                                                                           "gpu_uuid": "GPU-aaa"}))
@@ -400,8 +400,8 @@ def _two_tenant_frame(alone_ms, shared_ms):
 
 def test_default_keeps_contention_that_a_per_series_warmup_rule_would_cut():
     """The neighbour's burst at the start of the shared series is the effect, not a warm-up."""
-    from kts_helpers.analysis import apply_warmup
-    from kts_helpers.stats import steady_state_start
+    from kts_helpers.analyse.load import apply_warmup
+    from kts_helpers.analyse.stats import steady_state_start
 
     rng = np.random.default_rng(4)
     alone = rng.lognormal(0.0, 0.05, 800)
@@ -419,7 +419,7 @@ def test_default_keeps_contention_that_a_per_series_warmup_rule_would_cut():
 
 
 def test_paired_warmup_cuts_alone_and_shared_alike_and_keeps_df_unbiased():
-    from kts_helpers.analysis import apply_warmup
+    from kts_helpers.analyse.load import apply_warmup
 
     rng = np.random.default_rng(5)
     log_dfs = []

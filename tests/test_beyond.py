@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kts_helpers import compare, sections
-from kts_helpers.analysis import load_run
+from kts_helpers.analyse import compare
+from kts_helpers.analyse.load import load_run
 from kts_helpers.cli import main
-from kts_helpers.experiment import run_experiment
+from kts_helpers.present import sections
+from kts_helpers.run.experiment import run_experiment
 
 LLM_ENV = {"LLM_D_MODEL": "32", "LLM_LAYERS": "1", "LLM_HEADS": "2", "LLM_PROMPT_TOKENS": "8",
            "LLM_DECODE_TOKENS": "3", "LLM_VOCAB": "64"}

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from kts_helpers.capacity import (
+from kts_helpers.errors import SpecError
+from kts_helpers.run.capacity import (
     CONTEXT_MIB,
     LLM_DEFAULTS,
     check_capacity,
@@ -14,8 +15,7 @@ from kts_helpers.capacity import (
     estimate_tenant_memory_mib,
     llm_parameters,
 )
-from kts_helpers.errors import SpecError
-from kts_helpers.spec import ExperimentParams, TenantSpec, calibration_scenario, resolve
+from kts_helpers.run.spec import ExperimentParams, TenantSpec, calibration_scenario, resolve
 
 MIB = 2**20
 

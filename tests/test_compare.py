@@ -11,11 +11,12 @@ import pandas as pd
 import pytest
 import vl_convert
 
-from kts_helpers import compare, plots
-from kts_helpers.analysis import RunData, df_reading, load_run
-from kts_helpers.runs import create_run
-from kts_helpers.spec import ExperimentParams, resolve
-from kts_helpers.stats import df_wording
+from kts_helpers.analyse import compare
+from kts_helpers.analyse.load import RunData, df_reading, load_run
+from kts_helpers.analyse.stats import df_wording
+from kts_helpers.present import charts as plots
+from kts_helpers.run.runs import create_run
+from kts_helpers.run.spec import ExperimentParams, resolve
 
 REF = Path(__file__).resolve().parent.parent / "data" / "reference"
 NR = 400  # resamples: enough for structure, fast enough for the suite

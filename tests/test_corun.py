@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from conftest import corunning_fractions
 
-from kts_helpers import experiment
-from kts_helpers.backends.local import WORKER, LocalBackend
-from kts_helpers.corun import CoRunError, CoRunWatch, gpu_mismatch
 from kts_helpers.errors import TenantFailed
-from kts_helpers.runs import create_run
-from kts_helpers.spec import ExperimentParams, resolve
+from kts_helpers.run import experiment
+from kts_helpers.run.backends.local import WORKER, LocalBackend
+from kts_helpers.run.corun import CoRunError, CoRunWatch, gpu_mismatch
+from kts_helpers.run.runs import create_run
+from kts_helpers.run.spec import ExperimentParams, resolve
 
 T0 = 1_795_974_308_654_992_882
 

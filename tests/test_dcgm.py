@@ -9,17 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from kts_helpers.analyse.telemetry import attach_telemetry, load_telemetry
 from kts_helpers.errors import KtsError
-from kts_helpers.telemetry import (
-    DcgmScraper,
-    TelemetryError,
-    attach_telemetry,
-    load_telemetry,
-    parse_dcgm_text,
-    read_status,
-    scrape_dcgm,
-)
-from kts_helpers.telemetry.dcgm import COLUMNS
+from kts_helpers.run.telemetry import DcgmScraper, TelemetryError, parse_dcgm_text, read_status, scrape_dcgm
+from kts_helpers.run.telemetry.dcgm import COLUMNS
 
 FIXTURE = Path(__file__).parent / "fixtures" / "dcgm_metrics.txt"
 UUID0 = "GPU-0b6c8a1e-2f4d-4c1b-9a7e-1d2c3b4a5f60"
@@ -146,7 +139,7 @@ def test_cli_scrape_dcgm_absent_is_exit_0(closed_port, tmp_path):
     import sys
 
     out = tmp_path / "d.parquet"
-    r = subprocess.run([sys.executable, "-m", "kts_helpers.telemetry", "scrape-dcgm", "--out", str(out),
+    r = subprocess.run([sys.executable, "-m", "kts_helpers.run.telemetry", "scrape-dcgm", "--out", str(out),
                         "--url", closed_port, "--interval-ms", "50", "--duration-s", "0.2", "--timeout-s", "0.5"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import corunning_fractions, fake_mps_control
 
-from kts_helpers.report import build_report
+from kts_helpers.present.pipeline import build_report
 
 REPO = Path(__file__).resolve().parent.parent
 # A victim that sleeps next to a neighbour that never does: the neighbour is done long before the victim.

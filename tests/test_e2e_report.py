@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kts_helpers.errors import SpecError
-from kts_helpers.report import NotebookFailed, build_report, build_teaching
+from kts_helpers.present.pipeline import NotebookFailed, build_report, build_teaching
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = {"profile": "tiny", "device": "cpu", "iterations": 30, "matrix_size": 32, "sleep_ms_fft": 1.0,

@@ -17,8 +17,10 @@ import pytest
 import yaml
 from k8s_fixtures import NS, FakeCluster, gpu_node, kts_lines, make_run
 
-from kts_helpers.backends.base import Backend
-from kts_helpers.backends.kubernetes import (
+from kts_helpers.analyse.logparse import parse_bytes
+from kts_helpers.errors import BackendError, SpecError, TenantFailed
+from kts_helpers.run.backends.base import Backend
+from kts_helpers.run.backends.kubernetes import (
     MANAGED_BY,
     KubeForbidden,
     KubernetesBackend,
@@ -28,8 +30,6 @@ from kts_helpers.backends.kubernetes import (
     parse_selector,
     scale_out,
 )
-from kts_helpers.errors import BackendError, SpecError, TenantFailed
-from kts_helpers.logparse import parse_bytes
 
 pytestmark = pytest.mark.timeout(60)
 LABEL_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
@@ -439,7 +439,7 @@ def test_layered_waits_skips_other_backends(tmp_path: Path) -> None:
 async def test_scale_out_runs_one_experiment_per_node_at_once(cluster: FakeCluster, tmp_path: Path) -> None:
     from kubernetes import client
 
-    from kts_helpers.spec import ExperimentParams
+    from kts_helpers.run.spec import ExperimentParams
 
     cluster.add_node(gpu_node("gpu-a", extra_labels={"kts/pool": "bench"}))
     cluster.add_node(gpu_node("gpu-b", extra_labels={"kts/pool": "bench"}))
@@ -475,7 +475,7 @@ def _kubeconfig(path: Path, server: str, context: str = "lab") -> Path:
 
 async def test_k8s_smoke_runs_a_tiny_experiment(cluster: FakeCluster, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from kts_helpers import k8s_smoke
+    from kts_helpers.run import k8s_smoke
 
     cluster.add_node(gpu_node("gpu-1"))
     cfg = _kubeconfig(tmp_path / "kubeconfig", str(cluster.km.url).rstrip("/"))
@@ -493,7 +493,7 @@ async def test_k8s_smoke_runs_a_tiny_experiment(cluster: FakeCluster, tmp_path: 
 
 async def test_k8s_smoke_cleanup_and_errors(cluster: FakeCluster, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from kts_helpers import k8s_smoke
+    from kts_helpers.run import k8s_smoke
 
     cluster.add_job("kts-leftover", {MANAGED_BY: "kts", "kts.run-id": "old"}, {"kts/run-id": "old"})
     cluster.add_job("web", {"app": "web"})

@@ -18,8 +18,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from kts_helpers.backends.kubernetes import build_job
-from kts_helpers.spec import ExperimentParams, resolve
+from kts_helpers.run.backends.kubernetes import build_job
+from kts_helpers.run.spec import ExperimentParams, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "manifests"

@@ -16,14 +16,15 @@ from pathlib import Path
 import pytest
 from k8s_fixtures import NS, EmulatorThread, FakeCluster, gpu_node, make_run
 
-from kts_helpers.analysis import load_run_telemetry
-from kts_helpers.backends.kubernetes import KubernetesBackend
+from kts_helpers.analyse.load import load_run_telemetry
+from kts_helpers.analyse.telemetry import load_telemetry
 from kts_helpers.errors import SpecError
-from kts_helpers.experiment import build_backend
-from kts_helpers.report import build_report
-from kts_helpers.runs import Run
-from kts_helpers.spec import ExperimentParams
-from kts_helpers.telemetry import load_telemetry, read_status
+from kts_helpers.present.pipeline import build_report
+from kts_helpers.run.backends.kubernetes import KubernetesBackend
+from kts_helpers.run.experiment import build_backend
+from kts_helpers.run.runs import Run
+from kts_helpers.run.spec import ExperimentParams
+from kts_helpers.run.telemetry import read_status
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).parent / "fixtures" / "dcgm_metrics.txt"

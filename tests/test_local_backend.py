@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from kts_helpers import experiment
-from kts_helpers.backends.local import WORKER, LocalBackend
+from kts_helpers.analyse.logparse import parse_file
 from kts_helpers.errors import DeviceError, RunError, TenantFailed
-from kts_helpers.logparse import parse_file
-from kts_helpers.runs import create_run
-from kts_helpers.spec import ExperimentParams, resolve
+from kts_helpers.run import experiment
+from kts_helpers.run.backends.local import WORKER, LocalBackend
+from kts_helpers.run.runs import create_run
+from kts_helpers.run.spec import ExperimentParams, resolve
 
 
 def _make_run(root: Path, base, **params):

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from kts_helpers.analyse.logparse import COLUMNS, parse_bytes, parse_file, parse_files
 from kts_helpers.errors import LogParseError
-from kts_helpers.logparse import COLUMNS, parse_bytes, parse_file, parse_files
 
 T0 = 1795974308654992882  # a realistic 19-digit epoch-ns
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from conftest import fake_mps_control as _fake_control
 
-from kts_helpers.backends.local import WORKER, LocalBackend
+from kts_helpers.analyse.logparse import parse_file
 from kts_helpers.errors import BackendError
-from kts_helpers.logparse import parse_file
-from kts_helpers.mps import MpsDaemon
-from kts_helpers.runs import create_run
-from kts_helpers.spec import ExperimentParams, resolve
+from kts_helpers.run.backends.local import WORKER, LocalBackend
+from kts_helpers.run.mps import MpsDaemon
+from kts_helpers.run.runs import create_run
+from kts_helpers.run.spec import ExperimentParams, resolve
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import pytest
 
 from kts_helpers.errors import RunError
 from kts_helpers.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text, write_new
-from kts_helpers.runs import MANIFEST, create_run, find_run, latest_run, new_run_id, open_run
-from kts_helpers.spec import ExperimentParams, resolve
+from kts_helpers.run.runs import MANIFEST, create_run, find_run, latest_run, new_run_id, open_run
+from kts_helpers.run.spec import ExperimentParams, resolve
 
 
 def _spec(**params):

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from kts_helpers.errors import KtsError, RunError
-from kts_helpers.simulate import (
+from kts_helpers.teaching.simulate import (
     SimError,
     SimTenant,
     degradation,

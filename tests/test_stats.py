@@ -1,4 +1,4 @@
-"""kts_helpers.stats: agreement with scipy/arch and with naive resampling, errors, derived intervals."""
+"""kts_helpers.analyse.stats: agreement with scipy/arch and with naive resampling, errors, derived intervals."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from scipy.signal import lfilter
 from scipy.stats import binom, ks_2samp
 
-from kts_helpers import stats as S
-from kts_helpers.stats import (
+from kts_helpers.analyse import stats as S
+from kts_helpers.analyse.stats import (
     Interval,
     ShortSeriesWarning,
     StatsError,

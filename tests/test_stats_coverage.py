@@ -14,7 +14,7 @@ import numpy as np
 from scipy.signal import lfilter
 from scipy.stats import norm
 
-from kts_helpers.stats import quantile_interval, resolve_block_length
+from kts_helpers.analyse.stats import quantile_interval, resolve_block_length
 
 PHI, SD, N, REPS, RESAMPLES = 0.8, 0.5, 10_000, 240, 1_000
 SIGMA_E = SD * np.sqrt(1 - PHI**2)

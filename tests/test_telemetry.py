@@ -15,15 +15,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from kts_helpers.analyse.telemetry import attach_telemetry, clock_report, expand_processes, load_telemetry
 from kts_helpers.errors import KtsError
-from kts_helpers.telemetry import (
+from kts_helpers.run.telemetry import (
     TelemetryError,
     TelemetrySampler,
-    attach_telemetry,
-    clock_report,
     consolidated_path,
-    expand_processes,
-    load_telemetry,
     part_paths,
     read_status,
     run_sampler,
@@ -164,7 +161,7 @@ def test_nvml_absent_is_a_status_not_a_crash(tmp_path, monkeypatch, fake_nvml, c
 
 
 def test_sampler_process_never_imports_pandas():
-    code = ("import sys, kts_helpers.telemetry, kts_helpers.telemetry.__main__; "
+    code = ("import sys, kts_helpers.run.telemetry, kts_helpers.run.telemetry.__main__; "
             "print(sorted(m for m in ('pandas', 'numpy', 'pyarrow', 'prometheus_client') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=30)
     assert r.returncode == 0, r.stderr
@@ -173,7 +170,7 @@ def test_sampler_process_never_imports_pandas():
 
 def test_real_pynvml_without_driver_is_absent_exit_0(tmp_path):
     out = tmp_path / "tel.parquet"
-    r = subprocess.run([sys.executable, "-m", "kts_helpers.telemetry", "sample", "--out", str(out),
+    r = subprocess.run([sys.executable, "-m", "kts_helpers.run.telemetry", "sample", "--out", str(out),
                         "--duration-s", "1"], capture_output=True, text=True, cwd=ROOT, timeout=30)
     assert r.returncode == 0, r.stderr
     st = json.loads(r.stdout)
@@ -183,7 +180,7 @@ def test_real_pynvml_without_driver_is_absent_exit_0(tmp_path):
 def test_cli_refuses_to_overwrite_with_a_one_line_error(tmp_path):
     out = tmp_path / "tel.parquet"
     out.write_bytes(b"earlier run")
-    r = subprocess.run([sys.executable, "-m", "kts_helpers.telemetry", "sample", "--out", str(out)],
+    r = subprocess.run([sys.executable, "-m", "kts_helpers.run.telemetry", "sample", "--out", str(out)],
                        capture_output=True, text=True, cwd=ROOT, timeout=30)
     assert r.returncode == 2 and r.stderr.startswith("error: ") and r.stderr.count("\n") == 1
     assert "already exists" in r.stderr and out.read_bytes() == b"earlier run"

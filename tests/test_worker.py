@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from kts_helpers.logparse import parse_bytes
+from kts_helpers.analyse.logparse import parse_bytes
 
 LLM = {"WORKLOAD": "llm", "ITERATIONS": "2", "LLM_D_MODEL": "32", "LLM_LAYERS": "1", "LLM_HEADS": "2",
        "LLM_PROMPT_TOKENS": "8", "LLM_DECODE_TOKENS": "3", "LLM_VOCAB": "64"}

@@ -1,0 +1,164 @@
+"""The words of the report, written from the data: title, summary, environment, methods, caveats.
+
+No number in the report is typed by hand: every figure in these sentences is computed from
+the run. Anything user-supplied (the run label) is HTML-escaped before it reaches the page.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import pandas as pd
+
+from kts_helpers.analyse.load import RunData
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def title(data: RunData) -> str:
+    m = data.manifest
+    env = m.get("environment", {})
+    device = (env.get("device_name") or env.get("gpu_name") or env.get("processor") or env.get("product")
+              or m["spec"].get("device"))
+    label = f" — {esc(m['label'])}" if m.get("label") else ""
+    kind = "GPU" if m["spec"].get("device") == "cuda" else "CPU"
+    return (f"# What each tenant pays on a shared {kind}{label}\n\n"
+            f"Run `{esc(data.run_id)}` · {esc(device)} · profile `{esc(m['spec'].get('profile'))}` · "
+            f"status **{esc(m.get('status'))}** · created {esc(m.get('created_at', '?'))}")
+
+
+def _fmt(v: float, digits: int = 2) -> str:
+    return "n/a" if v is None or v != v else f"{v:.{digits}f}"
+
+
+def summary_paragraph(data: RunData, table: pd.DataFrame) -> str:
+    """One paragraph: per tenant, median and tail alone vs shared, in wall and device time."""
+    wall = table[table["metric"] == "wall"]
+    dev = table[table["metric"] == "device"]
+    sentences = []
+    for tenant in wall["tenant"].unique():
+        a = wall[(wall["tenant"] == tenant) & (wall["scenario"] == "baseline")]
+        s = wall[(wall["tenant"] == tenant) & (wall["scenario"] == "shared")]
+        if a.empty or s.empty:
+            continue
+        a, s = a.iloc[0], s.iloc[0]
+        d = dev[(dev["tenant"] == tenant) & (dev["scenario"] == "shared")]
+        dev_df = d["df"].iloc[0] if not d.empty else float("nan")
+        verdict = f" ({s['verdict']})" if "verdict" in s and isinstance(s["verdict"], str) else ""
+        on_gpu = data.manifest["spec"].get("device") == "cuda"
+        device_part = (f"measured by device time (CUDA events) alone the factor would be {_fmt(dev_df)}×, and "
+                       if on_gpu else "")
+        sentences.append(
+            f"**{esc(tenant)}**: median wall latency {_fmt(a['p50_ms'])} ms alone vs {_fmt(s['p50_ms'])} ms shared, "
+            f"p99 {_fmt(a['p99_ms'])} → {_fmt(s['p99_ms'])} ms, a wall-time degradation factor of "
+            f"**{_fmt(s['df'])}×**{verdict}; {device_part}throughput changed by "
+            f"{_fmt(100 * (s['throughput_per_s'] / a['throughput_per_s'] - 1), 1)} %.")
+    if not sentences:
+        return "This run has no pair of alone and shared measurements to compare yet."
+    n_tenants = wall[wall["scenario"] == "shared"]["tenant"].nunique()
+    if data.manifest["spec"].get("device") == "cuda":
+        lead = (f"{n_tenants} tenants shared one GPU by time-slicing. The headline factor uses wall time (launch to "
+                "completion), because that is what a caller waits for; device time is shown next to it because it "
+                "misses the time a kernel waits for another context's time-slice.")
+    else:
+        lead = (f"{n_tenants} tenants shared this machine's CPU cores through the operating system's scheduler (the "
+                "CPU stand-in for a GPU's time-slices). There are no CUDA events on a CPU: device time equals wall "
+                "time, so only wall time is discussed.")
+    return lead + "\n\n" + "\n\n".join(f"- {s}" for s in sentences)
+
+
+def environment_table(data: RunData) -> pd.DataFrame:
+    m = data.manifest
+    env = m.get("environment", {})
+    spec = m.get("spec", {})
+    git = env.get("git", {}) or {}
+    rows: list[tuple[str, Any]] = [
+        ("run id", data.run_id), ("label", m.get("label") or "—"), ("status", m.get("status")),
+        ("created", m.get("created_at")), ("backend", spec.get("params", {}).get("backend")),
+        ("profile", spec.get("profile")), ("device", spec.get("device")),
+        ("GPU / CPU", env.get("device_name") or env.get("gpu_name") or env.get("processor") or env.get("product")),
+        ("GPU memory (GiB)", env.get("device_memory_gib")), ("driver", env.get("driver")),
+        ("CUDA (torch build)", env.get("torch_cuda")), ("torch", env.get("torch")), ("python", env.get("python")),
+        ("compute mode", env.get("compute_mode_name")), ("max SM clock (MHz)", env.get("max_sm_clock_mhz")),
+        ("host", env.get("hostname")), ("git commit", f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"),
+        ("overhead floor (ms)", data.manifest.get("calibration", {}).get("floor_ms")),
+    ]
+    if env.get("backend") == "kubernetes":  # what setup's describe() saw on the cluster
+        rows += [("Kubernetes", env.get("summary")), ("context", env.get("context")),
+                 ("namespace", env.get("namespace")), ("node", env.get("node")), ("image", env.get("image")),
+                 ("GPU resource", env.get("gpu_resource")), ("sharing strategy", env.get("sharing_strategy")),
+                 ("replicas", env.get("replicas")), ("Kueue queue", env.get("queue"))]
+    for key, value in sorted((spec.get("resolved") or {}).items()):
+        rows.append((f"parameter: {key}", value))
+    return pd.DataFrame([(k, esc(v)) for k, v in rows if v is not None], columns=["item", "value"])
+
+
+def methods(data: RunData, *, trim: int, clip: bool, n_resamples: int | None, method: str | None,
+            warmup: str = "none") -> str:
+    from kts_helpers.analyse.load import MIN_CORUNNING
+
+    cal = data.manifest.get("calibration", {})
+    floor = cal.get("floor_ms")
+    ci = (f"Intervals are 95 % percentile bootstrap intervals from {n_resamples:,} resamples using the "
+          f"**{method}** bootstrap (blocks of autocorrelated iterations are resampled together; block length "
+          "by Politis–White), DF resampling the alone and shared series independently."
+          if n_resamples else "No confidence intervals were computed for this rendering.")
+    dropped = int(data.dropped["dropped"].sum()) if not data.dropped.empty else 0
+    unsteady = int((data.dropped["mser5_point"].fillna(0) > 0).sum()) if "mser5_point" in data.dropped else 0
+    if warmup == "mser5-paired":
+        trimming = ("each tenant's alone and shared series lose the *same* number of leading iterations: the "
+                    "largest MSER-5 truncation point over that tenant's series (MSER-5: the cut that minimises "
+                    "the standard error of the remaining mean over batches of 5), at most 20 % of the shortest"
+                    + (f", and at least the fixed {trim}" if trim else ""))
+    else:
+        trimming = (f"every series drops the same fixed number, its first {trim}" if trim else
+                    "no timed iteration is dropped")
+    corun = ("Shared scenarios count only iterations that ran while every neighbour was active: the window "
+             "[latest first start, earliest last end] over the tenants' raw log lines, computed before any "
+             "trimming. Each worker pads — runs the same operation at the same cadence, logged with phase "
+             "`pad` and never counted — for a short lead-in after the start barrier and, once its own timed "
+             "iterations are done, until every tenant has finished, so by construction every timed shared "
+             "iteration co-runs; the table above counts them." if clip else
+             "Overlap clipping was turned off: shared statistics include iterations that ran while a neighbour "
+             "had not started or had finished.")
+    return f"""
+**Timing.** Each worker times every iteration three ways: CUDA events around the operation (*device* time, what
+the GPU spent once the tenant's context ran), the host's monotonic clock from launch to `synchronize()` (*wall*
+time, what the caller waited), and their difference less the tool's own overhead floor (*wait*). The floor is the
+median wall − device gap of a one-element kernel timed by the same loop ({_fmt(floor, 4) if floor is not None else "n/a"} ms
+here, {cal.get("n", 0)} samples). On a CPU, device time is wall time and the wait is zero by construction.
+
+**Co-running.** {corun} A tenant's shared series with fewer than **{MIN_CORUNNING}** co-running samples gets
+no DF reading ("insufficient co-running data"): below that many samples no distribution-free 95 % upper bound of
+a p99 exists (0.99^n > 0.05), so its p99 is little more than the sample maximum.
+
+**Warm-up and trimming.** Untimed warm-up iterations run before the tenants' shared start barrier. Of the timed
+iterations, {trimming}: {dropped} iterations in all (per series in the table below). A data-driven rule is never
+applied to one series alone: it could cut away the contention being measured, and cut a tenant's alone and shared
+series differently. MSER-5 is computed for every series as a diagnostic; {unsteady} series are not stationary by
+it (column `diagnostic`).
+
+**Statistics.** Percentiles use numpy's default linear interpolation. Jitter = p99 / p50. Throughput is the
+article's proxy, 1000 / mean latency (iterations per second), not a served request rate. The degradation factor
+is DF = shared p99 / alone p99 of the same tenant. {ci}
+"""
+
+
+def caveats(data: RunData) -> str:
+    m = data.manifest
+    items = []
+    if m["spec"].get("device") == "cpu":
+        items.append("This run used the **CPU** stand-in: tenants share cores through the OS scheduler, not a GPU's "
+                     "time-slices; device time equals wall time, so the wait is zero and no GPU telemetry exists.")
+    items.append("Workloads are synthetic stand-ins (an FFT for a small latency-sensitive agent, a GEMM for a heavy "
+                 "one); real agents' kernels differ in length and cadence.")
+    items.append("Throughput is a proxy (1000 / mean latency of a closed loop), not an arrival process.")
+    if m.get("spec", {}).get("resolved", {}).get("repeats", 1) == 1:
+        items.append("One run per scenario: run-to-run variation (clocks, neighbours, thermal state) is not "
+                     "captured by the intervals, which describe iteration-level noise only.")
+    if data.problems:
+        items.extend(esc(p) for p in data.problems)
+    return "\n".join(f"- {i}" for i in items)

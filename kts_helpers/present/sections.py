@@ -1,0 +1,78 @@
+"""Optional report sections: shown only when the run holds what they need.
+
+Each section is Markdown plus tables/charts; the analysis notebook renders them in order.
+Sharing modes, contention matrix, open-loop arrivals and LLM phases come from ``compare``;
+Kubernetes runs add the layered waits (admission, placement, start-up) next to the GPU wait.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kts_helpers.analyse.load import RunData
+
+
+@dataclass
+class Section:
+    markdown: str
+    items: list[Any] = field(default_factory=list)
+
+
+def build(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0) -> list[Section]:
+    out: list[Section] = []
+    out.extend(_compare_sections(data, n_resamples=n_resamples, seed=seed))
+    waits = kubernetes_waits(data)
+    if waits is not None:
+        out.append(waits)
+    if not out:
+        out.append(Section("This run holds one sharing mode, one pair of tenants and closed-loop workers only: "
+                           "no further comparison to show."))
+    return out
+
+
+def _compare_sections(data: RunData, *, n_resamples: int, seed: int | None) -> list[Section]:
+    from kts_helpers.analyse import compare
+    from kts_helpers.present import charts as plots
+
+    out = []
+    if compare.has_modes(data):
+        t = compare.modes_table(data, n_resamples=n_resamples, seed=seed)
+        out.append(Section("### Sharing modes side by side\n\nThe same tenants and parameters under CUDA time-slicing "
+                           "(contexts take turns), MPS (kernels of different tenants run at the same time on "
+                           "shared SMs) and MPS with a thread limit (`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`).",
+                           [t, plots.modes_chart(t)]))
+    if compare.has_matrix(data):
+        m = compare.contention_matrix(data, n_resamples=n_resamples, seed=seed)
+        out.append(Section("### Contention matrix\n\nRows: the tenant that suffers (victim); columns: who it "
+                           "shares the GPU with. Each cell is the victim's wall-time DF (p99 shared / p99 alone) "
+                           "with its 95 % interval.", [plots.df_heatmap(m), m]))
+    if compare.has_open_loop(data):
+        t = compare.open_loop_table(data)
+        out.append(Section("### Open-loop arrivals\n\nOperations arrive on their own schedule (a Poisson process), "
+                           "not when the previous one finishes. Latency is measured from the *intended* arrival, "
+                           "so time spent queued behind a slow iteration counts (no coordinated omission).",
+                           [t, plots.open_closed_tails(data), plots.queue_chart(compare.queue_growth(data))]))
+    if compare.has_phases(data):
+        t = compare.phase_table(data, n_resamples=n_resamples, seed=seed)
+        out.append(Section("### LLM-like workload: time to first token and per-token latency\n\nA small decoder-only "
+                           "transformer with random weights: one prefill over the prompt (time to first token), then "
+                           "token-by-token decode.", [t, plots.phase_chart(t)]))
+    return out
+
+
+def kubernetes_waits(data: RunData) -> Section | None:
+    """Admission (Kueue), placement (scheduler) and container start-up per pod, next to the GPU wait."""
+    backends = {s.get("backend") for s in data.manifest.get("scenarios", {}).values()}
+    if "kubernetes" not in backends:
+        return None
+    from kts_helpers.run.backends.kubernetes import layered_waits
+
+    waits = layered_waits(data.run)
+    gpu = (data.iterations.groupby(["scenario", "tenant"])["wait_ms"].quantile(0.99).rename("gpu_wait_p99_ms")
+           .reset_index())
+    table = waits.merge(gpu, on=["scenario", "tenant"], how="left").drop(columns=["resolution_s"],
+                                                                         errors="ignore")
+    return Section("### Three kinds of waiting (Kubernetes)\n\nAdmission (quota, Kueue), placement (a node) and "
+                   "start-up happen before the first iteration, at the API's one-second resolution; the GPU "
+                   "time-slice wait happens inside every iteration, in milliseconds.", [table])

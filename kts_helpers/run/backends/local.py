@@ -1,0 +1,314 @@
+"""Local backend: a scenario's tenants as OS processes on this host.
+
+On one GPU, CUDA time-slices these processes exactly as it does for pods that the NVIDIA
+device plugin's time-slicing puts on one GPU, so no cluster is needed to measure the effect.
+Each tenant's stdout goes to its own log file, stderr is kept beside it; a failing tenant,
+a time limit or Ctrl-C stops the other tenants of the scenario (only those processes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from kts_helpers.errors import BackendError, KtsError, TenantFailed
+from kts_helpers.run.backends.base import ScenarioResult, TenantResult
+from kts_helpers.run.corun import (
+    DEFAULT_LEAD_IN_S,
+    CoRunError,
+    CoRunWatch,
+    LogFollower,
+    TenantProgress,
+    gpu_mismatch,
+    read_meta,
+)
+from kts_helpers.run.runs import Run
+from kts_helpers.run.spec import ScenarioSpec, TenantSpec
+
+WORKER = Path(__file__).resolve().parents[3] / "workers" / "kts_worker.py"
+POLL_S = 0.1
+STOP_GRACE_S = 30.0  # SIGTERM -> the worker finishes its iteration; SIGKILL only if it hangs
+EXIT_REASONS = {3: "padded past its safety limit without being stopped (exit 3)",
+                143: "was stopped by SIGTERM before its timed iterations were complete (exit 143)"}
+
+
+class _Progress:
+    """Per-tenant progress bars (tqdm when installed, otherwise silent): timed KTS_APP lines as they land.
+
+    The total is the tenant's iterations times the operations per iteration its worker reports in
+    KTS_META (an llm iteration is one prefill and several decode steps).
+    """
+
+    def __init__(self, scenario: ScenarioSpec, enabled: bool) -> None:
+        self.bars: dict[str, Any] = {}
+        self.iterations = {t.name: t.iterations for t in scenario.tenants}
+        self.sized: set[str] = set()
+        if not enabled:
+            return
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            return
+        for i, t in enumerate(scenario.tenants):
+            self.bars[t.name] = tqdm(total=t.iterations, desc=f"{scenario.name}/{t.name}", position=i, leave=True,
+                                     unit="op", mininterval=0.5)
+
+    def update(self, tenant: str, watch: TenantProgress) -> None:
+        bar = self.bars.get(tenant)
+        if bar is None:
+            return
+        phases = watch.meta.get("phases_per_iteration")
+        if tenant not in self.sized and phases:
+            bar.total = self.iterations[tenant] * int(phases)
+            self.sized.add(tenant)
+        if watch.timed > bar.n:
+            bar.update(watch.timed - bar.n)
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+
+
+class LocalBackend:
+    """Runs tenants as child processes of this Python, with a file barrier so they start together."""
+
+    name = "local"
+
+    def __init__(self, device: str = "auto", *, python: str = sys.executable, worker: Path = WORKER,
+                 telemetry: bool = True, telemetry_interval_ms: int = 100, barrier_timeout_s: float = 300.0,
+                 mps_control: str = "nvidia-cuda-mps-control", lead_in_s: float = DEFAULT_LEAD_IN_S,
+                 gpu_uuid: str | None = None) -> None:
+        self.device = device
+        self.python = python
+        self.worker = Path(worker)
+        self.telemetry = telemetry
+        self.telemetry_interval_ms = telemetry_interval_ms
+        self.barrier_timeout_s = barrier_timeout_s
+        self.mps_control = mps_control
+        self.lead_in_s = float(lead_in_s)
+        self.gpu_uuid = gpu_uuid  # the tenants' GPU, so telemetry samples that one (CUDA_VISIBLE_DEVICES)
+        if not self.worker.exists():
+            raise BackendError(f"worker script {self.worker} not found")
+
+    def describe(self) -> dict[str, Any]:
+        from kts_helpers.run.environment import detect_environment, resolve_device
+
+        env = detect_environment(self.python)
+        env["device"] = resolve_device(self.device, env)
+        n = env.get("device_count", 0)
+        env["summary"] = (f"local backend: {n} CUDA GPU(s) visible ({env.get('device_name')}); tenants share it "
+                          "by CUDA time-slicing" if env["device"] == "cuda" else
+                          f"local backend on CPU ({env.get('cpu_count')} cores): tenants share the cores; "
+                          "device time = wall time")
+        return env
+
+    # -- running -------------------------------------------------------------------------------------------
+    def run_scenario(self, run: Run, scenario: ScenarioSpec, *, timeout_s: float,
+                     progress: bool = True, pad_limit_s: float | None = None) -> ScenarioResult:
+        log_dir = run.claim_scenario(scenario.name)
+        started = time.time_ns()
+        results: list[TenantResult] = []
+        extra: dict[str, Any] = {"sharing": scenario.sharing}
+        status, reason = "failed", ""
+        try:
+            with self._sharing(scenario, log_dir) as sharing_env, self._telemetry(log_dir, extra):
+                results = self._run_tenants(run, scenario, sharing_env, timeout_s, progress,
+                                            timeout_s if pad_limit_s is None else pad_limit_s, extra)
+            check_same_gpu(run, scenario)
+            status = "complete"
+            return ScenarioResult(scenario.name, status, results, started, time.time_ns(), extra)
+        except KtsError as exc:
+            reason = str(exc)
+            raise
+        except KeyboardInterrupt:
+            reason = "interrupted (KeyboardInterrupt)"
+            raise
+        finally:
+            run.record_scenario(scenario.name, {
+                "status": status, "kind": scenario.kind, "backend": self.name, "sharing": scenario.sharing,
+                "started_ns": started, "ended_ns": time.time_ns(),
+                "tenants": {r.tenant: asdict(r) for r in results} or
+                {t.name: {"exit_code": None} for t in scenario.tenants},
+                **({"reason": reason} if reason else {}),
+                **{k: v for k, v in extra.items() if k != "sharing"},
+            })
+
+    def _tenant_env(self, tenant: TenantSpec, barrier: Path, sharing_env: dict[str, str | None], *, pad: bool,
+                    pad_limit_s: float, lead_in_s: float) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(tenant.env())
+        for key, value in sharing_env.items():  # None: must not be set (MPS clients and CUDA_VISIBLE_DEVICES)
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
+        env.update({"DEVICE": self.device, "KTS_BARRIER_DIR": str(barrier), "PYTHONUNBUFFERED": "1",
+                    "KTS_BARRIER_TIMEOUT_S": str(self.barrier_timeout_s), "KTS_LEAD_IN_S": repr(lead_in_s),
+                    "KTS_PAD": "1" if pad else "0",
+                    # the worker's own backstop, should this process die: later than ours, never sooner
+                    "KTS_PAD_LIMIT_S": repr(pad_limit_s + 30.0)})
+        return env
+
+    def _run_tenants(self, run: Run, scenario: ScenarioSpec, sharing_env: dict[str, str | None], timeout_s: float,
+                     progress: bool, pad_limit_s: float, extra: dict[str, Any]) -> list[TenantResult]:
+        barrier = Path(tempfile.mkdtemp(prefix="kts-barrier-"))
+        procs: dict[str, subprocess.Popen] = {}
+        handles = []
+        bars = _Progress(scenario, progress)
+        deadline = time.monotonic() + timeout_s
+        pad = scenario.kind == "shared" and len(scenario.tenants) > 1
+        # the lead-in is the same for a tenant alone and shared; calibration measures the tool, not a tenant
+        lead_in_s = 0.0 if scenario.kind == "calibration" else self.lead_in_s
+        watch = CoRunWatch(scenario.tenant_names, pad_limit_s=pad_limit_s)
+        try:
+            for t in scenario.tenants:
+                out = open(run.log_path(scenario.name, t.name), "xb")  # noqa: SIM115 - "x": never overwrite; closed in finally
+                err = open(run.stderr_path(scenario.name, t.name), "xb")  # noqa: SIM115
+                handles += [out, err]
+                procs[t.name] = subprocess.Popen(
+                    [self.python, str(self.worker)], stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                    env=self._tenant_env(t, barrier, sharing_env, pad=pad, pad_limit_s=pad_limit_s,
+                                         lead_in_s=lead_in_s),
+                    start_new_session=True)
+            self._release_barrier(run, scenario, procs, barrier, deadline)
+            codes = self._wait(run, scenario, procs, deadline, bars, timeout_s, watch, pad)
+        except BaseException:
+            _stop_all(procs)
+            raise
+        finally:
+            bars.close()
+            for h in handles:
+                h.close()
+            shutil.rmtree(barrier, ignore_errors=True)
+            extra["corun"] = watch.summary()
+        return [TenantResult(t, codes[t], str(run.log_path(scenario.name, t)), str(run.stderr_path(scenario.name, t)))
+                for t in procs]
+
+    def _release_barrier(self, run: Run, scenario: ScenarioSpec, procs: dict[str, subprocess.Popen],
+                         barrier: Path, deadline: float) -> None:
+        """Wait until every tenant has warmed up, then tell them all the same start instant."""
+        limit = min(deadline, time.monotonic() + self.barrier_timeout_s)
+        while not all((barrier / f"ready-{name}").exists() for name in procs):
+            self._check_exits(run, scenario, procs)
+            if time.monotonic() > limit:
+                late = [n for n in procs if not (barrier / f"ready-{n}").exists()]
+                raise TenantFailed(scenario.name, late[0], None, _tail(run.stderr_path(scenario.name, late[0])),
+                                   reason="did not finish set-up and warm-up before the time limit")
+            time.sleep(0.01)
+        tmp = barrier / ".go.tmp"
+        tmp.write_text(str(time.time_ns() + 50_000_000))  # 50 ms ahead: every tenant sees it in time
+        tmp.rename(barrier / "go")
+
+    def _check_exits(self, run: Run, scenario: ScenarioSpec, procs: dict[str, subprocess.Popen]) -> None:
+        for name, p in procs.items():
+            code = p.poll()
+            if code not in (None, 0):
+                raise TenantFailed(scenario.name, name, code, _tail(run.stderr_path(scenario.name, name)),
+                                   reason=EXIT_REASONS.get(code, ""))
+
+    def _wait(self, run: Run, scenario: ScenarioSpec, procs: dict[str, subprocess.Popen], deadline: float,
+              bars: _Progress, timeout_s: float, watch: CoRunWatch, pad: bool) -> dict[str, int]:
+        """Follow the logs until every tenant is done; in a shared scenario, stop the padders when it is safe."""
+        followers = {name: LogFollower(run.log_path(scenario.name, name)) for name in procs}
+        while True:
+            self._check_exits(run, scenario, procs)
+            for name, follower in followers.items():
+                watch.feed(name, follower.read())
+                bars.update(name, watch.tenants[name])
+            if all(p.poll() is not None for p in procs.values()):
+                return {n: p.returncode for n, p in procs.items()}
+            if pad and watch.ready_to_stop():
+                _stop_all(procs, grace_s=STOP_GRACE_S)
+                for name, follower in followers.items():
+                    watch.feed(name, follower.read())
+                self._check_exits(run, scenario, procs)
+                return {n: p.returncode for n, p in procs.items()}
+            overrun = watch.overrun() if pad else None
+            if overrun:
+                _stop_all(procs, grace_s=STOP_GRACE_S)
+                raise CoRunError(f"scenario {scenario.name!r}: {overrun}")
+            if time.monotonic() > deadline:
+                slow = next(n for n, p in procs.items() if p.poll() is None)
+                raise TenantFailed(scenario.name, slow, None, _tail(run.stderr_path(scenario.name, slow)),
+                                   reason=f"was still running at the {timeout_s:.0f}s time limit")
+            time.sleep(POLL_S)
+
+    # -- context: telemetry and sharing mode ---------------------------------------------------------------
+    @contextlib.contextmanager
+    def _telemetry(self, log_dir: Path, extra: dict[str, Any]) -> Iterator[None]:
+        if not self.telemetry:
+            extra["telemetry"] = {"status": "absent", "reason": "disabled"}
+            yield
+            return
+        try:
+            from kts_helpers.run.telemetry import TelemetrySampler
+        except Exception as exc:  # a broken optional dependency must not stop the experiment
+            extra["telemetry"] = {"status": "absent", "reason": f"telemetry module unavailable: {exc}"}
+            yield
+            return
+        sampler = TelemetrySampler(log_dir / "telemetry.parquet", interval_ms=self.telemetry_interval_ms,
+                                   gpu_uuid=self.gpu_uuid)
+        sampler.start()
+        try:
+            yield
+        finally:
+            extra["telemetry"] = sampler.stop()
+
+    @contextlib.contextmanager
+    def _sharing(self, scenario: ScenarioSpec, log_dir: Path) -> Iterator[dict[str, str | None]]:
+        if scenario.sharing == "timeslice":
+            yield {}
+            return
+        if scenario.sharing not in ("mps", "mps-limited"):
+            raise BackendError(f"unknown sharing mode {scenario.sharing!r}")
+        from kts_helpers.run.mps import MpsDaemon
+
+        with MpsDaemon(control=self.mps_control, log_parent=log_dir, gpu_uuid=self.gpu_uuid) as daemon:
+            yield daemon.client_env()
+
+
+def check_same_gpu(run: Run, scenario: ScenarioSpec) -> None:
+    """Refuse a shared scenario whose tenants report different GPU UUIDs in their KTS_META lines."""
+    if scenario.kind != "shared":
+        return
+    problem = gpu_mismatch({t: read_meta(run.log_path(scenario.name, t)) for t in scenario.tenant_names})
+    if problem:
+        raise CoRunError(f"scenario {scenario.name!r}: {problem}")
+
+
+def _stop_all(procs: dict[str, subprocess.Popen], grace_s: float = 3.0) -> None:
+    """Terminate the given tenants' process groups (and only those), escalating to SIGKILL.
+
+    The worker ends its current iteration on SIGTERM and prints its line, so the grace period must
+    cover one iteration (a large GEMM or an llm iteration can take a second).
+    """
+    for p in procs.values():
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signal.SIGTERM)
+    end = time.monotonic() + grace_s
+    for p in procs.values():
+        try:
+            p.wait(timeout=max(0.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        text = Path(path).read_bytes()[-8192:].decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])

@@ -1,0 +1,79 @@
+"""``python -m kts_helpers.run.k8s_smoke``: a tiny experiment against the cluster the kubeconfig points to.
+
+For users with a cluster: it checks in a minute or two that the whole path works (permissions,
+node and device plugin, image, START_AT, logs, cleanup) before a thirty-minute run finds out.
+It runs the "tiny" profile (fft + gemm: two baselines and one shared scenario) into a new run
+directory, prints what Kubernetes sees and the layered waits, and exits non-zero with a one-line
+error when anything is wrong. ``--cleanup`` only removes the kit's leftover Jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from kts_helpers.errors import run_command
+from kts_helpers.run.runs import DEFAULT_ROOT
+
+
+def _parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    p = argparse.ArgumentParser(prog="python -m kts_helpers.run.k8s_smoke", description=__doc__.splitlines()[0])
+    p.add_argument("--namespace", default=env("K8S_NAMESPACE") or "kts")
+    p.add_argument("--image", default=env("IMAGE") or "kts-worker:latest")
+    p.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG or ~/.kube/config, else in-cluster")
+    p.add_argument("--context", default=env("K8S_CONTEXT") or None)
+    p.add_argument("--node-selector", default=env("K8S_NODE_SELECTOR") or None, help="e.g. nvidia.com/gpu.present=true")
+    p.add_argument("--queue", default=env("K8S_QUEUE") or None, help="Kueue LocalQueue name (optional)")
+    p.add_argument("--runtime-class", default=env("K8S_RUNTIME_CLASS") or None, help="e.g. nvidia on K3s")
+    p.add_argument("--workloads", default="fft,gemm")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per scenario")
+    p.add_argument("--start-delay", type=float, default=20.0, help="seconds between Job creation and START_AT")
+    p.add_argument("--root", default=str(DEFAULT_ROOT))
+    p.add_argument("--cleanup", action="store_true", help="only delete the kit's Jobs in the namespace, then exit")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return run_command(lambda: _smoke(args), prog="kts k8s-smoke",
+                       interrupted="interrupted (the scenario's Jobs were deleted)")
+
+
+def _smoke(args: argparse.Namespace) -> int:
+    from kts_helpers.run.backends.kubernetes import KubernetesBackend, layered_waits, run_experiment
+    from kts_helpers.run.spec import ExperimentParams, resolve
+
+    backend = KubernetesBackend(namespace=args.namespace, image=args.image, kubeconfig=args.kubeconfig,
+                                context=args.context, node_selector=args.node_selector, queue_name=args.queue,
+                                runtime_class=args.runtime_class, start_delay_s=args.start_delay)
+    if args.cleanup:
+        removed = backend.cleanup()
+        print(f"removed {len(removed)} kts Job(s) from namespace {args.namespace}: {', '.join(removed) or '-'}")
+        return 0
+    info = backend.describe()
+    print(f"context {info['context']} ({info['server']}), namespace {info['namespace']}, node {info['node']}")
+    print(f"{info['summary']} ({info['gpu_resource']}, sharing: {info['sharing_strategy'] or 'unknown'}, "
+          f"replicas: {info['replicas'] or 'unset'}, {info['product'] or 'unknown GPU'})")
+    for warning in info["warnings"]:
+        print(f"warning: {warning}")
+    workloads = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
+    params = ExperimentParams(profile="tiny", workloads=workloads, backend="kubernetes",
+                              timeout_s=args.timeout, label="k8s-smoke")
+    spec = resolve(params, "cuda")
+    run = run_experiment(spec, backend, root=args.root, progress=True)
+    manifest = run.manifest()
+    print(f"run {run.path}: {manifest['status']}")
+    waits = layered_waits(run)
+    if not waits.empty:
+        print(waits.drop(columns=["pod"]).to_string(index=False))
+    if manifest["status"] != "complete":
+        print(f"kts k8s-smoke: error: {manifest.get('error') or 'a scenario failed'}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

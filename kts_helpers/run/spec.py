@@ -1,0 +1,274 @@
+"""Experiment specification: profiles, parameters, tenants and scenarios.
+
+Everything a run does is decided here, before any work starts, so that a typo in a
+parameter or profile fails in a second instead of after a ten-minute baseline.
+Imports only the standard library: the runner must work on a bare GPU host.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from kts_helpers.errors import SpecError
+
+WORKLOAD_KINDS = ("fft", "gemm", "llm", "noop")
+SHARING_MODES = ("timeslice", "mps", "mps-limited")  # mps-limited: MPS + CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
+ARRIVALS = ("closed", "poisson", "fixed")
+
+
+@dataclass(frozen=True)
+class TenantSpec:
+    """One worker process: which workload, how big, how often."""
+
+    name: str
+    workload: str
+    iterations: int
+    matrix_size: int
+    sleep_ms: float
+    warmup: int = 5
+    threads: int = 1
+    arrival: str = "closed"
+    rate_hz: float = 0.0
+    duration_s: float = 0.0
+    mps_thread_percentage: int | None = None
+
+    def env(self) -> dict[str, str]:
+        """The worker's knobs as environment variables (what a pod spec would set)."""
+        env = {
+            "WORKLOAD": self.workload, "TENANT": self.name, "ITERATIONS": str(self.iterations),
+            "MATRIX_SIZE": str(self.matrix_size), "SLEEP_MS": repr(float(self.sleep_ms)),
+            "WARMUP": str(self.warmup), "THREADS": str(self.threads), "ARRIVAL": self.arrival,
+            "RATE_HZ": repr(float(self.rate_hz)), "DURATION_S": repr(float(self.duration_s)),
+        }
+        if self.mps_thread_percentage is not None:
+            env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(self.mps_thread_percentage)
+        return env
+
+
+@dataclass(frozen=True)
+class ScenarioSpec:
+    """A set of tenants that run at the same time on one GPU."""
+
+    name: str
+    kind: str  # "baseline" (one tenant alone) or "shared"
+    tenants: tuple[TenantSpec, ...]
+    sharing: str = "timeslice"
+    repeat: int = 0
+
+    @property
+    def tenant_names(self) -> list[str]:
+        return [t.name for t in self.tenants]
+
+
+@dataclass(frozen=True)
+class ExperimentParams:
+    """The notebook / CLI parameters. ``None`` means "take the profile's value"."""
+
+    profile: str | None = None
+    device: str = "auto"
+    backend: str = "local"
+    workloads: tuple[str, ...] | None = None
+    iterations: int | None = None
+    matrix_size: int | None = None
+    fft_size: int | None = None
+    gemm_size: int | None = None
+    sleep_ms_fft: float | None = None
+    sleep_ms_gemm: float | None = None
+    sleep_ms_llm: float | None = None
+    warmup: int | None = None
+    threads: int | None = None
+    timeout_s: float | None = None
+    pad_limit_s: float | None = None  # how long a finished tenant may pad for slower ones (None: timeout_s)
+    repeats: int = 1
+    sharing: tuple[str, ...] = ("timeslice",)
+    mps_thread_percentage: int | dict[str, int] | None = None  # one for all, or per workload
+    matrix: bool = False
+    arrival: str = "closed"
+    rate_hz: float = 0.0
+    duration_s: float = 0.0
+    iterations_fft: int | None = None
+    iterations_gemm: int | None = None
+    iterations_llm: int | None = None
+    calibrate_iterations: int | None = None
+    label: str = ""
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any]) -> ExperimentParams:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise SpecError(f"unknown parameter(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        clean = {k: v for k, v in values.items()}
+        for key in ("workloads", "sharing"):
+            if isinstance(clean.get(key), str):
+                clean[key] = tuple(s.strip() for s in clean[key].split(",") if s.strip())
+            elif clean.get(key) is not None:
+                clean[key] = tuple(clean[key])
+        return cls(**clean)
+
+
+PROFILES: dict[str, dict[str, Any]] = {
+    # The article's parameters (Kube-TimeSlice-Profiler): 800 iterations of 4096^2, sleeps 100/150 ms.
+    "article": dict(workloads=("fft", "gemm"), iterations=800, fft_size=4096, gemm_size=4096,
+                    sleep_ms_fft=100.0, sleep_ms_gemm=150.0, sleep_ms_llm=50.0, warmup=5, threads=1,
+                    timeout_s=1800.0, calibrate_iterations=2000),
+    # A saturating neighbour: the GEMM never sleeps, so the FFT always finds the GPU busy.
+    "saturating": dict(workloads=("fft", "gemm"), iterations=800, fft_size=4096, gemm_size=8192,
+                       sleep_ms_fft=100.0, sleep_ms_gemm=0.0, sleep_ms_llm=50.0, warmup=5, threads=1,
+                       timeout_s=1800.0, calibrate_iterations=2000),
+    # CPU stand-in: two threads per tenant on a 2-core machine so the tenants really contend.
+    "cpu-quick": dict(workloads=("fft", "gemm"), iterations=300, fft_size=256, gemm_size=256,
+                      sleep_ms_fft=10.0, sleep_ms_gemm=15.0, sleep_ms_llm=10.0, warmup=5, threads=2,
+                      timeout_s=300.0, calibrate_iterations=300),
+    # For tests: seconds, not minutes.
+    "tiny": dict(workloads=("fft", "gemm"), iterations=40, fft_size=64, gemm_size=64,
+                 sleep_ms_fft=1.0, sleep_ms_gemm=1.0, sleep_ms_llm=1.0, warmup=2, threads=1,
+                 timeout_s=120.0, calibrate_iterations=50),
+}
+
+
+def default_profile(device_type: str) -> str:
+    return "article" if device_type == "cuda" else "cpu-quick"
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    """The resolved experiment: profile values overlaid with explicit parameters."""
+
+    params: ExperimentParams
+    profile: str
+    device: str
+    resolved: dict[str, Any] = field(default_factory=dict)
+    scenarios: tuple[ScenarioSpec, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"profile": self.profile, "device": self.device, "params": asdict(self.params),
+                "resolved": self.resolved,
+                "scenarios": [asdict(s) for s in self.scenarios]}
+
+    def scenario(self, name: str) -> ScenarioSpec:
+        for s in self.scenarios:
+            if s.name == name:
+                return s
+        raise SpecError(f"unknown scenario {name!r}; this run has: {', '.join(s.name for s in self.scenarios)}")
+
+    def scenarios_of(self, kind: str) -> list[ScenarioSpec]:
+        return [s for s in self.scenarios if s.kind == kind]
+
+
+def _tenant(kind: str, r: dict[str, Any], p: ExperimentParams, name: str | None = None) -> TenantSpec:
+    size = r["fft_size"] if kind == "fft" else r["gemm_size"] if kind in ("gemm", "noop") else r["fft_size"]
+    return TenantSpec(
+        name=name or kind, workload=kind, iterations=int(r.get(f"iterations_{kind}") or r["iterations"]),
+        matrix_size=size,
+        sleep_ms=r.get(f"sleep_ms_{kind}", 0.0), warmup=r["warmup"],
+        threads=r["threads"], arrival=p.arrival if kind == "fft" else "closed",
+        rate_hz=p.rate_hz if kind == "fft" else 0.0, duration_s=p.duration_s if kind == "fft" else 0.0,
+        mps_thread_percentage=(p.mps_thread_percentage.get(kind) if isinstance(p.mps_thread_percentage, dict)
+                               else p.mps_thread_percentage),
+    )
+
+
+def resolve(params: ExperimentParams, device_type: str) -> ExperimentSpec:
+    """Overlay explicit parameters on a profile and lay out the scenarios. Fails fast on bad values."""
+    profile = params.profile or default_profile(device_type)
+    if profile not in PROFILES:
+        raise SpecError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}")
+    r = dict(PROFILES[profile])
+    for key in ("workloads", "iterations", "sleep_ms_fft", "sleep_ms_gemm", "sleep_ms_llm", "warmup",
+                "threads", "timeout_s", "pad_limit_s", "calibrate_iterations", "fft_size", "gemm_size", "iterations_fft",
+                "iterations_gemm", "iterations_llm"):
+        value = getattr(params, key)
+        if value is not None:
+            r[key] = value
+    if params.matrix_size is not None:
+        r["fft_size"] = r["gemm_size"] = params.matrix_size
+        for key in ("fft_size", "gemm_size"):
+            if getattr(params, key) is not None:
+                r[key] = getattr(params, key)
+    _validate(r, params)
+    tenants = []
+    counts: dict[str, int] = {}
+    for kind in r["workloads"]:
+        counts[kind] = counts.get(kind, 0) + 1
+    seen: dict[str, int] = {}
+    for kind in r["workloads"]:
+        seen[kind] = seen.get(kind, 0) + 1
+        name = kind if counts[kind] == 1 else f"{kind}-{seen[kind]}"
+        tenants.append(_tenant(kind, r, params, name))
+    scenarios: list[ScenarioSpec] = []
+    for rep in range(params.repeats):
+        suffix = "" if params.repeats == 1 else f"-r{rep + 1}"
+        for t in tenants:
+            scenarios.append(ScenarioSpec(f"baseline-{t.name}{suffix}", "baseline",
+                                          (replace(t, mps_thread_percentage=None),), "timeslice", rep))
+        for mode in params.sharing:
+            msuffix = "" if mode == "timeslice" else f"-{mode}"
+            tenants_m = tenants if mode == "mps-limited" else [replace(t, mps_thread_percentage=None) for t in tenants]
+            if params.matrix:
+                for a, b in itertools.combinations(tenants_m, 2):
+                    scenarios.append(ScenarioSpec(f"shared{msuffix}-{a.name}+{b.name}{suffix}", "shared",
+                                                  (a, b), mode, rep))
+                if len(tenants_m) > 2:
+                    scenarios.append(ScenarioSpec(f"shared{msuffix}-all{suffix}", "shared", tuple(tenants_m),
+                                                  mode, rep))
+            elif len(tenants_m) > 1:
+                scenarios.append(ScenarioSpec(f"shared{msuffix}{suffix}", "shared", tuple(tenants_m), mode, rep))
+    r["repeats"] = params.repeats
+    r["sharing"] = list(params.sharing)
+    return ExperimentSpec(params=params, profile=profile, device=device_type, resolved=r,
+                          scenarios=tuple(scenarios))
+
+
+def _validate(r: dict[str, Any], p: ExperimentParams) -> None:
+    bad = [w for w in r["workloads"] if w not in WORKLOAD_KINDS or w == "noop"]
+    if bad:
+        raise SpecError(f"unknown workload(s) {bad}; choose from fft, gemm, llm")
+    if not 1 <= len(r["workloads"]) <= 4:
+        raise SpecError(f"a scenario takes 1 to 4 tenants, got {len(r['workloads'])}")
+    for key in ("iterations", "fft_size", "gemm_size", "threads"):
+        if int(r[key]) < 1:
+            raise SpecError(f"{key} must be >= 1, got {r[key]}")
+    if r["warmup"] < 0:
+        raise SpecError(f"warmup must be >= 0, got {r['warmup']}")
+    if r.get("pad_limit_s") is not None and not float(r["pad_limit_s"]) > 0:
+        raise SpecError(f"pad_limit_s must be > 0, got {r['pad_limit_s']}")
+    for key in ("sleep_ms_fft", "sleep_ms_gemm", "sleep_ms_llm"):
+        if r[key] < 0:
+            raise SpecError(f"{key} must be >= 0, got {r[key]}")
+    if p.repeats < 1:
+        raise SpecError(f"repeats must be >= 1, got {p.repeats}")
+    bad_modes = [m for m in p.sharing if m not in SHARING_MODES]
+    if bad_modes or not p.sharing:
+        raise SpecError(f"unknown sharing mode(s) {bad_modes}; choose from {', '.join(SHARING_MODES)}")
+    if p.arrival not in ARRIVALS:
+        raise SpecError(f"unknown arrival {p.arrival!r}; choose from {', '.join(ARRIVALS)}")
+    if p.arrival != "closed" and p.rate_hz <= 0:
+        raise SpecError("open-loop arrivals need rate_hz > 0")
+    pct = p.mps_thread_percentage
+    pcts = list(pct.values()) if isinstance(pct, dict) else [] if pct is None else [pct]
+    if "mps-limited" in p.sharing and not pcts:
+        raise SpecError("sharing mode mps-limited needs mps_thread_percentage (e.g. 50 or {\"gemm\": 50})")
+    if any(not isinstance(v, int) or not 1 <= v <= 100 for v in pcts):
+        raise SpecError(f"mps_thread_percentage must be in 1..100 (or a dict workload -> 1..100), got {pct}")
+    if p.backend not in ("local", "kubernetes"):
+        raise SpecError(f"unknown backend {p.backend!r}; choose local or kubernetes")
+    if p.device not in ("auto", "cpu", "cuda") and not str(p.device).startswith("cuda:"):
+        raise SpecError(f"unknown device {p.device!r}; choose auto, cpu, cuda or cuda:N")
+
+
+def scenario_from_dict(d: dict[str, Any]) -> ScenarioSpec:
+    """Rebuild a scenario from its manifest form (the notebooks after 00-setup work from the manifest)."""
+    tenants = tuple(TenantSpec(**t) for t in d["tenants"])
+    return ScenarioSpec(name=d["name"], kind=d["kind"], tenants=tenants, sharing=d.get("sharing", "timeslice"),
+                        repeat=d.get("repeat", 0))
+
+
+def calibration_scenario(resolved: dict[str, Any]) -> ScenarioSpec:
+    """A one-element kernel timed by the same loop: the tool's own overhead floor."""
+    n = int(resolved.get("calibrate_iterations") or 0)
+    tenant = TenantSpec(name="noop", workload="noop", iterations=max(n, 1), matrix_size=1, sleep_ms=0.0,
+                        warmup=10, threads=1)
+    return ScenarioSpec(name="calibration", kind="calibration", tenants=(tenant,))

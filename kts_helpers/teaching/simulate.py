@@ -1,0 +1,608 @@
+"""A teaching simulator: one GPU shared round-robin by tenants, with a time-slice quantum.
+
+Why it exists: the measured numbers (DF, p99, the gap between wall and device time) are easier
+to trust once you have seen them come out of a model small enough to check by hand. The model:
+
+* Each tenant is a closed loop, like ``workers/kts_worker.py``: issue one kernel, wait for it to
+  complete, sleep ``period_ms`` (plus a uniform +/- ``jitter_ms``), repeat. ``period_ms=0`` issues
+  back to back. Tenants start at random offsets (drawn from ``seed``) unless given ``offsets_ms``.
+* The GPU runs one context at a time. The context holding it keeps it until its kernel completes,
+  or until its quantum expires *while another context has pending work*; then the next pending
+  context in round-robin order gets it. A lone context is never preempted. The quantum is counted
+  from the later of (the holder got the GPU, another context became pending): so a kernel that
+  arrives while another runs waits ``min(holder's remaining work, quantum)``.
+* Changing the resident context costs ``context_switch_ms`` of idle GPU before the new one runs.
+
+It is event-driven and exact (no time steps): the state changes only at arrivals, completions
+and quantum expiries, so 10^5 kernels take about a second of pure Python.
+
+Columns of :func:`simulate` (all in ms):
+
+* ``arrival_ms``: when the tenant issued the kernel (the host's launch).
+* ``start_ms``: when the kernel first ran on the GPU (its context got the GPU, switch paid).
+* ``end_ms``: when it completed.
+* ``device_ms``: the GPU time it actually ran; never includes waiting.
+* ``span_ms``: ``end - start``: what a pair of CUDA events recorded in the tenant's stream bracket.
+  Equal to ``device_ms`` unless the kernel itself was preempted mid-way (kernels longer than the
+  quantum), in which case the events also count the time it was switched out.
+* ``wall_ms``: ``end - arrival``: what the host sees.
+* ``wait_ms``: ``wall - device``: time the kernel was issued but not running.
+
+The chart builders at the end (:func:`timeline_chart`, :func:`latency_chart`, :func:`sweep_chart`,
+:func:`comparison_chart`) serve the teaching notebook ``notebooks/10-teaching-timeslice-simulator``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from kts_helpers.analyse.logparse import parse_file
+from kts_helpers.errors import KtsError, LogParseError, RunError
+from kts_helpers.run.runs import open_run
+
+if TYPE_CHECKING:  # altair is only needed by the chart builders
+    import altair as alt
+
+
+class SimError(KtsError, ValueError):
+    """A simulator parameter is invalid (negative length, unknown sweep parameter, ...)."""
+
+
+@dataclass(frozen=True)
+class SimTenant:
+    """One simulated tenant: its kernel length and its sleep between kernels (closed loop)."""
+
+    name: str
+    kernel_ms: float
+    period_ms: float
+    jitter_ms: float = 0.0
+
+
+KERNEL_COLUMNS = ["tenant", "iteration", "arrival_ms", "start_ms", "end_ms", "device_ms", "span_ms",
+                  "wall_ms", "wait_ms"]
+SEGMENT_COLUMNS = ["tenant", "start_ms", "end_ms", "what"]
+DEFAULT_DURATION_MS = 20_000.0
+# Quantiles the quantum fit compares: the quantum shows in the upper part of the wait distribution
+# (most short kernels find the GPU free and wait ~0), so the median alone cannot see it.
+FIT_QUANTILES = (0.5, 0.75, 0.9, 0.95, 0.99)
+
+
+def _check(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float,
+           duration_ms: float) -> list[SimTenant]:
+    tenants = list(tenants)
+    if not tenants:
+        raise SimError("simulate needs at least one tenant")
+    names = [t.name for t in tenants]
+    if len(set(names)) != len(names):
+        raise SimError(f"tenant names must be unique, got {names}")
+    for t in tenants:
+        if not isinstance(t, SimTenant):
+            raise SimError(f"tenants must be SimTenant, got {type(t).__name__}")
+        if not (math.isfinite(t.kernel_ms) and t.kernel_ms > 0):
+            raise SimError(f"tenant {t.name!r}: kernel_ms must be > 0, got {t.kernel_ms}")
+        if not (math.isfinite(t.period_ms) and t.period_ms >= 0):
+            raise SimError(f"tenant {t.name!r}: period_ms must be >= 0, got {t.period_ms}")
+        if not (math.isfinite(t.jitter_ms) and t.jitter_ms >= 0):
+            raise SimError(f"tenant {t.name!r}: jitter_ms must be >= 0, got {t.jitter_ms}")
+    if not (math.isfinite(quantum_ms) and quantum_ms > 0):
+        raise SimError(f"quantum_ms must be > 0, got {quantum_ms}")
+    if not (math.isfinite(context_switch_ms) and context_switch_ms >= 0):
+        raise SimError(f"context_switch_ms must be >= 0, got {context_switch_ms}")
+    if not (math.isfinite(duration_ms) and duration_ms > 0):
+        raise SimError(f"duration_ms must be > 0, got {duration_ms}")
+    return tenants
+
+
+def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float, duration_ms: float,
+         seed: int, offsets_ms: Sequence[float] | None, want_segments: bool
+         ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """The event loop. Returns (one row per kernel, the GPU's occupancy segments or None)."""
+    tenants = _check(tenants, quantum_ms, context_switch_ms, duration_ms)
+    n = len(tenants)
+    rng = random.Random(seed)
+    if offsets_ms is None:
+        # a random phase within one cycle (but inside the run, so every tenant issues at least once)
+        offsets = [rng.uniform(0.0, min(t.kernel_ms + t.period_ms, duration_ms)) for t in tenants]
+    else:
+        offsets = [float(o) for o in offsets_ms]
+        if len(offsets) != n or any(not math.isfinite(o) or o < 0 for o in offsets):
+            raise SimError(f"offsets_ms needs {n} finite values >= 0, got {list(offsets_ms)}")
+    inf = math.inf
+    q, cs = float(quantum_ms), float(context_switch_ms)
+    kernel = [float(t.kernel_ms) for t in tenants]
+    period = [float(t.period_ms) for t in tenants]
+    jitter = [float(t.jitter_ms) for t in tenants]
+    nxt = [o if o < duration_ms else inf for o in offsets]  # next issue time of idle tenants
+    pending = [False] * n
+    rem = [0.0] * n  # remaining work of the pending kernel
+    arrival = [0.0] * n
+    started = [-1.0] * n
+    iteration = [0] * n
+    rows: list[tuple] = []
+    segs: list[list] = []
+    cur, last = -1, -1  # context holding the GPU (-1: idle) and the last resident one
+    run_from = 0.0  # when the holder starts making progress (after a switch)
+    slice_end = inf  # when the holder's quantum expires (inf: nobody else is waiting)
+    t = 0.0
+
+    def give(i: int, now: float) -> None:
+        nonlocal cur, last, run_from, slice_end
+        switch = last not in (-1, i)
+        run_from = now + cs if switch else now
+        if want_segments and switch and cs > 0:
+            segs.append([i, now, run_from, "switch"])
+        cur, last = i, i
+        if started[i] < 0:
+            started[i] = run_from
+        slice_end = run_from + q if any(pending[j] for j in range(n) if j != i) else inf
+
+    def pick(after: int, now: float) -> None:
+        for k in range(1, n + 1):
+            j = (after + k) % n
+            if pending[j]:
+                give(j, now)
+                return
+
+    while True:
+        t_arr = min((nxt[i] for i in range(n) if not pending[i]), default=inf)
+        if cur >= 0:
+            busy_from = max(t, run_from)
+            t_done = busy_from + rem[cur]
+        else:
+            busy_from, t_done = inf, inf
+        te = min(t_arr, t_done, slice_end)
+        if te == inf:
+            break
+        done = False
+        if cur >= 0:
+            ran = te - busy_from
+            if ran > 0:
+                rem[cur] -= ran
+                if want_segments:
+                    if segs and segs[-1][0] == cur and segs[-1][2] == busy_from and segs[-1][3] == "run":
+                        segs[-1][2] = te
+                    else:
+                        segs.append([cur, busy_from, te, "run"])
+            if te >= t_done:  # completion (wins ties with expiries and arrivals)
+                done = True
+                i = cur
+                rows.append((i, iteration[i], arrival[i], started[i], te, kernel[i]))
+                iteration[i] += 1
+                pending[i] = False
+                gap = period[i] + (rng.uniform(-jitter[i], jitter[i]) if jitter[i] > 0 else 0.0)
+                issue = te + max(gap, 0.0)
+                nxt[i] = issue if issue < duration_ms else inf
+                cur, slice_end = -1, inf
+        t = te
+        for i in range(n):  # arrivals at te (a back-to-back tenant re-arrives at its own completion)
+            if not pending[i] and nxt[i] <= te:
+                pending[i], rem[i], arrival[i], started[i] = True, kernel[i], nxt[i], -1.0
+                nxt[i] = inf
+                if cur >= 0 and i != cur and slice_end == inf:
+                    slice_end = max(te, run_from) + q  # contention starts: the holder's quantum runs
+        if done:
+            pick(last, te)
+        elif cur >= 0 and te >= slice_end:  # quantum expired while others wait: round robin
+            pick(cur, te)
+        elif cur < 0:
+            pick(last if last >= 0 else n - 1, te)
+    names = [tn.name for tn in tenants]
+    df = pd.DataFrame(rows, columns=["_i", "iteration", "arrival_ms", "start_ms", "end_ms", "device_ms"])
+    df.insert(0, "tenant", pd.Series([names[i] for i in df["_i"]], dtype=object))
+    df = df.drop(columns="_i")
+    df["span_ms"] = df["end_ms"] - df["start_ms"]
+    df["wall_ms"] = df["end_ms"] - df["arrival_ms"]
+    wait = df["wall_ms"] - df["device_ms"]
+    df["wait_ms"] = wait.where(wait.abs() > 1e-9, 0.0)  # float dust (< 1 fs) is no wait
+    df = df.sort_values(["arrival_ms", "tenant"], kind="stable").reset_index(drop=True)
+    seg_df = None
+    if want_segments:
+        seg_df = pd.DataFrame(segs, columns=["_i", "start_ms", "end_ms", "what"])
+        seg_df.insert(0, "tenant", pd.Series([names[i] for i in seg_df["_i"]], dtype=object))
+        seg_df = seg_df.drop(columns="_i")
+    return df[KERNEL_COLUMNS], seg_df
+
+
+def simulate(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
+             duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
+             offsets_ms: Sequence[float] | None = None) -> pd.DataFrame:
+    """Simulate the tenants sharing one GPU; one row per completed kernel (see the module doc)."""
+    return _run(tenants, quantum_ms, context_switch_ms, duration_ms, seed, offsets_ms, False)[0]
+
+
+def timeline(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
+             duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
+             offsets_ms: Sequence[float] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Like :func:`simulate`, plus who held the GPU when: segments (tenant, start, end, run/switch)."""
+    kernels, segs = _run(tenants, quantum_ms, context_switch_ms, duration_ms, seed, offsets_ms, True)
+    assert segs is not None
+    return kernels, segs
+
+
+def _pct(values: np.ndarray, p: float) -> float:
+    return float(np.percentile(values, p)) if len(values) else math.nan
+
+
+def summarize_sim(df: pd.DataFrame) -> pd.DataFrame:
+    """p50/p95/p99 of wall, device and wait per tenant (numpy's linear-interpolation percentiles)."""
+    missing = {"tenant", "wall_ms", "device_ms", "wait_ms"} - set(df.columns)
+    if missing:
+        raise SimError(f"summarize_sim needs simulate()'s columns; missing {sorted(missing)}")
+    out = []
+    for tenant, g in df.groupby("tenant", sort=True):
+        row: dict[str, Any] = {"tenant": tenant, "n": len(g)}
+        for col in ("wall_ms", "device_ms", "wait_ms"):
+            v = g[col].to_numpy(float)
+            for p in (50, 95, 99):
+                row[f"{col[:-3]}_p{p}_ms"] = _pct(v, p)
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def degradation(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
+                duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0) -> pd.DataFrame:
+    """Per tenant: p50/p99 wall alone and shared, and DF = shared p99 wall / alone p99 wall."""
+    tenants = _check(tenants, quantum_ms, context_switch_ms, duration_ms)
+    shared = simulate(tenants, quantum_ms, context_switch_ms, duration_ms, seed)
+    out = []
+    for t in tenants:
+        alone = simulate([t], quantum_ms, context_switch_ms, duration_ms, seed)["wall_ms"].to_numpy(float)
+        mine = shared.loc[shared["tenant"] == t.name, "wall_ms"].to_numpy(float)
+        if not len(mine):
+            raise SimError(f"tenant {t.name!r} completed no kernel in {duration_ms} ms; lengthen duration_ms")
+        out.append({"tenant": t.name, "p50_alone_ms": _pct(alone, 50), "p99_alone_ms": _pct(alone, 99),
+                    "p50_shared_ms": _pct(mine, 50), "p99_shared_ms": _pct(mine, 99),
+                    "df": _pct(mine, 99) / _pct(alone, 99)})
+    return pd.DataFrame(out)
+
+
+SWEEP_PARAMS = ("quantum_ms", "context_switch_ms", "<tenant>.kernel_ms", "<tenant>.period_ms")
+
+
+def sweep(tenants: Sequence[SimTenant], param: str, values: Iterable[float], *, quantum_ms: float = 2.0,
+          context_switch_ms: float = 0.0, duration_ms: float = DEFAULT_DURATION_MS,
+          seed: int = 0) -> pd.DataFrame:
+    """DF per tenant for each value of one parameter (long format: param, value, tenant, df, p99s).
+
+    ``param`` is ``quantum_ms``, ``context_switch_ms``, or ``<tenant>.kernel_ms`` /
+    ``<tenant>.period_ms`` to vary one tenant's kernel length or cadence.
+    """
+    tenants = list(tenants)
+    names = [t.name for t in tenants]
+    who, field = None, param
+    if "." in param:
+        who, field = param.rsplit(".", 1)
+        if who not in names or field not in ("kernel_ms", "period_ms"):
+            raise SimError(f"unknown sweep parameter {param!r}; use one of {', '.join(SWEEP_PARAMS)} "
+                           f"with a tenant among {names}")
+    elif param not in ("quantum_ms", "context_switch_ms"):
+        raise SimError(f"unknown sweep parameter {param!r}; use one of {', '.join(SWEEP_PARAMS)}")
+    values = [float(v) for v in values]
+    if not values:
+        raise SimError("sweep needs at least one value")
+    parts = []
+    for v in values:
+        q, cs, ts = quantum_ms, context_switch_ms, tenants
+        if param == "quantum_ms":
+            q = v
+        elif param == "context_switch_ms":
+            cs = v
+        else:
+            ts = [replace(t, **{field: v}) if t.name == who else t for t in tenants]
+        d = degradation(ts, q, cs, duration_ms, seed)
+        d.insert(0, "value", v)
+        d.insert(0, "param", param)
+        parts.append(d)
+    return pd.concat(parts, ignore_index=True)
+
+
+def _queue_waits(df: pd.DataFrame, tenant: str) -> np.ndarray:
+    """Issue-to-first-run waits: exactly what host wall minus CUDA-event time measures on a real GPU."""
+    g = df[df["tenant"] == tenant]
+    return (g["start_ms"] - g["arrival_ms"]).to_numpy(float)
+
+
+def fit_distances(measured_waits_ms: Mapping[str, Sequence[float]] | Sequence[float],
+                  tenants: Sequence[SimTenant], candidates: Iterable[float], *, context_switch_ms: float = 0.0,
+                  duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
+                  quantiles: Sequence[float] = FIT_QUANTILES) -> pd.DataFrame:
+    """The distance of each candidate quantum's simulated waits to the measured ones (see fit_quantum)."""
+    tenants = list(tenants)
+    names = [t.name for t in tenants]
+    if isinstance(measured_waits_ms, Mapping):
+        measured = {k: np.asarray(v, float) for k, v in measured_waits_ms.items()}
+    else:
+        measured = {names[0] if names else "": np.asarray(measured_waits_ms, float)}
+    unknown = sorted(set(measured) - set(names))
+    if unknown:
+        raise SimError(f"measured waits for unknown tenant(s) {unknown}; tenants are {names}")
+    for k, v in measured.items():
+        if v.ndim != 1 or not len(v) or not np.isfinite(v).all():
+            raise SimError(f"measured waits of {k!r} must be a non-empty list of finite numbers")
+    cands = sorted({float(c) for c in candidates})
+    if not cands or any(not math.isfinite(c) or c <= 0 for c in cands):
+        raise SimError(f"candidates must be non-empty and > 0, got {cands}")
+    qs = np.asarray(quantiles, float)
+    out = []
+    for c in cands:
+        sim = simulate(tenants, c, context_switch_ms, duration_ms, seed)
+        dist = 0.0
+        for name, meas in measured.items():
+            simw = _queue_waits(sim, name)
+            if not len(simw):
+                raise SimError(f"tenant {name!r} completed no kernel in {duration_ms} ms; lengthen duration_ms")
+            dist += float(np.abs(np.quantile(meas, qs) - np.quantile(simw, qs)).mean())
+        out.append({"quantum_ms": c, "distance_ms": dist / len(measured)})
+    return pd.DataFrame(out)
+
+
+def fit_quantum(measured_waits_ms: Mapping[str, Sequence[float]] | Sequence[float],
+                tenants: Sequence[SimTenant], candidates: Iterable[float], *, context_switch_ms: float = 0.0,
+                duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
+                quantiles: Sequence[float] = FIT_QUANTILES) -> float:
+    """The candidate quantum whose simulated waits best match the measured ones.
+
+    ``measured_waits_ms``: per tenant name, the measured waits (host wall - device event time);
+    a bare sequence means the first tenant's. The simulated wait compared is issue-to-first-run
+    (``start_ms - arrival_ms``), which is what wall minus CUDA-event time measures. Distance: the
+    mean absolute difference between measured and simulated wait quantiles at ``quantiles``
+    (default p50, p75, p90, p95, p99: the upper part, where the quantum shows), averaged over
+    tenants. Ties go to the smaller quantum.
+    """
+    d = fit_distances(measured_waits_ms, tenants, candidates, context_switch_ms=context_switch_ms,
+                      duration_ms=duration_ms, seed=seed, quantiles=quantiles)
+    return float(d.loc[d["distance_ms"].idxmin(), "quantum_ms"])
+
+
+DEFAULT_CANDIDATES = tuple(float(x) for x in np.round(np.geomspace(0.25, 64.0, 25), 3))
+
+
+def _scenario_tenants(manifest: dict[str, Any], run_dir: Any) -> tuple[dict, dict[str, dict]]:
+    """The shared scenario, and per tenant the baseline scenario that ran it alone."""
+    scenarios = manifest.get("spec", {}).get("scenarios") or []
+    shared = [s for s in scenarios if s.get("kind") == "shared"]
+    if not shared:
+        raise RunError(f"run {run_dir} has no shared scenario to compare with")
+    chosen = next((s for s in shared if s.get("name") == "shared"), shared[0])
+    baselines: dict[str, dict] = {}
+    for t in chosen.get("tenants") or []:
+        base = next((s for s in scenarios if s.get("kind") == "baseline"
+                     and any(b.get("name") == t.get("name") for b in s.get("tenants") or [])), None)
+        if base is None:
+            raise RunError(f"run {run_dir}: tenant {t.get('name')!r} has no baseline scenario")
+        baselines[t["name"]] = base
+    if not baselines:
+        raise RunError(f"run {run_dir}: the shared scenario {chosen.get('name')!r} lists no tenants")
+    return chosen, baselines
+
+
+def _frame(run, scenario: str, tenant: str) -> pd.DataFrame:
+    path = run.log_path(scenario, tenant)
+    try:
+        frame = parse_file(path).frame
+    except LogParseError as exc:
+        raise RunError(f"run {run.path}: {exc}") from None
+    if frame.empty:
+        raise RunError(f"run {run.path}: no KTS_APP lines in {path}")
+    return frame
+
+
+def from_run(run_dir: str | os.PathLike, *, candidates: Iterable[float] = DEFAULT_CANDIDATES,
+             context_switch_ms: float = 0.0, duration_ms: float = 60_000.0, seed: int = 0) -> dict[str, Any]:
+    """Model a real run: fit the quantum to its measured waits, simulate, compare DFs.
+
+    Per tenant of the ``shared`` scenario: kernel length = median device_ms of its baseline (run
+    alone, so no preemption inflates it); cadence = its configured sleep_ms (an open-loop tenant:
+    1000 / rate_hz - kernel length, a closed loop of the same mean rate); jitter = half the
+    5-95 % spread of its measured baseline gaps (end of one iteration to start of the next).
+    Measured waits = shared (wall - device) minus the baseline median of (wall - device): the
+    launch/sync overhead a tenant pays even alone is not time-slice waiting.
+
+    Returns ``quantum_ms`` (fitted), ``comparison`` (per tenant: measured and simulated p99s and
+    DF), ``fit`` (distance per candidate), ``tenants`` (the SimTenants) and ``measured_waits``.
+    """
+    run = open_run(run_dir)
+    manifest = run.manifest()
+    status = manifest.get("status")
+    if status != "complete":
+        raise RunError(f"run {run.path} is {status!r}, not 'complete'; simulate only finished runs")
+    shared, baselines = _scenario_tenants(manifest, run.path)
+    tenants: list[SimTenant] = []
+    waits: dict[str, np.ndarray] = {}
+    measured: dict[str, tuple[float, float]] = {}
+    for t in shared["tenants"]:
+        name = t["name"]
+        base = _frame(run, baselines[name]["name"], name).sort_values("start_ns")
+        sh = _frame(run, shared["name"], name)
+        kernel_ms = float(base["device_ms"].median())
+        if not kernel_ms > 0:
+            raise RunError(f"run {run.path}: tenant {name!r} has a non-positive median device time")
+        sleep_ms = t.get("sleep_ms")
+        if sleep_ms is None:
+            raise RunError(f"run {run.path}: the manifest gives no sleep_ms for tenant {name!r}")
+        if t.get("arrival", "closed") != "closed" and float(t.get("rate_hz") or 0) > 0:
+            # open-loop tenant: approximate its mean inter-arrival time with a closed loop of the same rate
+            sleep_ms = max(1000.0 / float(t["rate_hz"]) - kernel_ms, 0.0)
+        gaps = (base["start_ns"].to_numpy()[1:] - base["end_ns"].to_numpy()[:-1]) / 1e6
+        jitter = float(np.subtract(*np.percentile(gaps, [95, 5])) / 2) if len(gaps) > 1 else 0.0
+        tenants.append(SimTenant(name, kernel_ms, float(sleep_ms), max(jitter, 0.0)))
+        overhead = float((base["wall_ms"] - base["device_ms"]).median())
+        waits[name] = np.clip((sh["wall_ms"] - sh["device_ms"]).to_numpy(float) - overhead, 0.0, None)
+        measured[name] = (_pct(base["wall_ms"].to_numpy(float), 99), _pct(sh["wall_ms"].to_numpy(float), 99))
+    fit = fit_distances(waits, tenants, candidates, context_switch_ms=context_switch_ms,
+                        duration_ms=duration_ms, seed=seed)
+    quantum = float(fit.loc[fit["distance_ms"].idxmin(), "quantum_ms"])
+    sim = degradation(tenants, quantum, context_switch_ms, duration_ms, seed).set_index("tenant")
+    rows = []
+    for t in tenants:
+        alone, shared_p99 = measured[t.name]
+        rows.append({"tenant": t.name, "kernel_ms": t.kernel_ms, "period_ms": t.period_ms,
+                     "measured_p99_alone_ms": alone, "measured_p99_shared_ms": shared_p99,
+                     "measured_df": shared_p99 / alone if alone > 0 else math.nan,
+                     "sim_p99_alone_ms": sim.loc[t.name, "p99_alone_ms"],
+                     "sim_p99_shared_ms": sim.loc[t.name, "p99_shared_ms"], "sim_df": sim.loc[t.name, "df"]})
+    return {"quantum_ms": quantum, "comparison": pd.DataFrame(rows), "fit": fit, "tenants": tenants,
+            "measured_waits": waits}
+
+
+SYNTHETIC_EPOCH_NS = 1_700_000_000_000_000_000
+
+
+def _log_lines(kernels: pd.DataFrame, workload: str, tenant: str) -> str:
+    lines = [f'KTS_META,v2,{{"workload":"{workload}","tenant":"{tenant}","source":"kts_helpers.simulate"}}']
+    for r in kernels.itertuples(index=False):
+        start = SYNTHETIC_EPOCH_NS + round(r.arrival_ms * 1e6)
+        end = SYNTHETIC_EPOCH_NS + round(r.end_ms * 1e6)
+        lines.append(f"KTS_APP,v2,{workload},{tenant},{r.iteration},op,{start},{start},{end},"
+                     f"{r.span_ms:.6f},{r.wall_ms:.6f}")
+    return "\n".join(lines) + "\n"
+
+
+def write_sim_run(path: str | os.PathLike, tenants: Sequence[SimTenant], quantum_ms: float = 2.0, *,
+                  context_switch_ms: float = 0.0, duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
+                  status: str = "complete") -> Path:
+    """Write a run directory whose logs come from the simulator (baseline-<t> alone, then shared).
+
+    Why: to try :func:`from_run` and the notebook's real-run section without a GPU, and to test
+    that the quantum fit recovers a known quantum. Logged device_ms is ``span_ms`` (what CUDA
+    events would record); the workload of each tenant is its name. Refuses to overwrite.
+    """
+    tenants = _check(tenants, quantum_ms, context_switch_ms, duration_ms)
+    root = Path(path)
+    if root.exists():
+        raise RunError(f"{root} already exists; a synthetic run is never written over another")
+    scen = [{"name": f"baseline-{t.name}", "kind": "baseline", "sharing": "timeslice",
+             "tenants": [_tenant_dict(t)]} for t in tenants]
+    scen.append({"name": "shared", "kind": "shared", "sharing": "timeslice",
+                 "tenants": [_tenant_dict(t) for t in tenants]})
+    runs = {f"baseline-{t.name}": simulate([t], quantum_ms, context_switch_ms, duration_ms, seed)
+            for t in tenants}
+    runs["shared"] = simulate(tenants, quantum_ms, context_switch_ms, duration_ms, seed)
+    for name, kernels in runs.items():
+        (root / "logs" / name).mkdir(parents=True)
+        for t in tenants:
+            mine = kernels[kernels["tenant"] == t.name]
+            if len(mine):
+                (root / "logs" / name / f"{t.name}.log").write_text(_log_lines(mine, t.name, t.name))
+    manifest = {"format_version": 2, "run_id": root.name, "label": "simulated", "status": status,
+                "spec": {"profile": "simulated", "device": "simulated",
+                         "resolved": {"sleep_ms": {t.name: t.period_ms for t in tenants},
+                                      "quantum_ms": quantum_ms, "duration_ms": duration_ms, "seed": seed},
+                         "scenarios": scen},
+                "scenarios": {s["name"]: {"status": status} for s in scen}}
+    (root / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return root
+
+
+def _tenant_dict(t: SimTenant) -> dict[str, Any]:
+    return {"name": t.name, "workload": t.name, "sleep_ms": t.period_ms, "iterations": 0, "matrix_size": 0}
+
+
+# ---------------------------------------------------------------------------------------------
+# Chart builders for the teaching notebook (Altair; imported lazily so the simulator needs none)
+# ---------------------------------------------------------------------------------------------
+
+def worst_wait_window(kernels: pd.DataFrame, tenant: str, width_ms: float) -> tuple[float, float]:
+    """A window of ``width_ms`` centred on ``tenant``'s longest wait: where the quantum is visible."""
+    g = kernels[kernels["tenant"] == tenant]
+    if g.empty:
+        raise SimError(f"no kernel of tenant {tenant!r} in the simulation")
+    row = g.loc[g["wait_ms"].idxmax()]
+    mid = (float(row["arrival_ms"]) + float(row["end_ms"])) / 2
+    return max(mid - width_ms / 2, 0.0), max(mid - width_ms / 2, 0.0) + width_ms
+
+
+def timeline_chart(kernels: pd.DataFrame, segments: pd.DataFrame, window: tuple[float, float]) -> alt.Chart:
+    """Gantt-like view: who holds the GPU (bars), when each kernel was issued (ticks)."""
+    import altair as alt
+
+    lo, hi = window
+    seg = segments[(segments["end_ms"] > lo) & (segments["start_ms"] < hi)].copy()
+    seg["start_ms"], seg["end_ms"] = seg["start_ms"].clip(lo, hi), seg["end_ms"].clip(lo, hi)
+    arr = kernels[(kernels["arrival_ms"] >= lo) & (kernels["arrival_ms"] <= hi)][
+        ["tenant", "iteration", "arrival_ms", "wait_ms"]]
+    x = alt.X("start_ms:Q", title="time (ms)", scale=alt.Scale(domain=[lo, hi], nice=False))
+    bars = alt.Chart(seg).mark_bar(height=18).encode(
+        x=x, x2="end_ms:Q", y=alt.Y("tenant:N", title=None),
+        color=alt.Color("tenant:N", title="holds the GPU"),
+        opacity=alt.Opacity("what:N", scale=alt.Scale(domain=["run", "switch"], range=[0.9, 0.3]),
+                            title="segment"),
+        tooltip=["tenant", "what", alt.Tooltip("start_ms:Q", format=".3f"), alt.Tooltip("end_ms:Q", format=".3f")])
+    ticks = alt.Chart(arr).mark_tick(color="black", thickness=2, size=26).encode(
+        x=alt.X("arrival_ms:Q", scale=alt.Scale(domain=[lo, hi], nice=False)), y="tenant:N",
+        tooltip=["tenant", "iteration", alt.Tooltip("wait_ms:Q", format=".3f")])
+    return (bars + ticks).properties(width=640, height=110,
+                                     title="Who holds the GPU (bars) and when kernels are issued (ticks)")
+
+
+WALL_LABEL, DEVICE_LABEL = "wall (host)", "device (CUDA events)"
+
+
+def quantile_table(samples: Mapping[str, pd.DataFrame], tenant: str) -> pd.DataFrame:
+    """Percentile curves (1..99, 99.5, 99.9) of wall and device time per scenario, for plotting."""
+    ps = np.concatenate([np.arange(1, 100), [99.5, 99.9]])
+    out = []
+    for scenario, df in samples.items():
+        g = df[df["tenant"] == tenant]
+        if g.empty:
+            raise SimError(f"no kernel of tenant {tenant!r} in scenario {scenario!r}")
+        for col, label in (("wall_ms", WALL_LABEL), ("device_ms", DEVICE_LABEL)):
+            out.append(pd.DataFrame({"scenario": scenario, "clock": label, "percentile": ps,
+                                     "latency_ms": np.percentile(g[col].to_numpy(float), ps)}))
+    return pd.concat(out, ignore_index=True)
+
+
+def latency_chart(samples: Mapping[str, pd.DataFrame], tenant: str) -> alt.Chart:
+    """Latency by percentile, alone vs shared, wall vs device: the median stays, the tail moves."""
+    import altair as alt
+
+    data = quantile_table(samples, tenant)
+    return alt.Chart(data).mark_line(point=False).encode(
+        x=alt.X("percentile:Q", title="percentile", scale=alt.Scale(domain=[0, 100])),
+        y=alt.Y("latency_ms:Q", title="latency (ms)"),
+        color=alt.Color("scenario:N"),
+        strokeDash=alt.StrokeDash("clock:N", title="clock",
+                                  scale=alt.Scale(domain=[WALL_LABEL, DEVICE_LABEL], range=[[1, 0], [5, 4]])),
+        tooltip=["scenario", "clock", "percentile", alt.Tooltip("latency_ms:Q", format=".3f")],
+    ).properties(width=520, height=260, title=f"{tenant}: latency by percentile")
+
+
+def sweep_chart(sweep_df: pd.DataFrame, title: str | None = None, log_x: bool = False) -> alt.Chart:
+    """DF per tenant against the swept parameter (the output of :func:`sweep`).
+
+    ``log_x`` uses a symmetric-log axis, which keeps a 0 value (e.g. a back-to-back cadence) visible.
+    """
+    import altair as alt
+
+    param = str(sweep_df["param"].iloc[0])
+    scale = alt.Scale(type="symlog") if log_x else alt.Scale()
+    axis = alt.Axis(values=sorted(sweep_df["value"].unique().tolist())) if log_x else alt.Axis()
+    base = alt.Chart(sweep_df).encode(
+        x=alt.X("value:Q", title=param, scale=scale, axis=axis), y=alt.Y("df:Q", title="DF = shared p99 / alone p99"),
+        color=alt.Color("tenant:N"), tooltip=["tenant", "value", alt.Tooltip("df:Q", format=".3f")])
+    return (base.mark_line() + base.mark_point()).properties(width=300, height=220,
+                                                             title=title or f"DF vs {param}")
+
+
+def comparison_chart(comparison: pd.DataFrame) -> alt.Chart:
+    """Measured vs simulated DF per tenant, side by side (the output of :func:`from_run`)."""
+    import altair as alt
+
+    data = comparison.melt(id_vars=["tenant"], value_vars=["measured_df", "sim_df"], var_name="source",
+                           value_name="df")
+    data["source"] = data["source"].map({"measured_df": "measured", "sim_df": "simulated"})
+    return alt.Chart(data).mark_bar().encode(
+        x=alt.X("source:N", title=None), y=alt.Y("df:Q", title="DF (wall time)"),
+        color="source:N", column=alt.Column("tenant:N", title=None),
+        tooltip=["tenant", "source", alt.Tooltip("df:Q", format=".3f")],
+    ).properties(width=120, height=220, title="Measured vs simulated DF")
