@@ -84,7 +84,7 @@ image: ## build the worker image with podman or docker: make image IMAGE=registr
 	$(CONTAINER_ENGINE) build -f workers/Containerfile -t $(IMAGE) $(IMAGE_BUILD_ARGS) workers/
 
 k8s-smoke: $(STAMP) ## tiny experiment on the cluster of the current kubeconfig (IMAGE, K8S_CONTEXT, K8S_NAMESPACE, ...)
-	IMAGE=$(IMAGE) $(PYTHON) -m kts_helpers.run.k8s_smoke $(if $(K8S_CONTEXT),--context $(K8S_CONTEXT)) \
+	IMAGE=$(IMAGE) $(PYTHON) -m kts_helpers.k8s_smoke $(if $(K8S_CONTEXT),--context $(K8S_CONTEXT)) \
 	  $(if $(K8S_NAMESPACE),--namespace $(K8S_NAMESPACE)) $(if $(K8S_NODE_SELECTOR),--node-selector '$(K8S_NODE_SELECTOR)') \
 	  $(if $(K8S_QUEUE),--queue $(K8S_QUEUE)) $(if $(K8S_RUNTIME_CLASS),--runtime-class $(K8S_RUNTIME_CLASS))
 

@@ -1,10 +1,66 @@
 """kts_helpers: the helper package behind the kts notebooks.
 
-One module per concern: ``spec`` (what to run), ``runs`` (immutable run directories),
-``backends`` (local processes, Kubernetes), ``telemetry`` (NVML/DCGM), ``logparse``
-(KTS_APP lines), ``analysis`` and ``stats`` (numbers), ``plots`` (Altair), ``report``
-(papermill + nbconvert pipeline), ``cli`` (``python -m kts_helpers`` / ``kts``).
-Importing the package is cheap: heavy dependencies load in the modules that need them.
+Data flows one way, through three wings (a test enforces the import rule):
+
+**run** — what runs, and how (works on a bare GPU host: torch and the standard library)
+
+* ``run.spec`` — profiles, parameters, tenants and scenarios; the resolved ``ExperimentSpec``
+* ``run.params`` — where parameters come in: ``--set``, notebook parameters, K8S_* settings
+* ``run.runs`` — immutable run directories, created atomically, never overwritten
+* ``run.manifest`` — a run's manifest read once into typed objects
+* ``run.experiment`` — the one runner: set up, calibrate, run scenarios (notebooks, CLI, smoke, scale-out)
+* ``run.corun`` — co-running by construction: when padders may stop; one GPU UUID per shared scenario
+* ``run.capacity`` — will a scenario's tenants fit in GPU memory
+* ``run.environment`` — what the host is: device, driver, CUDA, torch, git commit
+* ``run.mps`` — a private MPS control daemon for one scenario
+* ``run.backends`` — ``Backend`` protocol and ``get_backend``; ``run.backends.base`` — the protocol and results
+* ``run.backends.local`` — tenants as processes on this host
+* ``run.backends.kubernetes`` — tenants as Jobs on one GPU node:
+
+  * ``run.backends.kubernetes.names`` — labels and names; which objects are the kit's own
+  * ``run.backends.kubernetes.api`` — the only code that calls the API server
+  * ``run.backends.kubernetes.nodes`` — what a node advertises (GPUs, replicas, sharing)
+  * ``run.backends.kubernetes.jobs`` — the Job manifest of a tenant
+  * ``run.backends.kubernetes.state`` — pod states, API timestamps, layered waits per tenant
+  * ``run.backends.kubernetes.logs`` — pod logs followed live
+  * ``run.backends.kubernetes.backend`` — ``KubernetesBackend``
+  * ``run.backends.kubernetes.scale`` — one experiment per GPU node at once
+* ``run.telemetry`` — GPU telemetry capture: ``run.telemetry.nvml`` (NVML/GPM sampler),
+  ``run.telemetry.dcgm`` (dcgm-exporter scraper), ``run.telemetry._store`` (on-disk format),
+  ``run.telemetry.__main__`` (the sampler process)
+
+**analyse** — from logs to numbers
+
+* ``analyse.logparse`` — KTS_APP v1/v2 lines into a typed table, fast and robust to junk
+* ``analyse.load`` — a run (or loose logs) into ``RunData``: iterations with clocks, padding, telemetry
+* ``analyse.rules`` — every rule once: clocks, co-running window, warm-up, repeat groups, baseline
+  matching, DF with interval and reading, the bootstrap choice, the CCDF
+* ``analyse.summary`` — the summary table, co-running counts, efficiency, what the main figures show
+* ``analyse.stats`` — intervals for quantiles, DF, jitter, throughput; steady state; sample size
+* ``analyse.resample`` — the bootstrap engine (exact, fast order-statistic resamplers)
+* ``analyse.intervals`` — intervals for every summary row; the headline and forest tables
+* ``analyse.compare`` — beyond the article: sharing modes, contention matrix, LLM phases
+* ``analyse.openloop`` — open-loop arrivals: offered vs achieved rate, response vs service time, overload
+* ``analyse.telemetry`` — telemetry read back, joined to iterations; the clock checks
+* ``analyse.waits`` — the three kinds of waiting on a cluster (admission, placement, start-up)
+
+**present** — what a person reads
+
+* ``present.charts`` — Altair figures of the report
+* ``present.narrative`` — the report's words, computed from the data
+* ``present.sections`` — the report's optional sections
+* ``present.notebook`` — what the notebooks call (their door to run and analyse) and display helpers
+* ``present.pipeline`` — papermill runs the notebooks, nbconvert renders the report
+* ``present.html`` — HTML rendering and ``report/index.html``
+* ``present.reference`` — the README's reference tables
+
+**teaching** — the time-slicing simulator: ``teaching.model`` (the simulator), ``teaching.charts`` (its
+figures), ``teaching.measured`` (a real run next to it, through the analyse wing)
+
+Shared by all: ``errors`` (one exception class per kind of failure), ``fsutil`` (atomic writes); on top,
+``cli`` (``python -m kts_helpers`` / ``kts``) and ``k8s_smoke`` (``make k8s-smoke``: a tiny experiment against
+a real cluster). Importing the package is cheap: heavy dependencies load in the
+modules that need them.
 """
 
 __version__ = "0.1.0"

@@ -18,28 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kts_helpers.errors import KtsError, run_command
-
-
-def _value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def parse_sets(pairs: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise KtsError(f"--set expects key=value, got {pair!r}")
-        key, _, val = pair.partition("=")
-        out[key.strip()] = _value(val.strip())
-    return out
+from kts_helpers.errors import run_command
 
 
 def _params(args: argparse.Namespace) -> dict[str, Any]:
-    params = parse_sets(args.set or [])
+    from kts_helpers.run.params import parse_sets
+
+    params = parse_sets(args.set)
     for key in ("profile", "device", "backend", "label"):
         val = getattr(args, key, None)
         if val:
@@ -66,8 +51,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_teach(args: argparse.Namespace) -> int:
     from kts_helpers.present.pipeline import build_teaching
+    from kts_helpers.run.params import parse_sets
 
-    params = parse_sets(args.set or [])
+    params = parse_sets(args.set)
     if args.run:
         params["run_dir"] = str(Path(args.run).resolve())
     print(build_teaching(params, report_dir=args.report_dir, notebooks_dir=args.notebooks))
@@ -75,21 +61,22 @@ def cmd_teach(args: argparse.Namespace) -> int:
 
 
 def cmd_reference_table(args: argparse.Namespace) -> int:
-    from kts_helpers.present.pipeline import reference_markdown
+    from kts_helpers.present.reference import reference_markdown
 
     print(reference_markdown(args.run))
     return 0
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from kts_helpers.present.pipeline import write_index
+    from kts_helpers.present.html import write_index
 
     print(write_index(args.report_dir))
     return 0
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from kts_helpers.analyse.load import load_logs, summarize_frame, summary_records
+    from kts_helpers.analyse.load import load_logs
+    from kts_helpers.analyse.summary import summarize_frame, summary_records
 
     frame, parsed = load_logs(args.baseline or [], args.shared or [], clip=not args.no_clip, trim=args.trim)
     table = summarize_frame(frame, args.metric)
@@ -108,8 +95,8 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 
 def format_table(table: Any) -> str:
-    cols = [c for c in ("workload", "tenant", "scenario", "phase", "metric", "n", "p50_ms", "p95_ms", "p99_ms",
-                        "mean_ms", "jitter", "throughput_per_s", "df") if c in table]
+    cols = [c for c in ("workload", "tenant", "kind", "phase", "metric", "n", "p50_ms", "p95_ms", "p99_ms",
+                        "mean_ms", "jitter", "throughput_per_s", "df", "df_reading") if c in table]
     shown = table[cols].copy()
     if "phase" in shown and shown["phase"].nunique() <= 1:
         shown = shown.drop(columns="phase")

@@ -8,22 +8,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kts_helpers.analyse.load import (
-    add_clocks,
-    calibration_floor,
+from kts_helpers.analyse.load import load_logs, load_run
+from kts_helpers.analyse.rules import add_clocks, mark_overlap, trim_leading
+from kts_helpers.analyse.summary import (
     efficiency,
-    load_logs,
-    load_run,
-    mark_overlap,
     overlap_counts,
     summarize_frame,
     summarize_run,
     summary_records,
-    trim_leading,
     write_summary,
 )
-from kts_helpers.analyse.logparse import parse_bytes
 from kts_helpers.errors import LogParseError, RunError
+from kts_helpers.run.experiment import calibration_floor
 from kts_helpers.run.runs import create_run
 from kts_helpers.run.spec import ExperimentParams, resolve
 
@@ -40,7 +36,7 @@ def _series(n, *, start, period_ns, dev_scale, seed, tenant, workload, kind="sha
     return pd.DataFrame({
         "workload": workload, "tenant": tenant, "iteration": np.arange(n), "phase": phase,
         "intended_ns": start_ns - rng.integers(0, 3_000_000, n), "start_ns": start_ns, "end_ns": end_ns,
-        "device_ms": device, "wall_ms": wall, "version": "v2", "scenario": scenario, "scenario_kind": kind,
+        "device_ms": device, "wall_ms": wall, "version": "v2", "scenario": scenario, "kind": kind,
         "sharing": "timeslice",
     })
 
@@ -107,9 +103,9 @@ def test_summarize_frame_numbers_and_df_matching():
     ]
     frame = add_clocks(pd.concat(parts, ignore_index=True), 0.0)
     for metric in ("device", "wall", "wait"):
-        table = summarize_frame(frame, metric).set_index(["scenario", "tenant"])
+        table = summarize_frame(frame, metric).set_index(["kind", "tenant"])
         for p in parts:
-            key = (p["scenario_kind"].iloc[0], p["tenant"].iloc[0])
+            key = (p["kind"].iloc[0], p["tenant"].iloc[0])
             x = add_clocks(p, 0.0)[f"{metric}_ms"].to_numpy()
             row = table.loc[key]
             assert row["metric"] == metric and row["n"] == len(x)
@@ -121,7 +117,7 @@ def test_summarize_frame_numbers_and_df_matching():
         assert table.loc[("shared", "gemm-b"), "df"] == p99[("shared", "gemm-b")] / p99[("baseline", "x")]
         assert np.isnan(table.loc[("shared", "llm"), "df"])
         assert table.loc[("baseline", slice(None)), "df"].isna().all()
-    recs = {(r["scenario"], r["tenant"]): r for r in summary_records(summarize_frame(frame, "wall"))}
+    recs = {(r["kind"], r["tenant"]): r for r in summary_records(summarize_frame(frame, "wall"))}
     assert "df" not in recs[("baseline", "x")] and recs[("shared", "llm")]["df"] is None
     json.dumps(list(recs.values()))  # JSON-ready
 
@@ -132,7 +128,7 @@ def test_df_matched_per_phase():
         for phase, s in (("prefill", 5.0), ("decode", 1.0)):
             parts.append(_series(60, start=T0, period_ns=10**7, dev_scale=s * scale, seed=int(s * scale * 10),
                                  tenant="llm", workload="llm", kind=kind, scenario=kind, phase=phase))
-    table = summarize_frame(pd.concat(parts, ignore_index=True), "device").set_index(["scenario", "phase"])
+    table = summarize_frame(pd.concat(parts, ignore_index=True), "device").set_index(["kind", "phase"])
     for phase in ("prefill", "decode"):
         assert table.loc[("shared", phase), "df"] == \
             table.loc[("shared", phase), "p99_ms"] / table.loc[("baseline", phase), "p99_ms"]
@@ -164,21 +160,27 @@ def test_trim_leading_per_series():
     assert trim_leading(frame, 0) is frame
 
 
-def test_calibration_floor():
-    cpu = parse_bytes(b"".join(
-        f"KTS_APP,v2,noop,noop,{i},op,{T0},{T0},{T0 + 5000},0.005,0.005\n".encode() for i in range(30)))
+def test_calibration_floor(tmp_path):
+    """The overhead floor, computed with the standard library alone (the runner's host may lack numpy)."""
+    cpu = tmp_path / "cpu.log"
+    cpu.write_bytes(b"".join(f"KTS_APP,v2,noop,noop,{i},op,{T0},{T0},{T0 + 5000},0.005,0.005\n".encode()
+                             for i in range(30)) + b"KTS_APP,v2,noop,noop,0,pad,1,1,2,9.0,1.0\n")
     assert calibration_floor(cpu) == {"floor_ms": 0.0, "n": 30,
                                       "note": "CPU: device time = wall time, no separate floor"}
     rng = np.random.default_rng(0)
     dev = rng.uniform(0.002, 0.004, 40)
     wall = dev + rng.uniform(0.01, 0.05, 40)
-    gpu = parse_bytes(b"".join(
+    gpu = tmp_path / "gpu.log"
+    gpu.write_bytes(b"".join(
         f"KTS_APP,v2,noop,noop,{i},op,{T0},{T0},{T0 + 5000},{float(d)!r},{float(w)!r}\n".encode()
-        for i, (d, w) in enumerate(zip(dev, wall, strict=True))))
+        for i, (d, w) in enumerate(zip(dev, wall, strict=True))) + b"garbage\n")
     cal = calibration_floor(gpu)
-    gap = gpu.frame["wall_ms"].to_numpy() - gpu.frame["device_ms"].to_numpy()
-    assert cal["floor_ms"] == np.median(gap) and cal["n"] == 40 and cal["p99_ms"] == np.quantile(gap, 0.99)
-    assert calibration_floor(parse_bytes(b""))["n"] == 0
+    gap = wall - dev
+    assert cal["floor_ms"] == pytest.approx(np.median(gap), abs=1e-15) and cal["n"] == 40
+    assert cal["p99_ms"] == pytest.approx(np.quantile(gap, 0.99), abs=1e-15)
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    assert calibration_floor(empty)["n"] == 0
 
 
 def test_load_logs_v2_and_wait_metric(make_log):
@@ -292,7 +294,7 @@ def test_write_summary(tmp_path, crafted_run):
     csv, js = write_summary(table, tmp_path / "out")
     assert pd.read_csv(csv).shape[0] == len(table)
     recs = json.loads(js.read_text())
-    assert all(("df" in r) == (r["scenario"] == "shared") for r in recs)
+    assert all(("df" in r) == (r["kind"] == "shared") for r in recs)
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]
 
 
@@ -324,7 +326,7 @@ def test_overlap_window_uses_raw_lines_with_padding_before_trimming(make_log):
 
 
 def test_df_reading_needs_enough_corunning_samples(make_log, capsys):
-    from kts_helpers.analyse.load import MIN_CORUNNING
+    from kts_helpers.analyse.rules import MIN_CORUNNING
     from kts_helpers.cli import main
 
     assert MIN_CORUNNING == 299  # 0.99 ** 298 > 0.05 >= 0.99 ** 299
@@ -333,7 +335,7 @@ def test_df_reading_needs_enough_corunning_samples(make_log, capsys):
     nbr = make_log("nbr.log", _raw("n", "gemm", [("op", 5 * i, 1.0) for i in range(51)]))
     assert main(["summarize", "--baseline", str(alone), "--shared", str(few), str(nbr), "--metric", "wall",
                  "--format", "json", "--ci", "--resamples", "200", "--seed", "1"]) == 0
-    rows = {(r["scenario"], r["tenant"]): r for r in json.loads(capsys.readouterr().out)}
+    rows = {(r["kind"], r["tenant"]): r for r in json.loads(capsys.readouterr().out)}
     assert rows[("shared", "v")]["df"] > 1.4  # the number is shown ...
     assert rows[("shared", "v")]["df_reading"] == "insufficient co-running data (n = 50 < 299)"  # ... not read
     assert "df_reading" not in rows[("baseline", "v")]
@@ -342,7 +344,7 @@ def test_df_reading_needs_enough_corunning_samples(make_log, capsys):
     nbr2 = make_log("nbr2.log", _raw("n", "gemm", [("op", 5 * i, 1.0) for i in range(401)]))
     assert main(["summarize", "--baseline", str(alone), "--shared", str(many), str(nbr2), "--metric", "wall",
                  "--format", "json", "--ci", "--resamples", "200", "--seed", "1"]) == 0
-    rows = {(r["scenario"], r["tenant"]): r for r in json.loads(capsys.readouterr().out)}
+    rows = {(r["kind"], r["tenant"]): r for r in json.loads(capsys.readouterr().out)}
     assert rows[("shared", "v")]["df_reading"] == "degraded"
 
 
@@ -354,9 +356,9 @@ def test_a_tenant_with_no_corunning_sample_keeps_its_row(make_log):
     late = make_log("late.log", _raw("n", "gemm", [("op", 1000 + 5 * i, 1.0) for i in range(50)]))  # never together
     frame, _ = load_logs([alone], [early, late])
     table = add_intervals(summarize_frame(frame, "wall"), frame, "wall", n_resamples=50, seed=0)
-    row = table[(table["scenario"] == "shared") & (table["tenant"] == "v")].iloc[0]
+    row = table[(table["kind"] == "shared") & (table["tenant"] == "v")].iloc[0]
     assert row["n"] == 0 and np.isnan(row["p99_ms"]) and np.isnan(row["df"])
-    assert row["df_reading"] == row["verdict"] == "no co-running samples"
+    assert row["df_reading"] == "no co-running samples"
 
 
 def test_split_gpus_refused_in_summarize_and_runs(make_log, capsys, tmp_path):
@@ -393,14 +395,14 @@ def _two_tenant_frame(alone_ms, shared_ms):
         return pd.DataFrame({"workload": "fft", "tenant": "v", "iteration": np.arange(n), "phase": "op",
                              "intended_ns": start, "start_ns": start, "end_ns": start + (x * 1e6).astype(np.int64),
                              "device_ms": x, "wall_ms": x, "version": "v2", "scenario": scenario,
-                             "scenario_kind": kind, "sharing": "timeslice", "in_overlap": True})
+                             "kind": kind, "sharing": "timeslice", "in_overlap": True})
     return pd.concat([series(alone_ms, "baseline", "baseline-v"), series(shared_ms, "shared", "shared")],
                      ignore_index=True)
 
 
 def test_default_keeps_contention_that_a_per_series_warmup_rule_would_cut():
     """The neighbour's burst at the start of the shared series is the effect, not a warm-up."""
-    from kts_helpers.analyse.load import apply_warmup
+    from kts_helpers.analyse.rules import apply_warmup
     from kts_helpers.analyse.stats import steady_state_start
 
     rng = np.random.default_rng(4)
@@ -411,7 +413,7 @@ def test_default_keeps_contention_that_a_per_series_warmup_rule_would_cut():
     kept, dropped = apply_warmup(frame)
     assert (dropped["dropped"] == 0).all() and len(kept) == 1600
     assert dropped.set_index("scenario").loc["shared", "diagnostic"].startswith("not stationary by MSER-5")
-    df = summarize_frame(add_clocks(kept, 0.0), "wall").set_index("scenario").loc["shared", "df"]
+    df = summarize_frame(add_clocks(kept, 0.0), "wall").set_index("kind").loc["shared", "df"]
     assert df > 2.5  # the p99 comes from the contended iterations
     # the old per-series rule would have cut the contention away and called sharing almost free
     cut = steady_state_start(shared, detect=True, max_fraction=0.2)[0]
@@ -419,7 +421,7 @@ def test_default_keeps_contention_that_a_per_series_warmup_rule_would_cut():
 
 
 def test_paired_warmup_cuts_alone_and_shared_alike_and_keeps_df_unbiased():
-    from kts_helpers.analyse.load import apply_warmup
+    from kts_helpers.analyse.rules import apply_warmup
 
     rng = np.random.default_rng(5)
     log_dfs = []
@@ -431,6 +433,6 @@ def test_paired_warmup_cuts_alone_and_shared_alike_and_keeps_df_unbiased():
             series.append(x)
         kept, dropped = apply_warmup(_two_tenant_frame(*series), rule="mser5-paired")
         assert dropped["dropped"].nunique() == 1 and 0 < dropped["dropped"].iloc[0] <= 160
-        t = summarize_frame(add_clocks(kept, 0.0), "wall").set_index("scenario")
+        t = summarize_frame(add_clocks(kept, 0.0), "wall").set_index("kind")
         log_dfs.append(np.log(t.loc["shared", "df"]))
     assert abs(np.median(log_dfs)) < 0.02  # within 2 % of the true DF = 1

@@ -70,7 +70,7 @@ def test_summarize_ci_adds_intervals(matrix_run: Path, capsys: pytest.CaptureFix
             lo, hi = r[key]
             assert lo <= hi
         assert r["p50_ci"][0] <= r["p50_ms"] <= r["p50_ci"][1]
-        if r["scenario"] == "shared":
+        if r["kind"] == "shared":
             assert r["df_ci"][0] <= r["df"] <= r["df_ci"][1]
         else:
             assert "df" not in r and r.get("df_ci") is None

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 V1 = Path(__file__).resolve().parent / "fixtures" / "v1"
 BASE = [V1 / "baseline-fft.log", V1 / "baseline-gemm.log"]
 SHARED = [V1 / "shared-fft.log", V1 / "shared-gemm.log"]
-KEYS = {"workload", "scenario", "metric", "n", "p50_ms", "p95_ms", "p99_ms", "mean_ms", "jitter",
+KEYS = {"workload", "kind", "metric", "n", "p50_ms", "p95_ms", "p99_ms", "mean_ms", "jitter",
         "throughput_per_s"}
 
 
@@ -46,7 +46,7 @@ def _summarize(capsys, *args):
 def _json(capsys, *args):
     code, out, err = _summarize(capsys, *args, "--format", "json")
     assert code == 0, err
-    return {(r["scenario"], r["workload"]): r for r in json.loads(out)}, err
+    return {(r["kind"], r["workload"]): r for r in json.loads(out)}, err
 
 
 def _expect(row, x):
@@ -115,7 +115,7 @@ def test_table_format(capsys):
     assert code == 0, err
     lines = out.strip().splitlines()
     header = lines[0].split()
-    for col in ("workload", "tenant", "scenario", "metric", "n", "p50_ms", "p95_ms", "p99_ms", "df"):
+    for col in ("workload", "tenant", "kind", "metric", "n", "p50_ms", "p95_ms", "p99_ms", "df"):
         assert col in header
     assert "phase" not in header  # one phase only: the column is dropped
     assert len(lines) == 5
@@ -175,7 +175,7 @@ def test_python_m_kts_helpers_subprocess(capsys):
                          capture_output=True, text=True, cwd=REPO, timeout=120)
     assert res.returncode == 0, res.stderr
     in_process, _ = _json(capsys, *_args())
-    assert {(r["scenario"], r["workload"]): r for r in json.loads(res.stdout)} == in_process
+    assert {(r["kind"], r["workload"]): r for r in json.loads(res.stdout)} == in_process
     assert res.stderr.strip() == "kts: note: skipped 0 malformed KTS_APP line(s) and 4 other line(s)"
     bad = subprocess.run([sys.executable, "-m", "kts_helpers", "summarize", "--baseline", "/nonexistent/x.log"],
                          capture_output=True, text=True, cwd=REPO, timeout=120)

@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 import vl_convert
 
-from kts_helpers.analyse import compare
-from kts_helpers.analyse.load import RunData, df_reading, load_run
+from kts_helpers.analyse import compare, openloop
+from kts_helpers.analyse.load import RunData, load_run
+from kts_helpers.analyse.rules import df_reading
 from kts_helpers.analyse.stats import df_wording
-from kts_helpers.present import charts as plots
+from kts_helpers.present import charts
 from kts_helpers.run.runs import create_run
 from kts_helpers.run.spec import ExperimentParams, resolve
 
@@ -138,7 +139,7 @@ def _check_intervals(t: pd.DataFrame, prefixes: tuple[str, ...]) -> None:
 
 # -- detection ----------------------------------------------------------------------------------------------
 def test_what_each_run_holds(modes_run, matrix_run, open_run, four_run, article_run):
-    flags = {name: (compare.has_modes(d), compare.has_matrix(d), compare.has_open_loop(d), compare.has_phases(d))
+    flags = {name: (compare.has_modes(d), compare.has_matrix(d), openloop.has_open_loop(d), compare.has_phases(d))
              for name, d in [("modes", modes_run), ("matrix", matrix_run), ("open", open_run),
                              ("four", four_run), ("article", article_run)]}
     assert flags == {"modes": (True, False, False, False), "matrix": (False, True, False, True),
@@ -279,7 +280,7 @@ def test_matrix_with_repeats_pools_runs_and_matches_numpy(tmp_path):
 
 # -- 3. open loop -------------------------------------------------------------------------------------------
 def test_open_loop_that_keeps_up_is_not_overloaded(open_run):
-    t = compare.open_loop_table(open_run)
+    t = openloop.open_loop_table(open_run)
     assert list(t["when"]) == ["alone", "shared"] and (t["tenant"] == "fft").all()
     assert not t["overloaded"].any() and (t["message"] == "").all()
     assert (t["offered_hz"] == 40).all()
@@ -289,16 +290,16 @@ def test_open_loop_that_keeps_up_is_not_overloaded(open_run):
     s = t.set_index("when")
     assert s.loc["shared", "response_p99_ms"] == pytest.approx(14.05)  # service + 50 us of wake-up, no queue
     assert s.loc["alone", "response_p99_ms"] == pytest.approx(10.05)
-    q = compare.queue_growth(open_run)
+    q = openloop.queue_growth(open_run)
     assert set(q["when"]) == {"alone", "shared"} and len(q) == t["n"].sum()
-    f = compare.open_closed_frame(open_run)
-    assert set(f["clock"]) == {compare.RESPONSE_LABEL, compare.SERVICE_LABEL}
+    f = openloop.open_closed_frame(open_run)
+    assert set(f["clock"]) == {openloop.RESPONSE_LABEL, openloop.SERVICE_LABEL}
     assert f["exceedance"].between(0, 1, inclusive="neither").all()
 
 
 def test_closed_loop_run_has_no_open_loop_rows(article_run):
-    assert compare.open_loop_table(article_run).empty
-    assert compare.queue_growth(article_run).empty and compare.open_closed_frame(article_run).empty
+    assert openloop.open_loop_table(article_run).empty
+    assert openloop.queue_growth(article_run).empty and openloop.open_closed_frame(article_run).empty
 
 
 def _open_lines(tenant: str, n: int, rate_hz: float, service_ms: float, *, meta: bool, start: int) -> list[str]:
@@ -334,8 +335,8 @@ def overloaded_run(tmp_path) -> RunData:
 
 
 def test_overloaded_open_loop_is_flagged(overloaded_run):
-    assert compare.has_open_loop(overloaded_run)
-    t = compare.open_loop_table(overloaded_run).set_index("when")
+    assert openloop.has_open_loop(overloaded_run)
+    t = openloop.open_loop_table(overloaded_run).set_index("when")
     assert list(t.index) == ["alone", "shared"]  # the alone log has no KTS_META: found from intended != start
     assert not t.loc["alone", "overloaded"] and t.loc["alone", "message"] == ""
     assert t.loc["alone", "arrival"] == "open" and t.loc["alone", "offered_hz"] == pytest.approx(40.0)
@@ -347,15 +348,15 @@ def test_overloaded_open_loop_is_flagged(overloaded_run):
     assert sh["utilisation"] == pytest.approx(40 * 0.035, rel=1e-6)
     # queue delay of request i = 0.05 + i x (35.05 - 25) ms: 10.05 ms more per 25 ms of arrivals = 402 ms/s
     assert sh["queue_slope_ms_per_s"] == pytest.approx(402.0, rel=1e-6)
-    q = compare.queue_growth(overloaded_run)
+    q = openloop.queue_growth(overloaded_run)
     last = q[q["when"] == "shared"].iloc[-1]
     assert last["queue_ms"] == pytest.approx(0.05 + 199 * 10.05, rel=1e-9)
 
 
 def test_open_closed_frame_uses_a_closed_run_when_given(overloaded_run, article_run):
-    f = compare.open_closed_frame(overloaded_run, closed=article_run)
-    assert set(f["clock"]) == {compare.RESPONSE_LABEL, compare.CLOSED_LABEL}
-    g = f[(f["when"] == "shared") & (f["clock"] == compare.RESPONSE_LABEL)]
+    f = openloop.open_closed_frame(overloaded_run, closed=article_run)
+    assert set(f["clock"]) == {openloop.RESPONSE_LABEL, openloop.CLOSED_LABEL}
+    g = f[(f["when"] == "shared") & (f["clock"] == openloop.RESPONSE_LABEL)]
     assert g["latency_ms"].max() > 1000  # the backlog shows in the response time
 
 
@@ -385,18 +386,18 @@ def _renders(chart: alt.TopLevelMixin) -> None:
 
 
 def test_charts_build_and_render(modes, matrix, matrix_run, open_run, overloaded_run):
-    _renders(plots.modes_chart(modes))
-    _renders(plots.modes_chart(modes, log=True))
-    _renders(plots.df_heatmap(matrix))
-    _renders(plots.df_heatmap(matrix, all_phases=True))
-    _renders(plots.phase_chart(compare.phase_table(matrix_run, n_resamples=NR)))
-    _renders(plots.queue_chart(compare.queue_growth(overloaded_run)))
-    _renders(plots.open_closed_tails(open_run))
-    _renders(plots.open_closed_tails(compare.open_closed_frame(overloaded_run)))
+    _renders(charts.modes_chart(modes))
+    _renders(charts.modes_chart(modes, log=True))
+    _renders(charts.df_heatmap(matrix))
+    _renders(charts.df_heatmap(matrix, all_phases=True))
+    _renders(charts.phase_chart(compare.phase_table(matrix_run, n_resamples=NR)))
+    _renders(charts.queue_chart(openloop.queue_growth(overloaded_run)))
+    _renders(charts.open_closed_tails(open_run))
+    _renders(charts.open_closed_tails(openloop.open_closed_frame(overloaded_run)))
 
 
 def test_heatmap_cells_carry_the_interval_text(matrix):
-    spec = plots.df_heatmap(matrix).to_dict()
+    spec = charts.df_heatmap(matrix).to_dict()
     values = next(iter(spec["datasets"].values()))
     texts = {(v["victim"], v["neighbours"]): v["text"] for v in values}
     r = matrix[(matrix["victim"] == "fft") & (matrix["neighbours"] == "gemm")].iloc[0]

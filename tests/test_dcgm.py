@@ -11,8 +11,8 @@ import pytest
 
 from kts_helpers.analyse.telemetry import attach_telemetry, load_telemetry
 from kts_helpers.errors import KtsError
-from kts_helpers.run.telemetry import DcgmScraper, TelemetryError, parse_dcgm_text, read_status, scrape_dcgm
-from kts_helpers.run.telemetry.dcgm import COLUMNS
+from kts_helpers.run.telemetry._store import TelemetryError, read_status
+from kts_helpers.run.telemetry.dcgm import COLUMNS, DcgmScraper, parse_dcgm_text, scrape_dcgm
 
 FIXTURE = Path(__file__).parent / "fixtures" / "dcgm_metrics.txt"
 UUID0 = "GPU-0b6c8a1e-2f4d-4c1b-9a7e-1d2c3b4a5f60"

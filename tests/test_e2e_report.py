@@ -32,14 +32,16 @@ def test_pipeline_writes_run_summary_and_report(rendered: dict[str, Path]) -> No
     run_dir = rendered["run_dir"]
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "complete"
-    assert sorted(p.name for p in (run_dir / "notebooks").iterdir()) == [
+    (build,) = (rendered["reports"] / "build" / run_dir.name).iterdir()  # executed copies and tables live here
+    assert sorted(p.name for p in build.iterdir() if p.suffix == ".ipynb") == [
         "00-setup.ipynb", "01-baseline.ipynb", "02-shared.ipynb", "03-analysis.ipynb"]
-    rows = json.loads((run_dir / "summary.json").read_text())
-    shared_wall = [r for r in rows if r["scenario"] == "shared" and r["metric"] == "wall"]
+    assert sorted(p.name for p in run_dir.iterdir() if not p.name.startswith(".")) == ["logs", "manifest.json"]
+    rows = json.loads((build / "summary.json").read_text())
+    shared_wall = [r for r in rows if r["kind"] == "shared" and r["metric"] == "wall"]
     assert {r["workload"] for r in shared_wall} == {"fft", "gemm"}
     assert all(r["df"] > 0 for r in shared_wall)
-    assert all("df" not in r for r in rows if r["scenario"] == "baseline")
-    assert (run_dir / "summary.csv").read_text().startswith("scenario,")
+    assert all("df" not in r for r in rows if r["kind"] == "baseline")
+    assert (build / "summary.csv").read_text().startswith("kind,group,")
     html = rendered["html"].read_text()
     assert "data:image/svg+xml" in html
     assert 'src="http' not in html and 'href="http' not in html.replace('href="https://github', "")
@@ -85,7 +87,7 @@ def test_crashing_tenant_fails_the_run_and_names_the_tenant(tmp_path: Path, monk
     timed = [ln for ln in log.splitlines() if ln.startswith("KTS_APP,v2,fft") and ",pad," not in ln]
     assert len(timed) == 4  # iterations 0..3 were written before the crash and all kept
     assert "injected crash" in (run_dir / "logs" / "baseline-fft" / "fft.stderr").read_text()
-    assert (run_dir / "notebooks" / "01-baseline.ipynb").exists()
+    assert next((tmp_path / "r" / "build" / run_dir.name).iterdir()).joinpath("01-baseline.ipynb").exists()
 
 
 def _check_offline_page(html: Path, min_charts: int) -> None:

@@ -7,6 +7,7 @@ backend call runs in a thread (``asyncio.to_thread``) while the fake controllers
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 from pathlib import Path
@@ -18,18 +19,13 @@ import yaml
 from k8s_fixtures import NS, FakeCluster, gpu_node, kts_lines, make_run
 
 from kts_helpers.analyse.logparse import parse_bytes
+from kts_helpers.analyse.waits import layered_waits
 from kts_helpers.errors import BackendError, SpecError, TenantFailed
 from kts_helpers.run.backends.base import Backend
-from kts_helpers.run.backends.kubernetes import (
-    MANAGED_BY,
-    KubeForbidden,
-    KubernetesBackend,
-    job_name,
-    label_value,
-    layered_waits,
-    parse_selector,
-    scale_out,
-)
+from kts_helpers.run.backends.kubernetes.api import KubeForbidden
+from kts_helpers.run.backends.kubernetes.backend import KubernetesBackend
+from kts_helpers.run.backends.kubernetes.names import MANAGED_BY, job_name, label_value, parse_selector
+from kts_helpers.run.backends.kubernetes.scale import scale_out
 
 pytestmark = pytest.mark.timeout(60)
 LABEL_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
@@ -106,7 +102,7 @@ async def test_shared_scenario_runs_pinned_together_and_records_layered_waits(cl
 
     assert {t: c["timed_lines"] for t, c in scen["corun"].items()} == {"fft": 3, "gemm": 3}
     assert scen["padding_stopped_ns"] > scen["started_ns"]
-    waits = layered_waits(run)
+    waits = layered_waits(run.read())
     assert list(waits["tenant"]) == ["fft", "gemm"]
     row = waits.iloc[0]
     assert (row.placement_wait_s, row.startup_s) == (2.0, 3.0)
@@ -161,7 +157,7 @@ async def test_kueue_admission_is_measured(cluster: FakeCluster, tmp_path: Path)
     assert job["spec"]["suspend"] is True
     assert result.tenants[0].events["admitted"] == "2025-01-01T12:00:03Z"
     assert result.tenants[0].events["workload"].startswith("job-")
-    row = layered_waits(run).iloc[0]
+    row = layered_waits(run.read()).iloc[0]
     assert (row.admission_wait_s, row.placement_wait_s, row.startup_s) == (3.0, 2.0, 3.0)
 
 
@@ -428,7 +424,7 @@ def test_label_values_and_names_are_sanitised() -> None:
 def test_layered_waits_skips_other_backends(tmp_path: Path) -> None:
     run, _ = make_run(tmp_path)
     run.record_scenario("baseline-fft", {"status": "complete", "backend": "local", "tenants": {}})
-    frame = layered_waits(run)
+    frame = layered_waits(run.read())
     assert frame.empty
     assert list(frame.columns)[:6] == ["scenario", "tenant", "admission_wait_s", "placement_wait_s", "startup_s",
                                        "run_s"]
@@ -457,9 +453,11 @@ async def test_scale_out_runs_one_experiment_per_node_at_once(cluster: FakeClust
         assert r.run_path is not None
         run_dir = Path(r.run_path)
         jobs = [j for j in _jobs_created(cluster.km) if j["metadata"]["annotations"]["kts/run-id"] == run_dir.name]
-        assert len(jobs) == 4  # baseline-fft, baseline-gemm, shared x2
+        assert len(jobs) == 5  # calibration (the kit's one runner calibrates everywhere), 2 baselines, shared x2
         assert {j["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"] for j in jobs} == {r.node}
-        assert sorted(p.name for p in (run_dir / "logs").iterdir()) == ["baseline-fft", "baseline-gemm", "shared"]
+        assert sorted(p.name for p in (run_dir / "logs").iterdir()) == ["baseline-fft", "baseline-gemm",
+                                                                       "calibration", "shared"]
+        assert "floor_ms" in json.loads((run_dir / "manifest.json").read_text())["calibration"]
 
 
 # ------------------------------------------------------------------------------------------ k8s_smoke
@@ -475,7 +473,7 @@ def _kubeconfig(path: Path, server: str, context: str = "lab") -> Path:
 
 async def test_k8s_smoke_runs_a_tiny_experiment(cluster: FakeCluster, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from kts_helpers.run import k8s_smoke
+    from kts_helpers import k8s_smoke
 
     cluster.add_node(gpu_node("gpu-1"))
     cfg = _kubeconfig(tmp_path / "kubeconfig", str(cluster.km.url).rstrip("/"))
@@ -486,14 +484,15 @@ async def test_k8s_smoke_runs_a_tiny_experiment(cluster: FakeCluster, tmp_path: 
     assert "Kubernetes sees 4 GPUs; the node has 1" in out and "context lab" in out
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert "k8s-smoke" in run_dir.name
-    assert sorted(p.name for p in (run_dir / "logs").iterdir()) == ["baseline-fft", "baseline-gemm", "shared"]
+    assert sorted(p.name for p in (run_dir / "logs").iterdir()) == ["baseline-fft", "baseline-gemm", "calibration",
+                                                                   "shared"]
     assert "placement_wait_s" in out
     assert not cluster.live("batch/v1/jobs")
 
 
 async def test_k8s_smoke_cleanup_and_errors(cluster: FakeCluster, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from kts_helpers.run import k8s_smoke
+    from kts_helpers import k8s_smoke
 
     cluster.add_job("kts-leftover", {MANAGED_BY: "kts", "kts.run-id": "old"}, {"kts/run-id": "old"})
     cluster.add_job("web", {"app": "web"})

@@ -18,7 +18,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from kts_helpers.run.backends.kubernetes import build_job
+from kts_helpers.run.backends.kubernetes.jobs import build_job
 from kts_helpers.run.spec import ExperimentParams, resolve
 
 ROOT = Path(__file__).resolve().parents[1]

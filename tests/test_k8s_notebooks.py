@@ -20,11 +20,11 @@ from kts_helpers.analyse.load import load_run_telemetry
 from kts_helpers.analyse.telemetry import load_telemetry
 from kts_helpers.errors import SpecError
 from kts_helpers.present.pipeline import build_report
-from kts_helpers.run.backends.kubernetes import KubernetesBackend
+from kts_helpers.run.backends.kubernetes.backend import KubernetesBackend
 from kts_helpers.run.experiment import build_backend
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ExperimentParams
-from kts_helpers.run.telemetry import read_status
+from kts_helpers.run.telemetry._store import read_status
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).parent / "fixtures" / "dcgm_metrics.txt"
@@ -86,7 +86,7 @@ def test_dcgm_exporter_is_scraped_while_a_scenario_runs(emulator: EmulatorThread
     assert "sm_clock_mhz" in tel.columns and set(tel["sm_clock_mhz"]) == {1755.0, 345.0}
     assert tel["pod"].dropna().unique().tolist() == ["kts-fft-0", "kts-gemm-0"]
     # the analysis reads it like the NVML sampler's
-    frame, statuses = load_run_telemetry(run, run.manifest())
+    frame, statuses = load_run_telemetry(run, run.read())
     assert statuses["shared"]["status"] == "complete" and len(frame) == status["samples"]
     assert set(frame["scenario"]) == {"shared"}
 
@@ -186,9 +186,11 @@ def test_notebooks_run_on_kubernetes_and_report_layered_waits(emulator: Emulator
             assert lines[0].startswith("KTS_META,v2") and len(lines) >= 21 + (2 if name == "shared" else 0)
             assert all(f",{tenant}," in ln for ln in lines[1:])
     assert sorted(scenarios["shared"]["tenants"]) == ["fft", "gemm"]
-    assert sorted(p.name for p in (run_dir / "notebooks").iterdir()) == [
+    (build,) = (reports / "build" / run_dir.name).iterdir()  # executed notebooks and tables: not in the run
+    assert sorted(p.name for p in build.glob("*.ipynb")) == [
         "00-setup.ipynb", "01-baseline.ipynb", "02-shared.ipynb", "03-analysis.ipynb"]
-    assert "Kubernetes sees 4 GPUs; the node has 1" in (run_dir / "notebooks" / "00-setup.ipynb").read_text()
+    assert "Kubernetes sees 4 GPUs; the node has 1" in (build / "00-setup.ipynb").read_text()
+    assert not (run_dir / "notebooks").exists() and not (run_dir / "summary.json").exists()
     # the cluster is left clean
     assert emulator.call(lambda fc: fc.live("batch/v1/jobs")) == {}
     assert emulator.call(lambda fc: fc.live("v1/pods")) == {}
@@ -201,5 +203,5 @@ def test_notebooks_run_on_kubernetes_and_report_layered_waits(emulator: Emulator
     waits = waits[:waits.index("</table>")]
     assert "placement wait s" in waits and "5.000" in waits and "kts-shared-gemm-" in waits  # ... and its table
     assert "unreachable" in html  # why there is no GPU telemetry
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert {r["tenant"] for r in summary if r["scenario"] == "shared"} == {"fft", "gemm"}
+    summary = json.loads((build / "summary.json").read_text())
+    assert {r["tenant"] for r in summary if r["kind"] == "shared"} == {"fft", "gemm"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kts_helpers.present.pipeline import reference_markdown
+from kts_helpers.present.reference import reference_markdown
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()

@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 
 from kts_helpers.errors import KtsError, RunError
-from kts_helpers.teaching.simulate import (
+from kts_helpers.teaching.measured import from_run
+from kts_helpers.teaching.model import (
     SimError,
     SimTenant,
     degradation,
     fit_distances,
     fit_quantum,
-    from_run,
     simulate,
     summarize_sim,
     sweep,
@@ -200,15 +200,13 @@ def test_from_run_recovers_the_quantum_and_the_df(tmp_path: Path) -> None:
 
 def _hand_written_run(root: Path, status: str = "complete") -> Path:
     """A run directory as the runner writes it, with real-GPU-like overhead (wall = device + 0.05)."""
-    spec = {"resolved": {"sleep_ms_fft": 100.0, "sleep_ms_gemm": 150.0, "iterations": 60},
-            "scenarios": [
-                {"name": "baseline-fft", "kind": "baseline", "tenants": [{"name": "fft", "workload": "fft",
-                                                                          "sleep_ms": 100.0}]},
-                {"name": "baseline-gemm", "kind": "baseline", "tenants": [{"name": "gemm", "workload": "gemm",
-                                                                            "sleep_ms": 150.0}]},
-                {"name": "shared", "kind": "shared", "tenants": [
-                    {"name": "fft", "workload": "fft", "sleep_ms": 100.0},
-                    {"name": "gemm", "workload": "gemm", "sleep_ms": 150.0}]}]}
+    fft = {"name": "fft", "workload": "fft", "sleep_ms": 100.0, "iterations": 60, "matrix_size": 4096}
+    gemm = {"name": "gemm", "workload": "gemm", "sleep_ms": 150.0, "iterations": 60, "matrix_size": 4096}
+    spec = {"profile": "article", "device": "cuda",
+            "resolved": {"sleep_ms_fft": 100.0, "sleep_ms_gemm": 150.0, "iterations": 60},
+            "scenarios": [{"name": "baseline-fft", "kind": "baseline", "tenants": [fft]},
+                          {"name": "baseline-gemm", "kind": "baseline", "tenants": [gemm]},
+                          {"name": "shared", "kind": "shared", "tenants": [fft, gemm]}]}
     (root).mkdir()
     (root / "manifest.json").write_text(json.dumps({"format_version": 2, "status": status, "spec": spec}))
     rng = np.random.default_rng(0)
@@ -248,10 +246,10 @@ def test_from_run_refuses_bad_run_directories(tmp_path: Path) -> None:
     cases.append((_hand_written_run(tmp_path / "failed", status="failed"), "'failed', not 'complete'"))
     no_log = _hand_written_run(tmp_path / "nolog")
     (no_log / "logs" / "shared" / "gemm.log").unlink()
-    cases.append((no_log, "does not exist"))
+    cases.append((no_log, "gemm.* no alone or no co-running shared iterations"))
     junk = _hand_written_run(tmp_path / "junk")
     (junk / "logs" / "baseline-fft" / "fft.log").write_text("Traceback (most recent call last):\n")
-    cases.append((junk, "no KTS_APP lines"))
+    cases.append((junk, "fft.* no alone or no co-running shared iterations"))
     lone = _hand_written_run(tmp_path / "lone")
     m = json.loads((lone / "manifest.json").read_text())
     m["spec"]["scenarios"] = m["spec"]["scenarios"][:2]

@@ -11,6 +11,7 @@ import pytest
 from scipy.signal import lfilter
 from scipy.stats import binom, ks_2samp
 
+from kts_helpers.analyse import resample as R
 from kts_helpers.analyse import stats as S
 from kts_helpers.analyse.stats import (
     Interval,
@@ -152,8 +153,8 @@ def test_block_methods_agree_with_arch(ar1: np.ndarray, method: str) -> None:
 def test_tail_engine_matches_naive_distribution(method: str, b: int, q: float) -> None:
     """The fast tail path must give the naive bootstrap's distribution, not an approximation."""
     x = _ar1(3000, seed=4)
-    fast, nf = S._boot_quantiles(x, q, 6000, method, b, np.random.default_rng(1), engine="tail")
-    naive, _ = S._boot_quantiles(x, q, 6000, method, b, np.random.default_rng(2), engine="naive")
+    fast, nf = R.boot_quantiles(x, q, 6000, method, b, np.random.default_rng(1), engine="tail")
+    naive, _ = R.boot_quantiles(x, q, 6000, method, b, np.random.default_rng(2), engine="naive")
     assert nf == 0
     assert ks_2samp(fast, naive).pvalue > 0.001
     assert abs(fast.mean() - naive.mean()) < 4 * naive.std() / math.sqrt(3000)
@@ -163,27 +164,27 @@ def test_iid_order_statistics_exact_jointly(lognormal: np.ndarray) -> None:
     """Beta-chain order statistics vs materialised resamples, jointly (p99 / p50 from one resample)."""
     x = lognormal[:2000]
     n = len(x)
-    ks = [*S._bracket(n, 0.99), *S._bracket(n, 0.5)]
-    fast, _ = S._boot_orders(x, ks, 5000, "iid", 1, np.random.default_rng(3))
-    naive, _ = S._boot_orders(x, ks, 5000, "iid", 1, np.random.default_rng(4), engine="naive")
-    jf = S._lerp_quantile(fast[:, 0], fast[:, 1], n, 0.99) / S._lerp_quantile(fast[:, 2], fast[:, 3], n, 0.5)
-    jn = S._lerp_quantile(naive[:, 0], naive[:, 1], n, 0.99) / S._lerp_quantile(naive[:, 2], naive[:, 3], n, 0.5)
+    ks = [*R.bracket(n, 0.99), *R.bracket(n, 0.5)]
+    fast, _ = R.boot_orders(x, ks, 5000, "iid", 1, np.random.default_rng(3))
+    naive, _ = R.boot_orders(x, ks, 5000, "iid", 1, np.random.default_rng(4), engine="naive")
+    jf = R.lerp_quantile(fast[:, 0], fast[:, 1], n, 0.99) / R.lerp_quantile(fast[:, 2], fast[:, 3], n, 0.5)
+    jn = R.lerp_quantile(naive[:, 0], naive[:, 1], n, 0.99) / R.lerp_quantile(naive[:, 2], naive[:, 3], n, 0.5)
     for a, b in ((fast[:, 0], naive[:, 0]), (fast[:, 2], naive[:, 2]), (jf, jn)):
         assert ks_2samp(a, b).pvalue > 0.001
 
 
 def test_order_statistic_lerp_is_numpy_quantile(ar1: np.ndarray) -> None:
-    pos = S._naive_positions(len(ar1), 50, "stationary", 10, np.random.default_rng(0))
+    pos = R.naive_positions(len(ar1), 50, "stationary", 10, np.random.default_rng(0))
     vals = ar1[pos]
     for q in (0.5, 0.9, 0.99, 0.013):
-        lo, hi = S._bracket(len(ar1), q)
+        lo, hi = R.bracket(len(ar1), q)
         part = np.partition(vals, [lo, hi], axis=1)
-        np.testing.assert_array_equal(S._lerp_quantile(part[:, lo], part[:, hi], len(ar1), q),
+        np.testing.assert_array_equal(R.lerp_quantile(part[:, lo], part[:, hi], len(ar1), q),
                                       np.quantile(vals, q, axis=1))
 
 
 def test_stationary_positions_have_geometric_blocks() -> None:
-    pos = S._naive_positions(10_000, 20, "stationary", 8, np.random.default_rng(0))
+    pos = R.naive_positions(10_000, 20, "stationary", 8, np.random.default_rng(0))
     jumps = np.diff(pos, axis=1) != 1
     jumps &= ~((pos[:, :-1] == 9_999) & (pos[:, 1:] == 0))  # wrap-around continues the block
     assert abs(jumps.mean() - 1 / 8) < 0.01
@@ -197,12 +198,12 @@ def test_too_few_tail_elements_are_redrawn_and_reported(monkeypatch: pytest.Monk
     those resamples are redrawn naively, counted, and the count is reported in the note.
     """
     x = _ar1(3000, seed=9)
-    monkeypatch.setattr(S, "_Z_TAIL", -1.0)
-    vals, nf = S._boot_quantiles(x, 0.99, 500, "stationary", 10, np.random.default_rng(1), engine="tail")
+    monkeypatch.setattr(R, "_Z_TAIL", -1.0)
+    vals, nf = R.boot_quantiles(x, 0.99, 500, "stationary", 10, np.random.default_rng(1), engine="tail")
     assert 0 < nf <= 500 and np.all((vals >= x.min()) & (vals <= x.max()))
     iv = quantile_interval(x, 0.99, n_resamples=500, block_length=10, seed=1)
     assert "redrawn naively" in iv.note and iv.lo < iv.hi
-    monkeypatch.setattr(S, "_Z_TAIL", 7.0)
+    monkeypatch.setattr(R, "_Z_TAIL", 7.0)
     assert "redrawn" not in quantile_interval(x, 0.99, n_resamples=500, block_length=10, seed=1).note
 
 

@@ -17,14 +17,8 @@ import pytest
 
 from kts_helpers.analyse.telemetry import attach_telemetry, clock_report, expand_processes, load_telemetry
 from kts_helpers.errors import KtsError
-from kts_helpers.run.telemetry import (
-    TelemetryError,
-    TelemetrySampler,
-    consolidated_path,
-    part_paths,
-    read_status,
-    run_sampler,
-)
+from kts_helpers.run.telemetry._store import TelemetryError, consolidated_path, part_paths, read_status
+from kts_helpers.run.telemetry.nvml import TelemetrySampler, run_sampler
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_DIR = ROOT / "tests" / "fixtures" / "telemetry_fake_pynvml"
@@ -328,7 +322,7 @@ def test_join_bad_input_is_a_clear_error(bad):
 
 
 def _clock_frame(rows: list[tuple[str, str, str, str, float | None]]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=["scenario", "scenario_kind", "workload", "tenant", "tel_sm_clock_mhz"])
+    return pd.DataFrame(rows, columns=["scenario", "kind", "workload", "tenant", "tel_sm_clock_mhz"])
 
 
 def test_clock_report_10_percent_rule_and_75_percent_throttle():
@@ -382,7 +376,7 @@ def test_clock_report_bad_input(bad):
     elif bad == "maxnan":
         mx = float("nan")
     elif bad == "kind":
-        df["scenario_kind"] = "solo"
+        df["kind"] = "solo"
     else:
         df = df.drop(columns=["tel_sm_clock_mhz"])
     with pytest.raises(TelemetryError):
@@ -396,7 +390,7 @@ def test_end_to_end_sampler_join_clock(tmp_path, fake_nvml):
     ts = tel["ts_ns"].to_numpy()
     # one iteration centred on each of samples 3 and 15
     it = pd.DataFrame({"start_ns": [ts[3] - 10, ts[15] - 10], "end_ns": [ts[3] + 10, ts[15] + 10],
-                       "scenario": ["baseline-fft", "shared"], "scenario_kind": ["baseline", "shared"],
+                       "scenario": ["baseline-fft", "shared"], "kind": ["baseline", "shared"],
                        "workload": ["fft", "fft"], "tenant": ["fft", "fft"]})
     joined = attach_telemetry(it, tel, tolerance_ms=1)
     assert joined["tel_sm_clock_mhz"].tolist() == [1003.0, 1015.0]

@@ -36,7 +36,6 @@ import platform
 import random
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -234,22 +233,32 @@ def resolve_device(torch, requested: str):
 
 
 class StopRequest:
-    """Set by SIGTERM: the loop finishes the iteration in progress, prints it and ends."""
+    """Set by SIGTERM: the loop finishes the iteration in progress, prints it and ends.
+
+    The handler only sets a flag: anything that takes a lock (threading.Event.set) can deadlock when
+    the signal lands while the same thread holds that lock. Sleeps are cut into short slices that
+    look at the flag, so a stop is seen within ``SLICE_S``.
+    """
+
+    SLICE_S = 0.02
 
     def __init__(self) -> None:
-        self.event = threading.Event()
+        self.requested = False
 
     def install(self) -> None:
-        signal.signal(signal.SIGTERM, lambda _signum, _frame: self.event.set())
+        signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, _signum: int, _frame: object) -> None:
+        self.requested = True
 
     def sleep(self, seconds: float) -> None:
-        """Sleep, but wake at once when a stop is requested."""
-        if seconds > 0:
-            self.event.wait(seconds)
-
-    @property
-    def requested(self) -> bool:
-        return self.event.is_set()
+        """Sleep, but wake within a slice when a stop is requested."""
+        end = time.monotonic() + seconds
+        while not self.requested:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, self.SLICE_S))
 
 
 def wait_for_start(args: argparse.Namespace, stop: StopRequest | None = None) -> int:

@@ -143,7 +143,7 @@ class ClockReport:
 
     max_sm_clock_mhz: float
     throttle_threshold_mhz: float
-    per_scenario: pd.DataFrame  # scenario, scenario_kind, n, n_with_clock, median_sm_clock_mhz
+    per_scenario: pd.DataFrame  # scenario, kind, n, n_with_clock, median_sm_clock_mhz
     per_workload: pd.DataFrame  # workload, baseline/shared medians, rel_diff, clock_differs, note
     throttle_counts: pd.DataFrame  # scenario, tenant, n, n_with_clock, n_throttled, throttled_frac
     iterations: pd.DataFrame  # the input plus a nullable-boolean ``throttled`` column
@@ -161,7 +161,7 @@ def clock_report(iterations_with_tel: pd.DataFrame, max_sm_clock_mhz: float, *,
     import pandas as pd
 
     df = iterations_with_tel
-    need = ["scenario", "scenario_kind", "workload", "tenant", clock_col]
+    need = ["scenario", "kind", "workload", "tenant", clock_col]
     missing = [c for c in need if c not in df.columns]
     if missing:
         raise TelemetryError(f"clock_report needs columns {missing} (attach_telemetry first?)")
@@ -171,10 +171,10 @@ def clock_report(iterations_with_tel: pd.DataFrame, max_sm_clock_mhz: float, *,
         raise TelemetryError(f"max_sm_clock_mhz must be a number, got {max_sm_clock_mhz!r}") from None
     if not math.isfinite(mx) or mx <= 0:
         raise TelemetryError(f"max_sm_clock_mhz must be > 0, got {max_sm_clock_mhz!r}")
-    kinds = set(df["scenario_kind"].dropna().unique())
+    kinds = set(df["kind"].dropna().unique())
     bad = kinds - {"baseline", "shared"}
-    if bad or df["scenario_kind"].isna().any():
-        raise TelemetryError(f"scenario_kind must be 'baseline' or 'shared', got {sorted(map(str, bad)) or [None]}")
+    if bad or df["kind"].isna().any():
+        raise TelemetryError(f"kind must be 'baseline' or 'shared', got {sorted(map(str, bad)) or [None]}")
 
     clock = pd.to_numeric(df[clock_col], errors="coerce").astype("float64")
     threshold = throttle_fraction * mx
@@ -183,10 +183,10 @@ def clock_report(iterations_with_tel: pd.DataFrame, max_sm_clock_mhz: float, *,
     out = df.copy()
     out["throttled"] = throttled
 
-    work = pd.DataFrame({"scenario": df["scenario"].to_numpy(), "scenario_kind": df["scenario_kind"].to_numpy(),
+    work = pd.DataFrame({"scenario": df["scenario"].to_numpy(), "kind": df["kind"].to_numpy(),
                          "workload": df["workload"].to_numpy(), "tenant": df["tenant"].to_numpy(),
                          "clock": clock.to_numpy(), "throttled": throttled})
-    per_scenario = (work.groupby(["scenario", "scenario_kind"], sort=True, dropna=False)
+    per_scenario = (work.groupby(["scenario", "kind"], sort=True, dropna=False)
                     .agg(n=("clock", "size"), n_with_clock=("clock", "count"), median_sm_clock_mhz=("clock", "median"))
                     .reset_index())
     throttle_counts = (work.assign(t=work["throttled"].fillna(False).astype(bool))
@@ -200,8 +200,8 @@ def clock_report(iterations_with_tel: pd.DataFrame, max_sm_clock_mhz: float, *,
     flags: list[str] = []
     rows = []
     for wl, g in work.groupby("workload", sort=True):
-        base = g.loc[g["scenario_kind"] == "baseline", "clock"].dropna()
-        shared = g.loc[g["scenario_kind"] == "shared", "clock"].dropna()
+        base = g.loc[g["kind"] == "baseline", "clock"].dropna()
+        shared = g.loc[g["kind"] == "shared", "clock"].dropna()
         bmed = float(base.median()) if len(base) else math.nan
         smed = float(shared.median()) if len(shared) else math.nan
         note = ""

@@ -1,19 +1,18 @@
 """Altair figures of the report, with one palette for tenants and one for alone/shared.
 
-Rendering: in the report pipeline (``KTS_STATIC_CHARTS=1``) charts become inline SVG via
-vl-convert, so the HTML needs no JavaScript from a CDN and renders offline. In JupyterLab
-the default renderer keeps them interactive (brush on the timeline filters the tail plot).
+Rendering: the report pipeline passes ``static_charts=True`` to the analysis notebook, which asks for
+``use_renderer("svg")``: charts become inline SVG via vl-convert, so the HTML needs no JavaScript from a
+CDN and renders offline. In JupyterLab the interactive renderer keeps them interactive (brush on the
+timeline filters the tail plot).
 """
 
 from __future__ import annotations
-
-import os
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
-from kts_helpers.analyse.load import scenario_group
+from kts_helpers.analyse import rules
 
 SCENARIO_COLORS = {"alone": "#4C78A8", "shared": "#E45756"}
 TENANT_PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D", "#72B7B2"]
@@ -21,10 +20,10 @@ WIDTH = 560
 
 
 def use_renderer(mode: str = "auto") -> str:
-    """svg for static reports (offline), default (interactive) in JupyterLab."""
+    """svg for static reports (offline); "auto": the interactive renderer (JupyterLab)."""
     alt.data_transformers.disable_max_rows()
     if mode == "auto":
-        mode = "svg" if os.environ.get("KTS_STATIC_CHARTS") == "1" else "default"
+        mode = "default"
     alt.renderers.enable(mode)
     return mode
 
@@ -44,7 +43,7 @@ def _label(kind: pd.Series) -> pd.Series:
 def four_panel(table: pd.DataFrame, metric: str = "wall") -> alt.Chart:
     """The article's figure: p50 and p99 per tenant alone vs shared, and throughput alone vs shared."""
     t = table[table["metric"] == metric].copy()
-    t["when"] = _label(t["scenario"])
+    t["when"] = _label(t["kind"])
     long = t.melt(id_vars=["tenant", "when"], value_vars=["p50_ms", "p99_ms", "throughput_per_s"],
                   var_name="stat", value_name="value")
     titles = {"p50_ms": f"p50 {metric} latency (ms)", "p99_ms": f"p99 {metric} latency (ms)",
@@ -61,18 +60,13 @@ def four_panel(table: pd.DataFrame, metric: str = "wall") -> alt.Chart:
 
 
 def ccdf_frame(frame: pd.DataFrame, metric: str = "wall", max_points: int = 1500) -> pd.DataFrame:
-    """Exceedance probability P(X > x) per tenant and alone/shared; thinned in the body, full in the tail."""
+    """Exceedance probability P(X > x) per tenant and alone/shared (``rules.ccdf``: thinned body, full tail)."""
     rows = []
     col = f"{metric}_ms"
-    for (tenant, kind), grp in frame.groupby(["tenant", "scenario_kind"]):
-        x = np.sort(grp[col].to_numpy(np.float64))
-        n = len(x)
-        p = 1.0 - np.arange(1, n + 1) / n
-        keep = np.unique(np.concatenate([np.linspace(0, n - 1, min(n, max_points)).astype(int),
-                                         np.arange(max(0, n - 200), n)]))
-        keep = keep[p[keep] > 0]
-        rows.append(pd.DataFrame({"tenant": tenant, "when": _label(pd.Series([kind]))[0], "latency_ms": x[keep],
-                                  "exceedance": p[keep]}))
+    for (tenant, kind), grp in frame.groupby(["tenant", "kind"]):
+        x, p = rules.ccdf(grp[col].to_numpy(np.float64), max_points)
+        rows.append(pd.DataFrame({"tenant": tenant, "when": _label(pd.Series([kind]))[0], "latency_ms": x,
+                                  "exceedance": p}))
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
 
@@ -92,7 +86,7 @@ def pick_scenario(frame: pd.DataFrame, scenario: str) -> str:
     names = list(dict.fromkeys(frame["scenario"].astype(str)))
     if scenario in names:
         return scenario
-    group = [n for n in names if scenario_group(n) == scenario]
+    group = [n for n in names if rules.scenario_group(n) == scenario]
     if not group:
         raise KeyError(f"no scenario {scenario!r} in these iterations; they have: {', '.join(names)}")
     return sorted(group, key=lambda n: int(n.rsplit("-r", 1)[1]))[0]
@@ -130,7 +124,7 @@ def timeline(frame: pd.DataFrame, tenant: str, scenario: str = "shared", metric:
 def decomposition(table: pd.DataFrame) -> alt.Chart:
     """Wall time split into device time and wait, at p50 and p99, per tenant alone vs shared."""
     t = table[table["metric"].isin(["device", "wait"])].copy()
-    t["when"] = _label(t["scenario"])
+    t["when"] = _label(t["kind"])
     long = t.melt(id_vars=["tenant", "when", "metric"], value_vars=["p50_ms", "p99_ms"], var_name="pct",
                   value_name="ms")
     long["pct"] = long["pct"].str.replace("_ms", "")
@@ -218,14 +212,14 @@ def modes_chart(table: pd.DataFrame, *, log: bool = False, stat: str = "p99") ->
     order = [m for m in MODE_COLORS if m in modes] + [m for m in modes if m not in MODE_COLORS]
     xscale = alt.Scale(type="log") if log else alt.Scale(zero=False)
     base = alt.Chart(d).encode(y=alt.Y("mode:N", sort=order, title=None))
-    rules = base.mark_rule(strokeWidth=2).encode(
+    ranges = base.mark_rule(strokeWidth=2).encode(
         x=alt.X("lo:Q", scale=xscale, title=f"{stat} wall latency (ms{', log scale' if log else ''}) with 95% "
                 "interval"), x2="hi:Q", color=alt.Color("mode:N", scale=_mode_scale(order), title="sharing"))
     points = base.mark_point(filled=True, size=70).encode(
         x="value:Q", color=alt.Color("mode:N", scale=_mode_scale(order), title="sharing"),
         tooltip=["label", "mode", "scenario", "n", alt.Tooltip("value:Q", format=".3f", title=stat),
                  alt.Tooltip("lo:Q", format=".3f"), alt.Tooltip("hi:Q", format=".3f"), "df_text", "wording"])
-    return alt.layer(rules, points).properties(width=WIDTH // 2 - 40, height=28 * max(len(order), 2)).facet(
+    return alt.layer(ranges, points).properties(width=WIDTH // 2 - 40, height=28 * max(len(order), 2)).facet(
         column=alt.Column("label:N", title=None, sort=list(dict.fromkeys(d["label"])))).resolve_scale(
         x="independent").properties(title=f"{stat} wall latency by sharing mode (alone = no neighbour)")
 
@@ -284,11 +278,11 @@ def queue_chart(frame: pd.DataFrame, max_points: int = 4000) -> alt.Chart:
 def open_closed_tails(data: object, closed: object = None) -> alt.Chart:
     """CCDF of open-loop response time next to service (or a closed-loop run's) time: coordinated omission.
 
-    ``data``: a RunData (the frame is built with ``compare.open_closed_frame``) or that frame itself.
+    ``data``: a RunData (the frame is built with ``openloop.open_closed_frame``) or that frame itself.
     """
-    from kts_helpers.analyse import compare
+    from kts_helpers.analyse import openloop
 
-    frame = data if isinstance(data, pd.DataFrame) else compare.open_closed_frame(data, closed)  # type: ignore[arg-type]
+    frame = data if isinstance(data, pd.DataFrame) else openloop.open_closed_frame(data, closed)  # type: ignore[arg-type]
     clocks = list(dict.fromkeys(frame["clock"]))
     return alt.Chart(frame).mark_line(interpolate="step-after").encode(
         x=alt.X("latency_ms:Q", scale=alt.Scale(type="log"), title="latency (ms, log scale)"),
@@ -309,7 +303,7 @@ def phase_chart(table: pd.DataFrame) -> alt.FacetChart:
     long["panel"] = long["tenant"] + ": " + long["stat"]
     order = list(dict.fromkeys(table["scenario"]))
     base = alt.Chart(long).encode(y=alt.Y("scenario:N", sort=order, title=None))
-    rules = base.mark_rule(strokeWidth=2).encode(
+    ranges = base.mark_rule(strokeWidth=2).encode(
         x=alt.X("lo:Q", scale=alt.Scale(zero=False), title="latency (ms) with 95% interval"), x2="hi:Q",
         color=alt.Color("when:N", scale=_scenario_scale(), title="scenario"))
     tip = ["tenant", "stat", "scenario", "quantile", "n", alt.Tooltip("value:Q", format=".3f"),
@@ -320,7 +314,7 @@ def phase_chart(table: pd.DataFrame) -> alt.FacetChart:
     p99 = base.transform_filter("datum.quantile == 'p99'").mark_point(size=60, filled=True, shape="square").encode(
         x="value:Q", color=color, tooltip=tip)
     points = alt.layer(p50, p99)
-    return alt.layer(rules, points).properties(width=WIDTH // 2 - 40, height=26 * max(len(order), 2)).facet(
+    return alt.layer(ranges, points).properties(width=WIDTH // 2 - 40, height=26 * max(len(order), 2)).facet(
         column=alt.Column("panel:N", title=None, sort=list(dict.fromkeys(long["panel"])))).resolve_scale(
         x="independent").properties(title="Time to first token and per-token decode latency "
                                      "(circle: p50, square: p99)")

@@ -20,14 +20,11 @@ def esc(value: Any) -> str:
 
 def title(data: RunData) -> str:
     m = data.manifest
-    env = m.get("environment", {})
-    device = (env.get("device_name") or env.get("gpu_name") or env.get("processor") or env.get("product")
-              or m["spec"].get("device"))
-    label = f" — {esc(m['label'])}" if m.get("label") else ""
-    kind = "GPU" if m["spec"].get("device") == "cuda" else "CPU"
+    label = f" — {esc(m.label)}" if m.label else ""
+    kind = "GPU" if m.on_gpu else "CPU"
     return (f"# What each tenant pays on a shared {kind}{label}\n\n"
-            f"Run `{esc(data.run_id)}` · {esc(device)} · profile `{esc(m['spec'].get('profile'))}` · "
-            f"status **{esc(m.get('status'))}** · created {esc(m.get('created_at', '?'))}")
+            f"Run `{esc(data.run_id)}` · {esc(m.device_name or m.device)} · profile `{esc(m.profile)}` · "
+            f"status **{esc(m.status)}** · created {esc(m.created_at or '?')}")
 
 
 def _fmt(v: float, digits: int = 2) -> str:
@@ -40,15 +37,15 @@ def summary_paragraph(data: RunData, table: pd.DataFrame) -> str:
     dev = table[table["metric"] == "device"]
     sentences = []
     for tenant in wall["tenant"].unique():
-        a = wall[(wall["tenant"] == tenant) & (wall["scenario"] == "baseline")]
-        s = wall[(wall["tenant"] == tenant) & (wall["scenario"] == "shared")]
+        a = wall[(wall["tenant"] == tenant) & (wall["kind"] == "baseline")]
+        s = wall[(wall["tenant"] == tenant) & (wall["kind"] == "shared")]
         if a.empty or s.empty:
             continue
         a, s = a.iloc[0], s.iloc[0]
-        d = dev[(dev["tenant"] == tenant) & (dev["scenario"] == "shared")]
+        d = dev[(dev["tenant"] == tenant) & (dev["kind"] == "shared") & (dev["group"] == s["group"])]
         dev_df = d["df"].iloc[0] if not d.empty else float("nan")
-        verdict = f" ({s['verdict']})" if "verdict" in s and isinstance(s["verdict"], str) else ""
-        on_gpu = data.manifest["spec"].get("device") == "cuda"
+        verdict = f" ({s['df_reading']})" if isinstance(s.get("df_reading"), str) else ""
+        on_gpu = data.on_gpu
         device_part = (f"measured by device time (CUDA events) alone the factor would be {_fmt(dev_df)}×, and "
                        if on_gpu else "")
         sentences.append(
@@ -58,8 +55,8 @@ def summary_paragraph(data: RunData, table: pd.DataFrame) -> str:
             f"{_fmt(100 * (s['throughput_per_s'] / a['throughput_per_s'] - 1), 1)} %.")
     if not sentences:
         return "This run has no pair of alone and shared measurements to compare yet."
-    n_tenants = wall[wall["scenario"] == "shared"]["tenant"].nunique()
-    if data.manifest["spec"].get("device") == "cuda":
+    n_tenants = wall[wall["kind"] == "shared"]["tenant"].nunique()
+    if data.on_gpu:
         lead = (f"{n_tenants} tenants shared one GPU by time-slicing. The headline factor uses wall time (launch to "
                 "completion), because that is what a caller waits for; device time is shown next to it because it "
                 "misses the time a kernel waits for another context's time-slice.")
@@ -72,35 +69,33 @@ def summary_paragraph(data: RunData, table: pd.DataFrame) -> str:
 
 def environment_table(data: RunData) -> pd.DataFrame:
     m = data.manifest
-    env = m.get("environment", {})
-    spec = m.get("spec", {})
+    env = m.environment
     git = env.get("git", {}) or {}
     rows: list[tuple[str, Any]] = [
-        ("run id", data.run_id), ("label", m.get("label") or "—"), ("status", m.get("status")),
-        ("created", m.get("created_at")), ("backend", spec.get("params", {}).get("backend")),
-        ("profile", spec.get("profile")), ("device", spec.get("device")),
-        ("GPU / CPU", env.get("device_name") or env.get("gpu_name") or env.get("processor") or env.get("product")),
+        ("run id", data.run_id), ("label", m.label or "—"), ("status", m.status),
+        ("created", m.created_at), ("backend", m.backend), ("profile", m.profile), ("device", m.device),
+        ("GPU / CPU", m.device_name), ("GPU UUID", env.get("gpu_uuid")),
         ("GPU memory (GiB)", env.get("device_memory_gib")), ("driver", env.get("driver")),
         ("CUDA (torch build)", env.get("torch_cuda")), ("torch", env.get("torch")), ("python", env.get("python")),
         ("compute mode", env.get("compute_mode_name")), ("max SM clock (MHz)", env.get("max_sm_clock_mhz")),
         ("host", env.get("hostname")), ("git commit", f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"),
-        ("overhead floor (ms)", data.manifest.get("calibration", {}).get("floor_ms")),
+        ("overhead floor (ms)", m.calibration.get("floor_ms")),
     ]
     if env.get("backend") == "kubernetes":  # what setup's describe() saw on the cluster
         rows += [("Kubernetes", env.get("summary")), ("context", env.get("context")),
                  ("namespace", env.get("namespace")), ("node", env.get("node")), ("image", env.get("image")),
                  ("GPU resource", env.get("gpu_resource")), ("sharing strategy", env.get("sharing_strategy")),
                  ("replicas", env.get("replicas")), ("Kueue queue", env.get("queue"))]
-    for key, value in sorted((spec.get("resolved") or {}).items()):
+    for key, value in sorted(m.spec.resolved.items()):
         rows.append((f"parameter: {key}", value))
     return pd.DataFrame([(k, esc(v)) for k, v in rows if v is not None], columns=["item", "value"])
 
 
 def methods(data: RunData, *, trim: int, clip: bool, n_resamples: int | None, method: str | None,
             warmup: str = "none") -> str:
-    from kts_helpers.analyse.load import MIN_CORUNNING
+    from kts_helpers.analyse.rules import MIN_CORUNNING
 
-    cal = data.manifest.get("calibration", {})
+    cal = data.manifest.calibration
     floor = cal.get("floor_ms")
     ci = (f"Intervals are 95 % percentile bootstrap intervals from {n_resamples:,} resamples using the "
           f"**{method}** bootstrap (blocks of autocorrelated iterations are resampled together; block length "
@@ -150,13 +145,13 @@ is DF = shared p99 / alone p99 of the same tenant. {ci}
 def caveats(data: RunData) -> str:
     m = data.manifest
     items = []
-    if m["spec"].get("device") == "cpu":
+    if m.device == "cpu":
         items.append("This run used the **CPU** stand-in: tenants share cores through the OS scheduler, not a GPU's "
                      "time-slices; device time equals wall time, so the wait is zero and no GPU telemetry exists.")
     items.append("Workloads are synthetic stand-ins (an FFT for a small latency-sensitive agent, a GEMM for a heavy "
                  "one); real agents' kernels differ in length and cadence.")
     items.append("Throughput is a proxy (1000 / mean latency of a closed loop), not an arrival process.")
-    if m.get("spec", {}).get("resolved", {}).get("repeats", 1) == 1:
+    if m.spec.repeats == 1:
         items.append("One run per scenario: run-to-run variation (clocks, neighbours, thermal state) is not "
                      "captured by the intervals, which describe iteration-level noise only.")
     if data.problems:

@@ -1,10 +1,101 @@
-"""Small display helpers so the notebooks stay thin: Markdown, tables, and short error messages."""
+"""What the notebooks call: the run and analysis entry points, and small display helpers.
+
+Notebooks import only the present (and teaching) wing; this module is their door to the run wing
+(set up a run, run its scenarios) and the analyse wing (load a run, the tables with intervals), so the
+notebooks hold no logic of their own, just the story.
+"""
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from kts_helpers.analyse.intervals import add_all_intervals, forest_frame, headline
+from kts_helpers.analyse.load import RunData, clocks, load_run
+from kts_helpers.analyse.summary import (
+    efficiency,
+    focus,
+    most_affected,
+    overlap_counts,
+    summarize_frame,
+    summarize_run,
+)
+from kts_helpers.errors import RunError
+from kts_helpers.run import experiment
+from kts_helpers.run.params import from_notebook
+from kts_helpers.run.runs import DEFAULT_ROOT, Run, find_run
+
+__all__ = ["Analysis", "analyse", "clocks", "compact", "efficiency", "first_look", "forest_frame", "headline", "md",
+           "open_run_dir", "overlap_counts", "run_scenarios", "setup", "show", "table", "victim"]
+
+
+# -- the run wing, for notebooks 00-02 ------------------------------------------------------------------------
+def setup(parameters: dict[str, Any], extra_params: dict[str, Any] | None = None, *, run_id: str | None = None,
+          runs_root: str | os.PathLike = DEFAULT_ROOT,
+          backend_options: dict[str, Any] | None = None) -> tuple[Run, Any, dict[str, Any], pd.DataFrame]:
+    """Create the run (parameters checked first, host detected, tool calibrated); also the plan as a table."""
+    run, spec, env = experiment.setup_run(from_notebook(parameters, extra_params), run_id=run_id, root=runs_root,
+                                          backend_options=backend_options)
+    return run, spec, env, pd.DataFrame(experiment.describe_plan(spec))
+
+
+def open_run_dir(run_dir: str | os.PathLike | None, runs_root: str | os.PathLike = DEFAULT_ROOT) -> Run:
+    """The run a notebook works on: a path (from the current directory or the repository root, so
+    ``data/runs/<id>`` works from notebooks/ too) or a run id under ``runs_root``."""
+    from kts_helpers.run.environment import REPO_ROOT
+
+    if not run_dir:
+        raise RunError("no run_dir given: pass run_dir= (papermill -p run_dir ...) or make report RUN=...")
+    p = Path(run_dir)
+    if not p.is_absolute() and not p.exists() and (REPO_ROOT / p).exists():
+        p = REPO_ROOT / p
+    return find_run(str(p), runs_root if Path(runs_root).is_absolute() else REPO_ROOT / runs_root)
+
+
+def run_scenarios(run_dir: str | os.PathLike, kind: str) -> tuple[Run, list[Any]]:
+    """Run every scenario of ``kind`` (baseline or shared) that has not run yet."""
+    run = open_run_dir(run_dir)
+    return run, experiment.run_kind(run, kind)
+
+
+def first_look(run: Run, kind: str) -> pd.DataFrame:
+    """Wall-time percentiles of the scenarios of one kind (the analysis notebook adds intervals and figures)."""
+    data = load_run(run)
+    quick = summarize_frame(data.iterations[data.iterations["kind"] == kind], "wall")
+    return quick[["tenant", "group", "n", "p50_ms", "p95_ms", "p99_ms", "mean_ms"]] if len(quick) else quick
+
+
+# -- the analyse wing, for notebook 03 ------------------------------------------------------------------------
+@dataclass
+class Analysis:
+    """One run analysed: its data, the summary table with intervals, and the rows the main figures use."""
+
+    data: RunData
+    table: pd.DataFrame
+    main_table: pd.DataFrame
+    main_iterations: pd.DataFrame
+
+
+def analyse(run_dir: str | os.PathLike, *, clip: bool = True, trim: int = 0, warmup: str = "none",
+            n_resamples: int = 2000, seed: int | None = 0, method: str = "stationary") -> Analysis:
+    """Load a run and compute the summary with intervals for wall, device and wait time."""
+    data = load_run(open_run_dir(run_dir), clip=clip, trim=trim, warmup=warmup)
+    table = add_all_intervals(summarize_run(data), data.iterations, ("wall", "device", "wait"),
+                              n_resamples=n_resamples, seed=seed, method=method)
+    main_table, main_iterations = focus(table, data.iterations)
+    return Analysis(data, table, main_table, main_iterations)
+
+
+def victim(a: Analysis) -> tuple[str, str] | None:
+    """(tenant, scenario group) of the most affected shared tenant: the one the report follows over time."""
+    return most_affected(a.table)
+
+
+# -- display --------------------------------------------------------------------------------------------------
 
 
 def md(text: str) -> None:
@@ -22,14 +113,6 @@ def table(df: pd.DataFrame, *, floatfmt: str = "{:.3f}", caption: str | None = N
     if caption:
         styled = styled.set_caption(caption)
     display(HTML(styled.to_html()))
-
-
-def params_dict(**values: Any) -> dict[str, Any]:
-    """Notebook parameters -> experiment parameters: ``None`` means "use the profile's value"."""
-    extra = values.pop("extra_params", None) or {}
-    out = {k: v for k, v in values.items() if v is not None}
-    out.update(extra)
-    return out
 
 
 def compact(df: pd.DataFrame, max_columns: int = 9) -> pd.DataFrame:

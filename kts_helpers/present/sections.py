@@ -1,7 +1,7 @@
 """Optional report sections: shown only when the run holds what they need.
 
 Each section is Markdown plus tables/charts; the analysis notebook renders them in order.
-Sharing modes, contention matrix, open-loop arrivals and LLM phases come from ``compare``;
+Sharing modes, contention matrix and LLM phases come from ``compare``, open-loop arrivals from ``openloop``;
 Kubernetes runs add the layered waits (admission, placement, start-up) next to the GPU wait.
 """
 
@@ -32,8 +32,8 @@ def build(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0) -> li
 
 
 def _compare_sections(data: RunData, *, n_resamples: int, seed: int | None) -> list[Section]:
-    from kts_helpers.analyse import compare
-    from kts_helpers.present import charts as plots
+    from kts_helpers.analyse import compare, openloop
+    from kts_helpers.present import charts
 
     out = []
     if compare.has_modes(data):
@@ -41,34 +41,33 @@ def _compare_sections(data: RunData, *, n_resamples: int, seed: int | None) -> l
         out.append(Section("### Sharing modes side by side\n\nThe same tenants and parameters under CUDA time-slicing "
                            "(contexts take turns), MPS (kernels of different tenants run at the same time on "
                            "shared SMs) and MPS with a thread limit (`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`).",
-                           [t, plots.modes_chart(t)]))
+                           [t, charts.modes_chart(t)]))
     if compare.has_matrix(data):
         m = compare.contention_matrix(data, n_resamples=n_resamples, seed=seed)
         out.append(Section("### Contention matrix\n\nRows: the tenant that suffers (victim); columns: who it "
                            "shares the GPU with. Each cell is the victim's wall-time DF (p99 shared / p99 alone) "
-                           "with its 95 % interval.", [plots.df_heatmap(m), m]))
-    if compare.has_open_loop(data):
-        t = compare.open_loop_table(data)
+                           "with its 95 % interval.", [charts.df_heatmap(m), m]))
+    if openloop.has_open_loop(data):
+        t = openloop.open_loop_table(data)
         out.append(Section("### Open-loop arrivals\n\nOperations arrive on their own schedule (a Poisson process), "
                            "not when the previous one finishes. Latency is measured from the *intended* arrival, "
                            "so time spent queued behind a slow iteration counts (no coordinated omission).",
-                           [t, plots.open_closed_tails(data), plots.queue_chart(compare.queue_growth(data))]))
+                           [t, charts.open_closed_tails(data), charts.queue_chart(openloop.queue_growth(data))]))
     if compare.has_phases(data):
         t = compare.phase_table(data, n_resamples=n_resamples, seed=seed)
         out.append(Section("### LLM-like workload: time to first token and per-token latency\n\nA small decoder-only "
                            "transformer with random weights: one prefill over the prompt (time to first token), then "
-                           "token-by-token decode.", [t, plots.phase_chart(t)]))
+                           "token-by-token decode.", [t, charts.phase_chart(t)]))
     return out
 
 
 def kubernetes_waits(data: RunData) -> Section | None:
     """Admission (Kueue), placement (scheduler) and container start-up per pod, next to the GPU wait."""
-    backends = {s.get("backend") for s in data.manifest.get("scenarios", {}).values()}
-    if "kubernetes" not in backends:
+    if "kubernetes" not in data.manifest.backends():
         return None
-    from kts_helpers.run.backends.kubernetes import layered_waits
+    from kts_helpers.analyse.waits import layered_waits
 
-    waits = layered_waits(data.run)
+    waits = layered_waits(data.manifest)
     gpu = (data.iterations.groupby(["scenario", "tenant"])["wait_ms"].quantile(0.99).rename("gpu_wait_p99_ms")
            .reset_index())
     table = waits.merge(gpu, on=["scenario", "tenant"], how="left").drop(columns=["resolution_s"],

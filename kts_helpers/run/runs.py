@@ -29,6 +29,7 @@ from typing import Any
 
 from kts_helpers.errors import RunError
 from kts_helpers.fsutil import atomic_write_json
+from kts_helpers.run.manifest import RunManifest
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 2
@@ -56,7 +57,12 @@ class Run:
     def manifest_path(self) -> Path:
         return self.path / MANIFEST
 
+    def read(self) -> RunManifest:
+        """The manifest, typed (what every reader uses)."""
+        return RunManifest.from_dict(self.manifest(), run_id=self.run_id)
+
     def manifest(self) -> dict[str, Any]:
+        """The manifest as stored (for writers that replace it whole)."""
         try:
             return json.loads(self.manifest_path.read_text())
         except FileNotFoundError:

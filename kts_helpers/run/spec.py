@@ -8,6 +8,7 @@ Imports only the standard library: the runner must work on a bare GPU host.
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -135,18 +136,61 @@ def default_profile(device_type: str) -> str:
 
 @dataclass(frozen=True)
 class ExperimentSpec:
-    """The resolved experiment: profile values overlaid with explicit parameters."""
+    """The resolved experiment: profile values overlaid with explicit parameters.
+
+    It is written into the run's manifest once (``to_json``) and read back typed (``from_json``), so
+    no later step resolves parameters again or digs through manifest dicts. ``backend_options`` are
+    what the backend was built with (e.g. the Kubernetes namespace), so every step rebuilds the same one.
+    """
 
     params: ExperimentParams
     profile: str
     device: str
     resolved: dict[str, Any] = field(default_factory=dict)
     scenarios: tuple[ScenarioSpec, ...] = ()
+    backend_options: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"profile": self.profile, "device": self.device, "params": asdict(self.params),
-                "resolved": self.resolved,
-                "scenarios": [asdict(s) for s in self.scenarios]}
+                "resolved": self.resolved, "scenarios": [asdict(s) for s in self.scenarios],
+                "backend_options": dict(self.backend_options)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ExperimentSpec:
+        """The spec as a manifest holds it (also manifests written before ``backend_options`` moved in)."""
+        try:
+            params = ExperimentParams.from_mapping(dict(d.get("params") or {}))
+            return cls(params=params, profile=str(d["profile"]), device=str(d["device"]),
+                       resolved=dict(d.get("resolved") or {}),
+                       scenarios=tuple(scenario_from_dict(s) for s in d.get("scenarios") or ()),
+                       backend_options=dict(d.get("backend_options") or {}))
+        except (KeyError, TypeError) as exc:
+            raise SpecError(f"not an experiment spec: {type(exc).__name__}: {exc}") from None
+
+    @classmethod
+    def from_json(cls, text: str) -> ExperimentSpec:
+        return cls.from_dict(json.loads(text))
+
+    @property
+    def timeout_s(self) -> float:
+        return float(self.resolved.get("timeout_s") or 600)
+
+    @property
+    def pad_limit_s(self) -> float | None:
+        return float(self.resolved["pad_limit_s"]) if self.resolved.get("pad_limit_s") else None
+
+    @property
+    def repeats(self) -> int:
+        return int(self.resolved.get("repeats") or self.params.repeats)
+
+    def tenant(self, scenario: str, tenant: str) -> TenantSpec | None:
+        for t in self.scenario(scenario).tenants:
+            if t.name == tenant:
+                return t
+        return None
 
     def scenario(self, name: str) -> ScenarioSpec:
         for s in self.scenarios:
@@ -261,7 +305,8 @@ def _validate(r: dict[str, Any], p: ExperimentParams) -> None:
 
 def scenario_from_dict(d: dict[str, Any]) -> ScenarioSpec:
     """Rebuild a scenario from its manifest form (the notebooks after 00-setup work from the manifest)."""
-    tenants = tuple(TenantSpec(**t) for t in d["tenants"])
+    known = {f.name for f in fields(TenantSpec)}
+    tenants = tuple(TenantSpec(**{k: v for k, v in t.items() if k in known}) for t in d["tenants"])
     return ScenarioSpec(name=d["name"], kind=d["kind"], tenants=tenants, sharing=d.get("sharing", "timeslice"),
                         repeat=d.get("repeat", 0))
 

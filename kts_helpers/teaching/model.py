@@ -28,8 +28,7 @@ Columns of :func:`simulate` (all in ms):
 * ``wall_ms``: ``end - arrival``: what the host sees.
 * ``wait_ms``: ``wall - device``: time the kernel was issued but not running.
 
-The chart builders at the end (:func:`timeline_chart`, :func:`latency_chart`, :func:`sweep_chart`,
-:func:`comparison_chart`) serve the teaching notebook ``notebooks/10-teaching-timeslice-simulator``.
+Its chart builders are in ``teaching.charts``; ``teaching.measured`` puts a real run next to it.
 """
 
 from __future__ import annotations
@@ -41,17 +40,13 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from kts_helpers.analyse.logparse import parse_file
-from kts_helpers.errors import KtsError, LogParseError, RunError
-from kts_helpers.run.runs import open_run
-
-if TYPE_CHECKING:  # altair is only needed by the chart builders
-    import altair as alt
+from kts_helpers.analyse.rules import degradation as degradation_factor
+from kts_helpers.errors import KtsError, RunError
 
 
 class SimError(KtsError, ValueError):
@@ -262,7 +257,7 @@ def degradation(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_s
             raise SimError(f"tenant {t.name!r} completed no kernel in {duration_ms} ms; lengthen duration_ms")
         out.append({"tenant": t.name, "p50_alone_ms": _pct(alone, 50), "p99_alone_ms": _pct(alone, 99),
                     "p50_shared_ms": _pct(mine, 50), "p99_shared_ms": _pct(mine, 99),
-                    "df": _pct(mine, 99) / _pct(alone, 99)})
+                    "df": degradation_factor([mine], [alone], 0.99, interval=False).estimate})
     return pd.DataFrame(out)
 
 
@@ -364,96 +359,9 @@ def fit_quantum(measured_waits_ms: Mapping[str, Sequence[float]] | Sequence[floa
     return float(d.loc[d["distance_ms"].idxmin(), "quantum_ms"])
 
 
+
+
 DEFAULT_CANDIDATES = tuple(float(x) for x in np.round(np.geomspace(0.25, 64.0, 25), 3))
-
-
-def _scenario_tenants(manifest: dict[str, Any], run_dir: Any) -> tuple[dict, dict[str, dict]]:
-    """The shared scenario, and per tenant the baseline scenario that ran it alone."""
-    scenarios = manifest.get("spec", {}).get("scenarios") or []
-    shared = [s for s in scenarios if s.get("kind") == "shared"]
-    if not shared:
-        raise RunError(f"run {run_dir} has no shared scenario to compare with")
-    chosen = next((s for s in shared if s.get("name") == "shared"), shared[0])
-    baselines: dict[str, dict] = {}
-    for t in chosen.get("tenants") or []:
-        base = next((s for s in scenarios if s.get("kind") == "baseline"
-                     and any(b.get("name") == t.get("name") for b in s.get("tenants") or [])), None)
-        if base is None:
-            raise RunError(f"run {run_dir}: tenant {t.get('name')!r} has no baseline scenario")
-        baselines[t["name"]] = base
-    if not baselines:
-        raise RunError(f"run {run_dir}: the shared scenario {chosen.get('name')!r} lists no tenants")
-    return chosen, baselines
-
-
-def _frame(run, scenario: str, tenant: str) -> pd.DataFrame:
-    path = run.log_path(scenario, tenant)
-    try:
-        frame = parse_file(path).frame
-    except LogParseError as exc:
-        raise RunError(f"run {run.path}: {exc}") from None
-    if frame.empty:
-        raise RunError(f"run {run.path}: no KTS_APP lines in {path}")
-    return frame
-
-
-def from_run(run_dir: str | os.PathLike, *, candidates: Iterable[float] = DEFAULT_CANDIDATES,
-             context_switch_ms: float = 0.0, duration_ms: float = 60_000.0, seed: int = 0) -> dict[str, Any]:
-    """Model a real run: fit the quantum to its measured waits, simulate, compare DFs.
-
-    Per tenant of the ``shared`` scenario: kernel length = median device_ms of its baseline (run
-    alone, so no preemption inflates it); cadence = its configured sleep_ms (an open-loop tenant:
-    1000 / rate_hz - kernel length, a closed loop of the same mean rate); jitter = half the
-    5-95 % spread of its measured baseline gaps (end of one iteration to start of the next).
-    Measured waits = shared (wall - device) minus the baseline median of (wall - device): the
-    launch/sync overhead a tenant pays even alone is not time-slice waiting.
-
-    Returns ``quantum_ms`` (fitted), ``comparison`` (per tenant: measured and simulated p99s and
-    DF), ``fit`` (distance per candidate), ``tenants`` (the SimTenants) and ``measured_waits``.
-    """
-    run = open_run(run_dir)
-    manifest = run.manifest()
-    status = manifest.get("status")
-    if status != "complete":
-        raise RunError(f"run {run.path} is {status!r}, not 'complete'; simulate only finished runs")
-    shared, baselines = _scenario_tenants(manifest, run.path)
-    tenants: list[SimTenant] = []
-    waits: dict[str, np.ndarray] = {}
-    measured: dict[str, tuple[float, float]] = {}
-    for t in shared["tenants"]:
-        name = t["name"]
-        base = _frame(run, baselines[name]["name"], name).sort_values("start_ns")
-        sh = _frame(run, shared["name"], name)
-        kernel_ms = float(base["device_ms"].median())
-        if not kernel_ms > 0:
-            raise RunError(f"run {run.path}: tenant {name!r} has a non-positive median device time")
-        sleep_ms = t.get("sleep_ms")
-        if sleep_ms is None:
-            raise RunError(f"run {run.path}: the manifest gives no sleep_ms for tenant {name!r}")
-        if t.get("arrival", "closed") != "closed" and float(t.get("rate_hz") or 0) > 0:
-            # open-loop tenant: approximate its mean inter-arrival time with a closed loop of the same rate
-            sleep_ms = max(1000.0 / float(t["rate_hz"]) - kernel_ms, 0.0)
-        gaps = (base["start_ns"].to_numpy()[1:] - base["end_ns"].to_numpy()[:-1]) / 1e6
-        jitter = float(np.subtract(*np.percentile(gaps, [95, 5])) / 2) if len(gaps) > 1 else 0.0
-        tenants.append(SimTenant(name, kernel_ms, float(sleep_ms), max(jitter, 0.0)))
-        overhead = float((base["wall_ms"] - base["device_ms"]).median())
-        waits[name] = np.clip((sh["wall_ms"] - sh["device_ms"]).to_numpy(float) - overhead, 0.0, None)
-        measured[name] = (_pct(base["wall_ms"].to_numpy(float), 99), _pct(sh["wall_ms"].to_numpy(float), 99))
-    fit = fit_distances(waits, tenants, candidates, context_switch_ms=context_switch_ms,
-                        duration_ms=duration_ms, seed=seed)
-    quantum = float(fit.loc[fit["distance_ms"].idxmin(), "quantum_ms"])
-    sim = degradation(tenants, quantum, context_switch_ms, duration_ms, seed).set_index("tenant")
-    rows = []
-    for t in tenants:
-        alone, shared_p99 = measured[t.name]
-        rows.append({"tenant": t.name, "kernel_ms": t.kernel_ms, "period_ms": t.period_ms,
-                     "measured_p99_alone_ms": alone, "measured_p99_shared_ms": shared_p99,
-                     "measured_df": shared_p99 / alone if alone > 0 else math.nan,
-                     "sim_p99_alone_ms": sim.loc[t.name, "p99_alone_ms"],
-                     "sim_p99_shared_ms": sim.loc[t.name, "p99_shared_ms"], "sim_df": sim.loc[t.name, "df"]})
-    return {"quantum_ms": quantum, "comparison": pd.DataFrame(rows), "fit": fit, "tenants": tenants,
-            "measured_waits": waits}
-
 
 SYNTHETIC_EPOCH_NS = 1_700_000_000_000_000_000
 
@@ -511,98 +419,3 @@ def _tenant_dict(t: SimTenant) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 # Chart builders for the teaching notebook (Altair; imported lazily so the simulator needs none)
 # ---------------------------------------------------------------------------------------------
-
-def worst_wait_window(kernels: pd.DataFrame, tenant: str, width_ms: float) -> tuple[float, float]:
-    """A window of ``width_ms`` centred on ``tenant``'s longest wait: where the quantum is visible."""
-    g = kernels[kernels["tenant"] == tenant]
-    if g.empty:
-        raise SimError(f"no kernel of tenant {tenant!r} in the simulation")
-    row = g.loc[g["wait_ms"].idxmax()]
-    mid = (float(row["arrival_ms"]) + float(row["end_ms"])) / 2
-    return max(mid - width_ms / 2, 0.0), max(mid - width_ms / 2, 0.0) + width_ms
-
-
-def timeline_chart(kernels: pd.DataFrame, segments: pd.DataFrame, window: tuple[float, float]) -> alt.Chart:
-    """Gantt-like view: who holds the GPU (bars), when each kernel was issued (ticks)."""
-    import altair as alt
-
-    lo, hi = window
-    seg = segments[(segments["end_ms"] > lo) & (segments["start_ms"] < hi)].copy()
-    seg["start_ms"], seg["end_ms"] = seg["start_ms"].clip(lo, hi), seg["end_ms"].clip(lo, hi)
-    arr = kernels[(kernels["arrival_ms"] >= lo) & (kernels["arrival_ms"] <= hi)][
-        ["tenant", "iteration", "arrival_ms", "wait_ms"]]
-    x = alt.X("start_ms:Q", title="time (ms)", scale=alt.Scale(domain=[lo, hi], nice=False))
-    bars = alt.Chart(seg).mark_bar(height=18).encode(
-        x=x, x2="end_ms:Q", y=alt.Y("tenant:N", title=None),
-        color=alt.Color("tenant:N", title="holds the GPU"),
-        opacity=alt.Opacity("what:N", scale=alt.Scale(domain=["run", "switch"], range=[0.9, 0.3]),
-                            title="segment"),
-        tooltip=["tenant", "what", alt.Tooltip("start_ms:Q", format=".3f"), alt.Tooltip("end_ms:Q", format=".3f")])
-    ticks = alt.Chart(arr).mark_tick(color="black", thickness=2, size=26).encode(
-        x=alt.X("arrival_ms:Q", scale=alt.Scale(domain=[lo, hi], nice=False)), y="tenant:N",
-        tooltip=["tenant", "iteration", alt.Tooltip("wait_ms:Q", format=".3f")])
-    return (bars + ticks).properties(width=640, height=110,
-                                     title="Who holds the GPU (bars) and when kernels are issued (ticks)")
-
-
-WALL_LABEL, DEVICE_LABEL = "wall (host)", "device (CUDA events)"
-
-
-def quantile_table(samples: Mapping[str, pd.DataFrame], tenant: str) -> pd.DataFrame:
-    """Percentile curves (1..99, 99.5, 99.9) of wall and device time per scenario, for plotting."""
-    ps = np.concatenate([np.arange(1, 100), [99.5, 99.9]])
-    out = []
-    for scenario, df in samples.items():
-        g = df[df["tenant"] == tenant]
-        if g.empty:
-            raise SimError(f"no kernel of tenant {tenant!r} in scenario {scenario!r}")
-        for col, label in (("wall_ms", WALL_LABEL), ("device_ms", DEVICE_LABEL)):
-            out.append(pd.DataFrame({"scenario": scenario, "clock": label, "percentile": ps,
-                                     "latency_ms": np.percentile(g[col].to_numpy(float), ps)}))
-    return pd.concat(out, ignore_index=True)
-
-
-def latency_chart(samples: Mapping[str, pd.DataFrame], tenant: str) -> alt.Chart:
-    """Latency by percentile, alone vs shared, wall vs device: the median stays, the tail moves."""
-    import altair as alt
-
-    data = quantile_table(samples, tenant)
-    return alt.Chart(data).mark_line(point=False).encode(
-        x=alt.X("percentile:Q", title="percentile", scale=alt.Scale(domain=[0, 100])),
-        y=alt.Y("latency_ms:Q", title="latency (ms)"),
-        color=alt.Color("scenario:N"),
-        strokeDash=alt.StrokeDash("clock:N", title="clock",
-                                  scale=alt.Scale(domain=[WALL_LABEL, DEVICE_LABEL], range=[[1, 0], [5, 4]])),
-        tooltip=["scenario", "clock", "percentile", alt.Tooltip("latency_ms:Q", format=".3f")],
-    ).properties(width=520, height=260, title=f"{tenant}: latency by percentile")
-
-
-def sweep_chart(sweep_df: pd.DataFrame, title: str | None = None, log_x: bool = False) -> alt.Chart:
-    """DF per tenant against the swept parameter (the output of :func:`sweep`).
-
-    ``log_x`` uses a symmetric-log axis, which keeps a 0 value (e.g. a back-to-back cadence) visible.
-    """
-    import altair as alt
-
-    param = str(sweep_df["param"].iloc[0])
-    scale = alt.Scale(type="symlog") if log_x else alt.Scale()
-    axis = alt.Axis(values=sorted(sweep_df["value"].unique().tolist())) if log_x else alt.Axis()
-    base = alt.Chart(sweep_df).encode(
-        x=alt.X("value:Q", title=param, scale=scale, axis=axis), y=alt.Y("df:Q", title="DF = shared p99 / alone p99"),
-        color=alt.Color("tenant:N"), tooltip=["tenant", "value", alt.Tooltip("df:Q", format=".3f")])
-    return (base.mark_line() + base.mark_point()).properties(width=300, height=220,
-                                                             title=title or f"DF vs {param}")
-
-
-def comparison_chart(comparison: pd.DataFrame) -> alt.Chart:
-    """Measured vs simulated DF per tenant, side by side (the output of :func:`from_run`)."""
-    import altair as alt
-
-    data = comparison.melt(id_vars=["tenant"], value_vars=["measured_df", "sim_df"], var_name="source",
-                           value_name="df")
-    data["source"] = data["source"].map({"measured_df": "measured", "sim_df": "simulated"})
-    return alt.Chart(data).mark_bar().encode(
-        x=alt.X("source:N", title=None), y=alt.Y("df:Q", title="DF (wall time)"),
-        color="source:N", column=alt.Column("tenant:N", title=None),
-        tooltip=["tenant", "source", alt.Tooltip("df:Q", format=".3f")],
-    ).properties(width=120, height=220, title="Measured vs simulated DF")

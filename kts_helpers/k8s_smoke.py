@@ -1,4 +1,4 @@
-"""``python -m kts_helpers.run.k8s_smoke``: a tiny experiment against the cluster the kubeconfig points to.
+"""``python -m kts_helpers.k8s_smoke``: a tiny experiment against the cluster the kubeconfig points to.
 
 For users with a cluster: it checks in a minute or two that the whole path works (permissions,
 node and device plugin, image, START_AT, logs, cleanup) before a thirty-minute run finds out.
@@ -14,13 +14,13 @@ import os
 import sys
 from collections.abc import Sequence
 
-from kts_helpers.errors import run_command
+from kts_helpers.errors import KtsError, run_command
 from kts_helpers.run.runs import DEFAULT_ROOT
 
 
 def _parser() -> argparse.ArgumentParser:
     env = os.environ.get
-    p = argparse.ArgumentParser(prog="python -m kts_helpers.run.k8s_smoke", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m kts_helpers.k8s_smoke", description=__doc__.splitlines()[0])
     p.add_argument("--namespace", default=env("K8S_NAMESPACE") or "kts")
     p.add_argument("--image", default=env("IMAGE") or "kts-worker:latest")
     p.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG or ~/.kube/config, else in-cluster")
@@ -43,8 +43,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _smoke(args: argparse.Namespace) -> int:
-    from kts_helpers.run.backends.kubernetes import KubernetesBackend, layered_waits, run_experiment
-    from kts_helpers.run.spec import ExperimentParams, resolve
+    from kts_helpers.analyse.waits import layered_waits
+    from kts_helpers.run.backends.kubernetes import KubernetesBackend
+    from kts_helpers.run.experiment import run_kind, setup_run
+    from kts_helpers.run.spec import ExperimentParams
 
     backend = KubernetesBackend(namespace=args.namespace, image=args.image, kubeconfig=args.kubeconfig,
                                 context=args.context, node_selector=args.node_selector, queue_name=args.queue,
@@ -62,15 +64,20 @@ def _smoke(args: argparse.Namespace) -> int:
     workloads = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
     params = ExperimentParams(profile="tiny", workloads=workloads, backend="kubernetes",
                               timeout_s=args.timeout, label="k8s-smoke")
-    spec = resolve(params, "cuda")
-    run = run_experiment(spec, backend, root=args.root, progress=True)
-    manifest = run.manifest()
-    print(f"run {run.path}: {manifest['status']}")
-    waits = layered_waits(run)
+    run, _spec, _env = setup_run(params, root=args.root, backend=backend, progress=True)
+    error = ""
+    try:
+        for kind in ("baseline", "shared"):
+            run_kind(run, kind, backend=backend)
+    except KtsError as exc:
+        error = str(exc)
+    manifest = run.read()
+    print(f"run {run.path}: {manifest.status}")
+    waits = layered_waits(manifest)
     if not waits.empty:
         print(waits.drop(columns=["pod"]).to_string(index=False))
-    if manifest["status"] != "complete":
-        print(f"kts k8s-smoke: error: {manifest.get('error') or 'a scenario failed'}", file=sys.stderr)
+    if error or manifest.status != "complete":
+        print(f"kts k8s-smoke: error: {error or manifest.error or 'a scenario failed'}", file=sys.stderr)
         return 1
     return 0
 

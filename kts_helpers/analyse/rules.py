@@ -1,0 +1,308 @@
+"""The analysis rules, each written once: every table, comparison, chart and the teaching notebook use these.
+
+* **Clocks**: wait = wall - device - overhead floor (clipped at 0); open-loop response = end - intended arrival.
+* **Co-running**: a shared iteration counts only if it lies inside [latest first start, earliest last end] over
+  its scenario's tenants, computed from the raw lines (padding included) before any trimming; padding
+  (phase ``pad``) is never a statistic.
+* **Warm-up**: nothing data-driven by default (the same fixed ``trim`` for every series); MSER-5 as a
+  diagnostic, or ``mser5-paired``: one cut for a tenant's alone and shared series alike.
+* **Repeat groups**: ``shared-r2`` belongs to group ``shared``; repeats pool into one row, and their intervals
+  come from the two-level bootstrap (runs, then iterations).
+* **Baseline matching**: a shared series is compared with the alone series of the same tenant and phase, else
+  of the same workload and phase.
+* **DF** = shared q-quantile / alone q-quantile, its interval from resampling both sides independently, and
+  its reading ("degraded", ...) only with enough co-running samples.
+* **The bootstrap choice**: stationary block bootstrap (Politis-White block length) for one run, two-level for
+  repeats, fewer than 2 samples: no interval.
+* **CCDF**: exceedance P(X > x), thinned in the body, every point in the tail.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kts_helpers.analyse import stats
+from kts_helpers.errors import LogParseError, RunError
+from kts_helpers.run.corun import PAD_PHASE
+
+METRICS = ("device", "wall", "wait")
+PERCENTILES = (0.50, 0.95, 0.99)
+WARMUP_RULES = ("none", "mser5-paired")
+NO_CORUNNING = "no co-running samples"
+INSUFFICIENT_CORUNNING = "insufficient co-running data"
+REPEAT_SUFFIX = r"-r\d+$"
+# Keys of one summary row: the scenario kind (baseline/shared), the repeat group, and who.
+GROUP_KEYS = ["kind", "group", "sharing", "tenant", "workload", "phase"]
+
+
+# -- clocks ---------------------------------------------------------------------------------------------------
+def add_clocks(frame: pd.DataFrame, floor_ms: float) -> pd.DataFrame:
+    """Add ``wait_ms`` (wall - device - floor, at least 0) and ``response_ms`` (from the intended arrival)."""
+    out = frame.copy()
+    out["wait_ms"] = np.maximum(out["wall_ms"] - out["device_ms"] - floor_ms, 0.0)
+    out["response_ms"] = (out["end_ns"] - out["intended_ns"]).to_numpy(np.int64) / 1e6
+    return out
+
+
+# -- repeat groups --------------------------------------------------------------------------------------------
+def scenario_group(name: str) -> str:
+    """Repeats of a scenario ("shared-r2") form one group ("shared")."""
+    return re.sub(REPEAT_SUFFIX, "", str(name))
+
+
+def scenario_groups(names: pd.Series) -> pd.Series:
+    return names.astype(str).str.replace(REPEAT_SUFFIX, "", regex=True)
+
+
+# -- co-running -----------------------------------------------------------------------------------------------
+def mark_overlap(frame: pd.DataFrame, *, clip: bool = True) -> pd.DataFrame:
+    """Flag iterations that ran while every tenant of their shared scenario was active (``in_overlap``).
+
+    Computed from the raw logs, padding lines included and before any trimming: a shared scenario's
+    window is [latest first start, earliest last end] over its tenants' lines, and only iterations
+    entirely inside it count as shared. Baseline scenarios are all "inside". (The same rule as
+    ``shared/tools/corunning.py``, the independent check.)
+    """
+    out = frame.copy()
+    out["in_overlap"] = True
+    if not clip:
+        return out
+    for _scen, grp in out[out["kind"] == "shared"].groupby("scenario", sort=False):
+        spans = grp.groupby("tenant")[["start_ns", "end_ns"]].agg({"start_ns": "min", "end_ns": "max"})
+        if len(spans) < 2:
+            continue
+        lo, hi = int(spans["start_ns"].max()), int(spans["end_ns"].min())
+        out.loc[grp.index, "in_overlap"] = (grp["start_ns"] >= lo) & (grp["end_ns"] <= hi)
+    return out
+
+
+def split_padding(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(timed iterations, padding lines): padding proves a neighbour was busy and is never a statistic."""
+    pad = frame["phase"] == PAD_PHASE
+    return frame[~pad], frame[pad]
+
+
+def min_corunning_samples(q: float = 0.99, confidence: float = 0.95) -> int:
+    """The fewest co-running samples from which a shared series' q-quantile gets a DF reading.
+
+    Below n = ln(1 - confidence) / ln(q) samples (299 for a p99 at 95 %) the chance that *no* sample
+    lies above the true quantile exceeds 1 - confidence, so no distribution-free upper bound exists
+    and the sample p99 is little more than the maximum; a bootstrap interval then only resamples the
+    few largest values. Such a series gets "insufficient co-running data" instead of a reading.
+    (The stricter 662-sample rule for a two-sample 99 % bound stays a warning in the sample notes.)
+    """
+    return int(np.ceil(np.log(1.0 - confidence) / np.log(q)))
+
+
+MIN_CORUNNING = min_corunning_samples()
+
+
+def df_reading(n_shared: int, wording: str | None) -> str:
+    """The words for a shared row's DF: too little co-running data first, then the interval's wording."""
+    if n_shared == 0:
+        return NO_CORUNNING
+    if n_shared < MIN_CORUNNING:
+        return f"{INSUFFICIENT_CORUNNING} (n = {n_shared} < {MIN_CORUNNING})"
+    return wording or "no interval computed"
+
+
+# -- warm-up --------------------------------------------------------------------------------------------------
+def trim_leading(frame: pd.DataFrame, n: int) -> pd.DataFrame:
+    """Drop the first ``n`` timed iterations of each (scenario, tenant, phase) series."""
+    if n <= 0:
+        return frame
+    keys = [c for c in ("source", "scenario", "tenant", "phase") if c in frame]
+    rank = frame.groupby(keys, sort=False).cumcount()
+    return frame[rank >= n]
+
+
+def apply_warmup(frame: pd.DataFrame, *, trim: int = 0, rule: str = "none",
+                 max_fraction: float = 0.2) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Drop leading timed iterations; return the kept ones and a table of what each series lost and why.
+
+    The untimed warm-up runs before the start barrier, so by default only the fixed ``trim`` is
+    applied, the same count to every series. A data-driven cut could remove the contention itself
+    (a neighbour's burst at the start of a shared series looks like a transient), so MSER-5 (White
+    1997: the cut minimising the standard error of the remaining mean over batches of 5) is only a
+    *diagnostic* here (column ``mser5_point``), unless ``rule="mser5-paired"``: then each tenant's
+    alone and shared series lose the same number of iterations, the largest MSER-5 point over all of
+    them (at most ``max_fraction`` of the shortest), so DF compares tails cut alike.
+    """
+    if rule not in WARMUP_RULES:
+        raise RunError(f"unknown warm-up rule {rule!r}; choose one of {', '.join(WARMUP_RULES)}")
+    if trim < 0:
+        raise RunError(f"trim must be >= 0, got {trim}")
+    series = []
+    for (scen, tenant, phase), grp in frame.groupby(["scenario", "tenant", "phase"], sort=False):
+        grp = grp.sort_values("start_ns")
+        x = grp["wall_ms"].to_numpy(np.float64)
+        point = stats.steady_state_start(x, detect=True, max_fraction=max_fraction)[0] if len(x) >= 20 else None
+        series.append((scen, tenant, phase, grp, point))
+    paired: dict[tuple[str, str], int] = {}
+    if rule == "mser5-paired":
+        cuts: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        for _scen, tenant, phase, grp, point in series:
+            cuts.setdefault((tenant, phase), []).append((point or 0, len(grp)))
+        for key, found in cuts.items():  # the largest point, but never more than max_fraction of the shortest
+            paired[key] = min(max(p for p, _ in found), int(max_fraction * min(n for _, n in found)))
+    keep, rows = [], []
+    for scen, tenant, phase, grp, point in series:
+        n = min(max(trim, paired.get((tenant, phase), 0)), len(grp))
+        why = (f"fixed: first {trim} timed iterations" if rule == "none" else
+               f"paired MSER-5: the same {n} iterations in every series of {tenant}")
+        keep.append(grp.iloc[n:])
+        rows.append({"scenario": scen, "tenant": tenant, "phase": phase, "iterations": len(grp), "dropped": int(n),
+                     "rule": why, "mser5_point": point, "diagnostic": _stationarity_note(point, len(grp))})
+    kept = pd.concat(keep).sort_index() if keep else frame
+    return kept, pd.DataFrame(rows, columns=["scenario", "tenant", "phase", "iterations", "dropped", "rule",
+                                             "mser5_point", "diagnostic"])
+
+
+def _stationarity_note(point: int | None, n: int) -> str:
+    if point is None:
+        return "too short for MSER-5"
+    if point == 0:
+        return "stationary by MSER-5"
+    return f"not stationary by MSER-5: its level settles after iteration {point} ({100 * point / n:.0f} %)"
+
+
+# -- the samples behind a row ---------------------------------------------------------------------------------
+def series_groups(frame: pd.DataFrame, metric: str) -> list[tuple[dict[str, Any], list[np.ndarray]]]:
+    """The samples behind each summary row: one array per repeat, co-running only, in time order.
+
+    A series with no iteration inside its overlap window still gets its (empty) arrays, so the row
+    that says "no co-running samples" is shown instead of vanishing.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
+    col = f"{metric}_ms"
+    if col not in frame:
+        raise LogParseError(f"metric {metric!r} needs column {col}; add_clocks() first")
+    data = frame[frame["phase"] != PAD_PHASE]
+    if "group" not in data:
+        data = data.assign(group=scenario_groups(data["scenario"]))
+    if "repeat" not in data:
+        data = data.assign(repeat=0)
+    inside = data["in_overlap"].to_numpy(bool) if "in_overlap" in data else np.ones(len(data), bool)
+    data = data.assign(_inside=inside)
+    out = []
+    for key, grp in data.groupby(GROUP_KEYS, sort=False, dropna=False):
+        runs = [g.loc[g["_inside"]].sort_values("start_ns")[col].to_numpy(np.float64)
+                for _, g in grp.groupby("repeat", sort=True)]
+        out.append((dict(zip(GROUP_KEYS, key, strict=True)), runs))
+    return out
+
+
+# -- baseline matching ----------------------------------------------------------------------------------------
+def match_baseline(candidates: pd.DataFrame, tenant: str, workload: str, phase: str) -> pd.DataFrame:
+    """The alone rows a shared series is compared with: same tenant and phase, else same workload and phase.
+
+    ``candidates``: rows (iterations or summary rows) of alone scenarios with tenant/workload/phase columns.
+    """
+    match = candidates[(candidates["tenant"] == tenant) & (candidates["phase"] == phase)]
+    if match.empty:
+        match = candidates[(candidates["workload"] == workload) & (candidates["phase"] == phase)]
+    return match
+
+
+# -- quantiles and DF with their intervals --------------------------------------------------------------------
+def _nan_interval(note: str) -> stats.Interval:
+    return stats.Interval(float("nan"), float("nan"), float("nan"), "stationary", None, 0, 0, 0.95, False, note)
+
+
+def _usable(runs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    return [np.asarray(r, np.float64) for r in runs if len(r)]
+
+
+def quantile(runs: Sequence[np.ndarray], q: float, *, n_resamples: int = 2000, seed: int | None = 0,
+             method: str = "stationary", confidence: float = 0.95) -> stats.Interval:
+    """q-quantile of the pooled runs with its interval: two-level bootstrap with repeats, else one series."""
+    runs = _usable(runs)
+    if not runs or sum(len(r) for r in runs) < 2:
+        return _nan_interval("fewer than 2 samples")
+    opts: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "method": method, "confidence": confidence}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.ShortSeriesWarning)
+        if len(runs) > 1 and all(len(r) >= 2 for r in runs):
+            return stats.quantile_ci_runs(runs, q, **opts)
+        return stats.quantile_interval(np.concatenate(runs), q, **opts)
+
+
+@dataclass(frozen=True)
+class Degradation:
+    """DF = shared q-quantile / alone q-quantile, with its interval and its reading."""
+
+    estimate: float
+    lo: float
+    hi: float
+    n_shared: int
+    n_alone: int
+    reading: str
+    note: str = ""
+    interval: stats.Interval | None = None
+
+    @property
+    def ci(self) -> list[float] | None:
+        return [self.lo, self.hi] if np.isfinite(self.lo) and np.isfinite(self.hi) else None
+
+
+def degradation(shared: Sequence[np.ndarray], alone: Sequence[np.ndarray], q: float = 0.99, *,
+                interval: bool = True, n_resamples: int = 2000, seed: int | None = 0, method: str = "stationary",
+                confidence: float = 0.95) -> Degradation:
+    """The degradation factor of a shared series against its alone series (each a list of runs/repeats).
+
+    The two sides are resampled independently (two-level bootstrap when both have repeats). The reading
+    ("degraded", "no detectable change", "faster when shared") needs ``MIN_CORUNNING`` shared samples and
+    an interval; ``interval=False`` gives the point estimate only (the summary table before intervals).
+    """
+    sh, al = _usable(shared), _usable(alone)
+    n_sh, n_al = sum(len(r) for r in sh), sum(len(r) for r in al)
+    if n_sh == 0 or n_al == 0:
+        why = "no alone series to compare with" if n_al == 0 else NO_CORUNNING
+        return Degradation(float("nan"), float("nan"), float("nan"), n_sh, n_al, df_reading(n_sh, None), why)
+    base = float(np.quantile(np.concatenate(al), q))
+    est = float(np.quantile(np.concatenate(sh), q)) / base if base > 0 else float("nan")
+    if not interval or n_sh < 2 or n_al < 2 or min(float(np.min(r)) for r in sh + al) <= 0:
+        note = "" if not interval else "fewer than 2 samples or latencies <= 0: no interval"
+        return Degradation(est, float("nan"), float("nan"), n_sh, n_al, df_reading(n_sh, None), note)
+    opts: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "method": method, "confidence": confidence}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.ShortSeriesWarning)
+        if len(sh) > 1 and len(al) > 1 and all(len(r) >= 2 for r in sh + al):
+            iv = stats.ratio_ci_runs(sh, al, q, **opts)
+        else:
+            iv = stats.ratio_ci(np.concatenate(sh), np.concatenate(al), q, **opts)
+    wording = stats.df_wording(iv.lo, iv.hi) if np.isfinite(iv.lo) and np.isfinite(iv.hi) else None
+    return Degradation(iv.estimate, iv.lo, iv.hi, n_sh, n_al, df_reading(n_sh, wording), iv.note, iv)
+
+
+def runs_of(rows: pd.DataFrame, col: str) -> list[np.ndarray]:
+    """One array per repeat (time order kept): what the two-level bootstrap resamples."""
+    if rows.empty:
+        return []
+    key = "repeat" if "repeat" in rows else "scenario"
+    return [g.sort_values("start_ns")[col].to_numpy(np.float64) for _, g in rows.groupby(key, sort=True)]
+
+
+# -- the tail -------------------------------------------------------------------------------------------------
+def ccdf(x: Sequence[float] | np.ndarray, max_points: int = 1500, tail_points: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted latencies, P(X > x)) thinned to about ``max_points`` in the body, every point in the tail.
+
+    The last point (exceedance 0) is left out: it cannot be drawn on a log scale.
+    """
+    xs = np.sort(np.asarray(x, np.float64))
+    n = len(xs)
+    if n == 0:
+        return xs, xs
+    p = 1.0 - np.arange(1, n + 1) / n
+    keep = np.unique(np.concatenate([np.linspace(0, n - 1, min(n, max_points)).astype(int),
+                                     np.arange(max(0, n - tail_points), n)]))
+    keep = keep[p[keep] > 0]
+    return xs[keep], p[keep]

@@ -1,0 +1,182 @@
+"""The summary table and the run-level views built on it: per tenant and scenario group, n, percentiles,
+jitter, throughput and DF; co-running counts; achieved TFLOP/s and GB/s; which rows the main figures use.
+
+Column names keep three things apart: ``kind`` (baseline or shared), ``group`` (a scenario and its
+repeats: ``shared`` for ``shared-r1``...) and, in the iterations, ``scenario`` (one scenario as run).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from kts_helpers.analyse.rules import (
+    METRICS,
+    PERCENTILES,
+    degradation,
+    df_reading,
+    match_baseline,
+    scenario_groups,
+    series_groups,
+)
+
+if TYPE_CHECKING:
+    from kts_helpers.analyse.load import RunData
+
+
+def series_stats(x: np.ndarray) -> dict[str, float]:
+    """n, p50/p95/p99 (numpy's linear interpolation), mean, jitter p99/p50, throughput 1000/mean."""
+    if len(x) == 0:
+        nan = float("nan")
+        return {"n": 0, "p50_ms": nan, "p95_ms": nan, "p99_ms": nan, "mean_ms": nan, "jitter": nan,
+                "throughput_per_s": nan}
+    p50, p95, p99 = (float(v) for v in np.quantile(x, PERCENTILES))
+    mean = float(np.mean(x))
+    return {"n": int(len(x)), "p50_ms": p50, "p95_ms": p95, "p99_ms": p99, "mean_ms": mean,
+            "jitter": p99 / p50 if p50 > 0 else float("nan"),
+            "throughput_per_s": 1000.0 / mean if mean > 0 else float("nan")}
+
+
+def baseline_row(table: pd.DataFrame, row: pd.Series) -> pd.Series | None:
+    """The alone row (same metric) a shared summary row is compared with (``rules.match_baseline``)."""
+    base = table[(table["kind"] == "baseline") & (table["metric"] == row["metric"])]
+    match = match_baseline(base, row["tenant"], row["workload"], row["phase"])
+    return None if match.empty else match.iloc[0]
+
+
+def summarize_frame(frame: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
+    """Per kind x group x tenant (x phase): n, p50/p95/p99, mean, jitter, throughput, and DF on shared rows.
+
+    Repeats of a scenario are pooled; only co-running iterations count. ``df_reading`` says "insufficient
+    co-running data" below ``rules.MIN_CORUNNING`` shared samples; the interval's reading replaces it once
+    ``intervals.add_intervals`` has run.
+    """
+    rows, samples = [], []
+    for key, runs in series_groups(frame, metric):
+        rows.append({**key, "metric": metric, **series_stats(np.concatenate(runs)), "repeats": len(runs)})
+        samples.append(runs)
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    table["df"] = np.nan
+    table["df_reading"] = None
+    for i, row in table[table["kind"] == "shared"].iterrows():
+        base = baseline_row(table, row)
+        alone = samples[table.index.get_loc(base.name)] if base is not None else []
+        d = degradation(samples[table.index.get_loc(i)], alone, 0.99, interval=False)
+        table.loc[i, "df"] = d.estimate
+        table.loc[i, "df_reading"] = d.reading
+    return table
+
+
+def summarize_run(data: RunData, metrics: tuple[str, ...] = METRICS) -> pd.DataFrame:
+    return pd.concat([summarize_frame(data.iterations, m) for m in metrics], ignore_index=True)
+
+
+def summary_records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """JSON-ready rows; ``df`` and ``df_reading`` only on shared rows; NaN becomes null."""
+    out = []
+    for rec in table.to_dict(orient="records"):
+        clean = {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in rec.items()}
+        if clean.get("kind") != "shared":
+            clean.pop("df", None)
+            clean.pop("df_reading", None)
+        out.append(clean)
+    return out
+
+
+def write_summary(table: pd.DataFrame, out_dir: str | os.PathLike) -> tuple[Path, Path]:
+    """summary.csv and summary.json, written atomically (into a report's build directory, not the run)."""
+    import json
+
+    from kts_helpers.fsutil import atomic_write_text
+
+    out = Path(out_dir)
+    csv = atomic_write_text(out / "summary.csv", table.to_csv(index=False))
+    js = atomic_write_text(out / "summary.json", json.dumps(summary_records(table), indent=2) + "\n")
+    return csv, js
+
+
+def overlap_counts(data_or_frame: RunData | pd.DataFrame) -> pd.DataFrame:
+    """Per shared tenant: timed iterations, how many co-ran with every neighbour, and padding lines.
+
+    Every timed iteration of a shared scenario should co-run (the workers pad until all are done);
+    ``outside`` > 0 means a tenant started late or stopped early, and those iterations are left out.
+    """
+    from kts_helpers.analyse.load import RunData
+
+    frame = data_or_frame.iterations if isinstance(data_or_frame, RunData) else data_or_frame
+    pads = data_or_frame.padding if isinstance(data_or_frame, RunData) else pd.DataFrame()
+    cols = ["scenario", "tenant", "timed", "co_running", "outside", "padding"]
+    shared = frame[frame["kind"] == "shared"]
+    if shared.empty:
+        return pd.DataFrame(columns=cols)
+    g = shared.groupby(["scenario", "tenant"])["in_overlap"].agg(timed="size", co_running="sum").reset_index()
+    g["outside"] = g["timed"] - g["co_running"]
+    n_pad = pads.groupby(["scenario", "tenant"]).size() if len(pads) else pd.Series(dtype=int)
+    g["padding"] = [int(n_pad.get((s, t), 0)) for s, t in zip(g["scenario"], g["tenant"], strict=True)]
+    return g[cols]
+
+
+def efficiency(data: RunData) -> pd.DataFrame:
+    """Achieved TFLOP/s and GB/s per tenant and scenario, from the work per op each worker reported.
+
+    ``None`` where a quantity does not apply (a workload without a bandwidth model has no GB/s).
+    """
+    if data.meta.empty:
+        return pd.DataFrame()
+    work = data.meta.drop_duplicates(["scenario", "tenant"]).set_index(["scenario", "tenant"])
+    rows = []
+    for (scen, tenant), grp in data.iterations.groupby(["scenario", "tenant"]):
+        if (scen, tenant) not in work.index:
+            continue
+        w = work.loc[(scen, tenant)]
+        per_op = grp.groupby("iteration")["device_ms"].sum().median() / 1e3  # seconds per op, device clock
+        flops, nbytes = w.get("flops_per_op") or np.nan, w.get("bytes_per_op") or np.nan
+        rows.append({"scenario": scen, "tenant": tenant, "workload": grp["workload"].iloc[0],
+                     "device_ms_per_op_p50": per_op * 1e3,
+                     "tflops": flops / per_op / 1e12 if per_op > 0 else np.nan,
+                     "gb_per_s": nbytes / per_op / 1e9 if per_op > 0 else np.nan})
+    return pd.DataFrame(rows)
+
+
+def primary_shared(groups: list[str]) -> str | None:
+    """The shared group the article's figures use: "shared", else "shared-all", else the first one."""
+    for want in ("shared", "shared-all"):
+        if want in groups:
+            return want
+    return groups[0] if groups else None
+
+
+def focus(table: pd.DataFrame, frame: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Alone rows plus the primary shared group, one phase per tenant (LLM: decode), for the main figures.
+
+    Runs with several shared scenarios (modes, matrix) get their own comparison sections; pooling them
+    in the alone-vs-shared figures would mix different neighbours.
+    """
+    main = primary_shared(list(dict.fromkeys(table.loc[table["kind"] == "shared", "group"])))
+    keep_t = ((table["kind"] == "baseline") | (table["group"] == main)) & ~table["phase"].isin(["prefill"])
+    out_f = None
+    if frame is not None:
+        keep_f = (frame["kind"] == "baseline") | (scenario_groups(frame["scenario"]) == main)
+        out_f = frame[keep_f & ~frame["phase"].isin(["prefill"])]
+    return table[keep_t], out_f
+
+
+def most_affected(table: pd.DataFrame, metric: str = "wall") -> tuple[str, str] | None:
+    """(tenant, group) of the shared row with the largest DF: the tenant the report follows over time."""
+    shared = table[(table["kind"] == "shared") & (table["metric"] == metric) & table["df"].notna()]
+    if shared.empty:
+        return None
+    row = shared.loc[shared["df"].idxmax()]
+    return str(row["tenant"]), str(row["group"])
+
+
+def readings(table: pd.DataFrame, metric: str = "wall") -> dict[tuple[str, str], str]:
+    """{(tenant, group): reading} of the shared rows: what the summary, the index and the CLI say."""
+    shared = table[(table["kind"] == "shared") & (table["metric"] == metric)]
+    return {(r.tenant, r.group): (r.df_reading or df_reading(int(r.n), None)) for r in shared.itertuples()}

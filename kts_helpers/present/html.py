@@ -1,0 +1,74 @@
+"""The HTML that leaves the kit: a notebook rendered with nbconvert (code hidden, no external script, page
+CSS), and ``report/index.html`` listing every rendered report. Both work with no network.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+from pathlib import Path
+
+from kts_helpers.fsutil import atomic_write_text
+
+_EXTERNAL = re.compile(r"<script[^>]+src=\"https?://[^\"]*\"[^>]*>\s*</script>|<link[^>]+href=\"https?://[^\"]*\"[^>]*>",
+                       re.I)
+
+# Readable at the width of a page: charts scale down, wide tables wrap inside their cells.
+PAGE_CSS = """<style>
+body { max-width: 70rem; margin: 0 auto; }
+.jp-OutputArea-output img, .jp-RenderedImage img { max-width: 100%; height: auto; }
+.jp-RenderedHTMLCommon table { max-width: 100%; font-size: 0.85em; }
+.jp-RenderedHTMLCommon th, .jp-RenderedHTMLCommon td { overflow-wrap: break-word; padding: 0.3em 0.4em; }
+</style>
+"""
+
+
+def render_html(notebook: Path, out: Path) -> Path:
+    """nbconvert with code hidden; external scripts/styles dropped so the page is self-contained."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    exporter = HTMLExporter(template_name="lab")
+    exporter.exclude_input = True
+    exporter.exclude_input_prompt = True
+    exporter.exclude_output_prompt = True
+    body, _ = exporter.from_notebook_node(nb)
+    body = _EXTERNAL.sub("", body).replace("</head>", PAGE_CSS + "</head>", 1)
+    return atomic_write_text(out, body)
+
+
+def write_index(report_dir: str | os.PathLike = "report") -> Path:
+    """report/index.html: one row per rendered report (run id, date, device, profile, headline DF), newest first."""
+    report_dir = Path(report_dir)
+    entries = []
+    for p in report_dir.glob("*.json"):
+        try:
+            e = json.loads(p.read_text())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(e, dict) and "run_id" in e and (report_dir / e.get("html", "")).exists():
+            entries.append(e)
+    entries.sort(key=lambda e: (e.get("created_at") or e.get("rendered_at") or "", e["run_id"]), reverse=True)
+    esc = html.escape
+    rows = "\n".join(
+        f"<tr><td><a href=\"{esc(e['html'])}\">{esc(e['run_id'])}</a></td><td>{esc(str(e.get('created_at', '')))}"
+        f"</td><td>{esc(str(e.get('device_name', e.get('device', ''))))}</td><td>{esc(str(e.get('profile', '')))}"
+        f"</td><td>{esc(str(e.get('label', '')))}</td><td>{esc(str(e.get('headline', '')))}</td></tr>"
+        for e in entries)
+    newest = (f"<p>Newest: <a href=\"{esc(entries[0]['html'])}\">{esc(entries[0]['run_id'])}</a></p>"
+              if entries else "<p>No reports yet: run <code>make report</code>.</p>")
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>kts reports</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}}
+table{{border-collapse:collapse;width:100%}}td,th{{border-bottom:1px solid #ddd;padding:.4rem;text-align:left;
+vertical-align:top;overflow-wrap:anywhere}}th{{background:#f4f4f4}}</style></head>
+<body><h1>kts: GPU time-slicing contention reports</h1>{newest}
+<table><thead><tr><th>run</th><th>created</th><th>device</th><th>profile</th><th>label</th>
+<th>headline (wall-time DF, p99)</th></tr></thead><tbody>
+{rows}
+</tbody></table></body></html>
+"""
+    return atomic_write_text(report_dir / "index.html", page)

@@ -1,0 +1,113 @@
+"""Pod logs, followed live, so that no line is lost when a padding tenant is stopped and its pod is gone."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kts_helpers.errors import KtsError
+from kts_helpers.run.backends.kubernetes.api import KubeApi
+from kts_helpers.run.backends.kubernetes.state import PodState
+from kts_helpers.run.corun import CoRunWatch
+
+# --------------------------------------------------------------------------- pod logs, live
+
+class PodLogStream:
+    """Follows one pod's log while it runs (a thread), so no line is lost when the pod is stopped and gone.
+
+    The API serves a followed log from its first byte; after a dropped connection the stream is
+    opened again and the bytes already held are skipped (the log only grows). ``finish()`` says the
+    container has ended or its Job was deleted: the stream then reads to the end once more and stops.
+    """
+
+    def __init__(self, api: KubeApi, pod: str, retry_s: float = 0.2) -> None:
+        self.api, self.pod, self.retry_s = api, pod, retry_s
+        self._buf = bytearray()
+        self._taken = 0
+        self._lock = threading.Lock()
+        self._finishing = threading.Event()
+        self.done = threading.Event()
+        self.error = ""
+        self._thread = threading.Thread(target=self._main, name=f"kts-log-{pod}", daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        try:
+            while True:
+                finishing = self._finishing.is_set()
+                try:
+                    resp = self.api.open_log_stream(self.pod)
+                except KtsError as exc:
+                    self.error = str(exc)
+                    return
+                if resp is not None:
+                    self._read(resp)
+                if finishing:  # the read that started after the container ended has everything
+                    return
+                self._finishing.wait(self.retry_s)
+        finally:
+            self.done.set()
+
+    def _read(self, resp: Any) -> None:
+        seen = 0
+        try:
+            for chunk in resp.stream(1 << 16, decode_content=False):
+                with self._lock:
+                    have = len(self._buf)
+                    if seen + len(chunk) > have:
+                        self._buf += chunk[max(0, have - seen):]
+                seen += len(chunk)
+        except Exception:  # noqa: BLE001 - a dropped connection: the caller opens the stream again
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                resp.release_conn()
+
+    def take(self) -> bytes:
+        """The bytes that arrived since the last call."""
+        with self._lock:
+            out = bytes(self._buf[self._taken:])
+            self._taken = len(self._buf)
+        return out
+
+    def data(self) -> bytes:
+        with self._lock:
+            return bytes(self._buf)
+
+    @property
+    def finishing(self) -> bool:
+        return self._finishing.is_set()
+
+    def finish(self, timeout_s: float) -> bytes:
+        """The container has ended (or is being stopped): read to the end and return the whole log."""
+        self._finishing.set()
+        self.done.wait(timeout_s)
+        return self.data()
+
+
+@dataclass
+class LiveScenario:
+    """What a scenario's watch loop follows while it runs: the pods' logs and the co-running watch."""
+
+    watch: CoRunWatch
+    pad: bool  # shared: tenants pad until stopped
+    streams: dict[str, PodLogStream] = field(default_factory=dict)
+    last_pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stopped_ns: int | None = None
+
+    def follow(self, api: KubeApi, pods: Mapping[str, dict[str, Any]], states: Mapping[str, PodState],
+               retry_s: float) -> None:
+        """Start a stream for each new pod, feed the watch what arrived, finish streams of ended containers."""
+        for tenant, pod in pods.items():
+            self.last_pods[tenant] = pod
+            name = (pod.get("metadata") or {}).get("name")
+            stream = self.streams.get(tenant)
+            if name and (stream is None or stream.pod != name):
+                self.streams[tenant] = stream = PodLogStream(api, name, retry_s=min(retry_s, 1.0))
+            if stream is not None and states[tenant].done:
+                stream.finish(0.0)
+        for tenant, stream in self.streams.items():
+            self.watch.feed(tenant, stream.take())

@@ -1,0 +1,62 @@
+"""What the device plugin and GPU feature discovery say about a node: GPUs, replicas, sharing strategy."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kts_helpers.run.backends.kubernetes.names import (
+    GPU_RESOURCES,
+    NODE_COUNT,
+    NODE_PRODUCT,
+    NODE_REPLICAS,
+    NODE_STRATEGY,
+    as_int,
+)
+
+# --------------------------------------------------------------------------- nodes
+
+@dataclass
+class NodeInfo:
+    """What the device plugin and GPU feature discovery say about one node."""
+
+    name: str
+    resource: str  # nvidia.com/gpu or nvidia.com/gpu.shared
+    allocatable: int  # GPUs the scheduler sees (physical x replicas under time-slicing)
+    physical: int  # GPUs the node really has
+    replicas: int | None
+    strategy: str | None
+    product: str | None
+    schedulable: bool = True
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def sentence(self) -> str:
+        return f"Kubernetes sees {self.allocatable} GPUs; the node has {self.physical}"
+
+    def sharing_note(self) -> str:
+        return (f"node {self.name}: allocatable {self.resource}={self.allocatable}, "
+                f"{NODE_REPLICAS}={self.replicas if self.replicas is not None else 'unset'}, "
+                f"{NODE_STRATEGY}={self.strategy or 'unset'}")
+
+
+def node_info(node: Mapping[str, Any], resource: str | None = None) -> NodeInfo | None:
+    """Read a node's GPU state; None if it advertises no NVIDIA GPU."""
+    meta = node.get("metadata") or {}
+    labels = dict(meta.get("labels") or {})
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    candidates = [resource] if resource else [r for r in reversed(GPU_RESOURCES) if (as_int(alloc.get(r)) or 0) > 0]
+    if not candidates:
+        return None
+    res = candidates[0]
+    n = as_int(alloc.get(res)) or 0
+    if n <= 0 and not resource:
+        return None
+    replicas = as_int(labels.get(NODE_REPLICAS))
+    physical = as_int(labels.get(NODE_COUNT))
+    if physical is None:
+        physical = n // replicas if replicas and replicas > 0 and n >= replicas else n
+    return NodeInfo(name=str(meta.get("name", "?")), resource=res, allocatable=n, physical=physical,
+                    replicas=replicas, strategy=labels.get(NODE_STRATEGY), product=labels.get(NODE_PRODUCT),
+                    schedulable=not (node.get("spec") or {}).get("unschedulable", False), labels=labels)
