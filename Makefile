@@ -88,5 +88,6 @@ k8s-smoke: $(STAMP) ## tiny experiment on the cluster of the current kubeconfig 
 	  $(if $(K8S_NAMESPACE),--namespace $(K8S_NAMESPACE)) $(if $(K8S_NODE_SELECTOR),--node-selector '$(K8S_NODE_SELECTOR)') \
 	  $(if $(K8S_QUEUE),--queue $(K8S_QUEUE)) $(if $(K8S_RUNTIME_CLASS),--runtime-class $(K8S_RUNTIME_CLASS))
 
-teach: $(STAMP) ## render the teaching notebook (time-slicing simulator) to report/teaching-timeslice.html
-	$(PYTHON) -m kts_helpers teach $(if $(RUN),--run $(RUN))
+teach: $(STAMP) ## render the teaching notebook (time-slicing, MPS, waiting; RUN=, PROBE=, SET=) -> report/teaching-timeslice.html
+	$(PYTHON) -m kts_helpers teach $(if $(RUN),--run $(RUN)) $(if $(PROBE),--set 'probe_dir=$(PROBE)') \
+	  $(foreach s,$(SET),--set '$(s)')

@@ -13,6 +13,7 @@ Data flows one way, through three wings (a test enforces the import rule):
 * ``run.capacity`` — will a scenario's tenants fit in GPU memory
 * ``run.environment`` — what the host is: device, driver, CUDA, torch, git commit
 * ``run.mps`` — a private MPS control daemon for one scenario
+* ``run.probe`` — the time-slice probe's scenarios and the sizing of its long GEMM
 * ``run.backends`` — ``Backend`` protocol and ``get_backend``; ``run.backends.base`` — the protocol and results
 * ``run.backends.local`` — tenants as processes on this host
 * ``run.backends.kubernetes`` — tenants as Jobs on one GPU node:
@@ -43,6 +44,7 @@ Data flows one way, through three wings (a test enforces the import rule):
 * ``analyse.openloop`` — open-loop arrivals: offered vs achieved rate, response vs service time, overload
 * ``analyse.telemetry`` — telemetry read back, joined to iterations; the clock checks
 * ``analyse.waits`` — the three kinds of waiting on a cluster (admission, placement, start-up)
+* ``analyse.probe`` — the time-slice probe's reading: the GPU's quantum and switch cost with intervals
 
 **present** — what a person reads
 
@@ -54,8 +56,17 @@ Data flows one way, through three wings (a test enforces the import rule):
 * ``present.html`` — HTML rendering and ``report/index.html``
 * ``present.reference`` — the README's reference tables
 
-**teaching** — the time-slicing simulator: ``teaching.model`` (the simulator), ``teaching.charts`` (its
-figures), ``teaching.measured`` (a real run next to it, through the analyse wing)
+**teaching** — the lesson (``make teach``), reading runs through the analyse wing:
+
+* ``teaching.model`` — the time-slicing simulator, with the event rule (which clock sees what)
+* ``teaching.fit`` — its quantum fitted to measured waits, with a bootstrap interval
+* ``teaching.measured`` — a real run next to it: fit only where the data allow, both clocks compared
+* ``teaching.mps`` — a fluid model of MPS (spatial sharing) and its thread percentage
+* ``teaching.reference`` — the H200 reference numbers shown next to the models
+* ``teaching.waiting`` — the three kinds of waiting (admission, placement, in service) and their budget
+* ``teaching.exercises`` — predict-then-check exercises answered by the models
+* ``teaching.synthetic`` — run directories written by the simulator (a known quantum behind them)
+* ``teaching.charts`` — the lesson's figures
 
 Shared by all: ``errors`` (one exception class per kind of failure), ``fsutil`` (atomic writes); on top,
 ``cli`` (``python -m kts_helpers`` / ``kts``) and ``k8s_smoke`` (``make k8s-smoke``: a tiny experiment against
