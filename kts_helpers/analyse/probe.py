@@ -217,20 +217,27 @@ def read_probe(run_dir: str | os.PathLike | RunData, *, n_resamples: int = 2000,
         q_rev = Estimate(q_of(per.value, rev.value), q_of(per.lo, rev.hi), q_of(per.hi, rev.lo))
     else:
         q_rev = Estimate(math.nan, note=rev.note or per.note or "the hog did not stretch next to the tick")
-    agreement = _agreement(quantum, q_rev)
+    hog_kernel = float(hog_rev_al["device_ms"].median()) if len(hog_rev_al) else math.nan
+    agreement = _agreement(quantum, q_rev, hog_kernel)
     gpu = str(data.manifest.environment.get("gpu_name") or data.manifest.device or "unknown GPU")
-    hog_kernel = float(hog_al["device_ms"].median()) if len(hog_al) else math.nan
     return ProbeReading(data.run_id, gpu, int(len(excess)), int(len(waits)), noise, tick_dev, hog_kernel, upper,
                         lower, per, fwd_events, switch, quantum, q_rev, agreement, waits)
 
 
-def _agreement(forward: Estimate, reverse: Estimate) -> str:
+def _agreement(forward: Estimate, reverse: Estimate, hog_kernel_ms: float) -> str:
+    """Whether the two quantum readings overlap, allowing the reverse one's known upward bias.
+
+    The hog's last partial quantum is not preempted, so the reverse reading runs high by up to
+    quantum / kernel length; its interval's lower end is widened by that much.
+    """
     if not (forward.has_value and reverse.has_value):
         return "only one reading; nothing to compare"
     lo_f, hi_f = forward.lo, forward.hi
-    lo_r, hi_r = reverse.lo, reverse.hi if math.isfinite(reverse.hi) else math.inf
+    bias = reverse.value / hog_kernel_ms if hog_kernel_ms > 0 else 0.0
+    lo_r, hi_r = reverse.lo * (1 - bias), reverse.hi if math.isfinite(reverse.hi) else math.inf
     if math.isfinite(lo_f) and math.isfinite(hi_f) and math.isfinite(lo_r) and (hi_f < lo_r or hi_r < lo_f):
         return (f"the two readings disagree ({forward.value:.3f} vs {reverse.value:.3f} ms, intervals apart): the "
                 "round-robin model does not describe this GPU's scheduler; trust the tick's waits, which measure "
                 "directly")
-    return f"the two readings agree within their intervals ({forward.value:.3f} vs {reverse.value:.3f} ms)"
+    return (f"the two readings agree within their intervals ({forward.value:.3f} vs {reverse.value:.3f} ms; the "
+            f"reverse one may run up to {100 * bias:.0f} % high)")
