@@ -150,3 +150,14 @@ def test_the_report_shows_the_probe_section(probes: dict[str, Path]) -> None:
     idle = [s for s in sections.build(load_run(probes["idle"]), n_resamples=200)
             if s.markdown.startswith("### The GPU's time slice")][0]
     assert "no contended samples" in idle.items[0]["value"].tolist() and len(idle.items) == 1
+
+
+def test_readings_apart_beyond_the_reverse_bias_are_called_a_disagreement() -> None:
+    """The reverse reading may run high by quantum / kernel (here 5 %); beyond that the scheduler is not round robin."""
+    from kts_helpers.analyse.probe import Estimate, agreement
+
+    forward = Estimate(2.0, 1.95, 2.05)
+    assert "disagree" in agreement(forward, Estimate(2.5, 2.4, 2.6), 50.0)
+    assert "disagree" not in agreement(forward, Estimate(2.12, 2.08, 2.2), 50.0)  # within its 4 % bias
+    assert "disagree" not in agreement(forward, Estimate(2.5, 2.4, math.nan), 10.0)  # no upper bound, 25 % bias
+    assert "nothing to compare" in agreement(forward, Estimate(math.nan, note="no contended samples"), 50.0)

@@ -218,13 +218,13 @@ def read_probe(run_dir: str | os.PathLike | RunData, *, n_resamples: int = 2000,
     else:
         q_rev = Estimate(math.nan, note=rev.note or per.note or "the hog did not stretch next to the tick")
     hog_kernel = float(hog_rev_al["device_ms"].median()) if len(hog_rev_al) else math.nan
-    agreement = _agreement(quantum, q_rev, hog_kernel)
+    agreement = agreement(quantum, q_rev, hog_kernel)
     gpu = str(data.manifest.environment.get("gpu_name") or data.manifest.device or "unknown GPU")
     return ProbeReading(data.run_id, gpu, int(len(excess)), int(len(waits)), noise, tick_dev, hog_kernel, upper,
                         lower, per, fwd_events, switch, quantum, q_rev, agreement, waits)
 
 
-def _agreement(forward: Estimate, reverse: Estimate, hog_kernel_ms: float) -> str:
+def agreement(forward: Estimate, reverse: Estimate, hog_kernel_ms: float) -> str:
     """Whether the two quantum readings overlap, allowing the reverse one's known upward bias.
 
     The hog's last partial quantum is not preempted, so the reverse reading runs high by up to
