@@ -108,6 +108,8 @@ def test_probe_scenarios_pair_a_random_tick_with_a_long_hog_and_the_reverse() ->
     assert hog.workload == "gemm" and hog.matrix_size == 8192 and hog.sleep_ms == 0
     rev_hog, rev_tick = by["shared-reverse"].tenants
     assert rev_hog.arrival == "poisson" and rev_tick.arrival == "closed" and rev_tick.sleep_ms == 0
+    # the back-to-back short kernel: the hog's size scaled by the cube law to ~1/100 of its time (0.5 ms)
+    assert rev_tick.workload == "gemm" and rev_tick.matrix_size == 1792
     assert {f"baseline-{n}" for n in (TICK, HOG, TICK_BB, HOG_POISSON)} <= set(by)
     assert all(s.sharing == "timeslice" for s in spec.scenarios)
 

@@ -12,9 +12,10 @@ The probe run (``run/probe.py``) holds two shared scenarios. Three independent r
   arrived in a kernel's last quantum. Both land in the hog's wall time, so with ticks arriving at rate r,
   ``c = 2 s + t_tick = (1 - alone/shared) / r`` from the hog's mean wall time shared vs alone. The event-time
   stretch alone is reported next to it: most of ``c`` must show inside the events.
-* **Quantum from the reverse stretch** (``shared-reverse``): next to a back-to-back tick, the hog is preempted
-  after every quantum of its own progress, so its events stretch by ``shared/alone - 1 = c / quantum``; with
-  ``c`` from above this gives the quantum a second time, from the other tenant's clock (biased by at most
+* **Quantum from the reverse stretch** (``shared-reverse``): next to back-to-back short kernels (t_bb), the
+  hog is preempted after every quantum of its own progress, so its events stretch by
+  ``shared/alone - 1 = (2 s + t_bb) / quantum``; with ``s`` from above this gives the quantum a second time,
+  from the other tenant's clock (biased by at most
   quantum / kernel length, a few per cent, as the last partial quantum is not preempted). The report puts
   it next to the first.
 
@@ -37,7 +38,7 @@ from kts_helpers.analyse import stats
 from kts_helpers.analyse.load import RunData, load_run
 from kts_helpers.analyse.rules import match_baseline, min_corunning_samples, quantile
 from kts_helpers.errors import RunError
-from kts_helpers.run.probe import HOG, HOG_POISSON, PROBE_PROFILE, TICK
+from kts_helpers.run.probe import HOG, HOG_POISSON, PROBE_PROFILE, TICK, TICK_BB
 
 FORWARD, REVERSE = "shared", "shared-reverse"
 CONTENDED_FLOOR_MS = 0.05  # a wait this far above the tick's own alone noise counts as "found the GPU busy"
@@ -102,7 +103,7 @@ class ProbeReading:
                 f"{self.lower_edge.text()}",
                 f"per preemption of the hog (2 switches + tick kernel): {self.per_preemption.text()}; share of the "
                 f"hog's event time not its own next to the ticks: {self.hog_event_loss.text('', 4)}",
-                f"quantum from the hog's stretch next to a back-to-back tick: {self.quantum_reverse.text()}",
+                f"quantum from the hog's stretch next to back-to-back short kernels: {self.quantum_reverse.text()}",
                 f"cross-check: {self.agreement}"]
 
 
@@ -174,6 +175,7 @@ def read_probe(run_dir: str | os.PathLike | RunData, *, n_resamples: int = 2000,
     hog_al = _alone(data, HOG, "gemm")
     hog_rev = _rows(data, REVERSE, HOG_POISSON, corunning=True)
     hog_rev_al = _alone(data, HOG_POISSON, "gemm")
+    bb_al = _alone(data, TICK_BB, "gemm")
     excess, waits, noise = contended_waits(tick_sh, tick_al)
     upper = _edge(waits, 0.99, n_resamples=n_resamples, seed=seed)
     lower = _edge(waits, 0.01, n_resamples=n_resamples, seed=seed)
@@ -209,19 +211,20 @@ def read_probe(run_dir: str | os.PathLike | RunData, *, n_resamples: int = 2000,
 
     rev = _loss(hog_rev["device_ms"].to_numpy(float), hog_rev_al["device_ms"].to_numpy(float),
                 n_resamples=n_resamples, seed=seed)
-    if rev.has_value and per.has_value and rev.value > 0:
-        # preempted after every quantum of its own work: loss / (1 - loss) = c / quantum
-        def q_of(c: float, f: float) -> float:
-            return c * (1 - f) / f if f > 0 else math.nan  # a loss indistinguishable from 0: no upper bound
+    t_bb = float(bb_al["device_ms"].median()) if len(bb_al) else math.nan
+    if rev.has_value and switch.has_value and rev.value > 0 and math.isfinite(t_bb):
+        # preempted after every quantum of its own work: loss / (1 - loss) = (2 s + t_bb) / quantum
+        def q_of(s: float, f: float) -> float:
+            return (2 * s + t_bb) * (1 - f) / f if f > 0 else math.nan  # a loss indistinguishable from 0: no bound
 
-        q_rev = Estimate(q_of(per.value, rev.value), q_of(per.lo, rev.hi), q_of(per.hi, rev.lo))
+        q_rev = Estimate(q_of(switch.value, rev.value), q_of(switch.lo, rev.hi), q_of(switch.hi, rev.lo))
     else:
-        q_rev = Estimate(math.nan, note=rev.note or per.note or "the hog did not stretch next to the tick")
+        q_rev = Estimate(math.nan, note=switch.note or rev.note or "the hog did not stretch next to the short kernels")
     hog_kernel = float(hog_rev_al["device_ms"].median()) if len(hog_rev_al) else math.nan
-    agreement = agreement(quantum, q_rev, hog_kernel)
+    verdict = agreement(quantum, q_rev, hog_kernel)
     gpu = str(data.manifest.environment.get("gpu_name") or data.manifest.device or "unknown GPU")
     return ProbeReading(data.run_id, gpu, int(len(excess)), int(len(waits)), noise, tick_dev, hog_kernel, upper,
-                        lower, per, fwd_events, switch, quantum, q_rev, agreement, waits)
+                        lower, per, fwd_events, switch, quantum, q_rev, verdict, waits)
 
 
 def agreement(forward: Estimate, reverse: Estimate, hog_kernel_ms: float) -> str:
