@@ -94,6 +94,14 @@ class ProbeReading:
         d.pop("waits_ms")
         return d
 
+    def rows(self) -> list[tuple[str, Estimate]]:
+        """The readings in the order the report and the README show them."""
+        return [("effective quantum", self.quantum), ("switch cost", self.switch),
+                ("tick wait upper edge, p99 (quantum + switch)", self.upper_edge),
+                ("tick wait lower edge, p1", self.lower_edge),
+                ("hog's cost per tick (2 switches + tick kernel)", self.per_preemption),
+                ("quantum from the hog's stretch (reverse roles)", self.quantum_reverse)]
+
     def lines(self) -> list[str]:
         share = f"{self.n_contended} of {self.n_ticks} ticks found the GPU busy" if self.n_ticks else "no tick co-ran"
         return [f"time-slice probe of run {self.run_id} on {self.gpu}: {share}",

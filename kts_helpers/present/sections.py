@@ -76,12 +76,7 @@ def probe_section(data: RunData, *, n_resamples: int, seed: int | None) -> Secti
     from kts_helpers.present import charts
 
     reading = read_probe(data, n_resamples=n_resamples, seed=seed)
-    table = pd.DataFrame([{"reading": name, "value": est.text()} for name, est in (
-        ("effective quantum", reading.quantum), ("switch cost", reading.switch),
-        ("tick wait upper edge, p99 (quantum + switch)", reading.upper_edge),
-        ("tick wait lower edge, p1", reading.lower_edge),
-        ("hog's cost per tick (2 switches + tick kernel)", reading.per_preemption),
-        ("quantum from the hog's stretch (reverse roles)", reading.quantum_reverse))])
+    table = pd.DataFrame([{"reading": name, "value": est.text()} for name, est in reading.rows()])
     items: list[Any] = [table]
     if reading.n_contended:
         items.append(charts.probe_waits(reading))
