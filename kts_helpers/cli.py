@@ -66,7 +66,13 @@ def cmd_probe(args: argparse.Namespace) -> int:
             print(f"kts: error: the probe run {run.path} did not complete; see its manifest", file=sys.stderr)
             return 1
         run_dir = run.path
-    reading = read_probe(run_dir, n_resamples=args.resamples)
+    try:
+        reading = read_probe(run_dir, n_resamples=args.resamples)
+    except ImportError as exc:  # a bare GPU host runs the probe with torch alone; reading needs the analysis stack
+        print(str(run_dir))
+        print(f"kts: note: the probe run is complete; reading it needs the kit's analysis packages ({exc}): "
+              f"run kts probe --run {run_dir} where they are installed", file=sys.stderr)
+        return 0
     if args.json:
         print(json.dumps({"run_dir": str(run_dir), **reading.to_dict()}, indent=2, default=str))
     else:

@@ -45,9 +45,12 @@ def test_reading_recovers_the_simulated_quantum_and_switch(probes: dict[str, Pat
     assert _within(r.switch, switch, 0.15 * switch)
     # the hog's cost per tick is two switches plus the tick's kernel (0.05 ms)
     assert _within(r.per_preemption, 2 * switch + 0.05, 0.1 * (2 * switch + 0.05))
-    # the reverse roles give the quantum again, from the hog's clock (bias <= quantum / hog kernel)
-    assert abs(r.quantum_reverse.value - quantum) <= quantum * (quantum / 50.0 + 0.05)
-    assert "agree" in r.agreement and "disagree" not in r.agreement
+    # the reverse roles: the simulator pays the switch on top of the slice, so the hog runs a whole quantum per
+    # slice (read high by at most quantum / hog kernel)
+    assert abs(r.slice_run.value - quantum) <= quantum * (quantum / 50.0 + 0.05)
+    # at 2 ms (bias 4 %) the data tell the two ways apart; at 6 ms (bias 12.5 %) they may not, but never the wrong way
+    assert ("switch is paid on top of the slice" in r.agreement if quantum == 2.0 else
+            "holder pays" not in r.agreement and "disagree" not in r.agreement), r.agreement
     # the lower edge is well below the upper one: ticks also land on a slice already running
     assert r.lower_edge.value < r.upper_edge.value
 
@@ -61,7 +64,7 @@ def test_two_quanta_are_told_apart(probes: dict[str, Path]) -> None:
 def test_no_contended_samples_gives_no_estimate(probes: dict[str, Path]) -> None:
     r = read_probe(probes["idle"], n_resamples=300)
     assert r.n_ticks > 300 and r.n_contended == 0
-    for est in (r.quantum, r.switch, r.upper_edge, r.lower_edge, r.per_preemption, r.quantum_reverse):
+    for est in (r.quantum, r.switch, r.upper_edge, r.lower_edge, r.per_preemption, r.slice_run):
         assert not est.has_value and est.note == "no contended samples"
     assert "effective quantum: no contended samples" in r.lines()
     assert "nothing to compare" in r.agreement
@@ -154,12 +157,18 @@ def test_the_report_shows_the_probe_section(probes: dict[str, Path]) -> None:
     assert "no contended samples" in idle.items[0]["value"].tolist() and len(idle.items) == 1
 
 
-def test_readings_apart_beyond_the_reverse_bias_are_called_a_disagreement() -> None:
-    """The reverse reading may run high by quantum / kernel (here 5 %); beyond that the scheduler is not round robin."""
+def test_the_run_per_slice_tells_how_the_switch_is_paid() -> None:
+    """Quantum 2.2, switch 0.16: a run of 2.2 per slice = switch on top; 2.04 = the holder pays the switch-in;
+    the run per slice may read high by run / kernel (here 4 %); far from both = not round robin."""
     from kts_helpers.analyse.probe import Estimate, agreement
 
-    forward = Estimate(2.0, 1.95, 2.05)
-    assert "disagree" in agreement(forward, Estimate(2.5, 2.4, 2.6), 50.0)
-    assert "disagree" not in agreement(forward, Estimate(2.12, 2.08, 2.2), 50.0)  # within its 4 % bias
-    assert "disagree" not in agreement(forward, Estimate(2.5, 2.4, math.nan), 10.0)  # no upper bound, 25 % bias
-    assert "nothing to compare" in agreement(forward, Estimate(math.nan, note="no contended samples"), 50.0)
+    q, s = Estimate(2.2, 2.17, 2.23), Estimate(0.16, 0.15, 0.17)
+    assert "paid on top" in agreement(q, s, Estimate(2.21, 2.18, 2.25), 50.0)
+    assert "holder pays" in agreement(q, s, Estimate(2.04, 2.01, 2.07), 50.0)
+    assert "holder pays" in agreement(q, s, Estimate(2.12, 2.09, 2.14), 50.0)  # 2.09 * 0.96 = 2.01 <= 2.08
+    assert "holder pays" not in agreement(q, s, Estimate(2.12, 2.09, 2.14), 500.0)  # bias 0.4 %: apart from both
+    assert "disagree" in agreement(q, s, Estimate(2.6, 2.5, 2.7), 50.0)
+    assert "disagree" in agreement(q, s, Estimate(1.5, 1.45, 1.55), 50.0)
+    assert "too short to tell" in agreement(q, Estimate(0.01, 0.0, 0.02), Estimate(2.2, 2.17, 2.23), 50.0)
+    assert "paid on top" in agreement(q, s, Estimate(2.3, 2.2, math.nan), 50.0)  # no upper bound: open
+    assert "nothing to compare" in agreement(q, s, Estimate(math.nan, note="no contended samples"), 50.0)
