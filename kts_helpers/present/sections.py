@@ -83,10 +83,12 @@ def probe_section(data: RunData, *, n_resamples: int, seed: int | None) -> Secti
     return Section("### The GPU's time slice (probe)\n\n"
                    f"A tick tenant issued a tiny kernel at random times next to a hog whose kernels each ran "
                    f"{reading.hog_kernel_ms:.1f} ms; {reading.n_contended} of its {reading.n_ticks} co-running "
-                   "ticks found the GPU busy. A tick that waits for the hog's slice to end shows the quantum plus one "
-                   "switch as the upper edge of its waits; the hog pays two switches and the tick's kernel per tick, "
-                   "inside its CUDA events when it was preempted mid-kernel. With the roles reversed, the hog is "
-                   "preempted after every quantum, which gives the quantum a second time from the hog's own clock. "
+                   "ticks found the GPU busy. A tick that waits for the hog's slice to end shows the slice plus one "
+                   "switch as the upper edge of its waits (less the launch overhead of an awake GPU); the hog pays "
+                   "two switches and the tick's kernel per tick, inside its CUDA events when it was preempted "
+                   "mid-kernel, which gives the switch cost; effective quantum = upper edge - switch. With the roles "
+                   "reversed, the hog is preempted after every slice, which gives how long it ran per slice from "
+                   "its own clock. "
                    f"Cross-check: {reading.agreement}. Intervals: 95 %, bootstrap (see Methods). No GPU setting was "
                    "changed to measure this.", items)
 
