@@ -55,10 +55,16 @@ def _compare_sections(data: RunData, *, n_resamples: int, seed: int | None) -> l
                            "with its 95 % interval.", [charts.df_heatmap(m), m]))
     if openloop.has_open_loop(data):
         t = openloop.open_loop_table(data)
+        who = ["tenant", "scenario"]  # two tables a page wide: the rates, then where the latency went
+        rates = t[who + ["arrival", "n", "offered_hz", "offered_measured_hz", "achieved_hz", "utilisation",
+                         "overloaded", "message"]]
+        latency = t[who + [c for c in t.columns if c.startswith(("response_", "service_", "queue_"))]]
         out.append(Section("### Open-loop arrivals\n\nOperations arrive on their own schedule (a Poisson process), "
                            "not when the previous one finishes. Latency is measured from the *intended* arrival, "
-                           "so time spent queued behind a slow iteration counts (no coordinated omission).",
-                           [t, charts.open_closed_tails(data), charts.queue_chart(openloop.queue_growth(data))]))
+                           "so time spent queued behind a slow iteration counts (no coordinated omission). First the "
+                           "rates (offered, measured, achieved), then response = queue + service time.",
+                           [rates, latency, charts.open_closed_tails(data),
+                            charts.queue_chart(openloop.queue_growth(data))]))
     if compare.has_phases(data):
         t = compare.phase_table(data, n_resamples=n_resamples, seed=seed)
         out.append(Section("### LLM-like workload: time to first token and per-token latency\n\nA small decoder-only "
