@@ -3,20 +3,27 @@
 The probe run (``run/probe.py``) holds two shared scenarios. Three independent readings come out of them:
 
 * **Upper edge of the tick's waits** (``shared``): a tick that arrives while the hog's long kernel holds the
-  GPU waits (wall - device, less the launch overhead it pays alone) until the hog's slice ends, then one
-  switch. The 99th percentile of those contended waits, with a stationary-bootstrap interval, is
-  quantum + switch. The 1st percentile is the lower edge.
+  GPU waits (wall - device, less the launch/sync overhead of an awake GPU) until the hog's slice ends, then
+  one switch. The 99th percentile of those contended waits, with the kit's bootstrap interval, is
+  slice + switch; the 1st percentile is the lower edge.
 * **Switch cost from the hog's stretch** (``shared``): each tick that runs costs the back-to-back hog two
   switches and the tick's kernel: inside its CUDA events when the tick preempted a kernel mid-way (a
   preempted kernel's events include the neighbour's slice), before its next kernel's start when the tick
-  arrived in a kernel's last quantum. Both land in the hog's wall time, so with ticks arriving at rate r,
+  arrived in a kernel's last slice. Both land in the hog's wall time, so with ticks arriving at rate r,
   ``c = 2 s + t_tick = (1 - alone/shared) / r`` from the hog's mean wall time shared vs alone. The event-time
-  stretch alone is reported next to it: most of ``c`` must show inside the events.
-* **Quantum from the reverse stretch** (``shared-reverse``): next to a back-to-back tick, the hog is preempted
-  after every quantum of its own progress, so its events stretch by ``shared/alone - 1 = c / quantum``; with
-  ``c`` from above this gives the quantum a second time, from the other tenant's clock (biased by at most
-  quantum / kernel length, a few per cent, as the last partial quantum is not preempted). The report puts
-  it next to the first.
+  stretch is reported next to it: most of ``c`` must show inside the events.
+* **The hog's run per slice** (``shared-reverse``): next to back-to-back short kernels (t_bb), the hog is
+  preempted after every slice, so its events stretch by ``shared/alone - 1 = (2 s + t_bb) / run``; with ``s``
+  from above this gives how long the hog ran per slice, from its own clock (high by at most run / kernel
+  length, a few per cent, as the last partial slice is not preempted).
+
+The effective quantum is upper edge - switch. The run per slice then says how the switch is paid: equal to
+the quantum if the switch comes on top of the slice (the teaching simulator's model), a switch shorter if the
+slice timer starts with the switch-in (the holder pays for it). The reading states which the data supports.
+
+The tick runs alone at 40 Hz, so alone it finds the GPU idle and its events and overhead include the GPU
+waking up; next to the busy hog it never does. The overhead taken off its waits is therefore the back-to-back
+tenant's alone (an awake GPU), and the tick's kernel time is its own in the shared scenario.
 
 A tick that never found the GPU busy gives "no contended samples" and no estimate; fewer contended samples
 than a p99 needs gives "insufficient data" (the same minimum as the DF, ``rules.min_corunning_samples``).
@@ -37,7 +44,7 @@ from kts_helpers.analyse import stats
 from kts_helpers.analyse.load import RunData, load_run
 from kts_helpers.analyse.rules import match_baseline, min_corunning_samples, quantile
 from kts_helpers.errors import RunError
-from kts_helpers.run.probe import HOG, HOG_POISSON, PROBE_PROFILE, TICK
+from kts_helpers.run.probe import HOG, HOG_POISSON, PROBE_PROFILE, TICK, TICK_BB
 
 FORWARD, REVERSE = "shared", "shared-reverse"
 CONTENDED_FLOOR_MS = 0.05  # a wait this far above the tick's own alone noise counts as "found the GPU busy"
@@ -84,7 +91,7 @@ class ProbeReading:
     hog_event_loss: Estimate
     switch: Estimate
     quantum: Estimate
-    quantum_reverse: Estimate
+    slice_run: Estimate
     agreement: str
     waits_ms: np.ndarray = field(repr=False, default_factory=lambda: np.empty(0))
 
@@ -93,16 +100,24 @@ class ProbeReading:
         d.pop("waits_ms")
         return d
 
+    def rows(self) -> list[tuple[str, Estimate]]:
+        """The readings in the order the report and the README show them."""
+        return [("effective quantum", self.quantum), ("switch cost", self.switch),
+                ("tick wait upper edge, p99 (slice + switch)", self.upper_edge),
+                ("tick wait lower edge, p1", self.lower_edge),
+                ("hog's cost per tick (2 switches + tick kernel)", self.per_preemption),
+                ("hog's run per slice (reverse roles)", self.slice_run)]
+
     def lines(self) -> list[str]:
         share = f"{self.n_contended} of {self.n_ticks} ticks found the GPU busy" if self.n_ticks else "no tick co-ran"
         return [f"time-slice probe of run {self.run_id} on {self.gpu}: {share}",
                 f"effective quantum: {self.quantum.text()}",
                 f"switch cost: {self.switch.text()}",
-                f"tick wait upper edge (quantum + switch, p99): {self.upper_edge.text()}; lower edge (p1): "
+                f"tick wait upper edge (slice + switch, p99): {self.upper_edge.text()}; lower edge (p1): "
                 f"{self.lower_edge.text()}",
                 f"per preemption of the hog (2 switches + tick kernel): {self.per_preemption.text()}; share of the "
                 f"hog's event time not its own next to the ticks: {self.hog_event_loss.text('', 4)}",
-                f"quantum from the hog's stretch next to a back-to-back tick: {self.quantum_reverse.text()}",
+                f"hog's run per slice next to back-to-back short kernels: {self.slice_run.text()}",
                 f"cross-check: {self.agreement}"]
 
 
@@ -125,15 +140,16 @@ def _alone(data: RunData, tenant: str, workload: str) -> pd.DataFrame:
     return match_baseline(it[it["kind"] == "baseline"], tenant, workload, "op").sort_values("start_ns")
 
 
-def contended_waits(tick_shared: pd.DataFrame, tick_alone: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, float]:
+def contended_waits(tick_shared: pd.DataFrame, awake_alone: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, float]:
     """(all excess waits, the contended ones, the noise threshold).
 
-    Excess wait = (wall - device) less the tick's own median launch/sync overhead alone; contended = above
-    the alone excess's 99.9th percentile plus ``CONTENDED_FLOOR_MS`` (the tick's own noise never counts).
+    Excess wait = (wall - device) less the median launch/sync overhead of a tenant alone on an awake GPU
+    (``awake_alone``: the back-to-back one); contended = above that overhead's 99.9th percentile plus
+    ``CONTENDED_FLOOR_MS`` (launch noise never counts).
     """
-    alone_wait = (tick_alone["wall_ms"] - tick_alone["device_ms"]).to_numpy(float)
+    alone_wait = (awake_alone["wall_ms"] - awake_alone["device_ms"]).to_numpy(float)
     if not len(alone_wait):
-        raise RunError("the probe's tick has no alone iterations: cannot tell its own overhead from waiting")
+        raise RunError("the probe has no back-to-back tenant alone: cannot tell launch overhead from waiting")
     overhead = float(np.median(alone_wait))
     noise = float(np.quantile(alone_wait - overhead, 0.999)) + CONTENDED_FLOOR_MS
     excess = (tick_shared["wall_ms"] - tick_shared["device_ms"]).to_numpy(float) - overhead
@@ -169,15 +185,15 @@ def read_probe(run_dir: str | os.PathLike | RunData, *, n_resamples: int = 2000,
     if not is_probe(data):
         raise RunError(f"run {data.run_id} is not a time-slice probe (make it with: kts probe)")
     tick_sh = _rows(data, FORWARD, TICK, corunning=True)
-    tick_al = _alone(data, TICK, "noop")
     hog_sh = _rows(data, FORWARD, HOG, corunning=True)
     hog_al = _alone(data, HOG, "gemm")
     hog_rev = _rows(data, REVERSE, HOG_POISSON, corunning=True)
     hog_rev_al = _alone(data, HOG_POISSON, "gemm")
-    excess, waits, noise = contended_waits(tick_sh, tick_al)
+    bb_al = _alone(data, TICK_BB, "gemm")
+    excess, waits, noise = contended_waits(tick_sh, bb_al)
     upper = _edge(waits, 0.99, n_resamples=n_resamples, seed=seed)
     lower = _edge(waits, 0.01, n_resamples=n_resamples, seed=seed)
-    tick_dev = float(tick_al["device_ms"].median())
+    tick_dev = float(tick_sh["device_ms"].median()) if len(tick_sh) else math.nan  # an awake GPU's tick kernel
 
     # ticks per ms of the hog's co-running time: the tick's co-running count over the hog's co-running window
     window_ms = (hog_sh["end_ns"].max() - hog_sh["start_ns"].min()) / 1e6 if len(hog_sh) else math.nan
@@ -209,28 +225,45 @@ def read_probe(run_dir: str | os.PathLike | RunData, *, n_resamples: int = 2000,
 
     rev = _loss(hog_rev["device_ms"].to_numpy(float), hog_rev_al["device_ms"].to_numpy(float),
                 n_resamples=n_resamples, seed=seed)
-    if rev.has_value and per.has_value and rev.value > 0:
-        # preempted after every quantum of its own work: loss / (1 - loss) = c / quantum
-        def q_of(c: float, f: float) -> float:
-            return c * (1 - f) / f if f > 0 else math.nan  # a loss indistinguishable from 0: no upper bound
+    t_bb = float(bb_al["device_ms"].median()) if len(bb_al) else math.nan
+    if rev.has_value and switch.has_value and rev.value > 0 and math.isfinite(t_bb):
+        # preempted after every slice of its own work: loss / (1 - loss) = (2 s + t_bb) / run
+        def run_of(s: float, f: float) -> float:
+            return (2 * s + t_bb) * (1 - f) / f if f > 0 else math.nan  # a loss indistinguishable from 0: no bound
 
-        q_rev = Estimate(q_of(per.value, rev.value), q_of(per.lo, rev.hi), q_of(per.hi, rev.lo))
+        run = Estimate(run_of(switch.value, rev.value), run_of(switch.lo, rev.hi), run_of(switch.hi, rev.lo))
     else:
-        q_rev = Estimate(math.nan, note=rev.note or per.note or "the hog did not stretch next to the tick")
-    agreement = _agreement(quantum, q_rev)
+        run = Estimate(math.nan, note=switch.note or rev.note or "the hog did not stretch next to the short kernels")
+    hog_kernel = float(hog_rev_al["device_ms"].median()) if len(hog_rev_al) else math.nan
+    verdict = agreement(quantum, switch, run, hog_kernel)
     gpu = str(data.manifest.environment.get("gpu_name") or data.manifest.device or "unknown GPU")
-    hog_kernel = float(hog_al["device_ms"].median()) if len(hog_al) else math.nan
     return ProbeReading(data.run_id, gpu, int(len(excess)), int(len(waits)), noise, tick_dev, hog_kernel, upper,
-                        lower, per, fwd_events, switch, quantum, q_rev, agreement, waits)
+                        lower, per, fwd_events, switch, quantum, run, verdict, waits)
 
 
-def _agreement(forward: Estimate, reverse: Estimate) -> str:
-    if not (forward.has_value and reverse.has_value):
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def agreement(quantum: Estimate, switch: Estimate, run: Estimate, hog_kernel_ms: float) -> str:
+    """How the hog's run per slice compares with the quantum: which way the switch is paid, or neither.
+
+    The run per slice reads high by up to run / kernel length (the last partial slice is not preempted), so
+    its interval's lower end is widened by that much; a missing upper bound is open.
+    """
+    if not (quantum.has_value and run.has_value and switch.has_value):
         return "only one reading; nothing to compare"
-    lo_f, hi_f = forward.lo, forward.hi
-    lo_r, hi_r = reverse.lo, reverse.hi if math.isfinite(reverse.hi) else math.inf
-    if math.isfinite(lo_f) and math.isfinite(hi_f) and math.isfinite(lo_r) and (hi_f < lo_r or hi_r < lo_f):
-        return (f"the two readings disagree ({forward.value:.3f} vs {reverse.value:.3f} ms, intervals apart): the "
-                "round-robin model does not describe this GPU's scheduler; trust the tick's waits, which measure "
-                "directly")
-    return f"the two readings agree within their intervals ({forward.value:.3f} vs {reverse.value:.3f} ms)"
+    bias = run.value / hog_kernel_ms if hog_kernel_ms > 0 else 0.0
+    r = (run.lo * (1 - bias), run.hi if math.isfinite(run.hi) else math.inf)
+    on_top = _overlap(r, (quantum.lo, quantum.hi))
+    inside = _overlap(r, (quantum.lo - switch.hi, quantum.hi - switch.lo))
+    nums = f"run per slice {run.value:.3f} ms, quantum {quantum.value:.3f} ms, switch {switch.value:.3f} ms"
+    if on_top and not inside:
+        return f"the hog ran a whole quantum per slice ({nums}): the switch is paid on top of the slice"
+    if inside and not on_top:
+        return (f"the hog ran a quantum less one switch per slice ({nums}): the slice starts with the switch-in, "
+                "so the holder pays for it")
+    if on_top and inside:
+        return f"the two readings agree ({nums}); the switch is too short to tell how it is paid"
+    return (f"the readings disagree ({nums}, intervals apart): the round-robin model does not describe this "
+            "GPU's scheduler; trust the tick's waits, which measure directly")

@@ -18,7 +18,7 @@ from kts_helpers.errors import SpecError
 from kts_helpers.run.backends import Backend, ScenarioResult, get_backend
 from kts_helpers.run.corun import PAD_PHASE
 from kts_helpers.run.params import backend_options_from_env
-from kts_helpers.run.probe import PROBE_PROFILE
+from kts_helpers.run.probe import CPU_REFUSAL, PROBE_PROFILE
 from kts_helpers.run.runs import DEFAULT_ROOT, Run, create_run
 from kts_helpers.run.spec import ExperimentParams, ExperimentSpec, calibration_scenario, resolve
 
@@ -54,6 +54,8 @@ def setup_run(params: dict[str, Any] | ExperimentParams, *, run_id: str | None =
         env, device = backend.describe(), "cuda"
     elif p.backend == "local":
         env = detect_environment(python)
+        if p.profile == PROBE_PROFILE and not env.get("cuda_available"):
+            raise SpecError(f"{CPU_REFUSAL.split(' (run it')[0]}; this host has none (torch {env.get('torch')})")
         device = resolve_device(p.device, env)
     else:  # the cluster's nodes have the GPUs; the notebook host may have none
         env = build_backend(p, "cuda", backend_options).describe()

@@ -8,10 +8,10 @@ workers' own clocks, never changing a GPU setting:
   tenant whose back-to-back GEMMs each run tens of milliseconds, far longer than any plausible quantum.
   A tick that arrives while the hog holds the GPU waits (wall - device) until the hog's slice ends: the
   upper edge of those waits is the effective quantum (plus a switch), the lower edge about one switch.
-* ``shared-reverse`` — the roles swapped: the hog's kernels arrive at random times next to a tick tenant
-  that issues back to back. Every time a slice ends the tick context runs, so the hog's CUDA events
-  (recorded inside its own context) stretch by the tick's slices and two switches per preemption: a
-  preempted kernel's event interval includes the neighbour's slice.
+* ``shared-reverse`` — the roles swapped: the hog's kernels arrive at random times (8 Hz, 10 s) next to a
+  tenant that issues ~0.5 ms GEMMs back to back. Every time a slice ends the other context runs one short
+  kernel, so the hog's CUDA events (recorded inside its own context) stretch by that kernel and two switches
+  per preemption: a preempted kernel's event interval includes the neighbour's slice.
 
 The hog's GEMM size is found by a short calibration on the GPU at hand (``size_hog``): the size whose
 kernel takes ``hog_kernel_ms`` (default 50 ms). On a CPU there is no time slice to measure: refused.
@@ -31,7 +31,8 @@ from kts_helpers.errors import DeviceError, SpecError
 
 PROBE_PROFILE = "probe"
 TICK, HOG, TICK_BB, HOG_POISSON = "tick", "hog", "tick-bb", "hog-poisson"
-DEFAULTS = {"rate_hz": 40.0, "duration_s": 20.0, "reverse_rate_hz": 4.0, "hog_kernel_ms": 50.0,
+DEFAULTS = {"rate_hz": 40.0, "duration_s": 20.0, "reverse_rate_hz": 8.0, "reverse_duration_s": 10.0,
+            "hog_kernel_ms": 50.0, "tick_bb_kernel_ms": 0.5, "tick_bb_iterations": 3000,
             "sizing_size": 4096, "sizing_iterations": 6}
 CPU_REFUSAL = ("the time-slice probe needs a CUDA GPU: on a CPU the operating system schedules threads and "
                "there is no GPU time slice to measure (run it on a GPU host: kts probe --device cuda)")
@@ -50,10 +51,15 @@ def probe_scenarios(r: dict[str, Any], params: Any) -> tuple[Any, ...]:
     tick = TenantSpec(TICK, "noop", iterations=1_000_000, matrix_size=1, sleep_ms=0.0, arrival="poisson",
                       rate_hz=rate, duration_s=duration, **common)
     hog = TenantSpec(HOG, "gemm", iterations=hog_iterations, matrix_size=hog_n, sleep_ms=0.0, **common)
-    tick_bb = TenantSpec(TICK_BB, "noop", iterations=int(r["iterations"]) * 20, matrix_size=1, sleep_ms=0.0, **common)
+    # the back-to-back tick of the reverse roles: a GEMM of ~0.5 ms (the hog's size scaled by the cube law),
+    # short against any plausible quantum but long enough that its log stays small (a noop back to back would
+    # write a million lines in 20 s)
+    bb_n = max(256, int(round(hog_n * (DEFAULTS["tick_bb_kernel_ms"] / DEFAULTS["hog_kernel_ms"]) ** (1 / 3) / 128)) * 128)
+    tick_bb = TenantSpec(TICK_BB, "gemm", iterations=int(DEFAULTS["tick_bb_iterations"]), matrix_size=bb_n,
+                         sleep_ms=0.0, **common)
     hog_poisson = TenantSpec(HOG_POISSON, "gemm", iterations=1_000_000, matrix_size=hog_n, sleep_ms=0.0,
-                             arrival="poisson", rate_hz=float(DEFAULTS["reverse_rate_hz"]), duration_s=duration,
-                             **common)
+                             arrival="poisson", rate_hz=float(DEFAULTS["reverse_rate_hz"]),
+                             duration_s=float(DEFAULTS["reverse_duration_s"]), **common)
     return (ScenarioSpec(f"baseline-{TICK}", "baseline", (tick,)),
             ScenarioSpec(f"baseline-{HOG}", "baseline", (hog,)),
             ScenarioSpec("shared", "shared", (tick, hog)),

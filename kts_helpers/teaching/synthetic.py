@@ -84,7 +84,8 @@ def write_sim_run(path: str | os.PathLike, tenants: Sequence[SimTenant], quantum
 
 def write_sim_probe(path: str | os.PathLike, quantum_ms: float, context_switch_ms: float = 0.0, *,
                     hog_kernel_ms: float = 50.0, tick_kernel_ms: float = 0.05, tick_gap_ms: float = 25.0,
-                    duration_ms: float = 20_000.0, reverse_duration_ms: float = 8_000.0, seed: int = 0,
+                    bb_kernel_ms: float = 0.5, duration_ms: float = 20_000.0, reverse_duration_ms: float = 10_000.0,
+                    seed: int = 0,
                     hog_busy: bool = True) -> Path:
     """A simulated time-slice probe (``run/probe.py``'s scenarios) on a GPU of known quantum and switch cost.
 
@@ -97,16 +98,16 @@ def write_sim_probe(path: str | os.PathLike, quantum_ms: float, context_switch_m
 
     tick = SimTenant(TICK, tick_kernel_ms, tick_gap_ms, tick_gap_ms)
     hog = SimTenant(HOG, hog_kernel_ms, 0.0) if hog_busy else SimTenant(HOG, 0.01, 100.0)
-    tick_bb = SimTenant(TICK_BB, tick_kernel_ms, 0.0)
-    hog_p = SimTenant(HOG_POISSON, hog_kernel_ms, 200.0, 150.0)
+    tick_bb = SimTenant(TICK_BB, bb_kernel_ms, 0.0)
+    hog_p = SimTenant(HOG_POISSON, hog_kernel_ms, 75.0, 60.0)
     check_params([tick, hog, tick_bb, hog_p], quantum_ms, context_switch_ms, duration_ms)
     scenarios = [(f"baseline-{TICK}", "baseline", [tick], duration_ms),
                  (f"baseline-{HOG}", "baseline", [hog], duration_ms),
                  ("shared", "shared", [tick, hog], duration_ms),
-                 (f"baseline-{TICK_BB}", "baseline", [tick_bb], min(reverse_duration_ms, 200.0)),
+                 (f"baseline-{TICK_BB}", "baseline", [tick_bb], min(reverse_duration_ms, 1_500.0)),
                  (f"baseline-{HOG_POISSON}", "baseline", [hog_p], reverse_duration_ms),
                  ("shared-reverse", "shared", [hog_p, tick_bb], reverse_duration_ms)]
-    workloads = {TICK: "noop", TICK_BB: "noop", HOG: "gemm", HOG_POISSON: "gemm"}
+    workloads = {TICK: "noop", TICK_BB: "gemm", HOG: "gemm", HOG_POISSON: "gemm"}
     return _write(Path(path), scenarios, workloads, quantum_ms=quantum_ms, context_switch_ms=context_switch_ms,
                   seed=seed, status="complete", profile="probe", device=SIMULATED_DEVICE,
                   resolved={"hog_kernel_ms": hog_kernel_ms, "tick_kernel_ms": tick_kernel_ms})
