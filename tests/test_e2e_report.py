@@ -138,7 +138,7 @@ def test_teaching_notebook_renders_offline_in_chromium(rendered: dict[str, Path]
     text = html.read_text()
     for needle in TEACHING_SECTIONS + ("outside its events", "preempted mid-way"):
         assert needle in text, needle
-    _check_offline_page(html, min_charts=6)
+    _check_offline_page(html, min_charts=7)
 
 
 @pytest.mark.browser
@@ -148,9 +148,10 @@ def test_teaching_notebook_with_the_article_reference_renders_offline(tmp_path: 
                            "duration_ms": 60000}, report_dir=tmp_path, notebooks_dir=REPO / "notebooks", cwd=REPO)
     text = html.read_text()
     for needle in TEACHING_SECTIONS + ("Quantum fit skipped: too few contended waits", "The long tenant",
-                                       "measured DF", "simulated DF"):
+                                       "measured DF", "simulated DF", "the committed probe of the same GPU",
+                                       "with the slice timer"):
         assert needle in text, needle
-    _check_offline_page(html, min_charts=7)
+    _check_offline_page(html, min_charts=8)
 
 
 REFERENCE = sorted(p for p in (REPO / "data" / "reference").iterdir() if (p / "manifest.json").exists())

@@ -93,6 +93,62 @@ def test_quantum_expiry_alternates_two_busy_long_kernels() -> None:
     assert np.allclose(seg["end_ms"] - seg["start_ms"], [2, 2, 2, 2, 1, 1])
 
 
+@pytest.mark.parametrize(("arrives", "contention_wait", "switch_in_wait"), [
+    (1.5, 2.0, 0.5),  # mid-way through the long one's first slice: what is left of it
+    (3.0, 2.0, 1.0),  # its second slice (slices follow each other while it holds the GPU alone)
+    (0.1, 2.0, 1.9),
+])
+def test_the_slice_timer_decides_how_long_a_short_kernel_waits(arrives: float, contention_wait: float,
+                                                               switch_in_wait: float) -> None:
+    """``contention``: a whole quantum from when the short one starts waiting; ``switch-in`` (the H200 probe's
+    finding): until the holder's current slice ends, slices counted from its switch-in."""
+    long_, short = SimTenant("long", 10.0, 1e9), SimTenant("short", 0.5, 1e9)
+    for timer, want in (("contention", contention_wait), ("switch-in", switch_in_wait)):
+        df = simulate([long_, short], quantum_ms=2.0, duration_ms=arrives + 1e-6, offsets_ms=[0.0, arrives],
+                      slice_timer=timer).set_index("tenant")
+        assert df.loc["short", "wait_ms"] == pytest.approx(want), timer
+        assert df.loc["long", "device_ms"] == pytest.approx(10.5)  # preempted mid-way either way
+
+
+def test_switch_in_timer_spreads_waits_up_to_a_quantum_and_the_holder_pays_the_switch() -> None:
+    tick, hog = SimTenant("tick", 0.05, 25.0, 25.0), SimTenant("hog", 50.0, 0.0)
+    waits = {}
+    for timer in ("contention", "switch-in"):
+        df = simulate([tick, hog], quantum_ms=2.0, context_switch_ms=0.2, duration_ms=60_000, seed=2,
+                      slice_timer=timer)
+        w = df.loc[df["tenant"] == "tick", "wait_ms"].to_numpy()
+        waits[timer] = w[w > 0]  # a tick issued at its own completion keeps the GPU: no wait
+    # contention: every tick that finds the hog busy waits a whole quantum plus its switch-in
+    assert np.quantile(waits["contention"], [0.05, 0.95]) == pytest.approx([2.2, 2.2])
+    # switch-in: what is left of the hog's slice, which began with the hog's own switch-in (paid inside it)
+    w = waits["switch-in"]
+    assert w.min() >= 0.2 - 1e-9 and w.max() <= 2.2 + 1e-9
+    assert np.median(w) == pytest.approx(1.2, abs=0.15) and np.quantile(w, 0.99) > 2.1
+    seg = timeline([tick, hog], quantum_ms=2.0, context_switch_ms=0.2, duration_ms=20_000, seed=2,
+                   slice_timer="switch-in")[1].reset_index(drop=True)
+    # the hog between two ticks (its switch-in, its run, the tick's switch-in): whole slices, switch included
+    full = [seg.loc[i + 1, "end_ms"] - seg.loc[i, "start_ms"] for i in range(len(seg) - 2)
+            if (seg.loc[i, "tenant"], seg.loc[i, "what"]) == ("hog", "switch")
+            and (seg.loc[i + 1, "tenant"], seg.loc[i + 1, "what"]) == ("hog", "run")
+            and (seg.loc[i + 2, "tenant"], seg.loc[i + 2, "what"]) == ("tick", "switch")]
+    full = np.asarray(full)
+    whole = np.isclose(np.round(full / 2.0) * 2.0, full)  # the rest ended with a hog kernel, not a slice
+    assert len(full) > 50 and whole.mean() > 0.9 and full.min() == pytest.approx(2.0)
+    assert simulate([hog], quantum_ms=2.0, duration_ms=1_000, slice_timer="switch-in")["wait_ms"].eq(0).all()
+
+
+def test_from_run_on_the_h200_probe_fits_the_probes_quantum() -> None:
+    """The measured probe: with the switch-in timer the fitted quantum agrees with the probe's reading."""
+    ref = Path(__file__).resolve().parents[1] / "data" / "reference" / "h200-2026-11-30-probe"
+    out = from_run(ref, duration_ms=30_000, n_resamples=200)
+    assert out.slice_timer == "switch-in" and out.fitted and list(out.fit.wait_quantiles["tenant"].unique()) == ["tick"]
+    assert "they agree within their intervals" in out.probe_agreement(), out.probe_agreement()
+    assert out.fit.residual_ms < 0.06
+    with_contention = from_run(ref, duration_ms=30_000, n_resamples=200, slice_timer="contention")
+    assert "they disagree" in with_contention.probe_agreement()  # the other timer cannot fit the waits' shape
+    assert with_contention.fit.residual_ms > 2 * out.fit.residual_ms
+
+
 def test_work_time_never_includes_waiting_and_events_never_include_the_wait_before_start() -> None:
     ts = [SimTenant("a", 0.7, 3.0, 2.0), SimTenant("b", 6.0, 1.0, 0.5), SimTenant("c", 2.5, 0.0)]
     kernels, seg = timeline(ts, quantum_ms=1.5, context_switch_ms=0.2, duration_ms=3000, seed=4)
@@ -237,6 +293,8 @@ def test_hundred_thousand_kernels_in_seconds() -> None:
     (lambda: simulate([SimTenant("a", 0.0, 1.0)]), "kernel_ms must be > 0"),
     (lambda: simulate([SimTenant("a", 1.0, -1.0)]), "period_ms must be >= 0"),
     (lambda: simulate([FFT], quantum_ms=0.0), "quantum_ms must be > 0"),
+    (lambda: simulate([FFT], slice_timer="sometimes"), "slice_timer must be one of"),
+    (lambda: simulate([FFT], 1.0, 1.0, slice_timer="switch-in"), "must be < quantum_ms"),
     (lambda: simulate([FFT, FFT]), "unique"),
     (lambda: simulate([FFT, GEMM], offsets_ms=[0.0]), "offsets_ms needs 2"),
     (lambda: sweep([FFT, GEMM], "speed", [1.0]), "unknown sweep parameter"),

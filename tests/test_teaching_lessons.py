@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from kts_helpers.errors import KtsError, RunError
-from kts_helpers.teaching import exercises, reference, waiting
+from kts_helpers.teaching import exercises, measured, reference, waiting
 from kts_helpers.teaching.model import SimError, SimTenant, simulate
 from kts_helpers.teaching.mps import (
     MpsTenant,
@@ -122,8 +122,22 @@ def test_mps_calibration_is_the_measured_share(refs) -> None:
 def test_mps_limited_is_shown_when_measured_and_said_missing_otherwise(refs) -> None:
     _dirs, modes = refs
     assert "not measured yet" in reference.mps_limited_note(modes[modes["mode"] != "mps-limited"])
+    assert "measured in: h200-2026-11-30-mps-limited" in reference.mps_limited_note(modes)  # committed since
     limited = modes.iloc[:1].assign(mode="mps-limited", reference="h200-some-mps-limited")
-    assert "measured in: h200-some-mps-limited" in reference.mps_limited_note(pd.concat([modes, limited]))
+    unlimited = modes[modes["mode"] != "mps-limited"]
+    assert reference.mps_limited_note(pd.concat([unlimited, limited])).endswith("measured in: h200-some-mps-limited")
+
+
+def test_a_run_finds_the_committed_probe_of_its_gpu_and_the_probe_says_which_slice_timer() -> None:
+    root = REPO / "data" / "reference"
+    assert reference.matching_probe(root / "h200-2026-11-30-article", root).name == "h200-2026-11-30-probe"
+    assert reference.matching_probe(root / "h200-2026-11-30-probe", root) is None  # a probe is its own probe
+    assert reference.matching_probe(EXAMPLE, root) is None  # no GPU named: nothing to match
+    timers = measured.slice_timers(root / "h200-2026-11-30-probe", duration_ms=30_000)
+    by = timers.pivot(index="quantile", columns="source", values="wait_ms")
+    gap = {s: (by[s] - by["measured"]).abs().mean() for s in ("simulated, switch-in", "simulated, contention")}
+    assert gap["simulated, switch-in"] < 0.1 < gap["simulated, contention"]
+    assert by.loc[0.5, "simulated, contention"] > 1.5 * by.loc[0.5, "simulated, switch-in"]  # a whole quantum vs half
 
 
 # --- the three kinds of waiting ------------------------------------------------------------------

@@ -121,7 +121,7 @@ def test_committed_notebook_is_clean_and_parameterised() -> None:
 def test_static_run_teaches_every_section_with_svg_charts(static_nb: nbformat.NotebookNode) -> None:
     _no_errors(static_nb)
     outs = _outputs(static_nb)
-    assert _svgs(static_nb) >= 6  # timeline, latency, both clocks, sweeps, MPS model, waiting budget
+    assert _svgs(static_nb) >= 7  # slice timers, timeline, latency, both clocks, sweeps, MPS model, waiting budget
     assert all(o["data"]["image/svg+xml"].lstrip().startswith("<svg") for o in outs if "image/svg+xml" in o["data"])
     assert not [o for o in outs if any("vegalite" in k or "vega" in k for k in o.get("data", {}))]
     text = _markdown(static_nb)
@@ -134,7 +134,11 @@ def test_static_run_teaches_every_section_with_svg_charts(static_nb: nbformat.No
     assert m and float(m.group(2)) > float(m.group(1))  # preempted mid-way: the slice is inside its events
     assert "device time stays the same" not in text and "CUDA events do not see the wait" not in text
     # MPS next to the measured references, the three kinds of waiting on the emulated example, the exercises
-    assert "under MPS the FFT's p50 goes" in text and "a share of" in text and "(`mps-limited`): not measured yet" in text
+    assert "under MPS the FFT's p50 goes" in text and "a share of" in text
+    assert "(`mps-limited`) measured in: h200-2026-11-30-mps-limited" in text and "Predicted before measured" in text
+    # which slice timer the H200 has, from the committed probe: computed, not typed
+    assert re.search(r"Probe `h200-2026-11-30-probe`: measured waits p1 / p50 / p99 = [0-9.]+ / [0-9.]+ / [0-9.]+ ms", text)
+    assert "The measured spread is the **switch-in** timer's" in text
     assert "**EMULATED**" in text and "30 s of image pull and start-up" in text
     assert text.count("Your prediction: *") == 3
     assert "No `run_dir` given" in text and "Fitted quantum" not in text

@@ -157,3 +157,15 @@ def budget_chart(budget: pd.DataFrame, title: str) -> alt.LayerChart:
                                   tooltip=["kind", "what", alt.Tooltip("seconds:Q", format=".3f")])
     labels = base.mark_text(align="left", dx=4).encode(text=alt.Text("seconds:Q", format=".3~f"))
     return (bars + labels).properties(width=420, height=120, title=title, padding=PADDING)
+
+
+def timers_chart(timers: pd.DataFrame) -> alt.Chart:
+    """A probe's measured tick waits vs both slice timers' simulated ones, by quantile (``measured.slice_timers``)."""
+    return alt.Chart(timers).mark_line(point=True).encode(
+        x=alt.X("quantile:Q", title="quantile of the waits that found the GPU busy"),
+        y=alt.Y("wait_ms:Q", title="wait before the first instruction (ms)"),
+        color=alt.Color("source:N", title=None),
+        strokeDash=alt.StrokeDash("source:N", title=None),
+        tooltip=["source", "quantile", alt.Tooltip("wait_ms:Q", format=".3f")],
+    ).properties(width=420, height=220, title="When does the slice start? Probe vs the two timers",
+                 padding=PADDING)

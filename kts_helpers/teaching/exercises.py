@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from kts_helpers.teaching import waiting
-from kts_helpers.teaching.model import SimError, SimTenant, simulate
+from kts_helpers.teaching.model import DEFAULT_SLICE_TIMER, SimError, SimTenant, simulate
 from kts_helpers.teaching.model import degradation as ts_degradation
 from kts_helpers.teaching.mps import MpsTenant, mps_degradation
 
@@ -62,12 +62,12 @@ def change(before: float, after: float) -> str:
 
 def quantum_doubles(tenants: Sequence[SimTenant], quantum_ms: float, *, tenant: str = "fft",
                     predict_p50: str = "unchanged", predict_p99: str = "grows", context_switch_ms: float = 0.0,
-                    duration_ms: float = 60_000.0, seed: int = 0) -> Check:
+                    duration_ms: float = 60_000.0, seed: int = 0, slice_timer: str = DEFAULT_SLICE_TIMER) -> Check:
     """What happens to a tenant's wall p50 and p99 when the quantum doubles? (simulated both ways)."""
     p50_guess, p99_guess = _choice(predict_p50, CHANGES, "predict_p50"), _choice(predict_p99, CHANGES, "predict_p99")
     rows = []
     for q in (quantum_ms, 2 * quantum_ms):
-        g = simulate(tenants, q, context_switch_ms, duration_ms, seed)
+        g = simulate(tenants, q, context_switch_ms, duration_ms, seed, slice_timer=slice_timer)
         w = g.loc[g["tenant"] == tenant, "wall_ms"]
         if w.empty:
             raise SimError(f"tenant {tenant!r} completed no kernel; lengthen duration_ms")
@@ -94,11 +94,12 @@ def _answer(sees_device: bool, sees_wall: bool) -> str:
 
 def which_clock(ts_tenants: Sequence[SimTenant], mps_tenants: Sequence[MpsTenant], *, quantum_ms: float,
                 tenant: str = "fft", mode: str = "mps", predict: str = "wall only", context_switch_ms: float = 0.0,
-                duration_ms: float = 60_000.0, seed: int = 0) -> Check:
+                duration_ms: float = 60_000.0, seed: int = 0, slice_timer: str = DEFAULT_SLICE_TIMER) -> Check:
     """Which clock sees the neighbour under ``mode`` (``mps`` or ``timeslice``)? Both modes, both tenants shown."""
     guess = _choice(predict, CLOCK_ANSWERS, "predict_clock")
     mode = _choice(mode, ("mps", "timeslice"), "mode")
-    tables = {"timeslice": ts_degradation(ts_tenants, quantum_ms, context_switch_ms, duration_ms, seed),
+    tables = {"timeslice": ts_degradation(ts_tenants, quantum_ms, context_switch_ms, duration_ms, seed,
+                                                slice_timer=slice_timer),
               "mps": mps_degradation(mps_tenants, duration_ms, seed)}
     rows = []
     for m, t in tables.items():

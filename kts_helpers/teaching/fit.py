@@ -30,7 +30,7 @@ import pandas as pd
 
 from kts_helpers.analyse import stats
 from kts_helpers.analyse.resample import naive_positions, pct_interval
-from kts_helpers.teaching.model import DEFAULT_DURATION_MS, SimError, SimTenant, simulate
+from kts_helpers.teaching.model import DEFAULT_DURATION_MS, DEFAULT_SLICE_TIMER, SimError, SimTenant, simulate
 
 FIT_QUANTILES = (0.5, 0.75, 0.9, 0.95, 0.99)
 DEFAULT_CANDIDATES = tuple(float(x) for x in np.round(np.geomspace(0.25, 64.0, 25), 3))
@@ -79,11 +79,12 @@ def _candidates(candidates: Iterable[float]) -> list[float]:
 
 def simulated_quantiles(tenants: Sequence[SimTenant], candidates: Sequence[float], who: Sequence[str], *,
                         context_switch_ms: float, duration_ms: float, seed: int,
-                        quantiles: Sequence[float]) -> dict[float, dict[str, np.ndarray]]:
+                        quantiles: Sequence[float], slice_timer: str = DEFAULT_SLICE_TIMER
+                        ) -> dict[float, dict[str, np.ndarray]]:
     """Per candidate quantum, per tenant in ``who``: the simulated wait quantiles (one simulation each)."""
     out: dict[float, dict[str, np.ndarray]] = {}
     for c in candidates:
-        sim = simulate(tenants, c, context_switch_ms, duration_ms, seed)
+        sim = simulate(tenants, c, context_switch_ms, duration_ms, seed, slice_timer=slice_timer)
         out[c] = {}
         for name in who:
             w = sim.loc[sim["tenant"] == name, "wait_ms"].to_numpy(float)
@@ -105,14 +106,14 @@ def _distance(meas_q: Mapping[str, np.ndarray], sim_q: Mapping[str, np.ndarray])
 def fit_distances(measured_waits_ms: Mapping[str, Sequence[float]] | Sequence[float],
                   tenants: Sequence[SimTenant], candidates: Iterable[float], *, context_switch_ms: float = 0.0,
                   duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
-                  quantiles: Sequence[float] = FIT_QUANTILES) -> pd.DataFrame:
+                  quantiles: Sequence[float] = FIT_QUANTILES, slice_timer: str = DEFAULT_SLICE_TIMER) -> pd.DataFrame:
     """The distance of each candidate quantum's simulated waits to the measured ones (see the module doc)."""
     tenants = list(tenants)
     measured = _measured(measured_waits_ms, [t.name for t in tenants])
     cands = _candidates(candidates)
     qs = np.asarray(quantiles, float)
     sims = simulated_quantiles(tenants, cands, list(measured), context_switch_ms=context_switch_ms,
-                               duration_ms=duration_ms, seed=seed, quantiles=qs)
+                               duration_ms=duration_ms, seed=seed, quantiles=qs, slice_timer=slice_timer)
     meas_q = {k: np.quantile(v, qs) for k, v in measured.items()}
     return pd.DataFrame({"quantum_ms": cands, "distance_ms": [float(_distance(meas_q, sims[c])) for c in cands]})
 
@@ -172,13 +173,14 @@ def fit_with_interval(measured_waits_ms: Mapping[str, Sequence[float]], tenants:
                       candidates: Iterable[float] = DEFAULT_CANDIDATES, *, context_switch_ms: float = 0.0,
                       duration_ms: float = 60_000.0, seed: int = 0, n_resamples: int = 1000,
                       confidence: float = 0.95, refine: int = 32, boot_seed: int = 0,
-                      quantiles: Sequence[float] = FIT_QUANTILES) -> QuantumFit:
+                      quantiles: Sequence[float] = FIT_QUANTILES, slice_timer: str = DEFAULT_SLICE_TIMER) -> QuantumFit:
     """The fitted quantum with a stationary-bootstrap percentile interval (see the module doc)."""
     tenants = list(tenants)
     measured = _measured(measured_waits_ms, [t.name for t in tenants])
     coarse = _candidates(candidates)
     qs = np.asarray(quantiles, float)
-    opts = {"context_switch_ms": context_switch_ms, "duration_ms": duration_ms, "seed": seed, "quantiles": qs}
+    opts = {"context_switch_ms": context_switch_ms, "duration_ms": duration_ms, "seed": seed, "quantiles": qs,
+            "slice_timer": slice_timer}
     sims = simulated_quantiles(tenants, coarse, list(measured), **opts)
     meas_q = {k: np.quantile(v, qs) for k, v in measured.items()}
     best = int(np.argmin([_distance(meas_q, sims[c]) for c in coarse]))

@@ -7,9 +7,9 @@ trimming, the report's summary table and intervals), so the "measured" numbers a
 for the same run.
 
 The fit runs only where it can say something: on a GPU (on a CPU device time *is* wall time: no wait to
-fit), with a shared scenario, and with at least ``rules.min_corunning_samples()`` contended waits (waits
-above the tenant's own launch noise, ``analyse.probe.contended_waits``: the probe's rule). Otherwise it
-says why, and the simulation uses the probe's measured quantum if a probe run is given, else the lesson's.
+fit), with a shared scenario, and on the tenants with at least ``rules.min_corunning_samples()`` contended
+waits each (waits above the tenant's own launch noise, ``analyse.probe.contended_waits``: the probe's rule;
+a p99 of a tenant's waits needs that many). Otherwise it says why, and the simulation uses the probe's measured quantum if a probe run is given, else the lesson's.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from kts_helpers.analyse.probe import ProbeReading, contended_waits, is_probe, r
 from kts_helpers.analyse.rules import match_baseline, min_corunning_samples
 from kts_helpers.analyse.summary import baseline_row, primary_shared, summarize_frame
 from kts_helpers.errors import RunError
+from kts_helpers.run.probe import TICK_BB
 from kts_helpers.teaching.fit import DEFAULT_CANDIDATES, QuantumFit, fit_with_interval
-from kts_helpers.teaching.model import CLOCKS, SimTenant, simulate
+from kts_helpers.teaching.model import CLOCKS, SLICE_TIMERS, SimTenant, simulate
 from kts_helpers.teaching.model import degradation as simulated_degradation
 from kts_helpers.teaching.synthetic import SIMULATED_DEVICE
 
@@ -51,6 +52,7 @@ class RunComparison:
     quantum_source: str
     switch_ms: float
     switch_source: str
+    slice_timer: str = "switch-in"
     n_contended: dict[str, int] = field(default_factory=dict)
     probe: ProbeReading | None = None
     comparison: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=COMPARISON_COLUMNS))
@@ -121,7 +123,7 @@ class RunComparison:
         if self.fit is not None:
             out.append(f"Fitted quantum: **{self.fit.text()}** ({100 * self.fit.confidence:.0f} % stationary-"
                        f"bootstrap interval over the measured waits, {self.fit.n_resamples} resamples; contended "
-                       f"waits: {counts}). The interval is the sampling error only: at the fitted quantum the "
+                       f"waits: {counts}; fitted on {', '.join(dict.fromkeys(self.fit.wait_quantiles['tenant']))}). The interval is the sampling error only: at the fitted quantum the "
                        f"model's wait quantiles still differ from the measured ones by {self.fit.residual_ms:.3f} ms "
                        "on average (the shape of the model's waits, not just its quantum)"
                        + (f"; {self.fit.note}" if self.fit.note else ""))
@@ -132,8 +134,22 @@ class RunComparison:
                        f"{self.probe.switch.text()}; {self.probe_agreement()}")
         if not self.comparison.empty:
             out.append(f"The model below uses a quantum of {self.quantum_ms:.3f} ms ({self.quantum_source}) and a "
-                       f"switch cost of {self.switch_ms:.3f} ms ({self.switch_source})")
+                       f"switch cost of {self.switch_ms:.3f} ms ({self.switch_source}), with the slice timer "
+                       f"`{self.slice_timer}` ({TIMER_WHY[self.slice_timer]})")
         return out
+
+
+TIMER_WHY = {"switch-in": "a slice counted from the holder's switch-in, as the H200 probe measured: a short kernel "
+                          "waits for what is left of the holder's current slice",
+             "contention": "the simulated run was made with it: a short kernel that finds the GPU busy waits a "
+                           "whole quantum"}
+
+
+def slice_timer_of(data: RunData) -> str:
+    """A simulated run's own slice timer (``teaching.synthetic`` records it), else ``switch-in``: what the
+    H200 probe measured of a real GPU (the slice starts with the holder's switch-in)."""
+    recorded = data.manifest.spec.resolved.get("slice_timer")
+    return recorded if data.manifest.device == SIMULATED_DEVICE and recorded in SLICE_TIMERS else "switch-in"
 
 
 def display_comparison(comparison: pd.DataFrame) -> pd.DataFrame:
@@ -168,11 +184,13 @@ def _model_tenants(data: RunData, group: str) -> tuple[list[SimTenant], dict[str
     open-loop tenant: 1000 / rate_hz - kernel, a closed loop of the same mean rate); jitter = half the 5-95 %
     spread of its alone gaps; host overhead = the alone median of (wall - device), in the model's wall clock.
     Waits = shared (wall - device) less that overhead: the launch/sync cost a tenant pays even alone is not
-    time-slice waiting.
+    time-slice waiting. In a probe run the overhead taken off is an awake GPU's (its back-to-back tenant
+    alone), as ``analyse.probe`` reads it: the tick alone finds the GPU asleep, next to the hog never.
     """
     it = data.iterations
     scenario = next(s for s in data.manifest.scenarios if s.kind == "shared" and s.name.startswith(group))
     alone_rows = it[it["kind"] == "baseline"]
+    awake = match_baseline(alone_rows, TICK_BB, "gemm", "op") if is_probe(data) else pd.DataFrame()
     tenants, waits, contended = [], {}, {}
     for t in scenario.tenants:
         phase = "decode" if t.workload == "llm" else "op"
@@ -192,7 +210,7 @@ def _model_tenants(data: RunData, group: str) -> tuple[list[SimTenant], dict[str
         jitter = float(np.subtract(*np.percentile(gaps, [95, 5])) / 2) if len(gaps) > 1 else 0.0
         overhead = max(float((base["wall_ms"] - base["device_ms"]).median()), 0.0)
         tenants.append(SimTenant(t.name, kernel_ms, sleep_ms, max(jitter, 0.0), overhead))
-        excess, hit, _noise = contended_waits(sh, base)
+        excess, hit, _noise = contended_waits(sh, awake if len(awake) else base)
         waits[t.name] = np.clip(excess, 0.0, None)
         contended[t.name] = int(len(hit))
     return tenants, waits, contended
@@ -223,7 +241,7 @@ def measured_table(data: RunData, group: str, n_resamples: int = 2000) -> pd.Dat
 def from_run(run_dir: str | os.PathLike | RunData, *, probe: str | os.PathLike | RunData | ProbeReading | None = None,
              lesson_quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
              candidates: Any = DEFAULT_CANDIDATES, duration_ms: float = 60_000.0, seed: int = 0,
-             n_resamples: int = 1000) -> RunComparison:
+             n_resamples: int = 1000, slice_timer: str | None = None) -> RunComparison:
     """Model a real run (see the module doc). A probe run given as ``run_dir`` is its own probe."""
     data = run_dir if isinstance(run_dir, RunData) else load_run(run_dir)
     if data.manifest.status != "complete":
@@ -234,7 +252,8 @@ def from_run(run_dir: str | os.PathLike | RunData, *, probe: str | os.PathLike |
     it = data.iterations
     group = primary_shared(list(dict.fromkeys(it.loc[it["kind"] == "shared", "group"])))
     result = RunComparison(data.run_id, _gpu_name(data), group, None, "", lesson_quantum_ms, "the lesson's",
-                           context_switch_ms, "the lesson's", probe=reading)
+                           context_switch_ms, "the lesson's", slice_timer or slice_timer_of(data), probe=reading)
+    timer = {"slice_timer": result.slice_timer}
     if group is None:
         result.why_not_fitted = (f"run {data.run_id} has no shared scenario: no tenant ever had a neighbour whose "
                                  "time slice it could wait for, so there is nothing to fit or compare")
@@ -246,24 +265,26 @@ def from_run(run_dir: str | os.PathLike | RunData, *, probe: str | os.PathLike |
                                  "GPU: device time is wall time there, so there is no time-slice wait to fit (and "
                                  "a time-sliced GPU model says nothing about it)")
         return result
-    need, have = min_corunning_samples(), sum(contended.values())
+    need = min_corunning_samples()
+    enough = {k: w for k, w in waits.items() if contended[k] >= need}  # a p99 of waits per tenant
     if reading is not None and reading.switch.has_value:
         result.switch_ms, result.switch_source = reading.switch.value, f"measured by probe {reading.run_id}"
-    if have >= need:
-        result.fit = fit_with_interval(waits, tenants, candidates, context_switch_ms=result.switch_ms,
-                                       duration_ms=duration_ms, seed=seed, n_resamples=n_resamples)
+    if enough:
+        result.fit = fit_with_interval(enough, tenants, candidates, context_switch_ms=result.switch_ms,
+                                       duration_ms=duration_ms, seed=seed, n_resamples=n_resamples, **timer)
         result.quantum_ms, result.quantum_source = result.fit.quantum_ms, "fitted to this run's waits"
     else:
         counts = ", ".join(f"{k} {v}" for k, v in contended.items())
-        result.why_not_fitted = (f"too few contended waits ({have}: {counts}; a wait counts when it lies above the "
-                                 f"tenant's own launch noise alone) for a fit with an interval: at least {need} are "
-                                 "needed, the analysis's minimum for a p99")
+        result.why_not_fitted = (f"too few contended waits ({counts}; a wait counts when it lies above the "
+                                 f"tenant's own launch noise alone) for a fit with an interval: at least {need} of "
+                                 "one tenant are needed, the analysis's minimum for a p99")
         if reading is not None and reading.quantum.has_value:
             result.quantum_ms, result.quantum_source = reading.quantum.value, f"measured by probe {reading.run_id}"
         else:
             result.quantum_source = "the lesson's, not fitted"
-    sim = simulated_degradation(tenants, result.quantum_ms, result.switch_ms, duration_ms, seed).set_index("tenant")
-    kernels = simulate(tenants, result.quantum_ms, result.switch_ms, duration_ms, seed)
+    sim = simulated_degradation(tenants, result.quantum_ms, result.switch_ms, duration_ms, seed, **timer)
+    sim = sim.set_index("tenant")
+    kernels = simulate(tenants, result.quantum_ms, result.switch_ms, duration_ms, seed, **timer)
     result.preempted_share = {name: float((g["device_ms"] > g["work_ms"] + 1e-9).mean())
                               for name, g in kernels.groupby("tenant")}
     table = measured_table(data, group)
@@ -273,3 +294,28 @@ def from_run(run_dir: str | os.PathLike | RunData, *, probe: str | os.PathLike |
     table["sim_in_interval"] = (table["sim_df"] >= table["measured_df_lo"]) & (table["sim_df"] <= table["measured_df_hi"])
     result.comparison = table[COMPARISON_COLUMNS]
     return result
+
+
+def slice_timers(probe_run: str | os.PathLike | RunData, *, duration_ms: float = 60_000.0, seed: int = 0,
+                 quantiles: tuple[float, ...] = (0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99)) -> pd.DataFrame:
+    """A probe's measured tick waits next to both slice timers' simulated ones, at the probe's quantum and switch.
+
+    Why: the two timers make the same worst wait but a different spread (a whole quantum every time, or
+    what is left of the holder's slice); the probe's waits say which one the GPU has. Long format: quantile,
+    source (``measured`` or ``simulated, <timer>``), wait_ms.
+    """
+    data = probe_run if isinstance(probe_run, RunData) else load_run(probe_run)
+    reading = read_probe(data)
+    if not (reading.quantum.has_value and reading.switch.has_value):
+        raise RunError(f"probe {data.run_id} measured no quantum and switch cost: {reading.quantum.text()}")
+    tenants, _waits, _n = _model_tenants(data, "shared")
+    tick = tenants[0].name
+    qs = np.asarray(quantiles, float)
+    rows = [{"quantile": q, "source": "measured", "wait_ms": float(v)}
+            for q, v in zip(qs, np.quantile(reading.waits_ms, qs), strict=True)]
+    for timer in SLICE_TIMERS:
+        sim = simulate(tenants, reading.quantum.value, reading.switch.value, duration_ms, seed, slice_timer=timer)
+        w = sim.loc[(sim["tenant"] == tick) & (sim["wait_ms"] > 0), "wait_ms"].to_numpy(float)
+        rows += [{"quantile": q, "source": f"simulated, {timer}", "wait_ms": float(v)}
+                 for q, v in zip(qs, np.quantile(w, qs), strict=True)]
+    return pd.DataFrame(rows)

@@ -8,9 +8,17 @@ to trust once you have seen them come out of a model small enough to check by ha
   back to back. Tenants start at random offsets (drawn from ``seed``) unless given ``offsets_ms``.
 * The GPU runs one context at a time. The context holding it keeps it until its kernel completes,
   or until its quantum expires *while another context has pending work*; then the next pending
-  context in round-robin order gets it. A lone context is never preempted. The quantum is counted
-  from the later of (the holder got the GPU, another context became pending): so a kernel that
-  arrives while another runs waits ``min(holder's remaining work, quantum)``.
+  context in round-robin order gets it. A lone context is never preempted. When the holder's quantum
+  starts is ``slice_timer``:
+
+  - ``"switch-in"`` (what the H200 probe measured, ``data/reference/h200-*-probe``; ``teaching.measured``
+    models real runs with it): the
+    holder's slices are counted from its switch-in, the switch included (the holder pays for it), and
+    follow each other every quantum while it holds the GPU. A kernel that arrives while another runs
+    waits until the holder's current slice ends: between 0 and one quantum, spread evenly;
+  - ``"contention"`` (the default: the lesson's case to check by hand): the quantum starts when another
+    context starts waiting (or at the switch-in if one already waits), so such a kernel always waits
+    ``min(holder's remaining work, quantum)``: the worst case of the two, every time.
 * Changing the resident context costs ``context_switch_ms`` of idle GPU before the new one runs.
 
 It is event-driven and exact (no time steps): the state changes only at arrivals, completions
@@ -81,10 +89,12 @@ KERNEL_COLUMNS = ["tenant", "iteration", "arrival_ms", "start_ms", "end_ms", "wo
 CLOCKS = ("wall", "device")  # the two clocks a tenant has: the host's and its CUDA events'
 SEGMENT_COLUMNS = ["tenant", "start_ms", "end_ms", "what"]
 DEFAULT_DURATION_MS = 20_000.0
+SLICE_TIMERS = ("switch-in", "contention")  # when the holder's quantum starts (see the module doc)
+DEFAULT_SLICE_TIMER = "contention"
 
 
 def check_params(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float,
-                 duration_ms: float) -> list[SimTenant]:
+                 duration_ms: float, slice_timer: str = DEFAULT_SLICE_TIMER) -> list[SimTenant]:
     """The tenants as a list, or a SimError naming the first invalid parameter."""
     tenants = list(tenants)
     if not tenants:
@@ -107,16 +117,22 @@ def check_params(tenants: Sequence[SimTenant], quantum_ms: float, context_switch
         raise SimError(f"quantum_ms must be > 0, got {quantum_ms}")
     if not (math.isfinite(context_switch_ms) and context_switch_ms >= 0):
         raise SimError(f"context_switch_ms must be >= 0, got {context_switch_ms}")
+    if slice_timer not in SLICE_TIMERS:
+        raise SimError(f"slice_timer must be one of {', '.join(SLICE_TIMERS)}, got {slice_timer!r}")
+    if slice_timer == "switch-in" and not context_switch_ms < quantum_ms:
+        raise SimError(f"with slice_timer 'switch-in' the switch is paid inside the slice: context_switch_ms "
+                       f"({context_switch_ms}) must be < quantum_ms ({quantum_ms})")
     if not (math.isfinite(duration_ms) and duration_ms > 0):
         raise SimError(f"duration_ms must be > 0, got {duration_ms}")
     return tenants
 
 
 def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float, duration_ms: float,
-         seed: int, offsets_ms: Sequence[float] | None, want_segments: bool
+         seed: int, offsets_ms: Sequence[float] | None, want_segments: bool, slice_timer: str
          ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """The event loop. Returns (one row per kernel, the GPU's occupancy segments or None)."""
-    tenants = check_params(tenants, quantum_ms, context_switch_ms, duration_ms)
+    tenants = check_params(tenants, quantum_ms, context_switch_ms, duration_ms, slice_timer)
+    periodic = slice_timer == "switch-in"
     n = len(tenants)
     rng = random.Random(seed)
     if offsets_ms is None:
@@ -142,18 +158,26 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
     cur, last = -1, -1  # context holding the GPU (-1: idle) and the last resident one
     run_from = 0.0  # when the holder starts making progress (after a switch)
     slice_end = inf  # when the holder's quantum expires (inf: nobody else is waiting)
+    origin = 0.0  # "switch-in": when the holder's slices began (they follow each other every quantum)
     t = 0.0
 
     def give(i: int, now: float) -> None:
-        nonlocal cur, last, run_from, slice_end
+        nonlocal cur, last, run_from, slice_end, origin
         switch = last not in (-1, i)
         run_from = now + cs if switch else now
         if want_segments and switch and cs > 0:
             segs.append([i, now, run_from, "switch"])
+        if switch or last == -1:
+            origin = now  # the slice starts with the switch-in; the same context keeps its timer
         cur, last = i, i
         if started[i] < 0:
             started[i] = run_from
-        slice_end = run_from + q if any(pending[j] for j in range(n) if j != i) else inf
+        others = any(pending[j] for j in range(n) if j != i)
+        slice_end = (next_boundary(now) if periodic else run_from + q) if others else inf
+
+    def next_boundary(now: float) -> float:
+        """The end of the holder's current slice (switch-in timer): the first origin + k q after now."""
+        return origin + (math.floor((now - origin) / q) + 1) * q
 
     def pick(after: int, now: float) -> None:
         for k in range(1, n + 1):
@@ -198,7 +222,8 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
                 pending[i], rem[i], arrival[i], started[i] = True, kernel[i], nxt[i], -1.0
                 nxt[i] = inf
                 if cur >= 0 and i != cur and slice_end == inf:
-                    slice_end = max(te, run_from) + q  # contention starts: the holder's quantum runs
+                    # contention starts: the holder's quantum runs (or its current slice ends)
+                    slice_end = next_boundary(te) if periodic else max(te, run_from) + q
         if done:
             pick(last, te)
         elif cur >= 0 and te >= slice_end:  # quantum expired while others wait: round robin
@@ -239,16 +264,17 @@ def _segments(segs: list[list], names: list[str]) -> pd.DataFrame:
 
 def simulate(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
              duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
-             offsets_ms: Sequence[float] | None = None) -> pd.DataFrame:
+             offsets_ms: Sequence[float] | None = None, *, slice_timer: str = DEFAULT_SLICE_TIMER) -> pd.DataFrame:
     """Simulate the tenants sharing one GPU; one row per completed kernel (see the module doc)."""
-    return _run(tenants, quantum_ms, context_switch_ms, duration_ms, seed, offsets_ms, False)[0]
+    return _run(tenants, quantum_ms, context_switch_ms, duration_ms, seed, offsets_ms, False, slice_timer)[0]
 
 
 def timeline(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
              duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
-             offsets_ms: Sequence[float] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+             offsets_ms: Sequence[float] | None = None, *,
+             slice_timer: str = DEFAULT_SLICE_TIMER) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Like :func:`simulate`, plus who held the GPU when: segments (tenant, start, end, run/switch)."""
-    kernels, segs = _run(tenants, quantum_ms, context_switch_ms, duration_ms, seed, offsets_ms, True)
+    kernels, segs = _run(tenants, quantum_ms, context_switch_ms, duration_ms, seed, offsets_ms, True, slice_timer)
     assert segs is not None
     return kernels, segs
 
@@ -301,15 +327,17 @@ def compare_clocks(shared: pd.DataFrame, alone: Mapping[str, pd.DataFrame], name
 
 
 def degradation(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
-                duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0) -> pd.DataFrame:
+                duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0, *,
+                slice_timer: str = DEFAULT_SLICE_TIMER) -> pd.DataFrame:
     """Per tenant, both clocks: p50/p99 alone and shared and DF (wall: ``df``; CUDA events: ``device_df``).
 
     A short tenant's ``device_df`` stays 1 (its kernels are never preempted mid-way); a long tenant's grows
     with the neighbour's slices that land inside its events.
     """
-    tenants = check_params(tenants, quantum_ms, context_switch_ms, duration_ms)
-    shared = simulate(tenants, quantum_ms, context_switch_ms, duration_ms, seed)
-    alone = {t.name: simulate([t], quantum_ms, context_switch_ms, duration_ms, seed) for t in tenants}
+    tenants = check_params(tenants, quantum_ms, context_switch_ms, duration_ms, slice_timer)
+    shared = simulate(tenants, quantum_ms, context_switch_ms, duration_ms, seed, slice_timer=slice_timer)
+    alone = {t.name: simulate([t], quantum_ms, context_switch_ms, duration_ms, seed, slice_timer=slice_timer)
+             for t in tenants}
     return compare_clocks(shared, alone, [t.name for t in tenants])
 
 
@@ -318,7 +346,7 @@ SWEEP_PARAMS = ("quantum_ms", "context_switch_ms", "<tenant>.kernel_ms", "<tenan
 
 def sweep(tenants: Sequence[SimTenant], param: str, values: Iterable[float], *, quantum_ms: float = 2.0,
           context_switch_ms: float = 0.0, duration_ms: float = DEFAULT_DURATION_MS,
-          seed: int = 0) -> pd.DataFrame:
+          seed: int = 0, slice_timer: str = DEFAULT_SLICE_TIMER) -> pd.DataFrame:
     """DF per tenant for each value of one parameter (long format: param, value, tenant, df, device_df, p99s).
 
     ``param`` is ``quantum_ms``, ``context_switch_ms``, or ``<tenant>.kernel_ms`` /
@@ -346,7 +374,7 @@ def sweep(tenants: Sequence[SimTenant], param: str, values: Iterable[float], *, 
             cs = v
         else:
             ts = [replace(t, **{field: v}) if t.name == who else t for t in tenants]
-        d = degradation(ts, q, cs, duration_ms, seed)[["tenant", "p99_alone_ms", "p99_shared_ms", "df",
+        d = degradation(ts, q, cs, duration_ms, seed, slice_timer=slice_timer)[["tenant", "p99_alone_ms", "p99_shared_ms", "df",
                                                          "device_p99_shared_ms", "device_df"]]
         d.insert(0, "value", v)
         d.insert(0, "param", param)

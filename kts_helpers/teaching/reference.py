@@ -42,6 +42,17 @@ def reference_dirs(root: str | os.PathLike = REFERENCE_ROOT, *, probes: bool = F
     return out
 
 
+def matching_probe(run_dir: str | os.PathLike, root: str | os.PathLike = REFERENCE_ROOT) -> Path | None:
+    """The newest committed probe of the run's GPU model (same device name), or None: its quantum and switch
+    cost are the best the lesson knows for a run that cannot be fitted itself."""
+    manifest = open_run(run_dir).read()
+    name = manifest.device_name
+    if not name or manifest.profile == PROBE_PROFILE:  # a probe run is its own probe
+        return None
+    same = [d for d in reference_dirs(root, probes=True) if open_run(d).read().device_name == name]
+    return same[-1] if same else None
+
+
 def sharing_modes(run_dirs: list[str | os.PathLike] | list[Path], *, n_resamples: int = 1000) -> pd.DataFrame:
     """Per reference, tenant, sharing mode and clock: p50 alone and shared, p99 and DF with intervals."""
     rows = []

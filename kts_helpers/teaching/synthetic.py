@@ -19,7 +19,13 @@ from typing import Any
 import pandas as pd
 
 from kts_helpers.errors import RunError
-from kts_helpers.teaching.model import DEFAULT_DURATION_MS, SimTenant, check_params, simulate
+from kts_helpers.teaching.model import (
+    DEFAULT_DURATION_MS,
+    DEFAULT_SLICE_TIMER,
+    SimTenant,
+    check_params,
+    simulate,
+)
 
 SYNTHETIC_EPOCH_NS = 1_700_000_000_000_000_000
 SIMULATED_DEVICE = "simulated"  # the manifest's device of a simulated run: a time-sliced GPU, not a CPU
@@ -58,7 +64,7 @@ def _write(root: Path, scenarios: Sequence[tuple[str, str, Sequence[SimTenant], 
     manifest = {"format_version": 2, "run_id": root.name, "label": "simulated", "status": status,
                 "spec": {"profile": profile, "device": device,
                          "resolved": {**resolved, "quantum_ms": quantum_ms, "context_switch_ms": context_switch_ms,
-                                      "seed": seed},
+                                      "seed": seed, "slice_timer": DEFAULT_SLICE_TIMER},
                          "scenarios": spec_scenarios},
                 "environment": {"gpu_name": f"simulated GPU (quantum {quantum_ms:g} ms, switch {context_switch_ms:g} ms)"},
                 "scenarios": {s["name"]: {"status": status} for s in spec_scenarios}}
