@@ -280,7 +280,7 @@ class FakeWorker:
 class FakeCluster:
     """Plays the controllers of a one-namespace cluster on top of a ``ClusterEmulator``."""
 
-    def __init__(self, km: Any, namespace: str = NS, *, kueue_version: str = "v1beta2"):
+    def __init__(self, km: Any, namespace: str = NS, *, kueue_version: str | None = "v1beta2"):
         self.km = km
         self.clock: FakeClock = km.clock
         self.ns = namespace
@@ -311,10 +311,11 @@ class FakeCluster:
         self.max_runs_per_node = 0  # ... on one node: must never exceed 1
         self.kueue_version = kueue_version
         self._task: asyncio.Task[None] | None = None
-        for res, kind, namespaced in (("v1/pods", "Pod", True), ("batch/v1/jobs", "Job", True),
-                                      ("v1/nodes", "Node", False), ("v1/events", "Event", True),
-                                      (f"kueue.x-k8s.io/{kueue_version}/workloads", "Workload", True),
-                                      ("coordination.k8s.io/v1/leases", "Lease", True)):
+        resources = [("v1/pods", "Pod", True), ("batch/v1/jobs", "Job", True), ("v1/nodes", "Node", False),
+                     ("v1/events", "Event", True), ("coordination.k8s.io/v1/leases", "Lease", True)]
+        if kueue_version:  # None: a cluster without Kueue
+            resources.append((f"kueue.x-k8s.io/{kueue_version}/workloads", "Workload", True))
+        for res, kind, namespaced in resources:
             km.resources[res] = kmock.ResourceInfo(kind=kind, namespaced=namespaced,
                                                    verbs={"get", "list", "watch", "create", "delete", "patch",
                                                           "update"})
@@ -425,7 +426,7 @@ class FakeCluster:
         await self._gc()
         jobs = self.live("batch/v1/jobs")
         for name, job in jobs.items():
-            if (job["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name"):
+            if self.kueue_version and (job["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name"):
                 await self._kueue(name, job)
         for name, job in self.live("batch/v1/jobs").items():
             await self._job_controller(name, job)

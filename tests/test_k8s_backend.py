@@ -221,7 +221,8 @@ async def test_kueue_admits_the_scenario_as_one_workload(cluster: FakeCluster, t
         assert t.events["workload"] == wl["metadata"]["name"]
         assert t.events["job_created"] == created
         assert t.events["admitted"] == ts(_epoch(created) + cluster.admit_after)
-    assert {r.resource.version for r in cluster.requests("get", "kueue.x-k8s.io/v1beta2/workloads")} == {"v1beta2"}
+    # Kueue's storage version is read first (and, served, it is the only one asked for)
+    assert {r.url.path.split("/")[3] for r in cluster.km.log if r.url.path.endswith("/workloads")} == {"v1beta2"}
     waits = layered_waits(run.read())
     assert list(waits["admission_wait_s"]) == [2, 2] and list(waits["placement_wait_s"]) == [1, 1]
     assert run.manifest()["scenarios"]["shared"]["workload"] == wl["metadata"]["name"]
@@ -262,6 +263,16 @@ async def test_workload_not_admitted_fails_with_kueues_reason(cluster: FakeClust
         assert ev["admitted"] is None and "LocalQueue typo doesn't exist" in ev["admission_blocked"]
         assert ev["pod"] is None
     assert not cluster.live(JOBS)
+
+
+async def test_a_queue_without_kueue_fails_at_once(tmp_path: Path) -> None:
+    async with emulated_cluster(kueue_version=None) as fc:
+        fc.add_node(gpu_node("gpu-1"))
+        run, spec = make_run(tmp_path, ("fft",))
+        with pytest.raises(TenantFailed, match=r"waits for Kueue \(queue 'kts'\) but the cluster serves no "
+                                               r"kueue.x-k8s.io Workloads: is Kueue installed\?"):
+            await _run(fc.backend(queue_name="kts"), run, spec.scenario("baseline-fft"), timeout_s=3000)
+        assert not fc.live(JOBS)
 
 
 async def test_a_workload_waiting_for_quota_is_reported_while_it_waits(cluster: FakeCluster, tmp_path: Path,
@@ -608,18 +619,22 @@ async def test_the_lease_is_renewed_while_a_long_scenario_runs(cluster: FakeClus
 
 
 async def test_a_lease_taken_over_mid_run_fails_the_scenario(cluster: FakeCluster, tmp_path: Path) -> None:
+    """Another client overwrote the node's Lease: stop at once (fft would hang until the deadline)."""
     cluster.add_node(gpu_node("gpu-1"))
-    cluster.behaviour["fft"] = "slow"
+    cluster.behaviour["fft"] = "hang"
     run, spec = make_run(tmp_path)
     backend = cluster.backend(lease_duration_s=3)
-    task = asyncio.create_task(_run(backend, run, spec.scenario("shared")))
+    started = time.monotonic()
+    task = asyncio.create_task(_run(backend, run, spec.scenario("shared"), timeout_s=3000))
     while not any(p.get("status", {}).get("phase") == "Running" for p in cluster.live(PODS).values()):
         await asyncio.sleep(0.02)
     lease = cluster.live(LEASES)[lease_name("gpu-1")]
     await cluster._http("put", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{lease_name('gpu-1')}",
                         {**lease, "spec": {**lease["spec"], "holderIdentity": "kts@impatient/7/xyz"}})
-    with pytest.raises((TenantFailed, BackendError), match=r"taken over by kts@impatient/7/xyz"):
+    with pytest.raises(TenantFailed, match=r"taken over by kts@impatient/7/xyz while this client measured"):
         await asyncio.wait_for(task, 60)
+    assert time.monotonic() - started < 20
+    assert not cluster.live(JOBS)
 
 
 # ------------------------------------------------------------------------------------------ clean-up

@@ -175,6 +175,7 @@ class KubeApi:
             if data is not None:
                 self.kueue_version = version
                 return self._items(data)
+        self.kueue_version = ""  # the cluster serves no Kueue Workloads
         return []
 
     # --- leases (coordination.k8s.io/v1): who measures on a node

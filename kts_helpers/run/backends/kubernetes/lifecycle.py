@@ -191,6 +191,10 @@ class ScenarioRun:
                 return None
             if outcome.state == "suspended" and self.b.queue_name:
                 self.workload = workload_of(job, self.api.list_workloads())
+                if self.api.kueue_version == "":
+                    return Failure(self.tenants[0], None, f"Job {self.name} waits for Kueue (queue "
+                                                          f"{self.b.queue_name!r}) but the cluster serves no "
+                                                          "kueue.x-k8s.io Workloads: is Kueue installed?")
                 _, blocked = admission(self.workload)
                 if blocked:
                     wl = (self.workload or {}).get("metadata", {}).get("name", "?")
