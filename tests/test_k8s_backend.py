@@ -136,6 +136,8 @@ async def test_shared_scenario_is_one_indexed_job_pinned_to_one_node(cluster: Fa
     ev = scen["tenants"]["fft"]
     start_at = scen["start_at_ns"]
     assert fft.barrier_wait_s == pytest.approx((ev["worker"]["loop_start_ns"] - ev["worker"]["barrier_reached_ns"]) / 1e9)
+    assert fft.timed_loop_s == pytest.approx((ev["worker"]["timed_end_ns"] - ev["worker"]["loop_start_ns"]) / 1e9)
+    assert ev["worker"]["timed_end_ns"] < ev["worker"]["last_line_ns"]  # the padding tail is not the run
     assert 0.5 < fft.timed_loop_s < 5.0 and fft.late_start_s == pytest.approx(0.001, abs=1e-4)
     assert fft.clock_skew == "" and ev["worker"]["start_at_ns"] == start_at
 

@@ -55,8 +55,10 @@ def waits_from_events(ev: Mapping[str, Any]) -> dict[str, Any]:
                            ("scheduled", t["scheduled"], api)),
         "barrier_wait_s": layer(("loop start", _ns(w.get("loop_start_ns")), worker),
                                 ("barrier reached", _ns(w.get("barrier_reached_ns")), worker)),
-        "timed_loop_s": layer(("last line", _ns(w.get("last_line_ns")), worker),
-                              ("first line", _ns(w.get("first_line_ns")), worker)),
+        # from the loop's start (lead-in included) to the end of the last timed line: the padding tail,
+        # which lasts until the orchestrator stops it, is not part of the run
+        "timed_loop_s": layer(("last timed line", _ns(w.get("timed_end_ns")), worker),
+                              ("loop start", _ns(w.get("loop_start_ns")), worker)),
         "late_start_s": ev.get("late_start_s"),
     }
     out["clock_skew"] = "; ".join(skew)

@@ -173,14 +173,14 @@ def pod_state(pod: Mapping[str, Any] | None) -> PodState:
 
 def worker_times(log: bytes) -> dict[str, Any]:
     """The worker's own clock (nanoseconds, on its node) from its log: START_AT, when it reached the barrier,
-    when its loop began, its first and last line."""
+    when its loop began, its first and last line, and when its last timed (not padding) line ended."""
     watch = CoRunWatch(["t"], pad_limit_s=1.0)
     watch.feed("t", log if log.endswith(b"\n") else log + b"\n")
     p = watch.tenants["t"]
     meta = p.meta or {}
     return {"start_at_ns": as_int(meta.get("start_at_ns")), "barrier_reached_ns": as_int(meta.get("barrier_reached_ns")),
             "loop_start_ns": as_int(meta.get("loop_start_ns")), "first_line_ns": p.first_start_ns,
-            "last_line_ns": p.last_end_ns or None, "gpu_uuid": meta.get("gpu_uuid")}
+            "last_line_ns": p.last_end_ns or None, "timed_end_ns": p.last_timed_end_ns or None, "gpu_uuid": meta.get("gpu_uuid")}
 
 
 def late_start_s(worker: Mapping[str, Any]) -> float | None:
