@@ -630,9 +630,14 @@ async def test_a_lease_taken_over_mid_run_fails_the_scenario(cluster: FakeCluste
     task = asyncio.create_task(_run(backend, run, spec.scenario("shared"), timeout_s=3000))
     while not any(p.get("status", {}).get("phase") == "Running" for p in cluster.live(PODS).values()):
         await asyncio.sleep(0.02)
-    lease = cluster.live(LEASES)[lease_name("gpu-1")]
-    await cluster._http("put", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{lease_name('gpu-1')}",
-                        {**lease, "spec": {**lease["spec"], "holderIdentity": "kts@impatient/7/xyz"}})
+    # take it over as another client would: a write based on a resourceVersion that a renewal made stale
+    # in the meantime is refused (409), so try again until the takeover is stored
+    for _ in range(100):
+        lease = cluster.live(LEASES)[lease_name("gpu-1")]
+        if lease["spec"]["holderIdentity"] == "kts@impatient/7/xyz":
+            break
+        await cluster._http("put", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{lease_name('gpu-1')}",
+                            {**lease, "spec": {**lease["spec"], "holderIdentity": "kts@impatient/7/xyz"}})
     with pytest.raises(TenantFailed, match=r"taken over by kts@impatient/7/xyz while this client measured"):
         await asyncio.wait_for(task, 60)
     assert time.monotonic() - started < 20

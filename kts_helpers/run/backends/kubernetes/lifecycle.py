@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Mapping
@@ -289,11 +290,10 @@ class ScenarioRun:
         job = job or self.job
         pods = {**self.live.last_pods, **pods}  # a stopped pod may be gone: its last seen state stays
         streamed = {t: stream.finish(STOP_GRACE_S + 10.0) for t, stream in self.live.streams.items()}
-        if self.b.queue_name and self.workload is None:
-            try:
-                self.workload = workload_of(job, self.api.list_workloads())
-            except KtsError:
-                self.workload = None
+        # the watch last read the Workload while the Job was suspended: read it again for its admission
+        if self.b.queue_name and job is not None and admission(self.workload)[0] is None:
+            with contextlib.suppress(KtsError):
+                self.workload = workload_of(job, self.api.list_workloads()) or self.workload
         outcome = job_outcome(job)
         results, events = [], {}
         for t in self.tenants:
