@@ -16,16 +16,19 @@ Data flows one way, through three wings (a test enforces the import rule):
 * ``run.probe`` — the time-slice probe's scenarios and the GEMM size calibrated to the GPU at hand
 * ``run.backends`` — ``Backend`` protocol and ``get_backend``; ``run.backends.base`` — the protocol and results
 * ``run.backends.local`` — tenants as processes on this host
-* ``run.backends.kubernetes`` — tenants as Jobs on one GPU node:
+* ``run.backends.kubernetes`` — each scenario one Indexed Job on one GPU node:
 
   * ``run.backends.kubernetes.names`` — labels and names; which objects are the kit's own
+  * ``run.backends.kubernetes.clock`` — the time source (the emulator's fake one in tests), API timestamps
   * ``run.backends.kubernetes.api`` — the only code that calls the API server
   * ``run.backends.kubernetes.nodes`` — what a node advertises (GPUs, replicas, sharing)
-  * ``run.backends.kubernetes.jobs`` — the Job manifest of a tenant
-  * ``run.backends.kubernetes.state`` — pod states, API timestamps, layered waits per tenant
+  * ``run.backends.kubernetes.lease`` — the node Lease: one client measures on a GPU node at a time
+  * ``run.backends.kubernetes.jobs`` — the Indexed Job of a scenario (one completion index per tenant)
+  * ``run.backends.kubernetes.state`` — Job, Workload, pod and node states; a tenant's timestamps
   * ``run.backends.kubernetes.logs`` — pod logs followed live
-  * ``run.backends.kubernetes.backend`` — ``KubernetesBackend``
-  * ``run.backends.kubernetes.scale`` — one experiment per GPU node at once
+  * ``run.backends.kubernetes.lifecycle`` — one scenario from submission (or re-attachment) to its logs
+  * ``run.backends.kubernetes.backend`` — ``KubernetesBackend``: node, exclusivity, clean-up, record
+  * ``run.backends.kubernetes.scale`` — experiments over several GPU nodes, each taken by its Lease
 * ``run.telemetry`` — GPU telemetry capture: ``run.telemetry.nvml`` (NVML/GPM sampler),
   ``run.telemetry.dcgm`` (dcgm-exporter scraper), ``run.telemetry._store`` (on-disk format),
   ``run.telemetry.__main__`` (the sampler process)
@@ -43,7 +46,7 @@ Data flows one way, through three wings (a test enforces the import rule):
 * ``analyse.compare`` — beyond the article: sharing modes, contention matrix, LLM phases
 * ``analyse.openloop`` — open-loop arrivals: offered vs achieved rate, response vs service time, overload
 * ``analyse.telemetry`` — telemetry read back, joined to iterations; the clock checks
-* ``analyse.waits`` — the three kinds of waiting on a cluster (admission, placement, start-up)
+* ``analyse.waits`` — waiting on a cluster: admission, placement, start-up, barrier, timed loop; clock skew
 * ``analyse.probe`` — the probe's reading: effective quantum and switch cost, each with an interval
 
 **present** — what a person reads
