@@ -105,9 +105,41 @@ class ExperimentParams:
         for key in ("workloads", "sharing"):
             if isinstance(clean.get(key), str):
                 clean[key] = tuple(s.strip() for s in clean[key].split(",") if s.strip())
-            elif clean.get(key) is not None:
+            elif isinstance(clean.get(key), (list, tuple)):
                 clean[key] = tuple(clean[key])
+        for f in fields(cls):
+            if f.name in clean:
+                clean[f.name] = _typed(f.name, clean[f.name], str(f.type))
         return cls(**clean)
+
+
+# What each annotation accepts, and how an error names it ("iterations=abc: expected an integer").
+_ACCEPTS: dict[str, tuple[Any, str]] = {
+    "None": (lambda v: v is None, ""),
+    "int": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "float": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "tuple[str, ...]": (lambda v: isinstance(v, tuple) and all(isinstance(x, str) for x in v),
+                        "a comma-separated list of names"),
+    "dict[str, int]": (lambda v: isinstance(v, dict) and all(isinstance(x, int) and not isinstance(x, bool)
+                                                             for x in v.values()),
+                       'a JSON object of integers, e.g. {"gemm": 50}'),
+}
+
+
+def _typed(name: str, value: Any, annotation: str) -> Any:
+    """Check a parameter against its field's annotation, so a typo fails here in one line, not as a traceback
+    later. A number given where only text is expected (``label=2024``) is taken as its text."""
+    kinds = [k.strip() for k in annotation.split("|")]
+    if any(k not in _ACCEPTS for k in kinds):
+        return value  # an annotation this check does not know: the field's own validation decides
+    if any(_ACCEPTS[k][0](value) for k in kinds):
+        return value
+    if "str" in kinds and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    expected = " or ".join(_ACCEPTS[k][1] for k in kinds if k != "None")
+    raise SpecError(f"parameter {name}={value!r}: expected {expected}")
 
 
 PROFILES: dict[str, dict[str, Any]] = {
