@@ -243,3 +243,12 @@ def test_right_types_pass_unchanged():
                                        "label": "x", "mps_thread_percentage": {"gemm": 50}, "threads": None})
     assert (p.iterations, p.sleep_ms_fft, p.timeout_s, p.matrix, p.label) == (5, 2, 1.5, True, "x")
     assert p.mps_thread_percentage == {"gemm": 50} and p.threads is None
+
+
+def test_cpu_quick_gives_each_tenant_one_thread():
+    """A lone tenant measures its own work, not the OS scheduling its own threads on a small machine."""
+    spec = _resolve("cpu")
+    assert spec.profile == "cpu-quick"
+    assert {t.threads for s in spec.scenarios for t in s.tenants} == {1}
+    assert spec.scenario("shared").tenants[0].env()["THREADS"] == "1"
+    assert spec.resolved["iterations"] >= 662  # enough samples for a distribution-free bound on each p99
