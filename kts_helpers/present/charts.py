@@ -372,4 +372,4 @@ def probe_waits(reading: object) -> alt.LayerChart:
                           if est.has_value])
     rules = alt.Chart(edges).mark_rule(strokeDash=[4, 3], color="black").encode(
         x="ms:Q", tooltip=["edge", alt.Tooltip("ms:Q", format=".3f")])
-    return (hist + rules).properties(width=520, height=220, title="Time-slice probe: how long a tick waited")
+    return (hist + rules).properties(width=WIDTH - 40, height=220, title="Time-slice probe: how long a tick waited")
