@@ -160,6 +160,17 @@ def test_report_renders_offline_in_chromium(rendered: dict, browser_path: str) -
     _check_offline_page(browser_path, rendered["html"], min_charts=5)
 
 
+# the "created" cells whose date (its first 10 characters) the layout put on more than one line
+BROKEN_DATES = """() => [...document.querySelectorAll('tbody td:nth-child(2)')].filter(td => {
+  const n = td.firstChild;
+  if (!n || !n.data || n.data.length < 10) return false;
+  const r = document.createRange();
+  r.setStart(n, 0);
+  r.setEnd(n, 10);
+  return new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top))).size > 1;
+}).map(td => td.textContent)"""
+
+
 @pytest.mark.browser
 def test_index_reads_whole_words_in_chromium(rendered: dict, browser_path: str) -> None:
     from playwright.sync_api import sync_playwright
@@ -172,6 +183,10 @@ def test_index_reads_whole_words_in_chromium(rendered: dict, browser_path: str) 
                 page.goto((rendered["reports"] / "index.html").as_uri())
                 assert page.evaluate(SPLIT_WORDS, "th, td") == [], f"a word broke across lines at {width}px"
                 assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            for width in (1000, 700, 500):  # a date never breaks at its hyphens, even where the page is too narrow
+                page = browser.new_page(viewport={"width": width, "height": 800})
+                page.goto((rendered["reports"] / "index.html").as_uri())
+                assert page.evaluate(BROKEN_DATES) == [], f"a date broke across lines at {width}px"
         finally:
             browser.close()
 
