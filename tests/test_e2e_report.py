@@ -234,6 +234,9 @@ def test_make_report_run_leaves_the_run_untouched(rendered: dict, tmp_path: Path
     """``make report RUN=<run>`` re-renders a completed run: not a byte of it changes, and the terminal shows the
     command and the report's path only (no variable the local backend does not use)."""
     run_dir = rendered["run_dir"]
+    # what the run wrote, and nothing a rendering derived (the fixture has rendered it once already)
+    assert "manifest.json" in (names := {p.name for p in run_dir.iterdir()}) and names <= {".lock", "manifest.json", "logs"}
+    assert {p.parent.parent for p in (run_dir / "logs").rglob("*") if p.is_file()} == {run_dir / "logs"}
     before = _digest(run_dir)
     venv = Path(sys.prefix)
     res = subprocess.run(["make", "--no-print-directory", "-o", str(venv / ".kts-installed"), f"VENV={venv}",
