@@ -127,7 +127,9 @@ def _run_all(browser_path: str, lab: dict, name: str, *, inspect=None) -> tuple[
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.route("**/*", route)
-            page.goto(f"{lab['url']}/lab/tree/{name}?token={TOKEN}")
+            # a workspace of its own per notebook: Lab would otherwise reopen the previous test's notebook next to
+            # this one, and its kernel start could race this one's "Run All"
+            page.goto(f"{lab['url']}/lab/workspaces/{Path(name).stem}/tree/{name}?token={TOKEN}")
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
             page.wait_for_selector("text=| Idle", timeout=120_000)  # the kernel is up
             page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
