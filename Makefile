@@ -16,25 +16,34 @@ BACKEND ?= local
 LABEL   ?=
 RUN     ?=
 SET     ?=
+REPORT_DIR ?= report
 IMAGE   ?= localhost/kts-worker:0.1
-# Kubernetes settings reach the notebooks' kernel through the environment, only those that are set.
+# Kubernetes settings reach the notebooks' kernel through the environment: with BACKEND=kubernetes, only
+# those that are set (a local run uses none of them, so none is printed).
 K8S_VARS := IMAGE K8S_CONTEXT K8S_NAMESPACE K8S_NODE_SELECTOR K8S_QUEUE K8S_RUNTIME_CLASS KTS_DCGM_URL \
             K8S_ALLOCATION_POLICY
-K8S_ENV  = $(foreach v,$(K8S_VARS),$(if $($(v)),$(v)='$($(v))'))
+K8S_ENV  = $(if $(filter kubernetes,$(BACKEND)),$(foreach v,$(K8S_VARS),$(if $($(v)),$(v)='$($(v))')))
 
 RUN_ARGS    := $(if $(PROFILE),--profile $(PROFILE)) --device $(DEVICE) --backend $(BACKEND) \
                $(if $(LABEL),--label "$(LABEL)") $(foreach s,$(SET),--set '$(s)')
-REPORT_ARGS := $(RUN_ARGS) $(if $(RUN),--run $(RUN))
+REPORT_ARGS := $(RUN_ARGS) $(if $(RUN),--run $(RUN)) --report-dir $(REPORT_DIR)
+# JupyterLab refuses to run as root unless told; its kernels' sockets are CurveZMQ-encrypted.
+LAB_ARGS    := $(if $(filter 0,$(shell id -u)),--allow-root) --KernelManager.transport_encryption=auto
 
 .PHONY: help venv test test-fast report run lab bench lint index image k8s-smoke probe teach
 
 help: ## list the targets
-	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_-]+:.*## /{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo; echo "  variables: PROFILE=article|saturating|cpu-quick|tiny DEVICE=auto|cpu|cuda RUN=<run dir>"
-	@echo "             BACKEND=local|kubernetes LABEL=... SET='key=value ...' IMAGE=$(IMAGE)"
+	@echo "             BACKEND=local|kubernetes LABEL=... SET='key=value ...' REPORT_DIR=$(REPORT_DIR)"
+	@echo "             IMAGE=$(IMAGE) K8S_CONTEXT K8S_NAMESPACE K8S_NODE_SELECTOR K8S_QUEUE K8S_RUNTIME_CLASS"
+	@echo "             K8S_ALLOCATION_POLICY KTS_DCGM_URL (kubernetes); KTS_BROWSER=<chrome> (make test)"
 
 $(STAMP): pyproject.toml
 	@set -e; \
+	$(PY) -c 'import venv, ensurepip' 2>/dev/null || { \
+	  echo "kts: $(PY) cannot create a virtual environment; install its venv module (Debian/Ubuntu: apt-get install python3-venv)" >&2; \
+	  exit 1; }; \
 	if [ ! -x $(PYTHON) ]; then \
 	  if $(PY) -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then \
 	    echo "kts: reusing this host's CUDA torch (venv with system site-packages)"; \
@@ -52,8 +61,9 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## create or update .venv from pyproject.toml (every target does this itself)
 
-test: $(STAMP) ## run the tests (unit, emulator, end-to-end notebooks, offline browser check)
-	$(PYTHON) -m pytest -q
+test: $(STAMP) ## run the tests (unit, emulator, end-to-end notebooks, offline browser and JupyterLab checks)
+	@KTS_BROWSER="$$($(PYTHON) tests/kts_browser.py --provision)" && export KTS_BROWSER && \
+	  echo "kts: browser tests use $$KTS_BROWSER" && $(PYTHON) -m pytest -q
 
 test-fast: $(STAMP) ## the tests without the slow end-to-end and browser ones
 	$(PYTHON) -m pytest -q -m "not e2e and not browser"
@@ -65,10 +75,10 @@ run: $(STAMP) ## run the experiment without notebooks (data/runs/<run>/)
 	$(K8S_ENV) $(PYTHON) -m kts_helpers run $(RUN_ARGS)
 
 index: $(STAMP) ## rebuild report/index.html from the rendered reports
-	$(PYTHON) -m kts_helpers index
+	$(PYTHON) -m kts_helpers index --report-dir $(REPORT_DIR)
 
-lab: $(STAMP) ## start JupyterLab on notebooks/ with the project's kernel
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+lab: $(STAMP) ## start JupyterLab on notebooks/ with the project's kernel (charts draw offline)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
 bench: $(STAMP) ## speed benchmarks (statistics vs scipy/arch, log parsing) -> bench/results/*.json
 	@mkdir -p bench/results
@@ -93,4 +103,4 @@ probe: $(STAMP) ## measure the GPU's time slice and switch cost (GPU only, ~3 mi
 
 teach: $(STAMP) ## render the teaching notebook (time-slicing, MPS, waiting; RUN=, PROBE=, SET=) -> report/teaching-timeslice.html
 	$(PYTHON) -m kts_helpers teach $(if $(RUN),--run $(RUN)) $(if $(PROBE),--set 'probe_dir=$(PROBE)') \
-	  $(foreach s,$(SET),--set '$(s)')
+	  $(foreach s,$(SET),--set '$(s)') --report-dir $(REPORT_DIR)

@@ -164,17 +164,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run the experiment (setup, baseline, shared) without notebooks")
     experiment_args(r)
-    r.add_argument("--run-id")
+    r.add_argument("--run-id", help="the new run's directory name (default: time, profile, label, random suffix)")
     r.add_argument("--resume", metavar="RUN_ID", help="continue this run (Kubernetes: collect what completed "
-                                                       "while the client was away)")
-    r.add_argument("--quiet", action="store_true")
+                                                   "while the client was away)")
+    r.add_argument("--quiet", action="store_true", help="no progress bars")
     r.set_defaults(func=cmd_run)
 
     rep = sub.add_parser("report", help="execute the notebooks with papermill and render the HTML report")
     experiment_args(rep)
     rep.add_argument("--run", help="re-analyse this existing run directory instead of running")
-    rep.add_argument("--report-dir", default="report")
-    rep.add_argument("--notebooks", default="notebooks")
+    rep.add_argument("--report-dir", default="report", help="where the HTML, index and build/ go (default: report)")
+    rep.add_argument("--notebooks", default="notebooks", help="the notebooks to execute (default: notebooks)")
     rep.set_defaults(func=cmd_report)
 
     pr = sub.add_parser("probe", help="measure the GPU's effective time slice and switch cost (GPU only)")
@@ -184,17 +184,17 @@ def build_parser() -> argparse.ArgumentParser:
                     help="probe parameters: rate_hz, duration_s, gemm_size (default: calibrated), ...")
     pr.add_argument("--root", default="data/runs", help="where run directories live")
     pr.add_argument("--run", help="read this existing probe run instead of running one")
-    pr.add_argument("--run-id")
+    pr.add_argument("--run-id", help="the new probe run's directory name (default: time, profile, random suffix)")
     pr.add_argument("--json", action="store_true", help="the reading as JSON")
-    pr.add_argument("--resamples", type=int, default=2000)
-    pr.add_argument("--quiet", action="store_true")
+    pr.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples per interval (default: 2000)")
+    pr.add_argument("--quiet", action="store_true", help="no progress bars")
     pr.set_defaults(func=cmd_probe)
 
     t = sub.add_parser("teach", help="render the teaching notebook (time-slicing simulator)")
     t.add_argument("--run", help="fit the simulator to this run directory")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="a notebook parameter")
-    t.add_argument("--report-dir", default="report")
-    t.add_argument("--notebooks", default="notebooks")
+    t.add_argument("--report-dir", default="report", help="where the HTML goes (default: report)")
+    t.add_argument("--notebooks", default="notebooks", help="where the teaching notebook is (default: notebooks)")
     t.set_defaults(func=cmd_teach)
 
     rt = sub.add_parser("reference-table", help="the README's table for a (reference) run, as Markdown")
@@ -202,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     rt.set_defaults(func=cmd_reference_table)
 
     idx = sub.add_parser("index", help="rebuild report/index.html")
-    idx.add_argument("--report-dir", default="report")
+    idx.add_argument("--report-dir", default="report", help="the directory of rendered reports (default: report)")
     idx.set_defaults(func=cmd_index)
 
     s = sub.add_parser("summarize", help="summarise KTS_APP v1/v2 log files")
@@ -212,10 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="device: CUDA events (v1 logs only have this); wall: launch->completion; wait: wall-device")
     s.add_argument("--trim", type=int, default=0, help="drop the first N timed iterations of each workload per file")
     s.add_argument("--no-clip", action="store_true", help="keep shared iterations outside the overlap window")
-    s.add_argument("--format", choices=["json", "table"], default="table")
+    s.add_argument("--format", choices=["json", "table"], default="table",
+                   help="table: aligned text for a terminal (default); json: one object per row")
     s.add_argument("--ci", action="store_true", help="add bootstrap confidence intervals")
-    s.add_argument("--resamples", type=int, default=10_000)
-    s.add_argument("--seed", type=int, default=None)
+    s.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples per interval with --ci "
+                   "(default: 10000)")
+    s.add_argument("--seed", type=int, default=None, help="random seed of the bootstrap (default: a fresh one "
+                   "each time)")
     s.set_defaults(func=cmd_summarize)
     return p
 

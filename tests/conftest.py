@@ -28,6 +28,22 @@ if str(REPO) not in sys.path:
 
 
 @pytest.fixture(scope="session")
+def browser_path() -> str:
+    """The Chromium the browser tests drive: ``$KTS_BROWSER`` (``make test`` finds or provisions one and exports
+    it) or one found by name; none is a failure with one line saying how to get one, never a skip."""
+    from kts_browser import HOW, find_browser
+
+    path = find_browser()
+    if path is None:
+        pytest.fail(HOW, pytrace=False)
+    return path
+
+
+# Headless Chromium with no way out: no proxy that works, no background fetches.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9", "--disable-background-networking"]
+
+
+@pytest.fixture(scope="session")
 def tiny_params() -> Mapping[str, Any]:
     """The ``tiny`` profile made smaller still (read-only; ``{**tiny_params, ...}`` to change it)."""
     return MappingProxyType({"profile": "tiny", "device": "cpu", "iterations": 15, "matrix_size": 32,

@@ -271,8 +271,10 @@ def test_efficiency_uses_meta_work(crafted_run):
         per_op = grp.groupby("iteration")["device_ms"].sum().median() / 1e3
         flops, nbytes = work[tenant]
         assert row["device_ms_per_op_p50"] == per_op * 1e3
-        assert row["tflops"] == flops / per_op / 1e12
-        assert row["gb_per_s"] == nbytes / per_op / 1e9
+        if tenant == "gemm":  # compute-bound: TFLOP/s; its GB/s does not apply
+            assert row["tflops"] == flops / per_op / 1e12 and np.isnan(row["gb_per_s"])
+        else:  # the FFT is memory-bound: GB/s; its TFLOP/s does not apply ("—", not 0.000)
+            assert row["gb_per_s"] == nbytes / per_op / 1e9 and np.isnan(row["tflops"])
 
 
 def test_efficiency_sums_phases_per_iteration(tmp_path):

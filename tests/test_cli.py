@@ -180,3 +180,32 @@ def test_python_m_kts_helpers_subprocess(capsys):
     bad = subprocess.run([sys.executable, "-m", "kts_helpers", "summarize", "--baseline", "/nonexistent/x.log"],
                          capture_output=True, text=True, cwd=REPO, timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("kts: error: ") and bad.stderr.count("\n") == 1
+
+
+def _options(parser):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from ((f"{name} {opt}", help_) for opt, help_ in _options(sub))
+        elif not isinstance(action, argparse._HelpAction):
+            yield "/".join(action.option_strings) or action.dest, action.help
+
+
+def test_every_option_has_help_text():
+    from kts_helpers.cli import build_parser
+
+    options = dict(_options(build_parser()))
+    assert len(options) > 30 and "summarize --format" in options
+    assert [name for name, help_ in options.items() if not (help_ or "").strip()] == []
+
+
+def test_bad_set_value_is_one_error_line_naming_key_and_type(tmp_path):
+    """What ``make report SET="iterations=abc"`` runs: one ``kts: error:`` line, exit 2, nothing created."""
+    res = subprocess.run([sys.executable, "-m", "kts_helpers", "report", "--device", "cpu", "--set", "iterations=abc",
+                          "--root", str(tmp_path / "runs"), "--report-dir", str(tmp_path / "r")],
+                         capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.splitlines() == ["kts: error: parameter iterations='abc': expected an integer"]
+    assert not (tmp_path / "runs").exists()

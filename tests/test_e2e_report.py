@@ -1,13 +1,24 @@
-"""End to end: the four notebooks through papermill on the CPU, then the HTML report in a browser offline."""
+"""End to end: the four notebooks through papermill on the CPU, then the HTML report in a browser offline.
+
+The report is made the way ``make report`` makes it (``python -m kts_helpers report`` in a subprocess, under
+umask 0022), so the test sees what the terminal shows and the files as a web server would.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import io
 import json
+import os
+import re
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from conftest import CHROMIUM_ARGS
+from pagecheck import SPLIT_WORDS, chart_texts, svg_image_problems
 
 from kts_helpers.errors import SpecError
 from kts_helpers.present.pipeline import NotebookFailed, build_report, build_teaching
@@ -15,20 +26,34 @@ from kts_helpers.present.pipeline import NotebookFailed, build_report, build_tea
 REPO = Path(__file__).resolve().parent.parent
 TINY = {"profile": "tiny", "device": "cpu", "iterations": 30, "matrix_size": 32, "sleep_ms_fft": 1.0,
         "sleep_ms_gemm": 1.0, "label": "<b>e2e</b> & co"}
+LABEL = TINY["label"]
 
 pytestmark = pytest.mark.e2e
 
 
+def _kts(*args: str, umask: int = 0o022) -> subprocess.CompletedProcess:
+    old = os.umask(umask)
+    try:
+        return subprocess.run([sys.executable, "-m", "kts_helpers", *args], cwd=REPO, capture_output=True, text=True,
+                              timeout=900)
+    finally:
+        os.umask(old)
+
+
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict:
     base = tmp_path_factory.mktemp("e2e")
     runs, reports = base / "runs", base / "report"
-    html = build_report(dict(TINY), runs_root=runs, report_dir=reports, notebooks_dir=REPO / "notebooks", cwd=REPO)
+    sets = [f"--set={k}={v}" for k, v in TINY.items() if k not in ("profile", "device", "label")]
+    res = _kts("report", "--profile", "tiny", "--device", "cpu", "--label", LABEL, *sets, "--root", str(runs),
+               "--report-dir", str(reports))
+    assert res.returncode == 0, res.stderr
     run_dir = next(p for p in runs.iterdir() if p.is_dir() and not p.name.startswith("."))
-    return {"html": html, "runs": runs, "reports": reports, "run_dir": run_dir}
+    return {"html": Path(res.stdout.strip()), "runs": runs, "reports": reports, "run_dir": run_dir, "base": base,
+            "stdout": res.stdout, "stderr": res.stderr}
 
 
-def test_pipeline_writes_run_summary_and_report(rendered: dict[str, Path]) -> None:
+def test_pipeline_writes_run_summary_and_report(rendered: dict) -> None:
     run_dir = rendered["run_dir"]
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "complete"
@@ -51,17 +76,114 @@ def test_pipeline_writes_run_summary_and_report(rendered: dict[str, Path]) -> No
     assert rendered["html"].name in index and "&lt;b&gt;e2e" in index
 
 
-def test_existing_run_rerenders_without_touching_it(rendered: dict[str, Path]) -> None:
-    run_dir = rendered["run_dir"]
+def test_the_terminal_shows_the_report_path_and_nothing_else(rendered: dict) -> None:
+    assert rendered["stderr"] == ""  # no kernel warnings, no spurious kernel errors
+    assert rendered["stdout"].splitlines() == [str(rendered["html"])]
 
-    def digest() -> dict[str, str]:
-        return {str(p.relative_to(run_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
-                for p in sorted(run_dir.rglob("*")) if p.is_file() and p.name != ".lock"}
 
-    before = digest()
-    html = build_report({}, run_dir=run_dir, report_dir=rendered["reports"], notebooks_dir=REPO / "notebooks",
-                        cwd=REPO)
-    assert html.exists() and digest() == before
+def test_written_files_are_world_readable(rendered: dict) -> None:
+    """Under umask 0022 a web server may publish everything the report and the run wrote, as written."""
+    private = [f"{p.relative_to(rendered['base'])}: {oct(stat.S_IMODE(p.stat().st_mode))}"
+               for root in (rendered["reports"], rendered["run_dir"]) for p in [root, *root.rglob("*")]
+               if p.name != ".lock" and (stat.S_IMODE(p.stat().st_mode) & (0o055 if p.is_dir() else 0o044))
+               != (0o055 if p.is_dir() else 0o044)]
+    assert private == []
+
+
+def test_values_are_escaped_once_and_no_local_path_leaks(rendered: dict) -> None:
+    html = rendered["html"].read_text()
+    assert "&amp;lt;" not in html and "&amp;#x27;" not in html and "&amp;amp;" not in html
+    assert re.search(r"<td[^>]*>timeslice</td>", html)  # a list parameter reads as a list, not as Python's repr
+    assert "[&#x27;" not in html
+    for local in {str(rendered["base"]), str(REPO), str(Path.home())} - {"/"}:
+        assert local not in html, local
+        assert local not in (rendered["reports"] / "index.html").read_text(), local
+
+
+def _summary(html: str) -> str:
+    """The text of the report's Summary section (headings to the next heading), tags removed."""
+    part = html.split('id="Summary"', 1)[1].split("<h2", 1)[0]
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", part))
+
+
+def test_cpu_report_says_what_it_shows_and_hides_what_repeats(rendered: dict) -> None:
+    html = rendered["html"].read_text()
+    summary = _summary(html)
+    assert summary.index("demonstrates CPU contention of the same harness") < summary.index("fft")
+    assert "not GPU time-slicing" in summary
+    # No sentence the data did not produce: the article's reading and a GPU wait that a CPU run cannot have.
+    assert "medians move little" not in html and "waiting for the GPU" not in html
+    assert "From alone to shared (wall time)" in html
+    charts = [chart_texts(src) for src in re.findall(r'<img[^>]+src="(data:image/svg\+xml[^"]+)"', html)]
+    assert charts and not [c for c in charts if "(device)" in c or "component" in c]  # no device or wait rows
+    assert any("(wall)" in c for c in charts)  # the forest is still there, wall only
+
+
+def _check_offline_page(browser_path: str, html: Path, min_charts: int) -> None:
+    """Open the page in headless Chromium with the network off: charts drawn with every label whole, headers
+    not broken inside a word, nothing wider than the page."""
+    from PIL import Image
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path, args=CHROMIUM_ARGS)
+        try:
+            ctx = browser.new_context(offline=True, viewport={"width": 1000, "height": 900})
+            page = ctx.new_page()
+            remote: list[str] = []
+            page.on("request", lambda r: remote.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
+            page.goto(html.as_uri(), wait_until="load")
+            charts = page.query_selector_all("img[src^='data:image/svg+xml']")
+            assert len(charts) >= min_charts, f"expected at least {min_charts} charts, found {len(charts)}"
+            problems = []
+            for chart in charts:
+                chart.scroll_into_view_if_needed()
+                assert chart.evaluate("e => e.complete && e.naturalWidth > 0"), "chart image did not decode"
+                img = Image.open(io.BytesIO(chart.screenshot())).convert("L")
+                dark = sum(img.histogram()[:200])
+                assert dark > 0.005 * img.width * img.height, "chart drawn blank"
+                problems += svg_image_problems(browser, chart.get_attribute("src"))
+            assert problems == [], f"labels not drawn whole: {problems[:5]}"
+            assert page.evaluate(SPLIT_WORDS, "th") == [], "a table header broke inside a word"
+            overflow = page.evaluate("""() => [...document.querySelectorAll('p, li, td, th, h1, h2, h3, img, table, pre')]
+                .filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
+                .map(e => e.tagName + ': ' + (e.textContent || e.src || '').slice(0, 60))""")
+            assert overflow == [], f"content wider than the page: {overflow[:3]}"
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            assert remote == [], f"the page tried the network: {remote[:3]}"
+        finally:
+            browser.close()
+
+
+# the "created" cells whose date (its first 10 characters) the layout put on more than one line
+BROKEN_DATES = """() => [...document.querySelectorAll('tbody td:nth-child(2)')].filter(td => {
+  const n = td.firstChild;
+  if (!n || !n.data || n.data.length < 10) return false;
+  const r = document.createRange();
+  r.setStart(n, 0);
+  r.setEnd(n, 10);
+  return new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top))).size > 1;
+}).map(td => td.textContent)"""
+
+
+@pytest.mark.browser
+def test_index_reads_whole_words_in_chromium(rendered: dict, browser_path: str) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path, args=CHROMIUM_ARGS)
+        try:
+            for width in (1000, 700):
+                page = browser.new_page(viewport={"width": width, "height": 800})
+                page.goto((rendered["reports"] / "index.html").as_uri())
+                assert page.evaluate(SPLIT_WORDS, "th, td") == [], f"a word broke across lines at {width}px"
+                assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            for width in (1000, 700, 500):  # a date never breaks at its hyphens, even where the page is too narrow
+                page = browser.new_page(viewport={"width": width, "height": 800})
+                page.goto((rendered["reports"] / "index.html").as_uri())
+                assert page.evaluate(BROKEN_DATES) == [], f"a date broke across lines at {width}px"
+        finally:
+            browser.close()
 
 
 def test_unknown_parameter_fails_before_any_work(tmp_path: Path) -> None:
@@ -90,41 +212,15 @@ def test_crashing_tenant_fails_the_run_and_names_the_tenant(tmp_path: Path, monk
     assert next((tmp_path / "r" / "build" / run_dir.name).iterdir()).joinpath("01-baseline.ipynb").exists()
 
 
-def _check_offline_page(html: Path, min_charts: int) -> None:
-    """Open the page in headless Chromium with the network off: charts drawn, nothing wider than the page."""
-    from PIL import Image
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
-            "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9", "--disable-background-networking"])
-        try:
-            ctx = browser.new_context(offline=True, viewport={"width": 1000, "height": 900})
-            page = ctx.new_page()
-            remote: list[str] = []
-            page.on("request", lambda r: remote.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
-            page.goto(html.as_uri(), wait_until="load")
-            charts = page.query_selector_all("img[src^='data:image/svg+xml']")
-            assert len(charts) >= min_charts, f"expected at least {min_charts} charts, found {len(charts)}"
-            for chart in charts:
-                chart.scroll_into_view_if_needed()
-                assert chart.evaluate("e => e.complete && e.naturalWidth > 0"), "chart image did not decode"
-                img = Image.open(io.BytesIO(chart.screenshot())).convert("L")
-                dark = sum(img.histogram()[:200])
-                assert dark > 0.005 * img.width * img.height, "chart drawn blank"
-            overflow = page.evaluate("""() => [...document.querySelectorAll('p, li, td, th, h1, h2, h3, img, table, pre')]
-                .filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
-                .map(e => e.tagName + ': ' + (e.textContent || e.src || '').slice(0, 60))""")
-            assert overflow == [], f"content wider than the page: {overflow[:3]}"
-            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-            assert remote == [], f"the page tried the network: {remote[:3]}"
-        finally:
-            browser.close()
+def _digest(run_dir: Path) -> dict[str, str]:
+    """Every file of a run (names, modes and contents) but the lock file, which only readers' locks touch."""
+    return {f"{p.relative_to(run_dir)} {oct(p.stat().st_mode)}": hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(run_dir.rglob("*")) if p.is_file() and p.name != ".lock"}
 
 
 @pytest.mark.browser
-def test_report_renders_offline_in_chromium(rendered: dict[str, Path]) -> None:
-    _check_offline_page(rendered["html"], min_charts=6)
+def test_report_renders_offline_in_chromium(rendered: dict[str, Path], browser_path: str) -> None:
+    _check_offline_page(browser_path, rendered["html"], min_charts=5)
 
 
 TEACHING_SECTIONS = ("Which clock sees the neighbour", "MPS: sharing in space", "The three kinds of waiting",
@@ -132,17 +228,17 @@ TEACHING_SECTIONS = ("Which clock sees the neighbour", "MPS: sharing in space", 
 
 
 @pytest.mark.browser
-def test_teaching_notebook_renders_offline_in_chromium(rendered: dict[str, Path]) -> None:
+def test_teaching_notebook_renders_offline_in_chromium(rendered: dict[str, Path], browser_path: str) -> None:
     html = build_teaching({"duration_ms": 20000}, report_dir=rendered["reports"], notebooks_dir=REPO / "notebooks",
                           cwd=REPO)
     text = html.read_text()
     for needle in TEACHING_SECTIONS + ("outside its events", "preempted mid-way"):
         assert needle in text, needle
-    _check_offline_page(html, min_charts=7)
+    _check_offline_page(browser_path, html, min_charts=7)
 
 
 @pytest.mark.browser
-def test_teaching_notebook_with_the_article_reference_renders_offline(tmp_path: Path) -> None:
+def test_teaching_notebook_with_the_article_reference_renders_offline(tmp_path: Path, browser_path: str) -> None:
     """``make teach RUN=data/reference/h200-2026-11-30-article``: both tenants, both clocks, measured vs model."""
     html = build_teaching({"run_dir": str(REPO / "data" / "reference" / "h200-2026-11-30-article"),
                            "duration_ms": 60000}, report_dir=tmp_path, notebooks_dir=REPO / "notebooks", cwd=REPO)
@@ -151,7 +247,29 @@ def test_teaching_notebook_with_the_article_reference_renders_offline(tmp_path: 
                                        "measured DF", "simulated DF", "the committed probe of the same GPU",
                                        "with the slice timer"):
         assert needle in text, needle
-    _check_offline_page(html, min_charts=8)
+    _check_offline_page(browser_path, html, min_charts=8)
+
+
+def test_make_report_run_leaves_the_run_untouched(rendered: dict, tmp_path: Path) -> None:
+    """``make report RUN=<run>`` re-renders a completed run: not a byte of it changes, and the terminal shows the
+    command and the report's path only (no variable the local backend does not use)."""
+    run_dir = rendered["run_dir"]
+    # what the run wrote, and nothing a rendering derived (the fixture has rendered it once already)
+    assert "manifest.json" in (names := {p.name for p in run_dir.iterdir()}) and names <= {".lock", "manifest.json", "logs"}
+    assert {p.parent.parent for p in (run_dir / "logs").rglob("*") if p.is_file()} == {run_dir / "logs"}
+    before = _digest(run_dir)
+    venv = Path(sys.prefix)
+    res = subprocess.run(["make", "--no-print-directory", "-o", str(venv / ".kts-installed"), f"VENV={venv}",
+                          f"PYTHON={sys.executable}", "report", f"RUN={run_dir}", f"REPORT_DIR={tmp_path}"],
+                         cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert len(lines) == 2 and "kts_helpers report" in lines[0] and f"--run {run_dir}" in lines[0]
+    assert "IMAGE=" not in lines[0] and "K8S_" not in lines[0]
+    assert lines[1] == str(tmp_path / f"{run_dir.name}.html") and Path(lines[1]).exists()
+    assert res.stderr == ""
+    assert _digest(run_dir) == before
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".json"] == [f"{run_dir.name}.json"]
 
 
 REFERENCE = sorted(p for p in (REPO / "data" / "reference").iterdir() if (p / "manifest.json").exists())
@@ -159,7 +277,7 @@ REFERENCE = sorted(p for p in (REPO / "data" / "reference").iterdir() if (p / "m
 
 @pytest.mark.browser
 @pytest.mark.parametrize("run_dir", REFERENCE, ids=[p.name for p in REFERENCE])
-def test_reference_run_renders_offline(run_dir: Path, tmp_path: Path) -> None:
+def test_reference_run_renders_offline(run_dir: Path, tmp_path: Path, browser_path: str) -> None:
     """Each committed H200 run re-renders from its data alone and reads as a finished page offline."""
     html = build_report({}, run_dir=run_dir, report_dir=tmp_path, notebooks_dir=REPO / "notebooks", cwd=REPO)
     text = html.read_text()
@@ -171,4 +289,4 @@ def test_reference_run_renders_offline(run_dir: Path, tmp_path: Path) -> None:
     for suffix, heading in expected.items():
         if run_dir.name.endswith(suffix):
             assert heading in text, heading
-    _check_offline_page(html, min_charts=7)
+    _check_offline_page(browser_path, html, min_charts=7)

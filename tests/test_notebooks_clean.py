@@ -1,13 +1,21 @@
-"""Committed notebooks are clean: no outputs, no execution counts, one ``parameters`` cell, python3 kernel."""
+"""Committed notebooks are clean: no outputs, no execution counts, one ``parameters`` cell, the project's kernel."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+# The kernel the Makefile installs into the venv (ipykernel install --name ...): the notebooks must name it.
+KERNEL = re.search(r"ipykernel install .*--name (\S+)", (REPO / "Makefile").read_text()).group(1)
+
+
+def test_the_makefile_installs_the_kts_kernel():
+    assert KERNEL == "kts"
 
 
 def test_there_are_notebooks():
@@ -24,5 +32,5 @@ def test_notebook_is_clean(path):
     assert dirty == [], f"code cells {dirty} carry outputs or execution counts"
     tagged = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
     assert len(tagged) == 1 and tagged[0]["cell_type"] == "code"
-    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    assert nb["metadata"]["kernelspec"]["name"] == KERNEL  # what JupyterLab (make lab) starts for them
     assert nb.get("nbformat") == 4

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import threading
 
 import pytest
@@ -139,6 +141,23 @@ def test_atomic_write_failure_cleans_up(tmp_path):
         atomic_write_json(tmp_path / "j.json", {"bad": Unserialisable()})
     assert json.loads((tmp_path / "j.json").read_text()) == {"ok": 1}
     assert _hidden(tmp_path) == []
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077], ids=oct)
+def test_atomic_writes_respect_the_umask(tmp_path, umask):
+    """A written file has the mode any new file gets under the user's umask (0644 under 0022), also when it
+    replaces one, so a web server can publish a report or a run as written."""
+    old = os.umask(umask)
+    try:
+        paths = [atomic_write_text(tmp_path / "report.html", "<p>"), atomic_write_json(tmp_path / "i.json", {}),
+                 write_new(tmp_path / "raw.log", b"x")]
+        (tmp_path / "plain").write_text("y")  # what open() gives, for comparison
+        paths.append(atomic_write_text(tmp_path / "report.html", "<p>again"))
+    finally:
+        os.umask(old)
+    want = 0o666 & ~umask
+    assert stat.S_IMODE((tmp_path / "plain").stat().st_mode) == want
+    assert {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in paths} == {p.name: oct(want) for p in paths}
 
 
 def test_write_new_refuses_existing(tmp_path):

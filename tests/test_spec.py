@@ -221,3 +221,34 @@ def test_calibration_scenario():
     assert s.kind == "calibration" and s.tenant_names == ["noop"]
     assert (s.tenants[0].workload, s.tenants[0].iterations, s.tenants[0].sleep_ms) == ("noop", 20, 0.0)
     assert calibration_scenario({}).tenants[0].iterations == 1
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("iterations", "abc", "an integer"), ("repeats", 1.5, "an integer"), ("sleep_ms_fft", "fast", "a number"),
+    ("timeout_s", [1], "a number"), ("matrix", 1, "true or false"), ("workloads", 5, "list of names"),
+    ("mps_thread_percentage", {"gemm": "half"}, "an integer or a JSON object of integers"),
+    ("backend", 3.5, None), ("device", None, "a string")])
+def test_wrong_type_is_one_line_naming_key_and_type(key, value, expected):
+    if expected is None:  # a number where text is expected is taken as its text (then checked as usual)
+        assert ExperimentParams.from_mapping({key: value}).backend == "3.5"
+        return
+    with pytest.raises(SpecError) as exc:
+        ExperimentParams.from_mapping({key: value})
+    msg = str(exc.value)
+    assert msg.startswith(f"parameter {key}=") and expected in msg and "\n" not in msg
+
+
+def test_right_types_pass_unchanged():
+    p = ExperimentParams.from_mapping({"iterations": 5, "sleep_ms_fft": 2, "timeout_s": 1.5, "matrix": True,
+                                       "label": "x", "mps_thread_percentage": {"gemm": 50}, "threads": None})
+    assert (p.iterations, p.sleep_ms_fft, p.timeout_s, p.matrix, p.label) == (5, 2, 1.5, True, "x")
+    assert p.mps_thread_percentage == {"gemm": 50} and p.threads is None
+
+
+def test_cpu_quick_gives_each_tenant_one_thread():
+    """A lone tenant measures its own work, not the OS scheduling its own threads on a small machine."""
+    spec = _resolve("cpu")
+    assert spec.profile == "cpu-quick"
+    assert {t.threads for s in spec.scenarios for t in s.tenants} == {1}
+    assert spec.scenario("shared").tenants[0].env()["THREADS"] == "1"
+    assert spec.resolved["iterations"] >= 662  # enough samples for a distribution-free bound on each p99

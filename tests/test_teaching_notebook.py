@@ -107,7 +107,7 @@ def test_kernel_python3_is_this_venvs_python(tmp_path: Path) -> None:
 def test_committed_notebook_is_clean_and_parameterised() -> None:
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbformat.validate(nb)
-    assert nb.metadata["kernelspec"]["name"] == "python3"
+    assert nb.metadata["kernelspec"]["name"] == "kts"
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(not c.outputs and c.execution_count is None for c in code)
     params = [c for c in code if "parameters" in c.metadata.get("tags", [])]

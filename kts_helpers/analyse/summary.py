@@ -122,10 +122,16 @@ def overlap_counts(data_or_frame: RunData | pd.DataFrame) -> pd.DataFrame:
     return g[cols]
 
 
+# Each workload's figure of merit: the GEMM and the LLM are compute-bound (TFLOP/s), the FFT memory-bound
+# (GB/s). The other quantity says nothing about how well they ran, so it is left empty ("—" in the report).
+FIGURE_OF_MERIT = {"gemm": "tflops", "llm": "tflops", "fft": "gb_per_s"}
+
+
 def efficiency(data: RunData) -> pd.DataFrame:
     """Achieved TFLOP/s and GB/s per tenant and scenario, from the work per op each worker reported.
 
-    ``None`` where a quantity does not apply (a workload without a bandwidth model has no GB/s).
+    NaN where a quantity does not apply: the one that is not the workload's figure of merit, or one the worker
+    has no model for (a workload without a bandwidth model has no GB/s).
     """
     if data.meta.empty:
         return pd.DataFrame()
@@ -137,10 +143,15 @@ def efficiency(data: RunData) -> pd.DataFrame:
         w = work.loc[(scen, tenant)]
         per_op = grp.groupby("iteration")["device_ms"].sum().median() / 1e3  # seconds per op, device clock
         flops, nbytes = w.get("flops_per_op") or np.nan, w.get("bytes_per_op") or np.nan
-        rows.append({"scenario": scen, "tenant": tenant, "workload": grp["workload"].iloc[0],
-                     "device_ms_per_op_p50": per_op * 1e3,
-                     "tflops": flops / per_op / 1e12 if per_op > 0 else np.nan,
-                     "gb_per_s": nbytes / per_op / 1e9 if per_op > 0 else np.nan})
+        workload = grp["workload"].iloc[0]
+        merit = FIGURE_OF_MERIT.get(workload)
+        row = {"scenario": scen, "tenant": tenant, "workload": workload, "device_ms_per_op_p50": per_op * 1e3,
+               "tflops": flops / per_op / 1e12 if per_op > 0 else np.nan,
+               "gb_per_s": nbytes / per_op / 1e9 if per_op > 0 else np.nan}
+        for key in ("tflops", "gb_per_s"):
+            if merit is not None and key != merit:
+                row[key] = np.nan
+        rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -2,11 +2,19 @@
 
 Rendering: the report pipeline passes ``static_charts=True`` to the analysis notebook, which asks for
 ``use_renderer("svg")``: charts become inline SVG via vl-convert, so the HTML needs no JavaScript from a
-CDN and renders offline. In JupyterLab the interactive renderer keeps them interactive (brush on the
-timeline filters the tail plot).
+CDN and renders offline. In JupyterLab, ``use_renderer("auto")`` picks Altair's ``jupyter`` renderer in
+offline mode: an anywidget whose JavaScript (Vega, Vega-Lite, vega-embed) comes bundled by vl-convert from
+the installed packages, so charts draw with no network and stay interactive (the brush on the timeline
+filters the tail plot).
+
+Layout: the ``kts`` theme sets the font the SVG is measured with (vl-convert lays text out with the fonts it
+finds; a browser that drew a wider font than the one measured would clip labels at the figure's edge) and
+explicit label and title limits; log axes get decade ticks (``log_axis``) so their labels never collide.
 """
 
 from __future__ import annotations
+
+import math
 
 import altair as alt
 import numpy as np
@@ -17,15 +25,45 @@ from kts_helpers.analyse import rules
 SCENARIO_COLORS = {"alone": "#4C78A8", "shared": "#E45756"}
 TENANT_PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D", "#72B7B2"]
 WIDTH = 560
+# The first family is measured and drawn alike where it is installed (most Linux desktops); elsewhere both
+# vl-convert and the browser fall back to a narrower sans-serif, which never overflows what was measured.
+FONT = "DejaVu Sans, sans-serif"
+LIMITS = {"axis": {"labelLimit": 360, "titleLimit": 520}, "legend": {"labelLimit": 320, "titleLimit": 320},
+          "header": {"labelLimit": 360, "titleLimit": 520}}
+
+
+@alt.theme.register("kts", enable=False)
+def _theme() -> alt.theme.ThemeConfig:
+    return alt.theme.ThemeConfig({"config": {"font": FONT, **LIMITS},  # type: ignore[typeddict-item]
+                                  "padding": {"left": 8, "right": 12, "top": 5, "bottom": 5}})
 
 
 def use_renderer(mode: str = "auto") -> str:
-    """svg for static reports (offline); "auto": the interactive renderer (JupyterLab)."""
+    """svg for static reports (offline); "auto": Altair's jupyter renderer, offline (JupyterLab)."""
     alt.data_transformers.disable_max_rows()
+    alt.theme.enable("kts")
     if mode == "auto":
-        mode = "default"
+        alt.renderers.enable("jupyter", offline=True)
+        return "jupyter"
     alt.renderers.enable(mode)
     return mode
+
+
+def log_ticks(values: object) -> list[float]:
+    """Tick values for a log axis over ``values``: every decade, with 2 and 5 between them when the data
+    span at most two decades. Explicit values, because Vega's own log ticks crowd into each other."""
+    x = np.asarray(values, dtype=np.float64)
+    x = x[np.isfinite(x) & (x > 0)]
+    if not len(x):
+        return [1.0]
+    k0, k1 = math.floor(math.log10(x.min())), math.ceil(math.log10(x.max()))
+    mults = (1, 2, 5) if k1 - k0 <= 2 else (1,)
+    return [float(f"{m}e{k}") for k in range(k0, k1 + 1) for m in mults]
+
+
+def log_axis(values: object, title: str) -> dict[str, object]:
+    """``scale`` and ``axis`` of a log-scaled position channel with readable ticks."""
+    return {"scale": alt.Scale(type="log"), "title": title, "axis": alt.Axis(values=log_ticks(values), format="~g")}
 
 
 def _scenario_scale() -> alt.Scale:
@@ -51,7 +89,7 @@ def four_panel(table: pd.DataFrame, metric: str = "wall") -> alt.Chart:
     charts = []
     for stat, title in titles.items():
         charts.append(alt.Chart(long[long["stat"] == stat], title=title).mark_bar().encode(
-            x=alt.X("tenant:N", title=None), xOffset="when:N",
+            x=alt.X("tenant:N", title=None, axis=alt.Axis(labelAngle=0)), xOffset="when:N",
             y=alt.Y("value:Q", title=title.split(" (")[1].rstrip(")") if "(" in title else title),
             color=alt.Color("when:N", scale=_scenario_scale(), title="scenario"),
             tooltip=["tenant", "when", alt.Tooltip("value:Q", format=".3f")],
@@ -74,8 +112,8 @@ def ccdf(frame: pd.DataFrame, metric: str = "wall") -> alt.Chart:
     """Tail plot: log-scale exceedance, one panel per tenant, alone vs shared."""
     data = ccdf_frame(frame, metric)
     return alt.Chart(data).mark_line(interpolate="step-after").encode(
-        x=alt.X("latency_ms:Q", scale=alt.Scale(type="log"), title=f"{metric} latency (ms, log scale)"),
-        y=alt.Y("exceedance:Q", scale=alt.Scale(type="log"), title="P(latency > x) (log scale)"),
+        x=alt.X("latency_ms:Q", **log_axis(data["latency_ms"], f"{metric} latency (ms, log scale)")),
+        y=alt.Y("exceedance:Q", **log_axis(data["exceedance"], "P(latency > x) (log scale)")),
         color=alt.Color("when:N", scale=_scenario_scale(), title="scenario"),
     ).properties(width=WIDTH // 2 - 30, height=220).facet(
         column=alt.Column("tenant:N", title=None)).resolve_scale(x="independent")
@@ -113,7 +151,7 @@ def timeline(frame: pd.DataFrame, tenant: str, scenario: str = "shared", metric:
     shade = alt.Chart(others).mark_rect(opacity=0.25).encode(
         x=alt.X("x0:Q", title="time since scenario start (s)"), x2="x1:Q",
         color=alt.Color("tenant:N", scale=_tenant_scale(tenants), title="active neighbour",
-                        legend=alt.Legend(labelLimit=0, titleLimit=0)))
+                        legend=alt.Legend(values=[t for t in tenants if t != tenant])))
     points = alt.Chart(me).mark_circle(size=12, color="#222").encode(
         x="t_s:Q", y=alt.Y(f"{metric}_ms:Q", title=f"{tenant} {metric} latency (ms)"),
         tooltip=["iteration", alt.Tooltip(f"{metric}_ms:Q", format=".3f")])
@@ -129,7 +167,7 @@ def decomposition(table: pd.DataFrame) -> alt.Chart:
                   value_name="ms")
     long["pct"] = long["pct"].str.replace("_ms", "")
     return alt.Chart(long).mark_bar().encode(
-        x=alt.X("when:N", title=None), y=alt.Y("ms:Q", title="milliseconds", stack="zero"),
+        x=alt.X("when:N", title=None, axis=alt.Axis(labelAngle=0)), y=alt.Y("ms:Q", title="milliseconds", stack="zero"),
         color=alt.Color("metric:N", scale=alt.Scale(domain=["device", "wait"], range=["#4C78A8", "#E45756"]),
                         title="component"),
         column=alt.Column("tenant:N", title=None), row=alt.Row("pct:N", title=None),
@@ -185,8 +223,8 @@ def explore(frame: pd.DataFrame, tenant: str, scenario: str = "shared", metric: 
         rank="rank()", sort=[alt.SortField(f"{metric}_ms", order="descending")]).transform_joinaggregate(
         n="count()").transform_calculate(exceedance="datum.rank / datum.n").mark_line(
         interpolate="step-after").encode(
-        x=alt.X(f"{metric}_ms:Q", scale=alt.Scale(type="log"), title=f"{metric} latency (ms, log)"),
-        y=alt.Y("exceedance:Q", scale=alt.Scale(type="log"), title="P(latency >= x)")).properties(
+        x=alt.X(f"{metric}_ms:Q", **log_axis(s[f"{metric}_ms"], f"{metric} latency (ms, log)")),
+        y=alt.Y("exceedance:Q", **log_axis([1.0 / max(len(s), 1), 1.0], "P(latency >= x)"))).properties(
         width=WIDTH, height=200, title="tail of the selected window")
     return alt.vconcat(top, bottom)
 
@@ -211,9 +249,10 @@ def modes_chart(table: pd.DataFrame, *, log: bool = False, stat: str = "p99") ->
     modes = list(dict.fromkeys(d["mode"]))
     order = [m for m in MODE_COLORS if m in modes] + [m for m in modes if m not in MODE_COLORS]
     xscale = alt.Scale(type="log") if log else alt.Scale(zero=False)
+    xaxis = alt.Axis(values=log_ticks(pd.concat([d["lo"], d["hi"], d["value"]])), format="~g") if log else alt.Axis()
     base = alt.Chart(d).encode(y=alt.Y("mode:N", sort=order, title=None))
     ranges = base.mark_rule(strokeWidth=2).encode(
-        x=alt.X("lo:Q", scale=xscale, title=f"{stat} wall latency (ms{', log scale' if log else ''}) with 95% "
+        x=alt.X("lo:Q", scale=xscale, axis=xaxis, title=f"{stat} wall latency (ms{', log scale' if log else ''}) with 95% "
                 "interval"), x2="hi:Q", color=alt.Color("mode:N", scale=_mode_scale(order), title="sharing"))
     points = base.mark_point(filled=True, size=70).encode(
         x="value:Q", color=alt.Color("mode:N", scale=_mode_scale(order), title="sharing"),
@@ -285,8 +324,8 @@ def open_closed_tails(data: object, closed: object = None) -> alt.Chart:
     frame = data if isinstance(data, pd.DataFrame) else openloop.open_closed_frame(data, closed)  # type: ignore[arg-type]
     clocks = list(dict.fromkeys(frame["clock"]))
     return alt.Chart(frame).mark_line(interpolate="step-after").encode(
-        x=alt.X("latency_ms:Q", scale=alt.Scale(type="log"), title="latency (ms, log scale)"),
-        y=alt.Y("exceedance:Q", scale=alt.Scale(type="log"), title="P(latency > x) (log scale)"),
+        x=alt.X("latency_ms:Q", **log_axis(frame["latency_ms"], "latency (ms, log scale)")),
+        y=alt.Y("exceedance:Q", **log_axis(frame["exceedance"], "P(latency > x) (log scale)")),
         color=alt.Color("clock:N", sort=clocks, scale=alt.Scale(domain=clocks, range=["#E45756", "#4C78A8",
                                                                                      "#54A24B"][: len(clocks)]),
                         title=None, legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=0)),
@@ -333,4 +372,4 @@ def probe_waits(reading: object) -> alt.LayerChart:
                           if est.has_value])
     rules = alt.Chart(edges).mark_rule(strokeDash=[4, 3], color="black").encode(
         x="ms:Q", tooltip=["edge", alt.Tooltip("ms:Q", format=".3f")])
-    return (hist + rules).properties(width=520, height=220, title="Time-slice probe: how long a tick waited")
+    return (hist + rules).properties(width=WIDTH - 40, height=220, title="Time-slice probe: how long a tick waited")

@@ -40,6 +40,13 @@ def render_html(notebook: Path, out: Path) -> Path:
     return atomic_write_text(out, body)
 
 
+def _when(created_at: object) -> str:
+    """"2026-11-30T13:13:55.617+00:00" -> "2026-11-30 13:13 UTC" (what a reader scans for), its hyphens
+    non-breaking so a narrow column breaks it between date and time, never inside the date."""
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d)[\d:.]*(?:\+00:00|Z)", str(created_at or ""))
+    return f"{m.group(1).replace('-', chr(0x2011))} {m.group(2)} UTC" if m else str(created_at or "")
+
+
 def write_index(report_dir: str | os.PathLike = "report") -> Path:
     """report/index.html: one row per rendered report (run id, date, device, profile, headline DF), newest first."""
     report_dir = Path(report_dir)
@@ -54,7 +61,7 @@ def write_index(report_dir: str | os.PathLike = "report") -> Path:
     entries.sort(key=lambda e: (e.get("created_at") or e.get("rendered_at") or "", e["run_id"]), reverse=True)
     esc = html.escape
     rows = "\n".join(
-        f"<tr><td><a href=\"{esc(e['html'])}\">{esc(e['run_id'])}</a></td><td>{esc(str(e.get('created_at', '')))}"
+        f"<tr><td><a href=\"{esc(e['html'])}\">{esc(e['run_id'])}</a></td><td>{esc(_when(e.get('created_at')))}"
         f"</td><td>{esc(str(e.get('device_name', e.get('device', ''))))}</td><td>{esc(str(e.get('profile', '')))}"
         f"</td><td>{esc(str(e.get('label', '')))}</td><td>{esc(str(e.get('headline', '')))}</td></tr>"
         for e in entries)
@@ -64,7 +71,7 @@ def write_index(report_dir: str | os.PathLike = "report") -> Path:
 <html lang="en"><head><meta charset="utf-8"><title>kts reports</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}}
 table{{border-collapse:collapse;width:100%}}td,th{{border-bottom:1px solid #ddd;padding:.4rem;text-align:left;
-vertical-align:top;overflow-wrap:anywhere}}th{{background:#f4f4f4}}</style></head>
+vertical-align:top;overflow-wrap:break-word}}th{{background:#f4f4f4;overflow-wrap:normal}}</style></head>
 <body><h1>kts: GPU time-slicing contention reports</h1>{newest}
 <table><thead><tr><th>run</th><th>created</th><th>device</th><th>profile</th><th>label</th>
 <th>headline (wall-time DF, p99)</th></tr></thead><tbody>

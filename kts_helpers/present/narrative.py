@@ -1,7 +1,9 @@
 """The words of the report, written from the data: title, summary, environment, methods, caveats.
 
 No number in the report is typed by hand: every figure in these sentences is computed from
-the run. Anything user-supplied (the run label) is HTML-escaped before it reaches the page.
+the run, and every claim about what the figures show ("the tail moved more than the median") is made
+only when the run's numbers bear it out. Text that goes into Markdown is HTML-escaped here (``esc``);
+tables are escaped once, by ``present.notebook.table``, so their values stay raw here.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from kts_helpers.analyse.load import RunData
+from kts_helpers.analyse.summary import baseline_row
 
 
 def esc(value: Any) -> str:
@@ -53,18 +56,121 @@ def summary_paragraph(data: RunData, table: pd.DataFrame) -> str:
             f"p99 {_fmt(a['p99_ms'])} → {_fmt(s['p99_ms'])} ms, a wall-time degradation factor of "
             f"**{_fmt(s['df'])}×**{verdict}; {device_part}throughput changed by "
             f"{_fmt(100 * (s['throughput_per_s'] / a['throughput_per_s'] - 1), 1)} %.")
-    if not sentences:
-        return "This run has no pair of alone and shared measurements to compare yet."
     n_tenants = wall[wall["kind"] == "shared"]["tenant"].nunique()
     if data.on_gpu:
         lead = (f"{n_tenants} tenants shared one GPU by time-slicing. The headline factor uses wall time (launch to "
                 "completion), because that is what a caller waits for; device time is shown next to it because it "
                 "misses the time a kernel waits for another context's time-slice.")
     else:
-        lead = (f"{n_tenants} tenants shared this machine's CPU cores through the operating system's scheduler (the "
-                "CPU stand-in for a GPU's time-slices). There are no CUDA events on a CPU: device time equals wall "
-                "time, so only wall time is discussed.")
+        lead = cpu_lead(data, n_tenants)
+    if not sentences:
+        return lead + "\n\nThis run has no pair of alone and shared measurements to compare yet."
     return lead + "\n\n" + "\n\n".join(f"- {s}" for s in sentences)
+
+
+def cpu_lead(data: RunData, n_tenants: int) -> str:
+    """The first words of a CPU report: what it shows (the harness under CPU contention) and what it does not."""
+    m = data.manifest
+    threads = m.spec.resolved.get("threads")
+    cores = m.environment.get("cpu_count")
+    each = f", {threads} thread{'s' if threads != 1 else ''} each," if threads else ""
+    on = f"this machine's {cores} CPU cores" if cores else "this machine's CPU cores"
+    return (f"**This run used the CPU stand-in.** It demonstrates CPU contention of the same harness — the same "
+            "workers, co-running rule, statistics and report — not GPU time-slicing: its numbers say nothing about "
+            f"what a GPU's tenants pay. {n_tenants} tenants{each} shared {on} through the operating system's "
+            "scheduler. A CPU has no CUDA events (device time is wall time and there is no wait to split off), "
+            "so only wall time is shown.")
+
+
+def _pct(new: float, old: float) -> str:
+    return "n/a" if not old or old != old or new != new else f"{100 * (new / old - 1):+.0f} %"
+
+
+def _pairs(table: pd.DataFrame, metric: str) -> list[tuple[pd.Series, pd.Series]]:
+    """(alone row, shared row) per shared tenant and scenario group, matched by ``baseline_row``."""
+    t = table[table["metric"] == metric]
+    out = []
+    for _, s in t[t["kind"] == "shared"].iterrows():
+        a = baseline_row(table, s)
+        if a is not None:
+            out.append((a, s))
+    return out
+
+
+def at_a_glance(table: pd.DataFrame, metric: str = "wall") -> str:
+    """What the alone-vs-shared figure shows, from its own numbers: each tenant's change in median, p99 and
+    throughput, then the article's reading — the tail moves more than the median, throughput (a mean) hides
+    it — only for the tenants for which it holds, and plainly when no tail moved."""
+    pairs = _pairs(table, metric)
+    if not pairs:
+        return "No tenant has both an alone and a shared measurement."
+    changes = "; ".join(f"**{esc(s['tenant'])}** median {_pct(s['p50_ms'], a['p50_ms'])}, p99 "
+                        f"{_pct(s['p99_ms'], a['p99_ms'])}, throughput {_pct(s['throughput_per_s'], a['throughput_per_s'])}"
+                        for a, s in pairs)
+    out = [f"From alone to shared ({metric} time): {changes}."]
+    worse = [(a, s) for a, s in pairs if s.get("df_reading") == "degraded"]
+    better = [s["tenant"] for _, s in pairs if s.get("df_reading") == "faster when shared"]
+    if worse:
+        def rel(new: float, old: float) -> float:
+            return abs(new / old - 1) if old else float("nan")
+
+        tail = [s["tenant"] for a, s in worse if rel(s["p99_ms"], a["p99_ms"]) > 2 * rel(s["p50_ms"], a["p50_ms"])]
+        whole = [s["tenant"] for a, s in worse if s["tenant"] not in tail]
+        hidden = [s["tenant"] for a, s in worse
+                  if rel(s["throughput_per_s"], a["throughput_per_s"]) < rel(s["p99_ms"], a["p99_ms"]) / 2]
+        if tail:
+            out.append(f"For {_names(tail)} the tail moved more than twice as much as the median.")
+        if whole:
+            out.append(f"For {_names(whole)} the whole distribution moved: the median about as much as the tail.")
+        if hidden:
+            out.append(f"Throughput, a mean, moved less than half as much as the p99 for {_names(hidden)}: it "
+                       "hides the cost in the tail.")
+    else:
+        out.append("No tenant's p99 rose beyond its noise (no DF interval lies above 1): in this run sharing "
+                   "cost no detectable tail latency.")
+    if better:
+        out.append(f"{_names(better)} ran faster when shared (DF interval below 1); the clocks section says "
+                   "whether an idle baseline ran at lower clocks.")
+    return " ".join(out)
+
+
+def _names(tenants: list[str]) -> str:
+    names = [f"**{esc(t)}**" for t in dict.fromkeys(tenants)]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def device_intro(data: RunData) -> str:
+    """What the device-time table is; on a CPU, why there is none."""
+    if data.on_gpu:
+        return ("The same measurement by **device time** (CUDA events), the article's metric. Events are recorded "
+                "inside the tenant's own context, so they do not see the time its work waits for another "
+                "context's time-slice:")
+    return ("*A CPU has no CUDA events: device time is wall time, so a device-time table would repeat the one "
+            "above and is left out.*")
+
+
+def decomposition_text(data: RunData, table: pd.DataFrame) -> str:
+    """Wall = device + wait + floor, and what this run's numbers say about it (on a CPU: nothing to split)."""
+    if not data.on_gpu:
+        return ("On a CPU there are no CUDA events: device time is wall time and the wait is zero by construction, "
+                "so there is nothing to split and the figure is left out.")
+    out = ["Wall time = device time (the kernel running) + wait (everything else the caller waits for: launch, "
+           "queueing, and on a shared GPU the other contexts' time-slices) + the tool's overhead floor."]
+    dev = {(s["tenant"], s["group"]): (a, s) for a, s in _pairs(table, "device")}
+    grew = []
+    for a, s in _pairs(table, "wait"):
+        d = dev.get((s["tenant"], s["group"]))
+        if d is None:
+            continue
+        da, ds = d
+        out.append(f"**{esc(s['tenant'])}** ({esc(s['group'])}): p99 wait {_fmt(a['p99_ms'], 3)} → "
+                   f"{_fmt(s['p99_ms'], 3)} ms, p99 device time {_fmt(da['p99_ms'], 3)} → {_fmt(ds['p99_ms'], 3)} ms.")
+        if s["p99_ms"] - a["p99_ms"] > abs(ds["p99_ms"] - da["p99_ms"]):
+            grew.append(s["tenant"])
+    if grew:
+        out.append(f"For {_names(grew)} the wait grew more than the device time changed: the cost of sharing lies "
+                   "outside the kernel, where CUDA events cannot see it.")
+    return " ".join(out)
 
 
 def environment_table(data: RunData) -> pd.DataFrame:
@@ -88,7 +194,17 @@ def environment_table(data: RunData) -> pd.DataFrame:
                  ("replicas", env.get("replicas")), ("Kueue queue", env.get("queue"))]
     for key, value in sorted(m.spec.resolved.items()):
         rows.append((f"parameter: {key}", value))
-    return pd.DataFrame([(k, esc(v)) for k, v in rows if v is not None], columns=["item", "value"])
+    # raw text: the table is escaped once, where it is rendered (present.notebook.table)
+    return pd.DataFrame([(k, _plain(v)) for k, v in rows if v is not None], columns=["item", "value"])
+
+
+def _plain(value: Any) -> str:
+    """A value as a reader writes it: lists as "a, b", not as Python's repr."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items())
+    return str(value)
 
 
 def methods(data: RunData, *, trim: int, clip: bool, n_resamples: int | None, method: str | None,

@@ -30,7 +30,7 @@ from kts_helpers.run.params import from_notebook
 from kts_helpers.run.runs import DEFAULT_ROOT, Run, find_run
 
 __all__ = ["Analysis", "analyse", "clocks", "compact", "efficiency", "first_look", "forest_frame", "headline", "md",
-           "open_run_dir", "overlap_counts", "run_scenarios", "setup", "show", "table", "victim"]
+           "metrics", "open_run_dir", "overlap_counts", "run_scenarios", "setup", "show", "table", "victim"]
 
 
 # -- the run wing, for notebooks 00-02 ------------------------------------------------------------------------
@@ -90,6 +90,11 @@ def analyse(run_dir: str | os.PathLike, *, clip: bool = True, trim: int = 0, war
     return Analysis(data, table, main_table, main_iterations)
 
 
+def metrics(data: RunData) -> tuple[str, ...]:
+    """The clocks worth a figure: wall and device time on a GPU; on a CPU device time is wall time, so wall only."""
+    return ("wall", "device") if data.on_gpu else ("wall",)
+
+
 def victim(a: Analysis) -> tuple[str, str] | None:
     """(tenant, scenario group) of the most affected shared tenant: the one the report follows over time."""
     return most_affected(a.table)
@@ -104,12 +109,18 @@ def md(text: str) -> None:
     display(Markdown(text))
 
 
-def table(df: pd.DataFrame, *, floatfmt: str = "{:.3f}", caption: str | None = None) -> None:
-    """Show a table (escaped HTML, no index) that reads well in the rendered report."""
+def table(df: pd.DataFrame, *, significant: int | None = None, caption: str | None = None) -> None:
+    """Show a table (no index) that reads well in the rendered report. Values are HTML-escaped here, once;
+    a missing value (a quantity that does not apply) shows as "—". Numbers get 3 decimals, or
+    ``significant`` digits (for quantities that span orders of magnitude, e.g. CPU vs GPU TFLOP/s)."""
     from IPython.display import HTML, display
 
     df = df.rename(columns=lambda c: str(c).replace("_", " "))  # headers can wrap
-    styled = df.style.hide(axis="index").format(precision=3, na_rep="—", escape="html")
+    if significant:
+        styled = df.style.hide(axis="index").format(lambda v: f"{v:.{significant}g}" if isinstance(v, float) else v,
+                                                     na_rep="—", escape="html")
+    else:
+        styled = df.style.hide(axis="index").format(precision=3, na_rep="—", escape="html")
     if caption:
         styled = styled.set_caption(caption)
     display(HTML(styled.to_html()))

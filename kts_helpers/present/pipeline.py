@@ -28,6 +28,32 @@ class NotebookFailed(KtsError):
     """A notebook raised; the message carries the notebook's own one-line error."""
 
 
+def kernel_options() -> dict[str, Any]:
+    """papermill's options for a quiet kernel: CurveZMQ-encrypted sockets (``transport_encryption="auto"``:
+    the kernelspec declares ``curve`` support, so ipykernel does not warn that it runs over TCP in plain
+    text) and no SIGINT at shutdown (see ``_kernel_manager``). The kernel is this Python ("python3")."""
+    from traitlets.config import Config
+
+    return {"kernel_name": "python3", "kernel_manager_class": _kernel_manager(),
+            "config": Config({"KernelManager": {"transport_encryption": "auto"}})}
+
+
+def _kernel_manager() -> type:
+    from jupyter_client.manager import AsyncKernelManager
+
+    class QuietShutdownKernelManager(AsyncKernelManager):
+        """jupyter_client interrupts (SIGINT to the kernel's process group) every kernel it shuts down. papermill
+        shuts a kernel down only after its last cell has finished, so there is nothing to interrupt; the signal
+        only makes ipykernel log "ERROR | KeyboardInterrupt caught in kernel." when it lands while a message is
+        being handled. Interrupts outside a shutdown (a cell's timeout) are sent as usual."""
+
+        async def _async_interrupt_kernel(self) -> None:
+            if not self.shutting_down:
+                await super()._async_interrupt_kernel()
+
+    return QuietShutdownKernelManager
+
+
 def _execute(src: Path, dst: Path, parameters: dict[str, Any], cwd: Path) -> None:
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
@@ -35,7 +61,7 @@ def _execute(src: Path, dst: Path, parameters: dict[str, Any], cwd: Path) -> Non
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
         pm.execute_notebook(str(src), str(dst), parameters=parameters, cwd=str(cwd), progress_bar=False,
-                            kernel_name="python3", log_output=False, request_save_on_cell_execute=True)
+                            log_output=False, request_save_on_cell_execute=True, **kernel_options())
     except PapermillExecutionError as exc:
         raise NotebookFailed(f"{src.name} failed: {exc.ename}: {exc.evalue} (executed copy: {dst})") from None
 

@@ -6,11 +6,11 @@ Layout::
         manifest.json              parameters, environment, status, per-scenario outcome
         logs/<scenario>/<tenant>.log     the tenant's stdout (KTS_META / KTS_APP lines)
         logs/<scenario>/<tenant>.stderr  its stderr
-        notebooks/                 papermill's executed copies
-        summary.csv, summary.json  derived tables (regenerable)
 
 A run is created atomically (built under a temporary name, then renamed), raw logs are
-never overwritten, and the manifest is only ever replaced whole.
+never overwritten, and the manifest is only ever replaced whole while the run runs. Once it
+has completed nothing writes into it again: what a rendering derives (executed notebooks,
+summary tables) goes to ``report/build/<run>/<time>/``.
 """
 
 from __future__ import annotations

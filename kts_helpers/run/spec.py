@@ -107,9 +107,41 @@ class ExperimentParams:
         for key in ("workloads", "sharing"):
             if isinstance(clean.get(key), str):
                 clean[key] = tuple(s.strip() for s in clean[key].split(",") if s.strip())
-            elif clean.get(key) is not None:
+            elif isinstance(clean.get(key), (list, tuple)):
                 clean[key] = tuple(clean[key])
+        for f in fields(cls):
+            if f.name in clean:
+                clean[f.name] = _typed(f.name, clean[f.name], str(f.type))
         return cls(**clean)
+
+
+# What each annotation accepts, and how an error names it ("iterations=abc: expected an integer").
+_ACCEPTS: dict[str, tuple[Any, str]] = {
+    "None": (lambda v: v is None, ""),
+    "int": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "float": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "tuple[str, ...]": (lambda v: isinstance(v, tuple) and all(isinstance(x, str) for x in v),
+                        "a comma-separated list of names"),
+    "dict[str, int]": (lambda v: isinstance(v, dict) and all(isinstance(x, int) and not isinstance(x, bool)
+                                                             for x in v.values()),
+                       'a JSON object of integers, e.g. {"gemm": 50}'),
+}
+
+
+def _typed(name: str, value: Any, annotation: str) -> Any:
+    """Check a parameter against its field's annotation, so a typo fails here in one line, not as a traceback
+    later. A number given where only text is expected (``label=2024``) is taken as its text."""
+    kinds = [k.strip() for k in annotation.split("|")]
+    if any(k not in _ACCEPTS for k in kinds):
+        return value  # an annotation this check does not know: the field's own validation decides
+    if any(_ACCEPTS[k][0](value) for k in kinds):
+        return value
+    if "str" in kinds and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    expected = " or ".join(_ACCEPTS[k][1] for k in kinds if k != "None")
+    raise SpecError(f"parameter {name}={value!r}: expected {expected}")
 
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -121,9 +153,11 @@ PROFILES: dict[str, dict[str, Any]] = {
     "saturating": dict(workloads=("fft", "gemm"), iterations=800, fft_size=4096, gemm_size=8192,
                        sleep_ms_fft=100.0, sleep_ms_gemm=0.0, sleep_ms_llm=50.0, warmup=5, threads=1,
                        timeout_s=1800.0, calibrate_iterations=2000),
-    # CPU stand-in: two threads per tenant on a 2-core machine so the tenants really contend.
-    "cpu-quick": dict(workloads=("fft", "gemm"), iterations=300, fft_size=256, gemm_size=256,
-                      sleep_ms_fft=10.0, sleep_ms_gemm=15.0, sleep_ms_llm=10.0, warmup=5, threads=2,
+    # CPU stand-in: one thread per tenant, so a tenant alone measures its own work (with more threads than
+    # cores per tenant, a lone 256^2 FFT measured the OS scheduling its own threads: 13.8 ms instead of 0.33);
+    # 700 iterations, so every p99 rests on enough samples for a distribution-free bound (662).
+    "cpu-quick": dict(workloads=("fft", "gemm"), iterations=700, fft_size=256, gemm_size=256,
+                      sleep_ms_fft=10.0, sleep_ms_gemm=15.0, sleep_ms_llm=10.0, warmup=5, threads=1,
                       timeout_s=300.0, calibrate_iterations=300),
     # The time-slice probe (run/probe.py): tiny kernels at random times next to tens-of-ms GEMMs, and the
     # reverse; the GEMM size is calibrated on the GPU (this one is the fallback), the hog's 400 timed kernels

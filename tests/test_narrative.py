@@ -1,0 +1,76 @@
+"""The report's sentences say only what the numbers show; run paths resolve from notebooks/ and the repo root."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from kts_helpers.present import narrative
+from kts_helpers.present.notebook import open_run_dir
+
+REPO = Path(__file__).resolve().parent.parent
+REFERENCE = "data/reference/h200-2026-11-30-article"
+
+
+def _table(rows: dict[str, tuple[float, float, float, float, float, float, str]], metric: str = "wall") -> pd.DataFrame:
+    """{tenant: (p50 alone, p99 alone, thr alone, p50 shared, p99 shared, thr shared, reading)} as summary rows."""
+    out = []
+    for tenant, (a50, a99, athr, s50, s99, sthr, reading) in rows.items():
+        base = {"tenant": tenant, "workload": tenant, "phase": "op", "metric": metric}
+        out.append({**base, "kind": "baseline", "group": f"baseline-{tenant}", "p50_ms": a50, "p99_ms": a99,
+                    "throughput_per_s": athr, "df_reading": None})
+        out.append({**base, "kind": "shared", "group": "shared", "p50_ms": s50, "p99_ms": s99,
+                    "throughput_per_s": sthr, "df_reading": reading})
+    return pd.DataFrame(out)
+
+
+def test_the_article_reading_only_where_the_tail_moved() -> None:
+    text = narrative.at_a_glance(_table({"fft": (1.0, 2.0, 100, 1.02, 3.6, 99, "degraded"),
+                                         "gemm": (3.0, 4.0, 50, 3.0, 4.1, 50, "no detectable change")}))
+    assert "**fft** median +2 %, p99 +80 %, throughput -1 %" in text and "**gemm** median +0 %, p99 +2 %" in text
+    assert "For **fft** the tail moved more than twice as much as the median." in text
+    assert "Throughput, a mean, moved less than half as much as the p99 for **fft**" in text
+    assert "gemm** the tail" not in text and "No tenant's p99 rose" not in text
+
+
+def test_no_tail_claim_when_nothing_moved() -> None:
+    text = narrative.at_a_glance(_table({"fft": (1.0, 2.0, 100, 0.4, 1.9, 101, "no detectable change"),
+                                         "gemm": (3.0, 4.0, 50, 3.1, 4.2, 49, "no detectable change")}))
+    assert "No tenant's p99 rose beyond its noise" in text
+    assert "tail moved" not in text and "hides" not in text
+
+
+def test_a_shifted_distribution_is_not_called_a_tail_effect() -> None:
+    text = narrative.at_a_glance(_table({"fft": (1.0, 2.0, 100, 1.6, 3.2, 63, "degraded"),
+                                         "gemm": (3.0, 4.0, 50, 2.0, 2.0, 60, "faster when shared")}))
+    assert "For **fft** the whole distribution moved" in text and "tail moved more" not in text
+    assert "hides" not in text  # throughput fell as much as the p99 rose
+    assert "**gemm** ran faster when shared" in text
+
+
+def test_decomposition_claims_follow_the_numbers() -> None:
+    class Gpu:
+        on_gpu = True
+
+    dev = _table({"fft": (0.4, 0.45, 0, 0.25, 0.44, 0, "no detectable change")}, "device")
+    wait = _table({"fft": (0.1, 0.2, 0, 0.3, 1.2, 0, "degraded")}, "wait")
+    text = narrative.decomposition_text(Gpu(), pd.concat([dev, wait]))
+    assert "p99 wait 0.200 → 1.200 ms, p99 device time 0.450 → 0.440 ms" in text
+    assert "For **fft** the wait grew more than the device time changed" in text
+    flat = _table({"fft": (0.1, 0.2, 0, 0.1, 0.2, 0, "no detectable change")}, "wait")
+    assert "wait grew" not in narrative.decomposition_text(Gpu(), pd.concat([dev, flat]))
+    assert "waiting for the GPU" not in text
+
+    class Cpu:
+        on_gpu = False
+
+    cpu = narrative.decomposition_text(Cpu(), pd.concat([dev, wait]))
+    assert "nothing to split" in cpu and "p99 wait" not in cpu
+
+
+@pytest.mark.parametrize("where", ["repo", "notebooks"])
+def test_run_paths_resolve_from_the_repo_root_and_from_notebooks(where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO if where == "repo" else REPO / "notebooks")
+    assert open_run_dir(REFERENCE).path.resolve() == (REPO / REFERENCE).resolve()
