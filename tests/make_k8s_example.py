@@ -23,7 +23,8 @@ import k8s_fixtures as kf
 from kts_helpers.run.experiment import run_experiment
 
 IMAGE_PULL_S = 30  # every pod pulls the image: seconds from "scheduled" to "container started"
-RUN_S = 12  # a baseline container's run time (a shared one pads until the backend stops it)
+ADMIT_S = 3  # Kueue admits a Job this long after it is created
+INIT_S = 1  # container started -> barrier reached (torch import, CUDA init, warm-up)
 LABEL = (f"EMULATED on kmock (no cluster, no GPU): Kueue admission, scheduling and a {IMAGE_PULL_S} s image pull "
          "made up by tests/k8s_fixtures.FakeCluster; the GPU numbers in its logs mean nothing")
 README = f"""# k8s-emulated-waits — an EMULATED example run (no cluster, no GPU)
@@ -31,9 +32,10 @@ README = f"""# k8s-emulated-waits — an EMULATED example run (no cluster, no GP
 Made by `tests/make_k8s_example.py` (regenerate: `.venv/bin/python tests/make_k8s_example.py <new dir>`):
 the kit's real Kubernetes backend and runner drove kmock's emulator, whose fake controllers
 (`tests/k8s_fixtures.FakeCluster`) played Kueue, the scheduler and the kubelet. The API timestamps are made
-up, chosen by the script: Kueue admits each Job 3 s after it is created, pods are scheduled 2 s after they
-are created (the GEMM's 5 s: it waits longer for a node), and every container starts {IMAGE_PULL_S} s after
-scheduling (an image pull). The backend recorded them in `manifest.json` exactly as it does on a cluster, and
+up, chosen by the script: Kueue admits each Job {ADMIT_S} s after it is created, a pod is scheduled as soon as
+the scheduler sees it (the GEMM's 3 s later: it waits longer for a node), every container starts {IMAGE_PULL_S} s
+after scheduling (an image pull) and its worker reaches the start barrier {INIT_S} s later (torch import, CUDA
+init, warm-up), then waits there for the shared start (`start_delay_s` 45 s after the Job was created). The backend recorded them in `manifest.json` exactly as it does on a cluster, and
 `kts_helpers.analyse.waits.layered_waits` reads them back: the teaching notebook's "three kinds of waiting"
 section uses this run when no real cluster run is at hand, and says it is emulated.
 
@@ -44,15 +46,7 @@ The tenants' log lines are the emulator's fakes (wall = device, 5-6 ms): they me
 def make(target: Path) -> Path:
     if target.exists():
         raise SystemExit(f"make_k8s_example: {target} already exists; example runs are never written over")
-    saved = kf.STEPS
-    steps = dict(saved)
-    steps["started"] = steps["scheduled"] + IMAGE_PULL_S
-    steps["finished"] = steps["started"] + RUN_S
-    kf.STEPS = steps  # the emulator reads its timeline from this module global at every step
-    try:
-        return _make(target)
-    finally:
-        kf.STEPS = saved  # other users of the fixtures (the emulator tests) keep their timeline
+    return _make(target)
 
 
 def _make(target: Path) -> Path:
@@ -60,10 +54,14 @@ def _make(target: Path) -> Path:
         fc.add_node(kf.gpu_node("gpu-1"))
         fc.log_iterations = 20
         fc.placement_delay_s = {"gemm": 3}
+        fc.admit_after = ADMIT_S
+        fc.pull_s = IMAGE_PULL_S
+        fc.init_s = INIT_S
 
     with kf.EmulatorThread() as emu, tempfile.TemporaryDirectory() as tmp:
         emu.call(script)
-        backend = emu.call(lambda fc: fc.backend(queue_name="kts-queue", schedule_timeout_s=5.0))
+        backend = emu.call(lambda fc: fc.backend(queue_name="kts-queue", schedule_timeout_s=5.0,
+                                                          start_delay_s=45.0))
         run = run_experiment({"backend": "kubernetes", "profile": "tiny", "iterations": 5, "calibrate_iterations": 0,
                               "timeout_s": 60, "label": LABEL}, root=tmp, run_id=target.name, backend=backend,
                              calibrate=False, progress=False)

@@ -83,7 +83,7 @@ def example_row(table: pd.DataFrame, tenant: str) -> pd.Series:
     mine = table[table["tenant"] == tenant]
     if mine.empty:
         raise RunError(f"no layered waits for tenant {tenant!r}; tenants: {sorted(set(table['tenant']))}")
-    recorded = mine[["admission_wait_s", "placement_wait_s", "startup_s", "run_s"]].notna().sum(axis=1)
+    recorded = mine[["admission_wait_s", "placement_wait_s", "startup_s", "timed_loop_s"]].notna().sum(axis=1)
     return mine.loc[recorded.idxmax()]
 
 
