@@ -113,8 +113,10 @@ def _refuse_split_gpus(logs: dict[str, ParsedLog], what: str) -> None:
 
 
 def _merge_counts(a: ParsedLog, b: ParsedLog) -> ParsedLog:
-    return ParsedLog(frame=a.frame, malformed=a.malformed + b.malformed, other=a.other + b.other,
-                     meta=a.meta + b.meta, sources=a.sources + b.sources)
+    out = ParsedLog(frame=a.frame)
+    out.add(a)
+    out.add(b)
+    return out
 
 
 def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int = 0,
@@ -148,7 +150,8 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
             parsed = parse_file(path)
             scen_logs[tenant] = parsed
             issues.append({"scenario": scen.name, "tenant": tenant, "valid": parsed.n,
-                           "malformed": parsed.malformed, "other": parsed.other})
+                           "malformed": parsed.malformed, "other": parsed.other, "rejected": parsed.n_rejected,
+                           "rejected_why": "; ".join(f"{k}: {v}" for k, v in parsed.rejected.items())})
             if parsed.n == 0:
                 problems.append(f"{scen.name}/{tenant}: log has no valid KTS_APP line")
                 continue
