@@ -129,6 +129,37 @@ def _trim_text(trim_effect: pd.DataFrame | None) -> str:
     return f" **The cut changes DF by more than its interval's half-width** for {items}."
 
 
+def stopping_text(stopping: pd.DataFrame) -> str:
+    """The Methods paragraph on how many timed iterations ran: the rule, and (auto) n reached and why per tenant."""
+    if stopping is None or stopping.empty:
+        return ""
+    auto = stopping[stopping["rule"] == "auto"]
+    if auto.empty:
+        ns = sorted({int(n) for n in stopping["n"].dropna()})
+        return ("\n\n**Iterations.** Every tenant ran a fixed number of timed iterations "
+                f"({', '.join(map(str, ns))}).")
+    target = float(auto["target"].dropna().iloc[0]) if auto["target"].notna().any() else float("nan")
+
+    def bound(v: Any) -> str:
+        return "none" if v is None or pd.isna(v) else _fmt(v, 3)
+
+    rows = "\n".join(
+        f"| {esc(r.scenario)} | {esc(r.tenant)} | {int(r.n)} | {esc(r.reason)} | {_fmt(r.elapsed_s, 1)} | "
+        f"{_fmt(r.p99_ms, 3)} [{bound(r.p99_lo_ms)}, {bound(r.p99_hi_ms)}] | "
+        f"{'—' if r.half_width is None or pd.isna(r.half_width) else f'±{100 * r.half_width:.1f} %'} |"
+        for r in stopping.itertuples())
+    return f"""
+
+**Iterations (stopping rule).** `iterations=auto`: each tenant, alone and shared alike, ran until the 95 % interval
+of its p99 wall time (every phase; the order-statistic interval of *Statistics* below, computed by the worker
+itself every 5 % of growth from 300 iterations on) lay within ±{100 * target:.0f} % of the estimate on both sides,
+or its time or iteration cap was reached; its neighbours kept padding meanwhile. n reached and why it stopped:
+
+| scenario | tenant | n | stopped because | timed s | p99 ms [95 % interval] at the stop | reached |
+|---|---|---|---|---|---|---|
+{rows}"""
+
+
 def methods(data: RunData, *, trim: int, clip: bool, n_resamples: int | None, method: str | None,
             warmup: str = "none", trim_effect: pd.DataFrame | None = None) -> str:
     from kts_helpers.analyse.rules import MIN_CORUNNING
@@ -173,7 +204,7 @@ it (column `diagnostic`).{_trim_text(trim_effect)}
 
 **Statistics.** Percentiles use numpy's default linear interpolation. Jitter = p99 / p50. Throughput is the
 article's proxy, 1000 / mean latency (iterations per second), not a served request rate. The degradation factor
-is DF = shared p99 / alone p99 of the same tenant. {ci}
+is DF = shared p99 / alone p99 of the same tenant. {ci}{stopping_text(data.stopping)}
 """
 
 
