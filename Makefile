@@ -26,7 +26,7 @@ RUN_ARGS    := $(if $(PROFILE),--profile $(PROFILE)) --device $(DEVICE) --backen
                $(if $(LABEL),--label "$(LABEL)") $(foreach s,$(SET),--set '$(s)')
 REPORT_ARGS := $(RUN_ARGS) $(if $(RUN),--run $(RUN))
 
-.PHONY: help venv test test-fast report run lab bench lint index image k8s-smoke
+.PHONY: help venv test test-fast report run lab bench lint index image k8s-smoke probe teach
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -87,6 +87,9 @@ k8s-smoke: $(STAMP) ## tiny experiment on the cluster of the current kubeconfig 
 	IMAGE=$(IMAGE) $(PYTHON) -m kts_helpers.k8s_smoke $(if $(K8S_CONTEXT),--context $(K8S_CONTEXT)) \
 	  $(if $(K8S_NAMESPACE),--namespace $(K8S_NAMESPACE)) $(if $(K8S_NODE_SELECTOR),--node-selector '$(K8S_NODE_SELECTOR)') \
 	  $(if $(K8S_QUEUE),--queue $(K8S_QUEUE)) $(if $(K8S_RUNTIME_CLASS),--runtime-class $(K8S_RUNTIME_CLASS))
+
+probe: $(STAMP) ## measure the GPU's time slice and switch cost (GPU only, ~3 min): make probe [RUN=<probe run> to re-read]
+	$(PYTHON) -m kts_helpers probe $(if $(RUN),--run $(RUN)) $(if $(DEVICE),--device $(DEVICE))
 
 teach: $(STAMP) ## render the teaching notebook (time-slicing simulator) to report/teaching-timeslice.html
 	$(PYTHON) -m kts_helpers teach $(if $(RUN),--run $(RUN))

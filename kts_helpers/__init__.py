@@ -13,6 +13,7 @@ Data flows one way, through three wings (a test enforces the import rule):
 * ``run.capacity`` — will a scenario's tenants fit in GPU memory
 * ``run.environment`` — what the host is: device, driver, CUDA, torch, git commit
 * ``run.mps`` — a private MPS control daemon for one scenario
+* ``run.probe`` — the time-slice probe's scenarios and the GEMM size calibrated to the GPU at hand
 * ``run.backends`` — ``Backend`` protocol and ``get_backend``; ``run.backends.base`` — the protocol and results
 * ``run.backends.local`` — tenants as processes on this host
 * ``run.backends.kubernetes`` — tenants as Jobs on one GPU node:
@@ -45,6 +46,7 @@ Data flows one way, through three wings (a test enforces the import rule):
 * ``analyse.openloop`` — open-loop arrivals: offered vs achieved rate, response vs service time, overload
 * ``analyse.telemetry`` — telemetry read back, joined to iterations; the clock checks
 * ``analyse.waits`` — the three kinds of waiting on a cluster (admission, placement, start-up)
+* ``analyse.probe`` — the probe's reading: effective quantum and switch cost, each with an interval
 
 **present** — what a person reads
 
@@ -57,7 +59,8 @@ Data flows one way, through three wings (a test enforces the import rule):
 * ``present.reference`` — the README's reference tables
 
 **teaching** — the time-slicing simulator: ``teaching.model`` (the simulator), ``teaching.charts`` (its
-figures), ``teaching.measured`` (a real run next to it, through the analyse wing)
+figures), ``teaching.measured`` (a real run next to it, through the analyse wing), ``teaching.synthetic`` (run
+directories written by the simulator, incl. a simulated probe)
 
 Shared by all: ``errors`` (one exception class per kind of failure), ``fsutil`` (atomic writes); on top,
 ``cli`` (``python -m kts_helpers`` / ``kts``) and ``k8s_smoke`` (``make k8s-smoke``: a tiny experiment against

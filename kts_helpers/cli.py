@@ -4,6 +4,7 @@
     kts report     [--profile P] [--device D] [--run DIR] [--set ...]   notebooks -> HTML report
     kts summarize  --baseline FILE... --shared FILE... [--metric device|wall|wait] [--trim N]
                    [--no-clip] [--format json|table] [--ci] [--resamples N] [--seed S]
+    kts probe      [--device D] [--run DIR] [--json] [--set ...]       the GPU's time slice and switch cost
     kts teach      [--run DIR] [--set key=value ...]                    the teaching notebook -> HTML
     kts index                                                           rebuild report/index.html
 
@@ -46,6 +47,37 @@ def cmd_report(args: argparse.Namespace) -> int:
     html = build_report(_params(args), run_dir=args.run, runs_root=args.root, report_dir=args.report_dir,
                         notebooks_dir=args.notebooks)
     print(html)
+    return 0
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    """Run the time-slice probe (or read an existing probe run) and print its reading."""
+    from kts_helpers.analyse.probe import read_probe
+
+    if args.run:
+        run_dir = Path(args.run)
+    else:
+        from kts_helpers.run.experiment import run_experiment
+
+        params = {**_params(args), "profile": "probe"}
+        params.setdefault("device", "cuda")
+        run = run_experiment(params, run_id=args.run_id, root=args.root, progress=not args.quiet)
+        if run.manifest()["status"] != "complete":
+            print(f"kts: error: the probe run {run.path} did not complete; see its manifest", file=sys.stderr)
+            return 1
+        run_dir = run.path
+    try:
+        reading = read_probe(run_dir, n_resamples=args.resamples)
+    except ImportError as exc:  # a bare GPU host runs the probe with torch alone; reading needs the analysis stack
+        print(str(run_dir))
+        print(f"kts: note: the probe run is complete; reading it needs the kit's analysis packages ({exc}): "
+              f"run kts probe --run {run_dir} where they are installed", file=sys.stderr)
+        return 0
+    if args.json:
+        print(json.dumps({"run_dir": str(run_dir), **reading.to_dict()}, indent=2, default=str))
+    else:
+        print(str(run_dir))
+        print("\n".join(reading.lines()))
     return 0
 
 
@@ -109,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     def experiment_args(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--profile", help="article | saturating | cpu-quick | tiny (default: by device)")
+        sp.add_argument("--profile", help="article | saturating | probe | cpu-quick | tiny (default: by device)")
         sp.add_argument("--device", help="auto | cpu | cuda")
         sp.add_argument("--backend", help="local | kubernetes")
         sp.add_argument("--label", help="a free-text label shown in the report")
@@ -128,6 +160,19 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--report-dir", default="report")
     rep.add_argument("--notebooks", default="notebooks")
     rep.set_defaults(func=cmd_report)
+
+    pr = sub.add_parser("probe", help="measure the GPU's effective time slice and switch cost (GPU only)")
+    pr.add_argument("--device", help="cuda (default) or cuda:N; a CPU has no time slice and is refused")
+    pr.add_argument("--label", help="a free-text label shown in the report")
+    pr.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="probe parameters: rate_hz, duration_s, gemm_size (default: calibrated), ...")
+    pr.add_argument("--root", default="data/runs", help="where run directories live")
+    pr.add_argument("--run", help="read this existing probe run instead of running one")
+    pr.add_argument("--run-id")
+    pr.add_argument("--json", action="store_true", help="the reading as JSON")
+    pr.add_argument("--resamples", type=int, default=2000)
+    pr.add_argument("--quiet", action="store_true")
+    pr.set_defaults(func=cmd_probe)
 
     t = sub.add_parser("teach", help="render the teaching notebook (time-slicing simulator)")
     t.add_argument("--run", help="fit the simulator to this run directory")

@@ -96,7 +96,9 @@ def test_fast_tenant_pads_until_the_slow_one_is_done(tmp_path, tiny_params):
 
 
 def test_neighbour_crash_during_padding_fails_the_scenario_and_keeps_timed_lines(tmp_path, tiny_params):
-    run, spec = _run(tmp_path, tiny_params, iterations=40, sleep_ms_fft=20.0, sleep_ms_gemm=1.0)
+    # the fft needs 8 s for its 400 iterations, the gemm 40 ms for its 40: it crashes long before the fft is
+    # done even when a loaded machine starts the two seconds apart
+    run, spec = _run(tmp_path, tiny_params, iterations=40, iterations_fft=400, sleep_ms_fft=20.0, sleep_ms_gemm=1.0)
     wrapper = _wrapper(tmp_path, """
         import os, sys
         if os.environ.get("TENANT") == "gemm":
@@ -112,7 +114,7 @@ def test_neighbour_crash_during_padding_fails_the_scenario_and_keeps_timed_lines
     assert rec["status"] == "failed" and "'gemm'" in rec["reason"] and "code 1" in rec["reason"]
     got = corunning_fractions(run.path)
     assert got["shared/gemm"][0] == 40  # the crashed tenant's timed lines are all there
-    assert 0 < got["shared/fft"][0] < 40  # the survivor was stopped; its timed lines so far are kept
+    assert 0 < got["shared/fft"][0] < 400  # the survivor was stopped; its timed lines so far are kept
 
 
 def test_padding_past_the_safety_limit_fails_the_scenario(tmp_path, tiny_params):

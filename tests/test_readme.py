@@ -13,7 +13,8 @@ README = (REPO / "README.md").read_text()
 
 def test_readme_reference_tables_match_the_committed_runs() -> None:
     blocks = re.findall(r"<!-- reference-table:(\S+):start -->\n(.*?)\n<!-- reference-table:\1:end -->", README, re.S)
-    assert {name for name, _ in blocks} == {"h200-2026-11-30-article", "h200-2026-11-30-saturating"}
+    assert {name for name, _ in blocks} == {"h200-2026-11-30-article", "h200-2026-11-30-saturating",
+                                          "h200-2026-11-30-mps-limited", "h200-2026-11-30-probe"}
     for name, block in blocks:
         assert block == reference_markdown(REPO / "data" / "reference" / name), name
 

@@ -23,8 +23,8 @@ from kts_helpers.teaching.model import (
     summarize_sim,
     sweep,
     timeline,
-    write_sim_run,
 )
+from kts_helpers.teaching.synthetic import write_sim_run
 
 FFT = SimTenant("fft", 1.0, 100.0, 5.0)
 GEMM = SimTenant("gemm", 30.0, 150.0, 5.0)

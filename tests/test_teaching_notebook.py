@@ -11,7 +11,8 @@ import papermill as pm
 import pytest
 from nbconvert import HTMLExporter
 
-from kts_helpers.teaching.model import SimTenant, write_sim_run
+from kts_helpers.teaching.model import SimTenant
+from kts_helpers.teaching.synthetic import write_sim_run
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "10-teaching-timeslice-simulator.ipynb"

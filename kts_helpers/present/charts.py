@@ -341,3 +341,19 @@ def phase_chart(table: pd.DataFrame) -> alt.FacetChart:
         column=alt.Column("panel:N", title=None, sort=list(dict.fromkeys(long["panel"])))).resolve_scale(
         x="independent").properties(title="Time to first token and per-token decode latency "
                                      "(circle: p50, square: p99)")
+
+
+def probe_waits(reading: object) -> alt.LayerChart:
+    """The tick's contended waits (histogram) with the probe's upper and lower edges marked."""
+    waits = np.asarray(reading.waits_ms, float)
+    data = pd.DataFrame({"wait_ms": waits})
+    hist = alt.Chart(data).mark_bar(opacity=0.8).encode(
+        x=alt.X("wait_ms:Q", bin=alt.Bin(maxbins=60), title="tick wait when the GPU was busy (ms, wall - device - "
+                "own overhead)"),
+        y=alt.Y("count():Q", title="ticks"))
+    edges = pd.DataFrame([{"edge": name, "ms": est.value} for name, est in
+                          (("upper edge (quantum + switch)", reading.upper_edge), ("lower edge", reading.lower_edge))
+                          if est.has_value])
+    rules = alt.Chart(edges).mark_rule(strokeDash=[4, 3], color="black").encode(
+        x="ms:Q", tooltip=["edge", alt.Tooltip("ms:Q", format=".3f")])
+    return (hist + rules).properties(width=520, height=220, title="Time-slice probe: how long a tick waited")

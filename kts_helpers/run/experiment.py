@@ -18,6 +18,7 @@ from kts_helpers.errors import SpecError
 from kts_helpers.run.backends import Backend, ScenarioResult, get_backend
 from kts_helpers.run.corun import PAD_PHASE
 from kts_helpers.run.params import backend_options_from_env
+from kts_helpers.run.probe import CPU_REFUSAL, PROBE_PROFILE
 from kts_helpers.run.runs import DEFAULT_ROOT, Run, create_run
 from kts_helpers.run.spec import ExperimentParams, ExperimentSpec, calibration_scenario, resolve
 
@@ -46,17 +47,25 @@ def setup_run(params: dict[str, Any] | ExperimentParams, *, run_id: str | None =
     ``backend_options``.
     """
     p = params if isinstance(params, ExperimentParams) else ExperimentParams.from_mapping(params)
-    plan(p, "cuda" if p.device.startswith("cuda") else "cpu")  # fail fast on bad parameters
+    plan(p, "cpu" if p.device == "cpu" and p.profile != "probe" else "cuda")  # fail fast on bad parameters
     from kts_helpers.run.environment import detect_environment, resolve_device
 
     if backend is not None and p.backend != "local":
         env, device = backend.describe(), "cuda"
     elif p.backend == "local":
         env = detect_environment(python)
+        if p.profile == PROBE_PROFILE and not env.get("cuda_available"):
+            raise SpecError(f"{CPU_REFUSAL.split(' (run it')[0]}; this host has none (torch {env.get('torch')})")
         device = resolve_device(p.device, env)
     else:  # the cluster's nodes have the GPUs; the notebook host may have none
         env = build_backend(p, "cuda", backend_options).describe()
         device = "cuda"
+    if p.profile == PROBE_PROFILE and device == "cuda" and p.backend == "local":
+        from kts_helpers.run.probe import size_hog, with_hog_size
+
+        sizing = size_hog(python=python, device=p.device if p.device.startswith("cuda") else "cuda")
+        env["probe_sizing"] = sizing  # the hog's GEMM size, calibrated on this GPU (recorded with the run)
+        p = with_hog_size(p, sizing)
     spec = replace(resolve(p, device), backend_options=dict(backend_options or {}))
     if device == "cuda" and env.get("device_memory_gib"):  # refuse up front what cannot fit, with the estimate
         from kts_helpers.run.capacity import check_capacity

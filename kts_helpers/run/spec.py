@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from kts_helpers.errors import SpecError
+from kts_helpers.run.probe import CPU_REFUSAL, PROBE_PROFILE, probe_scenarios
+from kts_helpers.run.probe import DEFAULTS as PROBE_DEFAULTS
 
 WORKLOAD_KINDS = ("fft", "gemm", "llm", "noop")
 SHARING_MODES = ("timeslice", "mps", "mps-limited")  # mps-limited: MPS + CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
@@ -142,6 +144,12 @@ PROFILES: dict[str, dict[str, Any]] = {
     "cpu-quick": dict(workloads=("fft", "gemm"), iterations=300, fft_size=256, gemm_size=256,
                       sleep_ms_fft=10.0, sleep_ms_gemm=15.0, sleep_ms_llm=10.0, warmup=5, threads=2,
                       timeout_s=300.0, calibrate_iterations=300),
+    # The time-slice probe (run/probe.py): tiny kernels at random times next to tens-of-ms GEMMs, and the
+    # reverse; the GEMM size is calibrated on the GPU (this one is the fallback), the hog's 400 timed kernels
+    # cover the tick's 20 s window. GPU only.
+    "probe": dict(workloads=("noop", "gemm"), iterations=400, fft_size=64, gemm_size=12288, sleep_ms_fft=0.0,
+                  sleep_ms_gemm=0.0, sleep_ms_llm=0.0, warmup=3, threads=1, timeout_s=300.0,
+                  calibrate_iterations=500),
     # For tests: seconds, not minutes.
     "tiny": dict(workloads=("fft", "gemm"), iterations=40, fft_size=64, gemm_size=64,
                  sleep_ms_fft=1.0, sleep_ms_gemm=1.0, sleep_ms_llm=1.0, warmup=2, threads=1,
@@ -257,6 +265,13 @@ def resolve(params: ExperimentParams, device_type: str) -> ExperimentSpec:
         for key in ("fft_size", "gemm_size"):
             if getattr(params, key) is not None:
                 r[key] = getattr(params, key)
+    if profile == PROBE_PROFILE:
+        if device_type != "cuda":
+            raise SpecError(CPU_REFUSAL)
+        r.update(repeats=1, sharing=["timeslice"], rate_hz=params.rate_hz or PROBE_DEFAULTS["rate_hz"],
+                 duration_s=params.duration_s or PROBE_DEFAULTS["duration_s"])
+        return ExperimentSpec(params=params, profile=profile, device=device_type, resolved=r,
+                              scenarios=probe_scenarios(r, params))
     _validate(r, params)
     tenants = []
     counts: dict[str, int] = {}

@@ -28,25 +28,23 @@ Columns of :func:`simulate` (all in ms):
 * ``wall_ms``: ``end - arrival``: what the host sees.
 * ``wait_ms``: ``wall - device``: time the kernel was issued but not running.
 
-Its chart builders are in ``teaching.charts``; ``teaching.measured`` puts a real run next to it.
+Its chart builders are in ``teaching.charts``; ``teaching.measured`` puts a real run next to it and
+``teaching.synthetic`` writes simulated run directories (the kit's log format, a known quantum behind them).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from kts_helpers.analyse.rules import degradation as degradation_factor
-from kts_helpers.errors import KtsError, RunError
+from kts_helpers.errors import KtsError
 
 
 class SimError(KtsError, ValueError):
@@ -72,8 +70,9 @@ DEFAULT_DURATION_MS = 20_000.0
 FIT_QUANTILES = (0.5, 0.75, 0.9, 0.95, 0.99)
 
 
-def _check(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float,
-           duration_ms: float) -> list[SimTenant]:
+def check_params(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float,
+                 duration_ms: float) -> list[SimTenant]:
+    """The tenants as a list, or a SimError naming the first invalid parameter."""
     tenants = list(tenants)
     if not tenants:
         raise SimError("simulate needs at least one tenant")
@@ -102,7 +101,7 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
          seed: int, offsets_ms: Sequence[float] | None, want_segments: bool
          ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """The event loop. Returns (one row per kernel, the GPU's occupancy segments or None)."""
-    tenants = _check(tenants, quantum_ms, context_switch_ms, duration_ms)
+    tenants = check_params(tenants, quantum_ms, context_switch_ms, duration_ms)
     n = len(tenants)
     rng = random.Random(seed)
     if offsets_ms is None:
@@ -247,7 +246,7 @@ def summarize_sim(df: pd.DataFrame) -> pd.DataFrame:
 def degradation(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
                 duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0) -> pd.DataFrame:
     """Per tenant: p50/p99 wall alone and shared, and DF = shared p99 wall / alone p99 wall."""
-    tenants = _check(tenants, quantum_ms, context_switch_ms, duration_ms)
+    tenants = check_params(tenants, quantum_ms, context_switch_ms, duration_ms)
     shared = simulate(tenants, quantum_ms, context_switch_ms, duration_ms, seed)
     out = []
     for t in tenants:
@@ -359,63 +358,4 @@ def fit_quantum(measured_waits_ms: Mapping[str, Sequence[float]] | Sequence[floa
     return float(d.loc[d["distance_ms"].idxmin(), "quantum_ms"])
 
 
-
-
 DEFAULT_CANDIDATES = tuple(float(x) for x in np.round(np.geomspace(0.25, 64.0, 25), 3))
-
-SYNTHETIC_EPOCH_NS = 1_700_000_000_000_000_000
-
-
-def _log_lines(kernels: pd.DataFrame, workload: str, tenant: str) -> str:
-    lines = [f'KTS_META,v2,{{"workload":"{workload}","tenant":"{tenant}","source":"kts_helpers.simulate"}}']
-    for r in kernels.itertuples(index=False):
-        start = SYNTHETIC_EPOCH_NS + round(r.arrival_ms * 1e6)
-        end = SYNTHETIC_EPOCH_NS + round(r.end_ms * 1e6)
-        lines.append(f"KTS_APP,v2,{workload},{tenant},{r.iteration},op,{start},{start},{end},"
-                     f"{r.span_ms:.6f},{r.wall_ms:.6f}")
-    return "\n".join(lines) + "\n"
-
-
-def write_sim_run(path: str | os.PathLike, tenants: Sequence[SimTenant], quantum_ms: float = 2.0, *,
-                  context_switch_ms: float = 0.0, duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
-                  status: str = "complete") -> Path:
-    """Write a run directory whose logs come from the simulator (baseline-<t> alone, then shared).
-
-    Why: to try :func:`from_run` and the notebook's real-run section without a GPU, and to test
-    that the quantum fit recovers a known quantum. Logged device_ms is ``span_ms`` (what CUDA
-    events would record); the workload of each tenant is its name. Refuses to overwrite.
-    """
-    tenants = _check(tenants, quantum_ms, context_switch_ms, duration_ms)
-    root = Path(path)
-    if root.exists():
-        raise RunError(f"{root} already exists; a synthetic run is never written over another")
-    scen = [{"name": f"baseline-{t.name}", "kind": "baseline", "sharing": "timeslice",
-             "tenants": [_tenant_dict(t)]} for t in tenants]
-    scen.append({"name": "shared", "kind": "shared", "sharing": "timeslice",
-                 "tenants": [_tenant_dict(t) for t in tenants]})
-    runs = {f"baseline-{t.name}": simulate([t], quantum_ms, context_switch_ms, duration_ms, seed)
-            for t in tenants}
-    runs["shared"] = simulate(tenants, quantum_ms, context_switch_ms, duration_ms, seed)
-    for name, kernels in runs.items():
-        (root / "logs" / name).mkdir(parents=True)
-        for t in tenants:
-            mine = kernels[kernels["tenant"] == t.name]
-            if len(mine):
-                (root / "logs" / name / f"{t.name}.log").write_text(_log_lines(mine, t.name, t.name))
-    manifest = {"format_version": 2, "run_id": root.name, "label": "simulated", "status": status,
-                "spec": {"profile": "simulated", "device": "simulated",
-                         "resolved": {"sleep_ms": {t.name: t.period_ms for t in tenants},
-                                      "quantum_ms": quantum_ms, "duration_ms": duration_ms, "seed": seed},
-                         "scenarios": scen},
-                "scenarios": {s["name"]: {"status": status} for s in scen}}
-    (root / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    return root
-
-
-def _tenant_dict(t: SimTenant) -> dict[str, Any]:
-    return {"name": t.name, "workload": t.name, "sleep_ms": t.period_ms, "iterations": 0, "matrix_size": 0}
-
-
-# ---------------------------------------------------------------------------------------------
-# Chart builders for the teaching notebook (Altair; imported lazily so the simulator needs none)
-# ---------------------------------------------------------------------------------------------
