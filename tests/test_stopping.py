@@ -154,6 +154,7 @@ def test_worker_auto_time_cap(auto_runs):
     end = _end(stdout)
     assert end["reason"] == "time cap" and 1.5 <= end["elapsed_s"] < 5
     assert end["n"] == parse_bytes(stdout.encode()).n and end["p99"]["op"]["rel_half_width"] > 0.0001
+    assert end["projected_n"] > end["n"] * 100  # ~ n (width / target)^2: far beyond what the cap allowed
 
 
 def test_worker_fixed_count_says_so(auto_runs):

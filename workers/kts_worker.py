@@ -673,8 +673,13 @@ class StopRule:
         if self.auto and not self.reached and self.series:
             self.check(timed)  # the interval at the n actually reached
             reason += " (target reached at the last check)" if self.reached else ""
-        return {"tenant": args.tenant, "n": timed, "reason": reason, "elapsed_s": round((now_ns - timed_from) / 1e9, 3),
-                "rule": self.describe(), "p99": self.last}
+        out = {"tenant": args.tenant, "n": timed, "reason": reason, "elapsed_s": round((now_ns - timed_from) / 1e9, 3),
+               "rule": self.describe(), "p99": self.last}
+        widths = [v["rel_half_width"] for v in self.last.values()]
+        if self.auto and not self.reached and widths and None not in widths:
+            # a width shrinks about as 1 / sqrt(n): a rough n for the target, to plan the next run (not a promise)
+            out["projected_n"] = math.ceil(timed * (max(widths) / self.rel_width) ** 2)
+        return out
 
 
 if __name__ == "__main__":

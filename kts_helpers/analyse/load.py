@@ -187,7 +187,7 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
 
 
 STOPPING_COLUMNS = ["scenario", "tenant", "rule", "n", "reason", "elapsed_s", "target", "p99_ms", "p99_lo_ms",
-                    "p99_hi_ms", "half_width"]
+                    "p99_hi_ms", "half_width", "projected_n"]
 
 
 def stopping_row(scenario: str, tenant: str, end: dict[str, Any]) -> dict[str, Any]:
@@ -198,7 +198,7 @@ def stopping_row(scenario: str, tenant: str, end: dict[str, Any]) -> dict[str, A
     return {"scenario": scenario, "tenant": tenant, "rule": rule.get("rule", "fixed"), "n": end.get("n"),
             "reason": end.get("reason"), "elapsed_s": end.get("elapsed_s"), "target": rule.get("rel_width"),
             "p99_ms": worst.get("estimate"), "p99_lo_ms": worst.get("lo"), "p99_hi_ms": worst.get("hi"),
-            "half_width": worst.get("rel_half_width")}
+            "half_width": worst.get("rel_half_width"), "projected_n": end.get("projected_n")}
 
 
 def load_run_telemetry(run: Run, manifest: RunManifest) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:

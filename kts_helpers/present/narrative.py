@@ -129,6 +129,11 @@ def _trim_text(trim_effect: pd.DataFrame | None) -> str:
     return f" **The cut changes DF by more than its interval's half-width** for {items}."
 
 
+def _projected(r: Any) -> str:
+    n = getattr(r, "projected_n", None)
+    return "" if n is None or pd.isna(n) else f" (≈ {int(n)} for the target)"
+
+
 def stopping_text(stopping: pd.DataFrame) -> str:
     """The Methods paragraph on how many timed iterations ran: the rule, and (auto) n reached and why per tenant."""
     if stopping is None or stopping.empty:
@@ -146,8 +151,8 @@ def stopping_text(stopping: pd.DataFrame) -> str:
     rows = "\n".join(
         f"| {esc(r.scenario)} | {esc(r.tenant)} | {int(r.n)} | {esc(r.reason)} | {_fmt(r.elapsed_s, 1)} | "
         f"{_fmt(r.p99_ms, 3)} [{bound(r.p99_lo_ms)}, {bound(r.p99_hi_ms)}] | "
-        f"{'—' if r.half_width is None or pd.isna(r.half_width) else f'±{100 * r.half_width:.1f} %'} |"
-        for r in stopping.itertuples())
+        f"{'—' if r.half_width is None or pd.isna(r.half_width) else f'±{100 * r.half_width:.1f} %'}"
+        f"{_projected(r)} |" for r in stopping.itertuples())
     return f"""
 
 **Iterations (stopping rule).** `iterations=auto`: each tenant, alone and shared alike, ran until the 95 % interval
