@@ -260,6 +260,17 @@ def test_tolerances_are_stated_and_kept():
           _v2(1, T0 + 10**8, T0 + 10**8 + 10_000_000, 5.0, 10.0 - L.SPAN_TOL_MS - 0.05)]
     p = parse_bytes(_blob(ok))
     assert p.n == 2 and p.n_rejected == 0
+    # preempted between the epoch and the monotonic reads: end - start exceeds wall; a real (slow) line, kept
+    late = _v2(2, T0 + 2 * 10**8, T0 + 2 * 10**8 + 10_000_000 + int(L.SPAN_SLACK_MS * 0.9e6), 5.0, 10.0)
+    beyond = _v2(3, T0 + 3 * 10**8, T0 + 3 * 10**8 + 10_000_000 + int(L.SPAN_SLACK_MS * 1.2e6), 5.0, 10.0)
+    p = parse_bytes(_blob(ok + [late, beyond]))
+    assert p.n == 3 and p.rejected == {"wall time differs from end - start": 1}
+
+
+def test_a_line_printed_twice_in_a_row_is_a_duplicate():
+    lines = _lines(20, seed=6)
+    p = parse_bytes(_blob(lines[:8] + [lines[7]] + lines[8:]))
+    assert p.n == 20 and p.rejected == {"duplicate": 1}
 
 
 def test_duplicates_are_rejected_but_llm_decode_steps_and_padding_are_not():
