@@ -411,3 +411,25 @@ def test_heatmap_cells_carry_the_interval_text(matrix):
     r = matrix[(matrix["victim"] == "fft") & (matrix["neighbours"] == "gemm")].iloc[0]
     assert texts[("fft", "gemm")] == f"{r['df']:.2f} [{r['df_lo']:.2f}, {r['df_hi']:.2f}]"
     assert len(texts) == 9  # primary rows only by default
+
+
+def test_forest_keeps_a_df_without_bounds():
+    """At n = 300 no DF has a bound; the forest plot still shows it (open both ways) instead of no chart at all."""
+    import numpy as np
+    import pandas as pd
+
+    from kts_helpers.analyse.intervals import forest_frame
+    from kts_helpers.present import charts
+
+    table = pd.DataFrame([
+        {"kind": "shared", "metric": "wall", "tenant": "fft", "phase": "op", "group": "shared", "df": 1.1,
+         "df_ci": None, "df_reading": "insufficient data"},
+        {"kind": "shared", "metric": "wall", "tenant": "gemm", "phase": "op", "group": "shared", "df": 2.3,
+         "df_ci": [2.1, None], "df_reading": "insufficient data"},
+        {"kind": "baseline", "metric": "wall", "tenant": "fft", "phase": "op", "group": "baseline-fft",
+         "df": float("nan"), "df_ci": None, "df_reading": None}])
+    fd = forest_frame(table)
+    assert fd["tenant"].tolist() == ["fft", "gemm"]
+    assert fd["df_lo"].tolist() == [-np.inf, 2.1] and np.isinf(fd["df_hi"]).all()
+    spec = str(charts.forest(fd).to_dict())
+    assert "'fft (wall)'" in spec and "2.300 [≥ 2.100; no upper bound]" in spec

@@ -130,11 +130,13 @@ def headline(table: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
 
 
 def forest_frame(table: pd.DataFrame, metrics: tuple[str, ...] = ("wall", "device")) -> pd.DataFrame:
-    """DF and its interval per shared tenant and metric, for the forest plot."""
+    """DF and its interval per shared tenant and metric, for the forest plot; a DF whose data hold no bound on a
+    side (or none at all, at n = 300) is drawn with that side open, not left out."""
     rows = []
     for _, r in table[(table["kind"] == "shared") & table["metric"].isin(metrics)].iterrows():
         ci = r.get("df_ci")
-        if r["df"] == r["df"] and ci:
+        ci = ci if isinstance(ci, (list, tuple)) and len(ci) == 2 else (None, None)
+        if r["df"] == r["df"]:
             label = r["tenant"] + ("" if r["phase"] in ("op", "") else f" {r['phase']}")
             scen = "" if r["group"] == "shared" else f" · {r['group']}"
             rows.append({"tenant": label + scen, "metric": r["metric"], "df": r["df"],
