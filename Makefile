@@ -92,5 +92,6 @@ k8s-smoke: $(STAMP) ## tiny experiment on the cluster of the current kubeconfig 
 probe: $(STAMP) ## measure the GPU's time slice and switch cost (GPU only, ~3 min): make probe [RUN=<probe run> to re-read]
 	$(PYTHON) -m kts_helpers probe $(if $(RUN),--run $(RUN)) $(if $(DEVICE),--device $(DEVICE))
 
-teach: $(STAMP) ## render the teaching notebook (time-slicing simulator) to report/teaching-timeslice.html
-	$(PYTHON) -m kts_helpers teach $(if $(RUN),--run $(RUN))
+teach: $(STAMP) ## render the teaching notebook (time-slicing, MPS, waiting; RUN=, PROBE=, SET=) -> report/teaching-timeslice.html
+	$(PYTHON) -m kts_helpers teach $(if $(RUN),--run $(RUN)) $(if $(PROBE),--set 'probe_dir=$(PROBE)') \
+	  $(foreach s,$(SET),--set '$(s)')

@@ -16,16 +16,19 @@ Data flows one way, through three wings (a test enforces the import rule):
 * ``run.probe`` — the time-slice probe's scenarios and the GEMM size calibrated to the GPU at hand
 * ``run.backends`` — ``Backend`` protocol and ``get_backend``; ``run.backends.base`` — the protocol and results
 * ``run.backends.local`` — tenants as processes on this host
-* ``run.backends.kubernetes`` — tenants as Jobs on one GPU node:
+* ``run.backends.kubernetes`` — each scenario one Indexed Job on one GPU node:
 
   * ``run.backends.kubernetes.names`` — labels and names; which objects are the kit's own
+  * ``run.backends.kubernetes.clock`` — the time source (the emulator's fake one in tests), API timestamps
   * ``run.backends.kubernetes.api`` — the only code that calls the API server
   * ``run.backends.kubernetes.nodes`` — what a node advertises (GPUs, replicas, sharing)
-  * ``run.backends.kubernetes.jobs`` — the Job manifest of a tenant
-  * ``run.backends.kubernetes.state`` — pod states, API timestamps, layered waits per tenant
+  * ``run.backends.kubernetes.lease`` — the node Lease: one client measures on a GPU node at a time
+  * ``run.backends.kubernetes.jobs`` — the Indexed Job of a scenario (one completion index per tenant)
+  * ``run.backends.kubernetes.state`` — Job, Workload, pod and node states; a tenant's timestamps
   * ``run.backends.kubernetes.logs`` — pod logs followed live
-  * ``run.backends.kubernetes.backend`` — ``KubernetesBackend``
-  * ``run.backends.kubernetes.scale`` — one experiment per GPU node at once
+  * ``run.backends.kubernetes.lifecycle`` — one scenario from submission (or re-attachment) to its logs
+  * ``run.backends.kubernetes.backend`` — ``KubernetesBackend``: node, exclusivity, clean-up, record
+  * ``run.backends.kubernetes.scale`` — experiments over several GPU nodes, each taken by its Lease
 * ``run.telemetry`` — GPU telemetry capture: ``run.telemetry.nvml`` (NVML/GPM sampler),
   ``run.telemetry.dcgm`` (dcgm-exporter scraper), ``run.telemetry._store`` (on-disk format),
   ``run.telemetry.__main__`` (the sampler process)
@@ -45,7 +48,7 @@ Data flows one way, through three wings (a test enforces the import rule):
 * ``analyse.compare`` — beyond the article: sharing modes, contention matrix, LLM phases
 * ``analyse.openloop`` — open-loop arrivals: offered vs achieved rate, response vs service time, overload
 * ``analyse.telemetry`` — telemetry read back, joined to iterations; the clock checks
-* ``analyse.waits`` — the three kinds of waiting on a cluster (admission, placement, start-up)
+* ``analyse.waits`` — waiting on a cluster: admission, placement, start-up, barrier, timed loop; clock skew
 * ``analyse.probe`` — the probe's reading: effective quantum and switch cost, each with an interval
 
 **present** — what a person reads
@@ -58,9 +61,17 @@ Data flows one way, through three wings (a test enforces the import rule):
 * ``present.html`` — HTML rendering and ``report/index.html``
 * ``present.reference`` — the README's reference tables
 
-**teaching** — the time-slicing simulator: ``teaching.model`` (the simulator), ``teaching.charts`` (its
-figures), ``teaching.measured`` (a real run next to it, through the analyse wing), ``teaching.synthetic`` (run
-directories written by the simulator, incl. a simulated probe)
+**teaching** — the lesson (``make teach``), reading runs through the analyse wing:
+
+* ``teaching.model`` — the time-slicing simulator, with the event rule (which clock sees what)
+* ``teaching.fit`` — its quantum fitted to measured waits, with a bootstrap interval
+* ``teaching.measured`` — a real run next to it: fit only where the data allow, both clocks compared
+* ``teaching.mps`` — a fluid model of MPS (spatial sharing) and its thread percentage
+* ``teaching.reference`` — the H200 reference numbers shown next to the models
+* ``teaching.waiting`` — the three kinds of waiting (admission, placement, in service) and their budget
+* ``teaching.exercises`` — predict-then-check exercises answered by the models
+* ``teaching.synthetic`` — run directories written by the simulator (a known quantum behind them)
+* ``teaching.charts`` — the lesson's figures
 
 Shared by all: ``errors`` (one exception class per kind of failure), ``fsutil`` (atomic writes); on top,
 ``cli`` (``python -m kts_helpers`` / ``kts``) and ``k8s_smoke`` (``make k8s-smoke``: a tiny experiment against

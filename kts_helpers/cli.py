@@ -1,6 +1,7 @@
 """Command line: ``python -m kts_helpers`` (installed as ``kts``).
 
     kts run        [--profile P] [--device D] [--set key=value ...]     run the experiment, no notebooks
+    kts run        --resume RUN_ID                                      continue a run whose client went away
     kts report     [--profile P] [--device D] [--run DIR] [--set ...]   notebooks -> HTML report
     kts summarize  --baseline FILE... --shared FILE... [--metric device|wall|wait] [--trim N]
                    [--no-clip] [--format json|table] [--ci] [--resamples N] [--seed S]
@@ -19,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kts_helpers.errors import run_command
+from kts_helpers.errors import SpecError, run_command
 
 
 def _params(args: argparse.Namespace) -> dict[str, Any]:
@@ -34,8 +35,22 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from kts_helpers.run.experiment import run_experiment
+    from kts_helpers.run.experiment import resume_experiment, run_experiment
 
+    if args.resume:
+        given = [f"--{k.replace('_', '-')}" for k in ("profile", "device", "label", "set", "run_id")
+                 if getattr(args, k, None)]
+        if given:
+            raise SpecError(f"--resume continues a run with its own parameters; drop {', '.join(given)}")
+        if args.backend:
+            from kts_helpers.run.runs import find_run
+
+            used = find_run(args.resume, args.root).read().backend
+            if used != args.backend:
+                raise SpecError(f"run {args.resume} used the {used} backend, not {args.backend}")
+        run = resume_experiment(args.resume, root=args.root, progress=not args.quiet)
+        print(run.path)
+        return 0 if run.manifest()["status"] == "complete" else 1
     run = run_experiment(_params(args), run_id=args.run_id, root=args.root, progress=not args.quiet)
     print(run.path)
     return 0 if run.manifest()["status"] == "complete" else 1
@@ -152,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run the experiment (setup, baseline, shared) without notebooks")
     experiment_args(r)
     r.add_argument("--run-id")
+    r.add_argument("--resume", metavar="RUN_ID", help="continue this run (Kubernetes: collect what completed "
+                                                       "while the client was away)")
     r.add_argument("--quiet", action="store_true")
     r.set_defaults(func=cmd_run)
 

@@ -4,7 +4,8 @@ For users with a cluster: it checks in a minute or two that the whole path works
 node and device plugin, image, START_AT, logs, cleanup) before a thirty-minute run finds out.
 It runs the "tiny" profile (fft + gemm: two baselines and one shared scenario) into a new run
 directory, prints what Kubernetes sees and the layered waits, and exits non-zero with a one-line
-error when anything is wrong. ``--cleanup`` only removes the kit's leftover Jobs.
+error when anything is wrong. ``--cleanup`` only removes kit Jobs (of any run) older than ``--older-than``
+hours, and nothing that is not the kit's.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per scenario")
     p.add_argument("--start-delay", type=float, default=20.0, help="seconds between Job creation and START_AT")
     p.add_argument("--root", default=str(DEFAULT_ROOT))
-    p.add_argument("--cleanup", action="store_true", help="only delete the kit's Jobs in the namespace, then exit")
+    p.add_argument("--cleanup", action="store_true",
+                   help="only delete kit Jobs older than --older-than hours in the namespace, then exit")
+    p.add_argument("--older-than", type=float, default=24.0, metavar="HOURS",
+                   help="with --cleanup: the age in hours above which kit Jobs are deleted (default 24)")
     return p
 
 
@@ -52,8 +56,9 @@ def _smoke(args: argparse.Namespace) -> int:
                                 context=args.context, node_selector=args.node_selector, queue_name=args.queue,
                                 runtime_class=args.runtime_class, start_delay_s=args.start_delay)
     if args.cleanup:
-        removed = backend.cleanup()
-        print(f"removed {len(removed)} kts Job(s) from namespace {args.namespace}: {', '.join(removed) or '-'}")
+        removed = backend.cleanup_older_than(args.older_than * 3600.0)
+        print(f"removed {len(removed)} kts Job(s) older than {args.older_than:g} h from namespace "
+              f"{args.namespace}: {', '.join(removed) or '-'}")
         return 0
     info = backend.describe()
     print(f"context {info['context']} ({info['server']}), namespace {info['namespace']}, node {info['node']}")
@@ -75,7 +80,7 @@ def _smoke(args: argparse.Namespace) -> int:
     print(f"run {run.path}: {manifest.status}")
     waits = layered_waits(manifest)
     if not waits.empty:
-        print(waits.drop(columns=["pod"]).to_string(index=False))
+        print(waits.drop(columns=["pod", "resolution_s"]).to_string(index=False, na_rep="-"))
     if error or manifest.status != "complete":
         print(f"kts k8s-smoke: error: {error or manifest.error or 'a scenario failed'}", file=sys.stderr)
         return 1

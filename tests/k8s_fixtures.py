@@ -1,10 +1,24 @@
 """Helpers for the Kubernetes backend tests: a fake control plane on top of kmock's emulator.
 
-kmock stores objects and serves list/watch, but runs no controllers and ignores label
-selectors. ``FakeCluster`` plays the Job controller, the scheduler, the kubelet, Kueue and
-the garbage collector: it turns each Job into a pod and walks the pod through a scripted
-life (``behaviour`` per tenant), always through the HTTP API so that watches see changes.
-Timestamps are synthetic (a fixed offset per step) so layered waits have known values.
+kmock stores objects and serves list/watch, but runs no controllers, ignores label and field selectors
+and knows no resourceVersion. ``ClusterEmulator`` adds what the API server itself does (uid,
+creationTimestamp, resourceVersion with optimistic concurrency on writes, delete preconditions,
+foreground deletion through a finalizer) plus injectable faults (dropped watch streams). ``FakeCluster``
+plays the controllers, always through the HTTP API so that watches see every change:
+
+* the Job controller: Indexed Jobs (one pod per completion index, ``JOB_COMPLETION_INDEX`` from the
+  index label), ``startTime``, ``FailureTarget`` then ``Failed`` (``BackoffLimitExceeded``,
+  ``DeadlineExceeded``) with the remaining pods deleted, ``SuccessCriteriaMet`` then ``Complete``,
+  ``FailedCreate`` events when pod creation is refused (Pod Security, quota);
+* the scheduler (binding sets ``PodScheduled`` with the API server's time), the kubelet with a fake
+  worker that prints what ``workers/kts_worker.py`` prints (META with its barrier times, lead-in
+  padding, timed iterations, padding until SIGTERM or its own limit), logs served and followed;
+* Kueue (one Workload per Job: ``QuotaReserved``/``Admitted``, "LocalQueue ... doesn't exist" when
+  the queue is missing, ``Finished``), the garbage collector, a node that can be lost.
+
+Every timestamp comes from one ``FakeClock`` that moves one second per controller tick; the backend
+under test gets the same clock, so START_AT, the API's times and the fake workers' logs agree, and they
+move from Job to Job. Each node's clock (container runtime, worker) can be skewed against the API's.
 """
 
 from __future__ import annotations
@@ -14,12 +28,18 @@ import contextlib
 import json
 import secrets
 import threading
+import time
+import uuid
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiohttp.web
+import attrs
 import kmock
+from kmock._internal import enums
 
 from kts_helpers.run.runs import Run, create_run
 from kts_helpers.run.spec import ExperimentParams, ExperimentSpec, resolve
@@ -27,14 +47,44 @@ from kts_helpers.run.spec import ExperimentParams, ExperimentSpec, resolve
 NS = "kts"
 T = TypeVar("T")
 BASE = datetime(2025, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
-# Seconds after the Job's creation at which each step happens (no queue: admission is instant).
-STEPS = {"admitted": 3, "pod_created": 3, "scheduled": 5, "started": 8, "finished": 20}
+INDEX = "batch.kubernetes.io/job-completion-index"
 INSUFFICIENT = ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: "
                 "1 No preemption victims found for incoming pod.")
+POD_SECURITY = ('pods "{pod}" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != '
+                'false (container "worker" must set securityContext.allowPrivilegeEscalation=false)')
+QUOTA = ('pods "{pod}" is forbidden: exceeded quota: gpu-quota, requested: nvidia.com/gpu=1, used: '
+         'nvidia.com/gpu=4, limited: nvidia.com/gpu=4')
 
 
-def ts(offset_s: float, base: datetime = BASE) -> str:
-    return (base + timedelta(seconds=offset_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
+def ts(seconds: float) -> str:
+    """An API timestamp: RFC 3339, whole seconds (truncated, as the API server stores them)."""
+    return datetime.fromtimestamp(int(seconds // 1), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class FakeClock:
+    """The cluster's (and the backend's) time: epoch seconds that the controllers move, one step per tick.
+
+    ``realtime=True`` follows the real clock instead, for backends that cannot be handed this one (the
+    papermill kernels of the notebook tests build theirs from the environment).
+    """
+
+    def __init__(self, start: datetime = BASE, realtime: bool = False) -> None:
+        self.realtime = realtime
+        self._t = start.timestamp()
+
+    @property
+    def t(self) -> float:
+        return time.time() if self.realtime else self._t
+
+    def now_ns(self) -> int:
+        return time.time_ns() if self.realtime else int(round(self._t * 1e9))
+
+    def monotonic(self) -> float:
+        return time.monotonic() if self.realtime else self._t
+
+    def advance(self, seconds: float) -> None:
+        if not self.realtime:
+            self._t += seconds
 
 
 def gpu_node(name: str, allocatable: int = 4, *, replicas: int | None = 4, strategy: str | None = "time-slicing",
@@ -47,76 +97,283 @@ def gpu_node(name: str, allocatable: int = 4, *, replicas: int | None = 4, strat
         labels["nvidia.com/gpu.sharing-strategy"] = strategy
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
             "status": {"allocatable": {"cpu": "16", "memory": "64Gi", resource: str(allocatable)},
-                       "capacity": {resource: str(allocatable)}}}
+                       "capacity": {resource: str(allocatable)},
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                       "message": "kubelet is posting ready status"}]}}
 
 
-def kts_lines(tenant: str, workload: str, n: int = 3, *, pads: int = 0, gpu_uuid: str = "GPU-fake-0",
-              stretch: int = 1) -> bytes:
-    """What the worker prints: a META line with the keys the analysis reads, then ``n`` v2 iterations.
+# ------------------------------------------------------------------------------------------ the API server
 
-    Iteration ``i`` lasts 5 ms plus 0, 0.5 or 1 ms (a deterministic spread, so statistics have
-    something to estimate); iterations start 10 ms apart from the fixed ``STEPS["started"]`` instant.
-    ``pads`` padding lines follow (a shared tenant waiting for its neighbours to finish). ``stretch`` spaces
-    the lines ``stretch`` times further apart (a tenant that sleeps longer between iterations).
-    """
-    t0 = 1_735_732_808_000_000_000
-    meta = {"workload": workload, "tenant": tenant, "iterations": n, "device": "cuda", "device_name": "fake",
-            "start_at_ns": t0, "loop_start_ns": t0, "flops_per_op": 1.0e9, "bytes_per_op": 1.0e6,
-            "gpu_uuid": gpu_uuid, "phases_per_iteration": 1}
-    lines = [f"KTS_META,v2,{json.dumps(meta, separators=(',', ':'))}"]
-    for i in range(n + pads):
-        s = t0 + i * 10_000_000 * stretch
-        ms = 5.0 + 0.5 * (i % 3)
-        phase, index = ("op", i) if i < n else ("pad", i - n)
-        lines.append(f"KTS_APP,v2,{workload},{tenant},{index},{phase},{s},{s},{s + int(ms * 1e6)},{ms},{ms}")
-    return ("\n".join(lines) + "\n").encode()
+@attrs.define(kw_only=True)
+class ClusterEmulator(kmock.KubernetesEmulator):
+    """kmock's emulator with what the API server adds: identity, versions, conflicts, foreground deletion."""
 
+    clock: FakeClock = attrs.field(factory=FakeClock)
+    drop_watches: int = 0  # the next N pod watches end right after their initial events (a dropped stream)
+    watches_dropped: int = 0
+    log: list[Any] = attrs.field(factory=list)  # every request, for the tests' assertions
+    _rv: int = 0
+
+    def _next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    def stored(self, request: Any) -> dict[str, Any] | None:
+        key = (request.resource, request.namespace, request.name)
+        if key in self.objects and not self.objects[key].deleted:
+            return self.objects[key].raw
+        return None
+
+    async def _handle(self, request: Any) -> aiohttp.web.StreamResponse:
+        # kmock finds a request's reaction by scanning every request it has kept, which makes a long test
+        # quadratic: keep only the one being served there, and the whole record in ``log``.
+        self.log.append(request)
+        del self._requests[:-1]
+        if request.action == enums.action.LIST and str(request.params.get("watch", "")).lower() in ("true", "1"):
+            # the Python client sends watch=True; the API server parses it as Go's ParseBool does, kmock not
+            object.__setattr__(request, "action", enums.action.WATCH)
+        action, data = request.action, request.data
+        if request.resource is not None and request.method == enums.method.PUT and request.name:
+            return await self._replace(request)  # kmock serves no PUT: a replace, with optimistic concurrency
+        if request.resource is not None and action is not None:
+            if action == enums.action.CREATE and isinstance(data, dict):
+                meta = data.setdefault("metadata", {})
+                meta.setdefault("uid", str(uuid.uuid4()))
+                meta["creationTimestamp"] = ts(self.clock.t)
+                meta["resourceVersion"] = self._next_rv()
+            elif action == enums.action.UPDATE and request.name and isinstance(data, dict):
+                data.setdefault("metadata", {})["resourceVersion"] = self._next_rv()
+            elif action == enums.action.DELETE and request.name:
+                current = self.stored(request)
+                body = data if isinstance(data, dict) else {}
+                pre = body.get("preconditions") or {}
+                if current is not None and any(pre.get(k) and pre[k] != current["metadata"].get(k)
+                                               for k in ("resourceVersion", "uid")):
+                    return await self._render_error(kmock.KubernetesError(
+                        409, "Conflict", f"Precondition failed: {pre}"))
+                policy = request.params.get("propagationPolicy") or body.get("propagationPolicy")
+                if current is not None and policy == "Foreground" and request.resource.plural == "jobs":
+                    # the garbage collector deletes the dependents first, then the Job (FakeCluster._gc)
+                    self.objects[(request.resource, request.namespace, request.name)].patch(
+                        {"metadata": {"finalizers": ["foregroundDeletion"]}})
+            elif (action == enums.action.WATCH and self.drop_watches > 0 and request.resource.plural == "pods"
+                  and request._raw_request is not None):
+                self.drop_watches -= 1
+                self.watches_dropped += 1
+                resp = aiohttp.web.StreamResponse()
+                await resp.prepare(request._raw_request)
+                for key, obj in list(self.objects.items()):
+                    if key[0] == request.resource and not obj.deleted:
+                        await resp.write(json.dumps({"type": "ADDED", "object": obj.raw}).encode() + b"\n")
+                await resp.write_eof()  # the connection ends: a proxy cut it, the API server restarted ...
+                return resp
+        return await super()._handle(request)
+
+
+    async def _replace(self, request: Any) -> aiohttp.web.StreamResponse:
+        data = request.data if isinstance(request.data, dict) else {}
+        async with self._lock:
+            current = self.stored(request)
+            if current is None:
+                return await self._render_error(kmock.KubernetesError(
+                    404, "NotFound", f'{request.resource.plural} "{request.name}" not found'))
+            sent = (data.get("metadata") or {}).get("resourceVersion")
+            if sent and sent != current["metadata"].get("resourceVersion"):
+                return await self._render_error(kmock.KubernetesError(
+                    409, "Conflict", f'Operation cannot be fulfilled on {request.resource.plural} "{request.name}": '
+                                     "the object has been modified; please apply your changes to the latest "
+                                     "version and try again"))
+            new = json.loads(json.dumps(data))
+            meta = new.setdefault("metadata", {})
+            for key in ("uid", "creationTimestamp"):
+                meta[key] = current["metadata"].get(key)
+            meta["resourceVersion"] = self._next_rv()
+            self.objects[(request.resource, request.namespace, request.name)].create(new)
+            await self._buses[request.resource].put({"type": "MODIFIED", "object": new})
+        return aiohttp.web.json_response(new)
+
+
+# ------------------------------------------------------------------------------------------ a fake worker
+
+@dataclass
+class FakeWorker:
+    """What one pod's worker prints, on its node's clock: META after the barrier, lead-in padding, timed
+    iterations, then (shared scenarios) padding until SIGTERM or its own padding limit."""
+
+    workload: str
+    tenant: str
+    iterations: int
+    start_at: float  # seconds (0: no barrier)
+    reached: float  # when it reached the barrier (start-up done)
+    lead_in_s: float
+    pad: bool
+    pad_limit_s: float
+    period_s: float
+    gpu_uuid: str
+    hang: bool = False
+    lines: list[str] = field(default_factory=list)
+    i: int = 0  # the next line's number
+
+    @property
+    def loop_start(self) -> float:
+        return max(self.start_at, self.reached) + 0.001
+
+    def meta(self) -> str:
+        ns = lambda s: int(round(s * 1e9))  # noqa: E731
+        meta = {"workload": self.workload, "tenant": self.tenant, "iterations": self.iterations, "device": "cuda",
+                "device_name": "fake", "start_at_ns": ns(self.start_at) if self.start_at else 0,
+                "barrier_reached_ns": ns(self.reached), "loop_start_ns": ns(self.loop_start),
+                "flops_per_op": 1.0e9, "bytes_per_op": 1.0e6, "gpu_uuid": self.gpu_uuid, "phases_per_iteration": 1,
+                "lead_in_s": self.lead_in_s, "pad": self.pad}
+        return f"KTS_META,v2,{json.dumps(meta, separators=(',', ':'))}"
+
+    def _line(self) -> tuple[str, float]:
+        """The next line and when it ends (node-clock seconds)."""
+        start = self.loop_start + self.i * self.period_s
+        lead = int(self.lead_in_s / self.period_s + 0.999999) if self.lead_in_s > 0 else 0
+        timed_index = self.i - lead
+        if timed_index < 0:
+            phase, index = "pad", self.i
+        elif timed_index < self.iterations:
+            phase, index = "op", timed_index
+        else:
+            phase, index = "pad", lead + timed_index - self.iterations
+        ms = 5.0 + 0.5 * (self.i % 3)
+        s = int(round(start * 1e9))
+        return (f"KTS_APP,v2,{self.workload},{self.tenant},{index},{phase},{s},{s},{s + int(ms * 1e6)},{ms},{ms}",
+                start + ms / 1e3)
+
+    def timed_end(self) -> float:
+        lead = int(self.lead_in_s / self.period_s + 0.999999) if self.lead_in_s > 0 else 0
+        return self.loop_start + (lead + self.iterations - 1) * self.period_s + 0.006
+
+    def print_until(self, now: float) -> None:
+        """Print every line that has ended by ``now``."""
+        if now < self.loop_start:
+            return
+        if not self.lines:
+            self.lines.append(self.meta())
+        lead = int(self.lead_in_s / self.period_s + 0.999999) if self.lead_in_s > 0 else 0
+        while True:
+            if self.hang and self.i >= lead + 1:
+                return  # stuck in its second timed iteration
+            if not self.pad and self.i >= lead + self.iterations:
+                return
+            if self.pad and self.i >= lead + self.iterations and now - self.timed_end() > self.pad_limit_s:
+                return
+            line, end = self._line()
+            if end > now:
+                return
+            self.lines.append(line)
+            self.i += 1
+
+    def done_timed(self) -> bool:
+        lead = int(self.lead_in_s / self.period_s + 0.999999) if self.lead_in_s > 0 else 0
+        return self.i >= lead + self.iterations
+
+    def text(self) -> bytes:
+        return ("\n".join(self.lines) + "\n").encode() if self.lines else b""
+
+
+# ------------------------------------------------------------------------------------------ the controllers
 
 class FakeCluster:
-    """Plays the controllers of a one-namespace cluster on top of a kmock emulator."""
+    """Plays the controllers of a one-namespace cluster on top of a ``ClusterEmulator``."""
 
-    def __init__(self, km: Any, namespace: str = NS):
+    def __init__(self, km: Any, namespace: str = NS, *, kueue_version: str | None = "v1beta2"):
         self.km = km
+        self.clock: FakeClock = km.clock
         self.ns = namespace
         # tenant -> ok | unschedulable | imagepull | oom | exit1 | hang | othergpu (reports another GPU UUID)
-        # | slow (its iterations are 10x further apart: its timed loop ends long after its neighbours')
+        # | slow (10x longer between iterations) | late (reaches the barrier 3 s after START_AT)
         self.behaviour: dict[str, str] = {}
-        self.logs: dict[str, bytes] = {}  # pod name -> log
-        self.step: dict[str, int] = {}  # pod name -> lifecycle step
-        self.job_of_pod: dict[str, str] = {}
-        self.base: dict[str, datetime] = {}  # job -> its creation time
-        self.admit_after: int = 2  # controller ticks a queued Job waits before Kueue admits it
-        self.queued_ticks: dict[str, int] = {}
-        self.max_runs_at_once = 0
-        self.tick_s = 0.02
-        self.log_iterations = 3  # KTS_APP lines in the log of a finished pod
-        self.placement_delay_s: dict[str, int] = {}  # tenant -> extra seconds before PodScheduled (and after)
+        self.tick_s = 0.02  # real seconds between controller ticks
+        self.step_s = 1.0  # fake seconds per tick
+        self.log_iterations = 3  # timed lines a fake worker prints
+        self.placement_delay_s: dict[str, int] = {}  # tenant -> extra seconds before PodScheduled
+        fast = self.clock.realtime  # real seconds pass slowly: shorter steps
+        self.seen_s = 0.1 if fast else 1.0  # a controller sees a new object this long after its creation
+        self.pull_s = 0.3 if fast else 2.0  # scheduled -> container started (image pull, container creation)
+        self.init_s = 0.3 if fast else 1.0  # container started -> barrier reached (torch import, CUDA init, warm-up)
+        self.deadline_cap_s: float | None = None  # a policy caps activeDeadlineSeconds (as some clusters do)
+        self.node_skew_s: dict[str, float] = {}  # node -> its clock minus the API server's
+        self.lost_nodes: set[str] = set()
+        self.create_error = ""  # the Job controller's pod creations are refused with this (POD_SECURITY, QUOTA)
+        self.local_queues: set[str] | None = None  # None: any queue exists; else only these LocalQueues do
+        self.kueue_hold = False  # quota is exhausted: Workloads stay pending
+        self.admit_after = 2  # seconds a queued Job waits before Kueue admits it
+        self.foreign_duration_s: dict[str, float | None] = {}  # foreign Job -> how long its pod runs (None: ever)
+        self.logs: dict[str, bytes] = {}  # pod name -> what its container printed so far
+        self.workers: dict[str, FakeWorker] = {}
+        self.pod_job: dict[str, str] = {}
+        self.terminated: set[str] = set()
+        self.max_runs_at_once = 0  # distinct kts runs with running pods at the same time (anywhere)
+        self.max_runs_per_node = 0  # ... on one node: must never exceed 1
+        self.kueue_version = kueue_version
         self._task: asyncio.Task[None] | None = None
-        for res, kind, namespaced in (("v1/pods", "Pod", True), ("batch/v1/jobs", "Job", True),
-                                      ("v1/nodes", "Node", False), ("v1/events", "Event", True),
-                                      ("kueue.x-k8s.io/v1beta1/workloads", "Workload", True)):
+        resources = [("v1/pods", "Pod", True), ("batch/v1/jobs", "Job", True), ("v1/nodes", "Node", False),
+                     ("v1/events", "Event", True), ("coordination.k8s.io/v1/leases", "Lease", True)]
+        if kueue_version:  # None: a cluster without Kueue
+            resources.append((f"kueue.x-k8s.io/{kueue_version}/workloads", "Workload", True))
+        for res, kind, namespaced in resources:
             km.resources[res] = kmock.ResourceInfo(kind=kind, namespaced=namespaced,
-                                                   verbs={"get", "list", "watch", "create", "delete", "patch"})
+                                                   verbs={"get", "list", "watch", "create", "delete", "patch",
+                                                          "update"})
         km["get", kmock.subresource("log")] << self._serve_log
 
     # ------------------------------------------------------------------ setup helpers
     def add_node(self, node: dict[str, Any]) -> None:
         self.km.objects["v1/nodes", None, node["metadata"]["name"]] = node
 
-    def add_job(self, name: str, labels: dict[str, str], annotations: dict[str, str] | None = None) -> None:
-        """A pre-existing Job (e.g. a leftover of an interrupted run, or someone else's)."""
+    def add_job(self, name: str, labels: dict[str, str], annotations: dict[str, str] | None = None,
+                age_s: float = 0.0) -> None:
+        """A finished Job that is already there (someone else's, or an old one of the kit)."""
         self.km.objects["batch/v1/jobs", self.ns, name] = {
             "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": self.ns, "labels": labels, "annotations": annotations or {}},
+            "metadata": {"name": name, "namespace": self.ns, "labels": labels, "annotations": annotations or {},
+                         "uid": f"uid-{name}", "creationTimestamp": ts(self.clock.t - age_s)},
             "spec": {"template": {"metadata": {"labels": labels}, "spec": {"containers": []}}},
             "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+
+    async def add_running_job(self, name: str, labels: dict[str, str], node: str, *,
+                              run_for_s: float | None = None) -> None:
+        """Another GPU Job on ``node`` (another user's, or a kts run whose client died): its pod runs
+        ``run_for_s`` seconds (None: until deleted)."""
+        self.foreign_duration_s[name] = run_for_s
+        await self._http("post", f"/apis/batch/v1/namespaces/{self.ns}/jobs", {
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": self.ns, "labels": labels},
+            "spec": {"completions": 1, "parallelism": 1, "backoffLimit": 0, "template": {
+                "metadata": {"labels": labels},
+                "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "restartPolicy": "Never",
+                         "containers": [{"name": "main", "image": "someone/else:1",
+                                         "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}})
 
     def add_event(self, kind: str, name: str, reason: str, message: str, type_: str = "Warning") -> None:
         ev_name = f"{name}.{secrets.token_hex(3)}"
         self.km.objects["v1/events", self.ns, ev_name] = {
             "apiVersion": "v1", "kind": "Event", "metadata": {"name": ev_name, "namespace": self.ns},
             "involvedObject": {"kind": kind, "name": name, "namespace": self.ns}, "reason": reason,
-            "message": message, "type": type_, "count": 3, "lastTimestamp": ts(6)}
+            "message": message, "type": type_, "count": 1, "lastTimestamp": ts(self.clock.t)}
+
+    async def put_lease(self, node: str, holder: str, renewed_ago_s: float, duration_s: int = 30) -> None:
+        """A node Lease held by ``holder`` (another kts client), last renewed ``renewed_ago_s`` ago."""
+        from kts_helpers.run.backends.kubernetes.clock import micro_time
+        from kts_helpers.run.backends.kubernetes.names import lease_name
+
+        when = micro_time(int((self.clock.t - renewed_ago_s) * 1e9))
+        await self._http("post", f"/apis/coordination.k8s.io/v1/namespaces/{self.ns}/leases", {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": lease_name(node), "namespace": self.ns,
+                         "labels": {"app.kubernetes.io/managed-by": "kts"}, "annotations": {"kts/run-id": "theirs"}},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration_s, "acquireTime": when,
+                     "renewTime": when, "leaseTransitions": 0}})
+
+    async def lose_node(self, name: str) -> None:
+        """The node's kubelet stops reporting: the node controller marks it Ready=Unknown."""
+        self.lost_nodes.add(name)
+        await self._http("patch", f"/api/v1/nodes/{name}", {"status": {"conditions": [
+            {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+             "message": "Kubelet stopped posting node status.", "lastTransitionTime": ts(self.clock.t)}]}})
 
     def live(self, resource: str) -> dict[str, dict[str, Any]]:
         return {key[2]: obj.raw for key, obj in list(self.km.objects.items())
@@ -125,14 +382,18 @@ class FakeCluster:
     def deleted(self, resource: str) -> set[str]:
         return {key[2] for key, obj in list(self.km.objects.items()) if key[0] == resource and obj.deleted}
 
+    def requests(self, method: str, resource: str) -> list[Any]:
+        return [r for r in list(self.km.log) if r.method == method.upper() and r.resource == resource]
+
     def backend(self, **kwargs: Any) -> Any:
         from kubernetes import client
 
         from kts_helpers.run.backends.kubernetes import KubernetesBackend
 
         cfg = client.Configuration(host=str(self.km.url).rstrip("/"))
-        opts: dict[str, Any] = {"namespace": self.ns, "image": "kts-worker:test", "start_delay_s": 0.0,
-                                "poll_s": 0.1, "schedule_timeout_s": 1.0, "cleanup_timeout_s": 5.0}
+        opts: dict[str, Any] = {"namespace": self.ns, "image": "kts-worker:test", "start_delay_s": 8.0,
+                                "poll_s": 0.1, "schedule_timeout_s": 3.0, "cleanup_timeout_s": 10.0,
+                                "lease_wait_s": 20.0, "clock": self.clock}
         opts.update(kwargs)
         return KubernetesBackend(api_client=client.ApiClient(cfg), context="kmock", **opts)
 
@@ -147,135 +408,341 @@ class FakeCluster:
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
 
-    async def _serve_log(self, request: Any) -> bytes:
-        if request.name in self.logs and request.name not in self.live("v1/pods"):
-            # a deleted pod's log is gone (as on a real cluster): only what was streamed before remains
-            raise kmock.KubernetesError(404, "NotFound", f'pods "{request.name}" not found')
-        if request.name in self.logs:
-            return self.logs[request.name]
-        raise kmock.KubernetesError(400, "BadRequest", f'container "worker" in pod "{request.name}" is waiting '
-                                                       "to start: ContainerCreating")
-
     async def _loop(self) -> None:
         while True:
             await self._tick()
             await asyncio.sleep(self.tick_s)
-
-    async def _tick(self) -> None:
-        jobs = self.live("batch/v1/jobs")
-        pods = self.live("v1/pods")
-        runs = {j["metadata"]["labels"].get("kts.run-id") for j in jobs.values()
-                if j["metadata"].get("labels", {}).get("app.kubernetes.io/managed-by") == "kts"
-                and "uid" in j["metadata"]}
-        self.max_runs_at_once = max(self.max_runs_at_once, len(runs))
-        # Garbage collector: pods of deleted Jobs go too (foreground propagation).
-        for pod, job in list(self.job_of_pod.items()):
-            if job not in jobs and pod in pods:
-                await self._http("delete", f"/api/v1/namespaces/{self.ns}/pods/{pod}")
-        for name, job in jobs.items():
-            if "uid" not in job["metadata"]:
-                if "template" not in job.get("spec", {}) or not job["spec"]["template"]["spec"].get("containers"):
-                    continue  # a pre-made leftover: nothing to run
-                self.base[name] = BASE
-                await self._patch_job(name, {"metadata": {"uid": f"uid-{name}", "creationTimestamp": ts(0)}})
-                continue
-            if job["spec"].get("suspend"):
-                await self._kueue(name, job)
-                continue
-            if name not in self.job_of_pod.values():
-                await self._create_pod(name, job)
-        for pod_name, pod in pods.items():
-            if pod_name in self.job_of_pod:
-                await self._advance(pod_name, pod)
+            self.clock.advance(self.step_s)
 
     async def _http(self, method: str, path: str, body: Any = None) -> None:
         resp = await self.km.request(method, path, json=body) if body is not None else \
             await self.km.request(method, path)
         resp.release()
 
+    def _node_now(self, node: str) -> float:
+        return self.clock.t + self.node_skew_s.get(node, 0.0)
+
+    async def _tick(self) -> None:
+        await self._gc()
+        jobs = self.live("batch/v1/jobs")
+        for name, job in jobs.items():
+            if self.kueue_version and (job["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name"):
+                await self._kueue(name, job)
+        for name, job in self.live("batch/v1/jobs").items():
+            await self._job_controller(name, job)
+        for pod_name, pod in self.live("v1/pods").items():
+            if pod_name in self.pod_job:
+                await self._schedule_and_run(pod_name, pod)
+        self._count_runs()
+
+    def _count_runs(self) -> None:
+        by_node: dict[str, set[str]] = {}
+        for name, pod in self.live("v1/pods").items():
+            run = (pod["metadata"].get("labels") or {}).get("kts.run-id")
+            node = pod["spec"].get("nodeName")
+            if run and node and name not in self.terminated:
+                by_node.setdefault(node, set()).add(run)
+        self.max_runs_per_node = max([self.max_runs_per_node, *(len(r) for r in by_node.values())])
+        self.max_runs_at_once = max(self.max_runs_at_once, len(set().union(*by_node.values())) if by_node else 0)
+
+    # --- garbage collector: foreground deletion, orphans
+    async def _gc(self) -> None:
+        jobs = self.live("batch/v1/jobs")
+        for pod_name in self.live("v1/pods"):
+            if pod_name not in self.pod_job:
+                continue  # not a Job's pod: the garbage collector has no owner to follow
+            job = jobs.get(self.pod_job[pod_name])
+            if job is None or job["metadata"].get("deletionTimestamp"):
+                await self._kill(pod_name)
+        for name, job in jobs.items():
+            if job["metadata"].get("deletionTimestamp") and not any(
+                    self.pod_job.get(p) == name for p in self.live("v1/pods")):
+                await self._patch_job(name, {"metadata": {"finalizers": []}})
+
+    async def _kill(self, pod_name: str) -> None:
+        """SIGTERM: a worker finishes the iteration in progress (its line is printed) and exits; the pod goes."""
+        worker = self.workers.get(pod_name)
+        if worker is not None and pod_name not in self.terminated and worker.lines:
+            node = self.live("v1/pods").get(pod_name, {}).get("spec", {}).get("nodeName", "")
+            if node not in self.lost_nodes:
+                line, _ = worker._line()
+                worker.lines.append(line)
+                worker.i += 1
+                self.logs[pod_name] = worker.text()
+        self.terminated.add(pod_name)
+        await self._http("delete", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}")
+
+    # --- Kueue
+    async def _kueue(self, name: str, job: dict[str, Any]) -> None:
+        queue = job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+        wl_name = f"job-{name}-{job['metadata']['uid'][:5]}"
+        path = f"/apis/kueue.x-k8s.io/{self.kueue_version}/namespaces/{self.ns}/workloads"
+        wl = self.live(f"kueue.x-k8s.io/{self.kueue_version}/workloads").get(wl_name)
+        now = ts(self.clock.t)
+        if wl is None:
+            await self._http("post", path, {
+                "apiVersion": f"kueue.x-k8s.io/{self.kueue_version}", "kind": "Workload",
+                "metadata": {"name": wl_name, "namespace": self.ns,
+                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
+                                                  "uid": job["metadata"]["uid"]}]},
+                "spec": {"queueName": queue, "podSets": [{"name": "main", "count": job["spec"].get("parallelism", 1)}]},
+                "status": {"conditions": [
+                    {"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                     "message": "Workload is pending evaluation in the scheduling queue", "lastTransitionTime": now},
+                    {"type": "Admitted", "status": "False", "reason": "NoReservation",
+                     "message": "The workload has no reservation", "lastTransitionTime": now}]}})
+            return
+        conds = {c["type"]: c for c in wl.get("status", {}).get("conditions", [])}
+        if self._finished(job) and conds.get("Finished", {}).get("status") != "True":
+            await self._http("patch", f"{path}/{wl_name}", {"status": {"conditions": [
+                *conds.values(), {"type": "Finished", "status": "True", "reason": "Succeeded",
+                                  "message": "Job finished", "lastTransitionTime": now}]}})
+            return
+        if conds.get("Admitted", {}).get("status") == "True" or not job["spec"].get("suspend"):
+            return
+        if self.local_queues is not None and queue not in self.local_queues:
+            quota = {"type": "QuotaReserved", "status": "False", "reason": "Inadmissible",
+                     "message": f"LocalQueue {queue} doesn't exist", "lastTransitionTime": now}
+        elif self.kueue_hold:
+            quota = {"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                     "message": "couldn't assign flavors to pod set main: insufficient unused quota for "
+                                "nvidia.com/gpu in flavor gpu, 2 more needed", "lastTransitionTime": now}
+        else:
+            if self.clock.t < _t(job["metadata"]["creationTimestamp"]) + self.admit_after:
+                return
+            quota = {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                     "message": "Quota reserved in ClusterQueue kts", "lastTransitionTime": now}
+            await self._http("patch", f"{path}/{wl_name}", {"status": {"conditions": [quota, {
+                "type": "Admitted", "status": "True", "reason": "Admitted",
+                "message": "The workload is admitted", "lastTransitionTime": now}]}})
+            await self._patch_job(name, {"spec": {"suspend": False}})  # the whole gang at once
+            return
+        if conds.get("QuotaReserved", {}).get("message") != quota["message"]:
+            await self._http("patch", f"{path}/{wl_name}", {"status": {"conditions": [quota, conds["Admitted"]]}})
+
+    # --- the Job controller
+    @staticmethod
+    def _finished(job: dict[str, Any]) -> bool:
+        return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+                   for c in job.get("status", {}).get("conditions", []))
+
     async def _patch_job(self, name: str, patch: dict[str, Any]) -> None:
         await self._http("patch", f"/apis/batch/v1/namespaces/{self.ns}/jobs/{name}", patch)
 
-    async def _kueue(self, name: str, job: dict[str, Any]) -> None:
-        n = self.queued_ticks[name] = self.queued_ticks.get(name, 0) + 1
-        if n < self.admit_after:
-            return
-        wl = f"job-{name}-abcde"
-        await self._http("post", f"/apis/kueue.x-k8s.io/v1beta1/namespaces/{self.ns}/workloads", {
-            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
-            "metadata": {"name": wl, "namespace": self.ns,
-                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
-                                              "uid": job["metadata"]["uid"]}]},
-            "status": {"conditions": [{"type": "QuotaReserved", "status": "True", "lastTransitionTime": ts(2)},
-                                      {"type": "Admitted", "status": "True",
-                                       "lastTransitionTime": ts(STEPS["admitted"])}]}})
-        await self._patch_job(name, {"spec": {"suspend": False}})
+    async def _add_conditions(self, name: str, job: dict[str, Any], *conds: dict[str, Any]) -> None:
+        now = ts(self.clock.t)
+        new = [{"status": "True", "lastTransitionTime": now, "lastProbeTime": now, **c} for c in conds]
+        await self._patch_job(name, {"status": {"conditions": [*job.get("status", {}).get("conditions", []), *new]}})
 
-    async def _create_pod(self, job_name: str, job: dict[str, Any]) -> None:
+    async def _job_controller(self, name: str, job: dict[str, Any]) -> None:
+        spec, status = job["spec"], job.get("status", {})
+        if self._finished(job) or spec.get("suspend") or job["metadata"].get("deletionTimestamp"):
+            return
+        if not spec.get("template", {}).get("spec", {}).get("containers"):
+            return  # a pre-made finished Job
+        pods = {p: o for p, o in self.live("v1/pods").items() if self.pod_job.get(p) == name}
+        active = [p for p in pods if p not in self.terminated and o_phase(pods[p]) not in ("Succeeded", "Failed")]
+        target = next((c for c in status.get("conditions", []) if c["type"] == "FailureTarget"), None)
+        if target is not None:  # pods are being stopped; Failed once none is left
+            if not active:
+                await self._add_conditions(name, job, {"type": "Failed", "reason": target["reason"],
+                                                       "message": target["message"]})
+            return
+        if "startTime" not in status:
+            if self.clock.t < _t(job["metadata"]["creationTimestamp"]) + self.seen_s:
+                return  # the controller sees a Job a moment after it was created
+            status["startTime"] = ts(self.clock.t)
+            await self._patch_job(name, {"status": {"startTime": status["startTime"]}})
+        failed = [p for p, o in pods.items() if o_phase(o) == "Failed"]
+        why = None
+        if failed:
+            why = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+        elif self._deadline(spec) is not None and self.clock.t - _t(status["startTime"]) >= self._deadline(spec):
+            why = ("DeadlineExceeded", "Job was active longer than specified deadline")
+        if why is not None:
+            await self._add_conditions(name, job, {"type": "FailureTarget", "reason": why[0], "message": why[1]})
+            for p in active:
+                await self._kill(p)
+            return
+        n = int(spec.get("completions") or 1)
+        done = {int(o["metadata"]["labels"][INDEX]) for o in pods.values() if o_phase(o) == "Succeeded"}
+        if len(done) >= n:
+            await self._add_conditions(name, job, {"type": "SuccessCriteriaMet", "reason": "CompletionsReached",
+                                                   "message": "Reached expected number of succeeded pods"},
+                                       {"type": "Complete", "reason": "CompletionsReached",
+                                        "message": "Reached expected number of succeeded pods"})
+            return
+        have = {int(o["metadata"]["labels"][INDEX]) for p, o in pods.items() if p not in self.terminated}
+        for index in range(n):
+            if index not in have and index not in done:
+                await self._create_pod(name, job, index)
+
+    def _deadline(self, spec: dict[str, Any]) -> float | None:
+        limits = [v for v in (spec.get("activeDeadlineSeconds"), self.deadline_cap_s) if v is not None]
+        return min(limits) if limits else None
+
+    async def _create_pod(self, job_name: str, job: dict[str, Any], index: int) -> None:
         tmpl = job["spec"]["template"]
-        pod_name = f"{job_name}-{secrets.token_hex(3)[:5]}"
-        labels = dict(tmpl["metadata"].get("labels", {}), **{"batch.kubernetes.io/job-name": job_name})
+        pod_name = f"{job_name}-{index}-{secrets.token_hex(3)[:5]}"
+        if self.create_error:
+            for ev in self.live("v1/events").values():
+                if ev["involvedObject"]["name"] == job_name and ev["reason"] == "FailedCreate":
+                    return
+            self.add_event("Job", job_name, "FailedCreate", f"Error creating: {self.create_error.format(pod=pod_name)}")
+            return
+        labels = dict(tmpl["metadata"].get("labels", {}), **{"batch.kubernetes.io/job-name": job_name,
+                                                              "job-name": job_name, INDEX: str(index),
+                                                              "batch.kubernetes.io/controller-uid": job["metadata"]["uid"]})
+        spec = json.loads(json.dumps(tmpl["spec"]))
+        for c in spec["containers"]:
+            c.setdefault("env", []).append({"name": "JOB_COMPLETION_INDEX", "valueFrom": {
+                "fieldRef": {"fieldPath": f"metadata.labels['{INDEX}']"}}})
         body = {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": pod_name, "namespace": self.ns, "labels": labels,
-                             "annotations": tmpl["metadata"].get("annotations", {}),
-                             "creationTimestamp": ts(STEPS["pod_created"])},
-                "spec": tmpl["spec"], "status": {"phase": "Pending"}}
-        self.job_of_pod[pod_name] = job_name
-        self.step[pod_name] = 0
+                             "annotations": dict(tmpl["metadata"].get("annotations", {}), **{INDEX: str(index)}),
+                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name,
+                                                  "uid": job["metadata"]["uid"], "controller": True}]},
+                "spec": spec, "status": {"phase": "Pending"}}
+        self.pod_job[pod_name] = job_name
         await self._http("post", f"/api/v1/namespaces/{self.ns}/pods", body)
 
-    async def _advance(self, pod_name: str, pod: dict[str, Any]) -> None:
-        tenant = pod["metadata"]["labels"].get("kts.tenant", "")
+    # --- the scheduler and the kubelet
+    def _worker(self, pod: dict[str, Any], node: str, started: float) -> FakeWorker | None:
+        env = {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0].get("env", []) if "value" in e}
+        if "KTS_TENANTS" in env:
+            env.update(json.loads(env["KTS_TENANTS"])[int(pod["metadata"]["labels"][INDEX])])
+        if "WORKLOAD" not in env:
+            return None  # not a kts worker
+        tenant = env.get("TENANT", env["WORKLOAD"])
         mode = self.behaviour.get(tenant, "ok")
-        step = self.step[pod_name]
-        node = pod["spec"].get("nodeSelector", {}).get("kubernetes.io/hostname", "gpu-1")
-        env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
-        workload = env.get("WORKLOAD", "fft")
-        padding = env.get("KTS_PAD") == "1"  # a shared tenant: it pads until its Job is deleted
-        uuid = "GPU-fake-1" if mode == "othergpu" else "GPU-fake-0"
+        start_at = int(env.get("START_AT") or 0) / 1e9
+        reached = started + self.init_s
+        if mode == "late":
+            reached = max(reached, start_at + 3.0)
+        return FakeWorker(workload=env["WORKLOAD"], tenant=tenant, iterations=self.log_iterations, start_at=start_at,
+                          reached=reached, lead_in_s=float(env.get("KTS_LEAD_IN_S") or 0),
+                          pad=env.get("KTS_PAD") == "1" and mode not in ("oom", "exit1"),  # they die first
+                          pad_limit_s=float(env.get("KTS_PAD_LIMIT_S") or 3600),
+                          period_s=1.0 if mode == "slow" else 0.1,
+                          gpu_uuid="GPU-fake-1" if mode == "othergpu" else "GPU-fake-0", hang=mode == "hang")
+
+    async def _schedule_and_run(self, pod_name: str, pod: dict[str, Any]) -> None:
         path = f"/api/v1/namespaces/{self.ns}/pods/{pod_name}"
-        d = self.placement_delay_s.get(tenant, 0)
-        scheduled = {"type": "PodScheduled", "status": "True", "lastTransitionTime": ts(STEPS["scheduled"] + d)}
-        patch: dict[str, Any] | None = None
-        if step == 0:
-            if mode == "unschedulable":
-                patch = {"status": {"conditions": [{"type": "PodScheduled", "status": "False",
-                                                    "reason": "Unschedulable", "message": INSUFFICIENT,
-                                                    "lastTransitionTime": ts(STEPS["scheduled"])}]}}
-            else:
-                patch = {"spec": {"nodeName": node}, "status": {"conditions": [scheduled]}}
-        elif step == 1 and mode == "imagepull":
-            patch = {"status": {"containerStatuses": [{"name": "worker", "ready": False, "state": {"waiting": {
-                "reason": "ImagePullBackOff", "message": 'Back-off pulling image "kts-worker:test"'}}}]}}
-        elif step == 1 and mode not in ("unschedulable", "imagepull"):
-            # a log only grows: what is there after the first iteration is the start of the final log
-            first = kts_lines(tenant, workload, self.log_iterations, gpu_uuid=uuid).split(b"\n")[:2]
-            self.logs[pod_name] = b"\n".join(first) + b"\n"
-            patch = {"status": {"phase": "Running", "containerStatuses": [{"name": "worker", "ready": True, "state": {
-                "running": {"startedAt": ts(STEPS["started"] + d)}}}]}}
-        elif step == 3 and padding and mode in ("ok", "othergpu", "slow"):
-            # timed iterations done; padding starts ...
-            self.logs[pod_name] = kts_lines(tenant, workload, self.log_iterations, pads=2, gpu_uuid=uuid,
-                                            stretch=10 if mode == "slow" else 1)
-        elif step > 3 and padding and mode in ("ok", "othergpu", "slow"):
-            # ... and goes on, one more line each tick, until the Job is deleted
-            stretch = 10 if mode == "slow" else 1
-            self.logs[pod_name] = kts_lines(tenant, workload, self.log_iterations, pads=step - 1, gpu_uuid=uuid,
-                                            stretch=stretch)
-        elif step == 3 and mode not in ("unschedulable", "imagepull", "hang"):
-            code, reason = {"ok": (0, "Completed"), "othergpu": (0, "Completed"), "oom": (137, "OOMKilled"),
-                            "exit1": (1, "Error")}[mode]
-            log = kts_lines(tenant, workload, self.log_iterations, gpu_uuid=uuid)
+        if pod_name in self.terminated:
+            return
+        spec, status = pod["spec"], pod.get("status", {})
+        env = {e["name"]: e.get("value", "") for e in spec["containers"][0].get("env", []) if "value" in e}
+        tenants = json.loads(env["KTS_TENANTS"]) if "KTS_TENANTS" in env else []
+        index = int(pod["metadata"]["labels"].get(INDEX, 0))
+        tenant = tenants[index].get("TENANT", "") if index < len(tenants) else env.get("TENANT", "")
+        mode = self.behaviour.get(tenant, "ok")
+        age = self.clock.t - _t(pod["metadata"]["creationTimestamp"])
+        if not spec.get("nodeName"):  # the scheduler
+            if age < self.seen_s + self.placement_delay_s.get(tenant, 0):
+                return
+            node = spec.get("nodeSelector", {}).get("kubernetes.io/hostname", "")
+            if mode == "unschedulable" or node not in self.live("v1/nodes"):
+                if not status.get("conditions"):
+                    await self._http("patch", path, {"status": {"conditions": [{
+                        "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": INSUFFICIENT,
+                        "lastTransitionTime": ts(self.clock.t)}]}})
+                return
+            await self._http("patch", path, {"spec": {"nodeName": node}, "status": {"conditions": [{
+                "type": "PodScheduled", "status": "True", "lastTransitionTime": ts(self.clock.t)}]}})
+            return
+        node = spec["nodeName"]
+        if node in self.lost_nodes:
+            return  # its kubelet is gone: nothing changes any more
+        now = self._node_now(node)
+        sched_t = _t(next(c for c in status["conditions"] if c["type"] == "PodScheduled")["lastTransitionTime"])
+        worker = self.workers.get(pod_name)
+        if status.get("phase") == "Pending":
+            if self.clock.t < sched_t + self.pull_s:
+                if not status.get("containerStatuses"):
+                    await self._http("patch", path, {"status": {"containerStatuses": [{"name": spec["containers"][0][
+                        "name"], "ready": False, "state": {"waiting": {"reason": "ContainerCreating"}}}]}})
+                return
+            if mode == "imagepull":
+                await self._http("patch", path, {"status": {"containerStatuses": [{"name": "worker", "ready": False,
+                    "state": {"waiting": {"reason": "ImagePullBackOff",
+                                          "message": 'Back-off pulling image "kts-worker:test"'}}}]}})
+                return
+            worker = self._worker(pod, node, now)
+            if worker is not None:
+                self.workers[pod_name] = worker
+            self.logs[pod_name] = b""
+            await self._http("patch", path, {"status": {"phase": "Running", "containerStatuses": [{
+                "name": spec["containers"][0]["name"], "ready": True, "state": {"running": {"startedAt": ts(now)}}}]}})
+            return
+        started = status["containerStatuses"][0]["state"].get("running", {}).get("startedAt")
+        if worker is None:  # someone else's GPU pod
+            limit = self.foreign_duration_s.get(self.pod_job[pod_name])
+            if limit is not None and self.clock.t - sched_t >= limit:
+                await self._terminate(pod_name, 0, "Completed", started, ts(now))
+            return
+        worker.print_until(now)
+        self.logs[pod_name] = worker.text()
+        code = None
+        if mode in ("oom", "exit1") and worker.done_timed():
+            code = 137 if mode == "oom" else 1
             if mode == "exit1":
-                log += b"Traceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n"
-            self.logs[pod_name] = log
-            patch = {"status": {"phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": [{
+                self.logs[pod_name] += b"Traceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n"
+        elif not worker.pad and worker.done_timed():
+            code = 0
+        elif worker.pad and worker.done_timed() and now - worker.timed_end() > worker.pad_limit_s:
+            code = int(env.get("KTS_PAD_LIMIT_EXIT") or 3)  # padded to its own limit: nobody stopped it
+        if code is not None:
+            await self._terminate(pod_name, code, {0: "Completed", 137: "OOMKilled"}.get(code, "Error"), started,
+                                  ts(now))
+
+    async def _terminate(self, pod_name: str, code: int, reason: str, started: str | None, finished: str) -> None:
+        self.terminated.add(pod_name)
+        await self._http("patch", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}", {"status": {
+            "phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": [{
                 "name": "worker", "ready": False, "state": {"terminated": {
-                    "exitCode": code, "reason": reason, "startedAt": ts(STEPS["started"] + d),
-                    "finishedAt": ts(STEPS["finished"] + d)}}}]}}
-        self.step[pod_name] = step + 1
-        if patch is not None:
-            await self._http("patch", path, patch)
+                    "exitCode": code, "reason": reason, "startedAt": started, "finishedAt": finished}}}]}})
+
+    # --- logs, as the kubelet serves them through the API server
+    async def _serve_log(self, request: Any) -> Any:
+        name = request.name
+        pod = self.live("v1/pods").get(name)
+        if pod is None:
+            # a deleted pod's log is gone (as on a real cluster): only what was streamed before remains
+            raise kmock.KubernetesError(404, "NotFound", f'pods "{name}" not found')
+        if pod["spec"].get("nodeName") in self.lost_nodes:
+            raise kmock.KubernetesError(500, "InternalError", f'Get "https://{pod["spec"]["nodeName"]}:10250/'
+                                                              f'containerLogs/{self.ns}/{name}/worker": dial tcp: '
+                                                              "i/o timeout")
+        if name not in self.logs:
+            raise kmock.KubernetesError(400, "BadRequest", f'container "worker" in pod "{name}" is waiting '
+                                                           "to start: ContainerCreating")
+        if str(request.params.get("follow", "")).lower() != "true":
+            return self.logs[name]
+        return self._follow(name)
+
+    async def _follow(self, name: str) -> Any:
+        """A followed log: what is there, then each new line as it is printed, until the container ends."""
+        sent = 0
+        yield b""
+        while True:
+            data = self.logs.get(name, b"")
+            if len(data) > sent:
+                yield data[sent:]
+                sent = len(data)
+            pod = self.live("v1/pods").get(name)
+            if pod is None or name in self.terminated or pod["spec"].get("nodeName") in self.lost_nodes:
+                if len(self.logs.get(name, b"")) == sent:
+                    return
+                continue
+            await asyncio.sleep(self.tick_s)
+
+
+def _t(stamp: str) -> float:
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+
+
+def o_phase(pod: dict[str, Any]) -> str:
+    return str(pod.get("status", {}).get("phase") or "")
 
 
 def make_run(root: Path, workloads: tuple[str, ...] = ("fft", "gemm"), label: str = "") -> tuple[Run, ExperimentSpec]:
@@ -283,8 +750,16 @@ def make_run(root: Path, workloads: tuple[str, ...] = ("fft", "gemm"), label: st
     return create_run(spec.to_dict(), {"test": True}, root=root, label=label), spec
 
 
+@contextlib.asynccontextmanager
+async def emulated_cluster(namespace: str = NS, *, realtime: bool = False, **kwargs: Any) -> Any:
+    """An API server with a fake control plane, on the running event loop."""
+    clock = FakeClock(datetime.now(timezone.utc).replace(microsecond=0), realtime=True) if realtime else FakeClock()
+    async with ClusterEmulator(clock=clock) as km, kmock.Server(km), FakeCluster(km, namespace, **kwargs) as fc:
+        yield fc
+
+
 class EmulatorThread:
-    """kmock's emulator and a FakeCluster on their own event loop in a daemon thread, for sync callers.
+    """The emulated cluster on its own event loop in a daemon thread, for synchronous callers.
 
     For code that cannot share the test's loop (papermill kernels in another process, plain
     synchronous tests): ``with EmulatorThread() as emu: emu.url, emu.call(lambda fc: ...)``.
@@ -311,8 +786,8 @@ class EmulatorThread:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        async with kmock.KubernetesEmulator() as km, kmock.Server(km) as srv, FakeCluster(km, self.namespace) as fc:
-            self.cluster, self.url = fc, str(srv.url).rstrip("/")
+        async with emulated_cluster(self.namespace, realtime=True) as fc:
+            self.cluster, self.url = fc, str(fc.km.url).rstrip("/")
             self._ready.set()
             await self._stop.wait()
 
@@ -342,13 +817,20 @@ class EmulatorThread:
         self._thread.join(10.0)
 
     def kubeconfig(self, path: Path, context: str = "kmock") -> Path:
-        """A kubeconfig whose ``context`` points at the emulator (no credentials: kmock wants none)."""
-        import yaml
+        """A kubeconfig whose ``context`` points at the emulator."""
+        return kubeconfig_file(path, self.url, context, namespace=self.namespace)
 
-        path.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": context,
-            "clusters": [{"name": context, "cluster": {"server": self.url}}],
-            "users": [{"name": context, "user": {"token": "kmock"}}],
-            "contexts": [{"name": context, "context": {"cluster": context, "user": context,
-                                                       "namespace": self.namespace}}]}))
-        return path
+
+def kubeconfig_file(path: Path, server: str, context: str = "lab", namespace: str | None = None) -> Path:
+    """A kubeconfig with one context for ``server`` (a dummy token: the emulator wants no credentials)."""
+    import yaml
+
+    ctx: dict[str, Any] = {"cluster": "c", "user": "u"}
+    if namespace:
+        ctx["namespace"] = namespace
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": context,
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": context, "context": ctx}]}))
+    return path

@@ -1,22 +1,34 @@
-"""The Kubernetes backend against kmock's emulator, with tests/k8s_fixtures.FakeCluster as control plane.
+"""The Kubernetes backend against an emulated cluster (tests/k8s_fixtures: kmock's API server plus fake
+controllers for Jobs, Kueue, the scheduler and the kubelet, all on one fake clock).
 
-The backend's client is synchronous and kmock serves from the test's event loop, so every
-backend call runs in a thread (``asyncio.to_thread``) while the fake controllers keep going.
+The backend's client is synchronous and the emulator serves from the test's event loop, so every
+backend call runs in a thread (``asyncio.to_thread``) while the fake controllers keep going. The
+fault tests each fail on the backend broken in the corresponding way (see the docstrings).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
 import re
+import time
 from pathlib import Path
 from typing import Any
 
 import kmock
+import pandas as pd
 import pytest
-import yaml
-from k8s_fixtures import NS, FakeCluster, gpu_node, kts_lines, make_run
+from k8s_fixtures import (
+    NS,
+    POD_SECURITY,
+    QUOTA,
+    FakeCluster,
+    emulated_cluster,
+    gpu_node,
+    kubeconfig_file,
+    make_run,
+    ts,
+)
 
 from kts_helpers.analyse.logparse import parse_bytes
 from kts_helpers.analyse.waits import layered_waits
@@ -24,36 +36,47 @@ from kts_helpers.errors import BackendError, SpecError, TenantFailed
 from kts_helpers.run.backends.base import Backend
 from kts_helpers.run.backends.kubernetes.api import KubeForbidden
 from kts_helpers.run.backends.kubernetes.backend import KubernetesBackend
-from kts_helpers.run.backends.kubernetes.names import MANAGED_BY, job_name, label_value, parse_selector
-from kts_helpers.run.backends.kubernetes.scale import scale_out
+from kts_helpers.run.backends.kubernetes.lease import NodeBusy
+from kts_helpers.run.backends.kubernetes.names import (
+    MANAGED_BY,
+    job_name,
+    label_value,
+    lease_name,
+    parse_selector,
+)
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(90)
 LABEL_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 DNS_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+JOBS, PODS, LEASES = "batch/v1/jobs", "v1/pods", "coordination.k8s.io/v1/leases"
 
 
 @pytest.fixture
-async def cluster(kmock: Any) -> Any:
-    async with FakeCluster(kmock) as fc:
+async def cluster() -> Any:
+    async with emulated_cluster() as fc:
         yield fc
 
 
-async def _run(backend: KubernetesBackend, run: Any, scenario: Any, timeout_s: float = 10.0) -> Any:
-    return await asyncio.to_thread(backend.run_scenario, run, scenario, timeout_s=timeout_s, progress=False)
+async def _run(backend: KubernetesBackend, run: Any, scenario: Any, timeout_s: float = 60.0, **kw: Any) -> Any:
+    return await asyncio.to_thread(backend.run_scenario, run, scenario, timeout_s=timeout_s, progress=False, **kw)
 
 
 def _env(job: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
 
 
-def _jobs_created(km: Any) -> list[dict[str, Any]]:
-    return [r.data for r in list(km) if r.method == "POST" and r.resource == "batch/v1/jobs"]
+def _jobs_created(fc: FakeCluster) -> list[dict[str, Any]]:
+    return [r.data for r in fc.requests("post", JOBS)]
+
+
+def _printed(fc: FakeCluster, pod: str) -> bytes:
+    """Everything the pod's container printed (the emulator remembers it after the pod is gone)."""
+    return fc.logs[pod]
 
 
 # ------------------------------------------------------------------------------------------ happy path
 
-async def test_shared_scenario_runs_pinned_together_and_records_layered_waits(cluster: FakeCluster,
-                                                                              tmp_path: Path) -> None:
+async def test_shared_scenario_is_one_indexed_job_pinned_to_one_node(cluster: FakeCluster, tmp_path: Path) -> None:
     cluster.add_node(gpu_node("gpu-1"))
     cluster.add_node(gpu_node("gpu-2", allocatable=8, extra_labels={"pool": "other"}))
     backend = cluster.backend(node_selector="nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3,!pool")
@@ -65,55 +88,67 @@ async def test_shared_scenario_runs_pinned_together_and_records_layered_waits(cl
 
     assert result.status == "complete"
     assert [t.tenant for t in result.tenants] == ["fft", "gemm"]
-    jobs = _jobs_created(cluster.km)
-    assert len(jobs) == 2
-    envs = [_env(j) for j in jobs]
-    for job, env, tenant in zip(jobs, envs, scenario.tenants, strict=True):
-        labels = job["metadata"]["labels"]
-        assert labels[MANAGED_BY] == "kts"
-        assert labels["kts.run-id"] == label_value(run.run_id)
-        assert labels["kts.scenario"] == "shared" and labels["kts.tenant"] == tenant.name
-        pod = job["spec"]["template"]["spec"]
-        # the selector excluded gpu-2 client-side (kmock ignores label selectors)
-        assert pod["nodeSelector"]["kubernetes.io/hostname"] == "gpu-1"
-        assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
-        assert env["DEVICE"] == "cuda"
-        assert {k: env[k] for k in tenant.env()} == tenant.env()
-        assert job["metadata"]["name"] == job_name(run.run_id, "shared", tenant.name)
-    assert envs[0]["START_AT"] == envs[1]["START_AT"]  # one barrier for all tenants
-
-    # logs land exactly where the local backend writes them, and parse: the timed iterations, then padding
-    # until every tenant was done -- then kts deleted the Jobs and kept the streamed logs
-    assert {envs[0]["KTS_PAD"], envs[1]["KTS_PAD"]} == {"1"}
-    for tenant in ("fft", "gemm"):
+    (job,) = _jobs_created(cluster)  # one object for the whole scenario
+    assert job["metadata"]["name"] == job_name(run.run_id, "shared")
+    assert job["spec"]["completionMode"] == "Indexed"
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 2 and job["spec"]["backoffLimit"] == 0
+    labels = job["metadata"]["labels"]
+    assert labels[MANAGED_BY] == "kts" and labels["kts.run-id"] == label_value(run.run_id)
+    assert labels["kts.scenario"] == "shared"
+    env = _env(job)
+    assert json.loads(env["KTS_TENANTS"]) == [t.env() for t in scenario.tenants]  # each index's own settings
+    assert env["KTS_PAD"] == "1" and env["DEVICE"] == "cuda" and int(env["START_AT"]) > 0
+    pod = job["spec"]["template"]["spec"]
+    # the selector excluded gpu-2 client-side (the emulator ignores label selectors)
+    assert pod["nodeSelector"]["kubernetes.io/hostname"] == "gpu-1"
+    assert pod["serviceAccountName"] == "kts-worker"
+    (c,) = pod["containers"]
+    assert c["resources"] == {"requests": {"cpu": "1", "memory": "2Gi"},
+                              "limits": {"memory": "8Gi", "nvidia.com/gpu": "1"}}
+    assert c["securityContext"]["readOnlyRootFilesystem"] is False
+    # each index ran as its tenant, on gpu-1, and every line its container printed is in the run
+    pods = {p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]: p for p in
+            (r.data for r in cluster.requests("post", PODS))}
+    for index, tenant in enumerate(("fft", "gemm")):
+        ev = run.manifest()["scenarios"]["shared"]["tenants"][tenant]
+        name = pods[str(index)]["metadata"]["name"]
+        assert ev["pod"] == name and ev["node"] == "gpu-1"
         log = run.log_path("shared", tenant).read_bytes()
+        assert log == _printed(cluster, name)  # nothing lost, although the pod is gone
         frame = parse_bytes(log, source=tenant).frame
-        pads = int((frame["phase"] == "pad").sum())
-        assert (frame["phase"] == "op").sum() == 3 and pads >= 2
-        assert log == kts_lines(tenant, tenant, 3, pads=pads)  # every line the pod printed, in order
-        status = run.stderr_path("shared", tenant).read_text()
-        assert "outcome: complete" in status
+        assert set(frame["tenant"]) == {tenant} and (frame["phase"] == "op").sum() == 3
+        assert "outcome: complete" in run.stderr_path("shared", tenant).read_text()
 
     scen = run.manifest()["scenarios"]["shared"]
-    assert scen["status"] == "complete" and scen["backend"] == "kubernetes"
-    assert scen["resolution_s"] == 1 and scen["node"] == "gpu-1"
-    assert scen["tenants"]["fft"]["scheduled"] == "2025-01-01T12:00:05Z"
-    assert result.tenants[0].events["pod"].startswith(job_name(run.run_id, "shared", "fft"))
-
+    assert scen["status"] == "complete" and scen["backend"] == "kubernetes" and scen["how"] == "submitted"
+    assert scen["resolution_s"] == 1 and scen["node"] == "gpu-1" and scen["job"] == job["metadata"]["name"]
     assert {t: c["timed_lines"] for t, c in scen["corun"].items()} == {"fft": 3, "gemm": 3}
     assert scen["padding_stopped_ns"] > scen["started_ns"]
-    waits = layered_waits(run.read())
-    assert list(waits["tenant"]) == ["fft", "gemm"]
-    row = waits.iloc[0]
-    assert (row.placement_wait_s, row.startup_s) == (2.0, 3.0)
-    assert math.isnan(row.admission_wait_s)  # no queue, no admission layer
+    assert "warnings" not in scen
 
-    # everything the scenario created is gone again
-    assert not [n for n in cluster.live("batch/v1/jobs")]
-    assert not [n for n in cluster.live("v1/pods")]
-    deletes = [r for r in list(cluster.km) if r.method == "DELETE" and r.resource == "batch/v1/jobs"]
-    assert {r.name for r in deletes} == {j["metadata"]["name"] for j in jobs}
-    assert all("Foreground" in (r.params.get("propagationPolicy"), (r.data or {}).get("propagationPolicy")) for r in deletes)
+    # the waits, split: the API's (whole seconds) and the worker's own; the fake clock moves per step
+    waits = layered_waits(run.read()).set_index("tenant")
+    assert list(waits.index) == ["fft", "gemm"]
+    fft = waits.loc["fft"]
+    assert pd.isna(fft.admission_wait_s)  # no queue, no admission layer
+    assert (fft.placement_wait_s, fft.startup_s) == (1, 3)  # created -> scheduled -> start-up done
+    assert str(waits["startup_s"].dtype) == "Int64"  # printed as whole seconds, not "3.000"
+    ev = scen["tenants"]["fft"]
+    start_at = scen["start_at_ns"]
+    assert fft.barrier_wait_s == pytest.approx((ev["worker"]["loop_start_ns"] - ev["worker"]["barrier_reached_ns"]) / 1e9)
+    assert fft.timed_loop_s == pytest.approx((ev["worker"]["timed_end_ns"] - ev["worker"]["loop_start_ns"]) / 1e9)
+    assert ev["worker"]["timed_end_ns"] < ev["worker"]["last_line_ns"]  # the padding tail is not the run
+    assert 0.5 < fft.timed_loop_s < 5.0 and fft.late_start_s == pytest.approx(0.001, abs=1e-4)
+    assert fft.clock_skew == "" and ev["worker"]["start_at_ns"] == start_at
+
+    # everything the scenario created is gone again, and the node's Lease was given back
+    assert not cluster.live(JOBS) and not cluster.live(PODS) and not cluster.live(LEASES)
+    deletes = cluster.requests("delete", JOBS)
+    assert {r.name for r in deletes} == {job["metadata"]["name"]}
+    assert all("Foreground" in (r.params.get("propagationPolicy"), (r.data or {}).get("propagationPolicy"))
+               for r in deletes)
+    (lease,) = [r.data for r in cluster.requests("post", LEASES)]
+    assert lease["metadata"]["name"] == lease_name("gpu-1") and lease["spec"]["holderIdentity"] == backend.identity
 
 
 async def test_describe_reports_what_kubernetes_sees_and_renamed_resource(cluster: FakeCluster, tmp_path: Path) -> None:
@@ -123,20 +158,29 @@ async def test_describe_reports_what_kubernetes_sees_and_renamed_resource(cluste
     assert info["summary"] == "Kubernetes sees 4 GPUs; the node has 1"
     assert (info["gpu_resource"], info["replicas"], info["sharing_strategy"]) == ("nvidia.com/gpu.shared", 4,
                                                                                    "time-slicing")
-    assert info["warnings"] == []
+    assert info["warnings"] == [] and info["other_gpu_pods"] == []
     run, spec = make_run(tmp_path, ("fft",))
     await _run(backend, run, spec.scenario("baseline-fft"))
-    limits = _jobs_created(cluster.km)[0]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    limits = _jobs_created(cluster)[0]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits == {"memory": "8Gi", "nvidia.com/gpu.shared": "1"}
 
 
-async def test_describe_warns_when_time_slicing_is_not_configured(cluster: FakeCluster) -> None:
-    node = gpu_node("plain", allocatable=1, replicas=None, strategy=None)
+async def test_without_gpu_feature_discovery_the_kit_says_what_it_cannot_know(cluster: FakeCluster,
+                                                                             tmp_path: Path) -> None:
+    """GKE's own device plugin and bare plugins set no nvidia.com/gpu.* labels."""
+    node = gpu_node("plain", allocatable=4, replicas=None, strategy=None)
     del node["metadata"]["labels"]["nvidia.com/gpu.count"]
+    del node["metadata"]["labels"]["nvidia.com/gpu.product"]
     cluster.add_node(node)
-    info = await asyncio.to_thread(cluster.backend().describe)
-    assert info["summary"] == "Kubernetes sees 1 GPUs; the node has 1"
-    assert "time-slicing does not seem configured" in info["warnings"][0]
+    backend = cluster.backend()
+    info = await asyncio.to_thread(backend.describe)
+    assert info["summary"] == ("Kubernetes sees 4 GPUs; how many the node has is unknown "
+                               "(no GPU feature discovery labels)")
+    assert any("time-slicing does not seem configured" in w for w in info["warnings"])
+    assert any("no GPU feature discovery labels" in w and "GPU UUIDs are still checked" in w for w in info["warnings"])
+    # an unknown physical count is not refused as a multi-GPU node: the UUID check decides after the run
+    run, spec = make_run(tmp_path)
+    assert (await _run(backend, run, spec.scenario("shared"))).status == "complete"
 
 
 async def test_no_gpu_node_is_a_clear_error(cluster: FakeCluster) -> None:
@@ -147,38 +191,211 @@ async def test_no_gpu_node_is_a_clear_error(cluster: FakeCluster) -> None:
         await asyncio.to_thread(cluster.backend().describe)
 
 
-async def test_kueue_admission_is_measured(cluster: FakeCluster, tmp_path: Path) -> None:
+async def test_pod_options_pull_secrets_read_only_root_runtime_class(cluster: FakeCluster, tmp_path: Path) -> None:
+    cluster.add_node(gpu_node("gpu-1"))
+    backend = cluster.backend(image_pull_secrets="regcred, other-cred", read_only_root="true", runtime_class="nvidia")
+    run, spec = make_run(tmp_path, ("fft",))
+    await _run(backend, run, spec.scenario("baseline-fft"))
+    pod = _jobs_created(cluster)[0]["spec"]["template"]["spec"]
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}, {"name": "other-cred"}]
+    assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["runtimeClassName"] == "nvidia"
+    with pytest.raises(SpecError, match="image pull Secret"):
+        cluster.backend(image_pull_secrets="Bad_Name")
+    with pytest.raises(SpecError, match="read_only_root"):
+        cluster.backend(read_only_root="maybe")
+
+
+# ------------------------------------------------------------------------------------------ Kueue
+
+async def test_kueue_admits_the_scenario_as_one_workload(cluster: FakeCluster, tmp_path: Path) -> None:
     cluster.add_node(gpu_node("gpu-1"))
     backend = cluster.backend(queue_name="kts-queue")
-    run, spec = make_run(tmp_path, ("fft",))
-    result = await _run(backend, run, spec.scenario("baseline-fft"))
-    job = _jobs_created(cluster.km)[0]
+    run, spec = make_run(tmp_path)
+    result = await _run(backend, run, spec.scenario("shared"))
+    (job,) = _jobs_created(cluster)
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kts-queue"
-    assert job["spec"]["suspend"] is True
-    assert result.tenants[0].events["admitted"] == "2025-01-01T12:00:03Z"
-    assert result.tenants[0].events["workload"].startswith("job-")
-    row = layered_waits(run.read()).iloc[0]
-    assert (row.admission_wait_s, row.placement_wait_s, row.startup_s) == (3.0, 2.0, 3.0)
+    assert job["spec"]["suspend"] is True  # Kueue un-suspends it: the whole gang at once
+    (wl,) = [r.data for r in cluster.requests("post", "kueue.x-k8s.io/v1beta2/workloads")]
+    assert wl["spec"]["podSets"] == [{"name": "main", "count": 2}]  # both tenants in one Workload
+    created = job["metadata"]["creationTimestamp"]
+    for t in result.tenants:
+        assert t.events["workload"] == wl["metadata"]["name"]
+        assert t.events["job_created"] == created
+        assert t.events["admitted"] == ts(_epoch(created) + cluster.admit_after)
+    # Kueue's storage version is read first (and, served, it is the only one asked for)
+    assert {r.url.path.split("/")[3] for r in cluster.km.log if r.url.path.endswith("/workloads")} == {"v1beta2"}
+    waits = layered_waits(run.read())
+    assert list(waits["admission_wait_s"]) == [2, 2] and list(waits["placement_wait_s"]) == [1, 1]
+    assert run.manifest()["scenarios"]["shared"]["workload"] == wl["metadata"]["name"]
 
 
-# ------------------------------------------------------------------------------------------ faults
+def _epoch(stamp: str) -> float:
+    from kts_helpers.run.backends.kubernetes.clock import parse_time
+
+    value = parse_time(stamp)
+    assert value is not None
+    return value
+
+
+async def test_kueue_v1beta1_only_is_still_read(tmp_path: Path) -> None:
+    async with emulated_cluster(kueue_version="v1beta1") as fc:
+        fc.add_node(gpu_node("gpu-1"))
+        run, spec = make_run(tmp_path, ("fft",))
+        result = await _run(fc.backend(queue_name="kts"), run, spec.scenario("baseline-fft"))
+        assert result.tenants[0].events["admitted"] is not None
+        versions = [r.url.path.split("/")[3] for r in list(fc.km.log) if "workloads" in r.url.path]
+        assert versions[0] == "v1beta2" and "v1beta1" in versions  # v1beta2 first, then the fallback
+
+
+async def test_workload_not_admitted_fails_with_kueues_reason(cluster: FakeCluster, tmp_path: Path) -> None:
+    """A missing LocalQueue: Kueue says so on the Workload; waiting would only reach the deadline.
+    Fails when the backend does not read the Workload's conditions, or records an admission that is False."""
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.local_queues = {"kts"}
+    run, spec = make_run(tmp_path)
+    started = time.monotonic()
+    with pytest.raises(TenantFailed, match=r"Kueue will not admit Workload job-kts-shared-.* \(queue 'typo'\): "
+                                           r"Inadmissible: LocalQueue typo doesn't exist"):
+        await _run(cluster.backend(queue_name="typo"), run, spec.scenario("shared"), timeout_s=600)
+    assert time.monotonic() - started < 30  # not the 600 s deadline
+    scen = run.manifest()["scenarios"]["shared"]
+    assert scen["status"] == "failed"
+    for ev in scen["tenants"].values():
+        assert ev["admitted"] is None and "LocalQueue typo doesn't exist" in ev["admission_blocked"]
+        assert ev["pod"] is None
+    assert not cluster.live(JOBS)
+
+
+async def test_a_queue_without_kueue_fails_at_once(tmp_path: Path) -> None:
+    async with emulated_cluster(kueue_version=None) as fc:
+        fc.add_node(gpu_node("gpu-1"))
+        run, spec = make_run(tmp_path, ("fft",))
+        with pytest.raises(TenantFailed, match=r"waits for Kueue \(queue 'kts'\) but the cluster serves no "
+                                               r"kueue.x-k8s.io Workloads: is Kueue installed\?"):
+            await _run(fc.backend(queue_name="kts"), run, spec.scenario("baseline-fft"), timeout_s=3000)
+        assert not fc.live(JOBS)
+
+
+async def test_a_workload_waiting_for_quota_is_reported_while_it_waits(cluster: FakeCluster, tmp_path: Path,
+                                                                     capfd: pytest.CaptureFixture[str]) -> None:
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.kueue_hold = True
+    run, spec = make_run(tmp_path, ("fft",))
+    backend = cluster.backend(queue_name="kts")
+    with pytest.raises(TenantFailed, match=r"did not finish within 18 s .*queued \(Pending: couldn't assign flavors"):
+        await asyncio.to_thread(backend.run_scenario, run, spec.scenario("baseline-fft"), timeout_s=10.0,
+                                progress=True)
+    assert "queued (Pending: couldn't assign flavors to pod set main" in capfd.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------ Job failures
+
+async def test_job_failed_backoff_limit_names_the_tenant_and_keeps_the_neighbours_log(cluster: FakeCluster,
+                                                                                     tmp_path: Path) -> None:
+    """gemm exits 1: the Job controller fails the Job (BackoffLimitExceeded) and deletes fft's pod."""
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.behaviour["gemm"] = "exit1"
+    run, spec = make_run(tmp_path)
+    with pytest.raises(TenantFailed) as err:
+        await _run(cluster.backend(), run, spec.scenario("shared"))
+    exc = err.value
+    assert exc.tenant == "gemm" and exc.exit_code == 1
+    assert "Error (exit code 1)" in str(exc) and str(exc).endswith("RuntimeError: CUDA error: out of memory")
+    assert parse_bytes(run.log_path("shared", "fft").read_bytes()).n >= 3  # the streamed log outlived its pod
+    scen = run.manifest()["scenarios"]["shared"]
+    assert scen["status"] == "failed" and scen["failed_tenant"] == "gemm"
+    assert not cluster.live(JOBS) and not cluster.live(PODS)
+
+
+async def test_job_deadline_exceeded_is_read_from_the_job(cluster: FakeCluster, tmp_path: Path) -> None:
+    """A policy caps activeDeadlineSeconds: the Job controller fails the Job (DeadlineExceeded) and deletes
+    its pods. Fails when the backend ignores the Job's Failed/FailureTarget condition (it would wait for
+    pods that are gone until its own, much later, deadline)."""
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.behaviour["fft"] = "hang"
+    cluster.deadline_cap_s = 12
+    run, spec = make_run(tmp_path)
+    with pytest.raises(TenantFailed, match=r"tenant 'fft'.*Job kts-shared-\w+ failed \(DeadlineExceeded: Job was "
+                                           r"active longer than specified deadline\)"):
+        await _run(cluster.backend(), run, spec.scenario("shared"), timeout_s=3000)
+    assert "job condition FailureTarget=True" in run.stderr_path("shared", "fft").read_text()
+    assert not cluster.live(JOBS)
+
+
+@pytest.mark.parametrize("error", [POD_SECURITY, QUOTA], ids=["pod-security", "quota"])
+async def test_failed_create_is_reported_from_the_jobs_events(cluster: FakeCluster, tmp_path: Path, error: str) -> None:
+    """The API refuses the pods (Pod Security, a ResourceQuota): the Job controller only leaves a
+    FailedCreate event. Fails when the backend does not read it (it would wait for its deadline)."""
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.create_error = error
+    run, spec = make_run(tmp_path)
+    started = time.monotonic()
+    with pytest.raises(TenantFailed) as err:
+        await _run(cluster.backend(), run, spec.scenario("shared"), timeout_s=600)
+    assert time.monotonic() - started < 30
+    msg = str(err.value)
+    assert "cannot create its pods: Error creating: pods" in msg
+    assert ("violates PodSecurity" in msg) if error == POD_SECURITY else ("exceeded quota" in msg)
+    assert "\n" not in msg
+    assert not cluster.live(JOBS)
+
+
+@pytest.mark.parametrize(("mode", "code", "needle"), [
+    ("imagepull", None, "ImagePullBackOff"),
+    ("oom", 137, "OOMKilled (exit code 137)"),
+])
+async def test_container_failures_stop_keep_logs_and_name_pod(cluster: FakeCluster, tmp_path: Path, mode: str,
+                                                              code: int | None, needle: str) -> None:
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.behaviour["gemm"] = mode
+    run, spec = make_run(tmp_path)
+    with pytest.raises(TenantFailed) as err:
+        await _run(cluster.backend(), run, spec.scenario("shared"))
+    exc = err.value
+    assert exc.tenant == "gemm" and exc.exit_code == code
+    assert needle in str(exc) and f"pod {job_name(run.run_id, 'shared')}-1-" in str(exc)
+    gemm_log = run.log_path("shared", "gemm").read_bytes()
+    if mode == "imagepull":
+        assert gemm_log == b"" and "can the node pull kts-worker:test" in str(exc)
+    else:  # the lines the worker printed before it died are kept
+        assert parse_bytes(gemm_log, source="gemm").n >= 3
+    assert needle.split(" ")[0] in run.stderr_path("shared", "gemm").read_text()
+    assert run.log_path("shared", "fft").exists()
+    assert run.manifest()["scenarios"]["shared"]["status"] == "failed"
+    assert not cluster.live(JOBS)
+
+
+async def test_node_lost_mid_run_fails_with_the_nodes_condition(cluster: FakeCluster, tmp_path: Path) -> None:
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.behaviour["fft"] = "hang"
+    run, spec = make_run(tmp_path)
+    backend = cluster.backend()
+    task = asyncio.create_task(_run(backend, run, spec.scenario("shared"), timeout_s=3000))
+    while not any(p.get("status", {}).get("phase") == "Running" for p in cluster.live(PODS).values()):
+        await asyncio.sleep(0.02)
+    await cluster.lose_node("gpu-1")
+    with pytest.raises(TenantFailed, match=r"node gpu-1 is not ready \(Ready=Unknown: NodeStatusUnknown: Kubelet "
+                                           r"stopped posting node status.\) - lost mid-run"):
+        await asyncio.wait_for(task, 60)
+    assert run.manifest()["scenarios"]["shared"]["status"] == "failed"
+
 
 async def test_pending_insufficient_gpu_stops_and_blames_time_slicing(cluster: FakeCluster, tmp_path: Path) -> None:
     cluster.add_node(gpu_node("gpu-1", allocatable=2, replicas=None, strategy=None))
     cluster.behaviour["gemm"] = "unschedulable"
     run, spec = make_run(tmp_path)
     with pytest.raises(TenantFailed) as err:
-        await _run(cluster.backend(schedule_timeout_s=0.5), run, spec.scenario("shared"), timeout_s=30)
+        await _run(cluster.backend(schedule_timeout_s=2.0), run, spec.scenario("shared"))
     msg = str(err.value)
     assert "'gemm'" in msg and "Insufficient nvidia.com/gpu" in msg
     assert "time-slicing may not be configured" in msg and "nvidia.com/gpu.replicas=unset" in msg
     assert "\n" not in msg
     scen = run.manifest()["scenarios"]["shared"]
     assert scen["status"] == "failed" and scen["failed_tenant"] == "gemm"
-    assert run.manifest()["status"] == "failed"
     assert "condition PodScheduled=False" in run.stderr_path("shared", "gemm").read_text()
     assert run.log_path("shared", "gemm").read_bytes() == b""  # the file exists, empty: no container ran
-    assert not cluster.live("batch/v1/jobs") and not cluster.live("v1/pods")
+    assert not cluster.live(JOBS) and not cluster.live(PODS)
 
 
 async def test_too_few_gpu_slots_fails_before_creating_jobs(cluster: FakeCluster, tmp_path: Path) -> None:
@@ -186,7 +403,17 @@ async def test_too_few_gpu_slots_fails_before_creating_jobs(cluster: FakeCluster
     run, spec = make_run(tmp_path)
     with pytest.raises(BackendError, match=r"needs 2 GPUs on one node.*nvidia.com/gpu.replicas=1.*time-slicing"):
         await _run(cluster.backend(), run, spec.scenario("shared"))
-    assert not _jobs_created(cluster.km)
+    assert not _jobs_created(cluster)
+
+
+async def test_time_limit_stops_a_hanging_tenant(cluster: FakeCluster, tmp_path: Path) -> None:
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.behaviour["fft"] = "hang"
+    run, spec = make_run(tmp_path, ("fft",))
+    with pytest.raises(TenantFailed, match=r"did not finish within 18 s .*last state: running"):
+        await _run(cluster.backend(), run, spec.scenario("baseline-fft"), timeout_s=10.0)
+    assert parse_bytes(run.log_path("baseline-fft", "fft").read_bytes()).n >= 1  # partial log kept
+    assert not cluster.live(JOBS)
 
 
 # ------------------------------------------------------------------------------ co-running on one GPU
@@ -196,8 +423,7 @@ async def test_multi_gpu_node_needs_the_packed_allocation_policy(cluster: FakeCl
     run, spec = make_run(tmp_path)
     with pytest.raises(BackendError, match=r"node gpu-1 has 2 physical GPUs.*'distributed'.*packed"):
         await _run(cluster.backend(), run, spec.scenario("shared"))
-    assert not _jobs_created(cluster.km)
-    # a baseline (one tenant) needs no shared GPU; with the packed policy the shared scenario runs
+    assert not _jobs_created(cluster)
     result = await _run(cluster.backend(allocation_policy="packed"), run, spec.scenario("shared"))
     assert result.status == "complete"
     with pytest.raises(SpecError, match="allocation_policy"):
@@ -209,7 +435,7 @@ async def test_sharing_strategy_none_is_refused_for_a_shared_scenario(cluster: F
     run, spec = make_run(tmp_path)
     with pytest.raises(BackendError, match=r"sharing strategy 'none' every tenant gets a GPU of its own"):
         await _run(cluster.backend(), run, spec.scenario("shared"))
-    assert not _jobs_created(cluster.km)
+    assert not _jobs_created(cluster)
     assert (await _run(cluster.backend(), run, spec.scenario("baseline-fft"))).status == "complete"
 
 
@@ -221,7 +447,7 @@ async def test_tenants_on_different_gpu_uuids_fail_the_scenario(cluster: FakeClu
         await _run(cluster.backend(), run, spec.scenario("shared"))
     rec = run.manifest()["scenarios"]["shared"]
     assert rec["status"] == "failed" and "GPU-fake-1" in rec["reason"]
-    assert not cluster.live("batch/v1/jobs")
+    assert not cluster.live(JOBS)
 
 
 async def test_padding_is_stopped_only_after_every_tenant_finished(cluster: FakeCluster, tmp_path: Path) -> None:
@@ -229,79 +455,241 @@ async def test_padding_is_stopped_only_after_every_tenant_finished(cluster: Fake
     cluster.add_node(gpu_node("gpu-1"))
     cluster.behaviour["fft"] = "hang"
     run, spec = make_run(tmp_path)
-    backend = cluster.backend()
     with pytest.raises(TenantFailed, match=r"tenant 'fft'.*padding went on for more than 0.5 s.*fft \(1 timed"):
-        await asyncio.to_thread(backend.run_scenario, run, spec.scenario("shared"), timeout_s=20.0,
-                                progress=False, pad_limit_s=0.5)
+        await _run(cluster.backend(), run, spec.scenario("shared"), timeout_s=3000.0, pad_limit_s=0.5)
     rec = run.manifest()["scenarios"]["shared"]
     assert rec["status"] == "failed" and "padding_stopped_ns" in rec
-    # the padder's streamed log is complete although its pod is gone (the emulator forgets deleted pods' logs)
     log = parse_bytes(run.log_path("shared", "gemm").read_bytes()).frame
-    assert (log["phase"] == "op").sum() == 3 and (log["phase"] == "pad").sum() >= 2
-    assert not cluster.live("batch/v1/jobs")
+    assert (log["phase"] == "op").sum() == 3 and (log["phase"] == "pad").sum() >= 5
+    assert not cluster.live(JOBS)
 
 
 async def test_padders_keep_going_until_the_slow_tenant_is_done(cluster: FakeCluster, tmp_path: Path) -> None:
-    """gemm is done after ~30 ms of log time, fft (10x slower) after ~210 ms: gemm must pad past that."""
+    """fft's iterations are 10x further apart: gemm, done long before, must pad past fft's last one."""
     from conftest import corunning_fractions
 
     cluster.add_node(gpu_node("gpu-1"))
     cluster.behaviour["fft"] = "slow"
     run, spec = make_run(tmp_path)
-    assert (await _run(cluster.backend(), run, spec.scenario("shared"), timeout_s=30.0)).status == "complete"
+    assert (await _run(cluster.backend(), run, spec.scenario("shared"))).status == "complete"
     got = corunning_fractions(run.path)
     assert got["shared/fft"][:2] == (3, 3) and got["shared/gemm"][:2] == (3, 3)
-    assert got["shared/gemm"][2] > 10  # its padding ran on to cover the slow tenant's last iteration
+    assert got["shared/gemm"][2] > 20  # its padding ran on to cover the slow tenant's last iteration
 
 
 async def test_baseline_does_not_pad_and_completes_by_itself(cluster: FakeCluster, tmp_path: Path) -> None:
     cluster.add_node(gpu_node("gpu-1"))
     run, spec = make_run(tmp_path)
     await _run(cluster.backend(), run, spec.scenario("baseline-fft"))
-    job = _jobs_created(cluster.km)[0]
+    (job,) = _jobs_created(cluster)
     assert _env(job)["KTS_PAD"] == "0" and float(_env(job)["KTS_LEAD_IN_S"]) > 0
+    assert job["spec"]["completions"] == 1
     rec = run.manifest()["scenarios"]["baseline-fft"]
-    assert "padding_stopped_ns" not in rec and rec["tenants"]["fft"]["waits"]["run_s"] == 12.0
+    assert "padding_stopped_ns" not in rec and rec["tenants"]["fft"]["outcome"] == "complete"
+    assert cluster.requests("delete", JOBS)  # cleaned up after it completed
 
 
-@pytest.mark.parametrize(("mode", "code", "needle"), [
-    ("imagepull", None, "ImagePullBackOff"),
-    ("oom", 137, "OOMKilled (exit code 137)"),
-    ("exit1", 1, "Error (exit code 1)"),
-])
-async def test_container_failures_stop_keep_logs_and_name_pod(cluster: FakeCluster, tmp_path: Path, mode: str,
-                                                              code: int | None, needle: str) -> None:
+# ------------------------------------------------------------------------------ the barrier and the clocks
+
+async def test_a_late_worker_is_flagged_from_its_own_loop_start(cluster: FakeCluster, tmp_path: Path) -> None:
+    """gemm reaches the barrier 3 s after START_AT (a slow CUDA init): its container started in time, so
+    only the worker's loop_start - start_at shows it. Fails when the missed-barrier flag is not computed."""
     cluster.add_node(gpu_node("gpu-1"))
-    cluster.behaviour["gemm"] = mode
+    cluster.behaviour["gemm"] = "late"
     run, spec = make_run(tmp_path)
-    with pytest.raises(TenantFailed) as err:
-        await _run(cluster.backend(), run, spec.scenario("shared"))
-    exc = err.value
-    assert exc.tenant == "gemm" and exc.exit_code == code
-    assert needle in str(exc)
-    assert f"pod {job_name(run.run_id, 'shared', 'gemm')}-" in str(exc)
-    if mode == "exit1":
-        assert str(exc).endswith("last stderr line: RuntimeError: CUDA error: out of memory")
-    gemm_log = run.log_path("shared", "gemm").read_bytes()
-    if mode == "imagepull":
-        assert gemm_log == b""
-    else:  # the lines the worker printed before it died are kept
-        assert parse_bytes(gemm_log, source="gemm").n == 3
-    assert needle.split(" ")[0] in run.stderr_path("shared", "gemm").read_text()
-    assert run.log_path("shared", "fft").exists()
-    assert run.manifest()["scenarios"]["shared"]["status"] == "failed"
-    assert not cluster.live("batch/v1/jobs")
+    assert (await _run(cluster.backend(), run, spec.scenario("shared"))).status == "complete"
+    scen = run.manifest()["scenarios"]["shared"]
+    fft, gemm = scen["tenants"]["fft"], scen["tenants"]["gemm"]
+    assert _epoch(gemm["container_started"]) < scen["start_at_ns"] / 1e9  # the old check saw nothing wrong
+    assert gemm["missed_start_barrier"] is True and gemm["late_start_s"] == pytest.approx(3.001, abs=0.01)
+    assert fft["missed_start_barrier"] is False
+    assert scen["warnings"] == ["tenant(s) gemm (3.00 s) began their timed loop after START_AT: they missed the "
+                                "shared start; raise start_delay_s"]
+    waits = layered_waits(run.read()).set_index("tenant")
+    assert waits.loc["gemm", "late_start_s"] == pytest.approx(3.001, abs=0.01)
+    assert waits.loc["gemm", "barrier_wait_s"] == pytest.approx(0.001, abs=0.01)
 
 
-async def test_time_limit_stops_a_hanging_tenant(cluster: FakeCluster, tmp_path: Path) -> None:
+async def test_clock_skew_between_node_and_api_server_is_reported_not_hidden(cluster: FakeCluster,
+                                                                             tmp_path: Path) -> None:
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.node_skew_s["gpu-1"] = -6.0  # the node's clock is 6 s behind the API server's
+    run, spec = make_run(tmp_path, ("fft",))
+    assert (await _run(cluster.backend(start_delay_s=2.0), run, spec.scenario("baseline-fft"))).status == "complete"
+    row = layered_waits(run.read()).iloc[0]
+    assert row.placement_wait_s == 1  # both ends on the API server's clock: unaffected
+    assert pd.isna(row.startup_s)  # not clamped to 0
+    assert row.clock_skew.startswith("barrier reached on node gpu-1 (the worker)'s clock reads ")
+    assert "before scheduled on the API server's clock" in row.clock_skew
+    assert row.barrier_wait_s >= 0 and row.timed_loop_s > 0  # one clock: still fine
+
+
+# ------------------------------------------------------------------------------------------ the watch
+
+async def test_the_watch_wakes_the_loop(cluster: FakeCluster, tmp_path: Path) -> None:
+    """With a 30 s poll interval only the pod watch can move the loop on in time. Fails without the watch."""
+    cluster.add_node(gpu_node("gpu-1"))
+    run, spec = make_run(tmp_path, ("fft",))
+    started = time.monotonic()
+    assert (await _run(cluster.backend(poll_s=30.0), run, spec.scenario("baseline-fft"))).status == "complete"
+    assert time.monotonic() - started < 20
+    assert len([r for r in list(cluster.km.log) if r.action == kmock.action.WATCH]) >= 2
+
+
+async def test_a_dropped_watch_stream_is_opened_again(cluster: FakeCluster, tmp_path: Path) -> None:
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.km.drop_watches = 3
+    run, spec = make_run(tmp_path)
+    started = time.monotonic()
+    assert (await _run(cluster.backend(poll_s=30.0), run, spec.scenario("shared"))).status == "complete"
+    assert time.monotonic() - started < 30
+    assert cluster.km.watches_dropped == 3
+    assert len([r for r in list(cluster.km.log) if r.action == kmock.action.WATCH]) >= 4  # resumed after each drop
+    for tenant in ("fft", "gemm"):
+        assert parse_bytes(run.log_path("shared", tenant).read_bytes()).n >= 6
+
+
+# ------------------------------------------------------------------------------ other clients and users
+
+async def test_a_foreign_job_on_the_node_is_waited_for_and_never_touched(cluster: FakeCluster, tmp_path: Path) -> None:
+    """Another kts run (its client died, its Lease expired) still has a GPU pod on gpu-1: wait, never delete."""
+    cluster.add_node(gpu_node("gpu-1"))
+    theirs = {MANAGED_BY: "kts", "kts.run-id": "their-run", "kts.scenario": "shared"}
+    await cluster.add_running_job("kts-theirs", theirs, "gpu-1", run_for_s=12)
+    while not any(p.get("status", {}).get("phase") == "Running" for p in cluster.live(PODS).values()):
+        await asyncio.sleep(0.02)
+    run, spec = make_run(tmp_path, ("fft",))
+    backend = cluster.backend()
+    info = await asyncio.to_thread(backend.describe)
+    assert [p.split(" ")[0] for p in info["other_gpu_pods"]] and "kts run their-run" in info["other_gpu_pods"][0]
+    assert (await _run(backend, run, spec.scenario("baseline-fft"))).status == "complete"
+    assert cluster.max_runs_per_node == 1  # never two runs' pods on the node at once
+    assert "kts-theirs" not in {r.name for r in cluster.requests("delete", JOBS)}
+    assert not [r for r in cluster.requests("delete", PODS) if r.name.startswith("kts-theirs")]
+    rec = run.manifest()["scenarios"]["baseline-fft"]
+    assert rec["lease"]["waited_for_node_s"] >= 5
+
+
+async def test_a_gpu_pod_that_never_ends_fails_clearly_and_is_left_alone(cluster: FakeCluster, tmp_path: Path) -> None:
+    cluster.add_node(gpu_node("gpu-1"))
+    await cluster.add_running_job("training", {"app": "someone-elses"}, "gpu-1", run_for_s=None)
+    while not any(p.get("status", {}).get("phase") == "Running" for p in cluster.live(PODS).values()):
+        await asyncio.sleep(0.02)
+    run, spec = make_run(tmp_path, ("fft",))
+    with pytest.raises(NodeBusy, match=r"node gpu-1 still runs GPU pods that are not this run's after \d+ s: "
+                                       r"training-0-\w+ \(Job training, not a kts pod\); kts never deletes"):
+        await _run(cluster.backend(lease_wait_s=5.0), run, spec.scenario("baseline-fft"))
+    assert not _jobs_created(cluster)[1:]  # only the foreign Job was ever created
+    assert "training" in cluster.live(JOBS) and not cluster.requests("delete", JOBS)
+    assert not cluster.live(LEASES)  # our Lease was given back
+
+
+async def test_a_lease_held_by_another_client_keeps_this_one_off_the_node(cluster: FakeCluster, tmp_path: Path) -> None:
+    cluster.add_node(gpu_node("gpu-1"))
+    await cluster.put_lease("gpu-1", "kts@their-laptop/4242/abc", renewed_ago_s=0, duration_s=3600)
+    run, spec = make_run(tmp_path, ("fft",))
+    with pytest.raises(NodeBusy, match=r"node gpu-1 is in use by another kts client: held by "
+                                       r"kts@their-laptop/4242/abc \(run theirs\), renewed \d+ s ago, lease 3600 s "
+                                       r"\(Lease kts/kts-node-gpu-1\); waited \d+ s"):
+        await _run(cluster.backend(lease_wait_s=4.0), run, spec.scenario("baseline-fft"))
+    assert not _jobs_created(cluster)
+    lease = cluster.live(LEASES)[lease_name("gpu-1")]
+    assert lease["spec"]["holderIdentity"] == "kts@their-laptop/4242/abc"  # untouched
+
+
+async def test_a_stale_lease_expires_and_is_taken_over(cluster: FakeCluster, tmp_path: Path) -> None:
+    cluster.add_node(gpu_node("gpu-1"))
+    await cluster.put_lease("gpu-1", "kts@crashed/1/dead", renewed_ago_s=120, duration_s=30)
+    run, spec = make_run(tmp_path, ("fft",))
+    backend = cluster.backend()
+    assert (await _run(backend, run, spec.scenario("baseline-fft"))).status == "complete"
+    (takeover, *renewals) = [r.data for r in cluster.requests("put", LEASES)]
+    assert takeover["spec"]["holderIdentity"] == backend.identity and takeover["spec"]["leaseTransitions"] == 1
+    assert not cluster.live(LEASES)  # released at the end
+
+
+async def test_the_lease_is_renewed_while_a_long_scenario_runs(cluster: FakeCluster, tmp_path: Path) -> None:
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.behaviour["fft"] = "slow"
+    run, spec = make_run(tmp_path)
+    backend = cluster.backend(lease_duration_s=3)
+    assert (await _run(backend, run, spec.scenario("shared"))).status == "complete"
+    renewals = [r.data for r in cluster.requests("put", LEASES)]
+    assert len(renewals) >= 2 and {r["spec"]["holderIdentity"] for r in renewals} == {backend.identity}
+    times = [_epoch(r["spec"]["renewTime"]) for r in renewals]
+    assert times == sorted(times) and times[-1] > times[0]
+
+
+async def test_a_lease_taken_over_mid_run_fails_the_scenario(cluster: FakeCluster, tmp_path: Path) -> None:
+    """Another client overwrote the node's Lease: stop at once (fft would hang until the deadline)."""
     cluster.add_node(gpu_node("gpu-1"))
     cluster.behaviour["fft"] = "hang"
-    run, spec = make_run(tmp_path, ("fft",))
-    with pytest.raises(TenantFailed, match=r"did not finish within 1 s .*last state: running"):
-        await _run(cluster.backend(), run, spec.scenario("baseline-fft"), timeout_s=1.0)
-    assert parse_bytes(run.log_path("baseline-fft", "fft").read_bytes()).n == 1  # partial log kept
-    assert not cluster.live("batch/v1/jobs")
+    run, spec = make_run(tmp_path)
+    backend = cluster.backend(lease_duration_s=3)
+    started = time.monotonic()
+    task = asyncio.create_task(_run(backend, run, spec.scenario("shared"), timeout_s=3000))
+    while not any(p.get("status", {}).get("phase") == "Running" for p in cluster.live(PODS).values()):
+        await asyncio.sleep(0.02)
+    # take it over as another client would: a write based on a resourceVersion that a renewal made stale
+    # in the meantime is refused (409), so try again until the takeover is stored
+    for _ in range(100):
+        lease = cluster.live(LEASES)[lease_name("gpu-1")]
+        if lease["spec"]["holderIdentity"] == "kts@impatient/7/xyz":
+            break
+        await cluster._http("put", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{lease_name('gpu-1')}",
+                            {**lease, "spec": {**lease["spec"], "holderIdentity": "kts@impatient/7/xyz"}})
+    with pytest.raises(TenantFailed, match=r"taken over by kts@impatient/7/xyz while this client measured"):
+        await asyncio.wait_for(task, 60)
+    assert time.monotonic() - started < 20
+    assert not cluster.live(JOBS)
 
+
+# ------------------------------------------------------------------------------------------ clean-up
+
+async def test_cleanup_touches_only_this_runs_objects_or_old_kit_objects(cluster: FakeCluster, tmp_path: Path) -> None:
+    cluster.add_node(gpu_node("gpu-1"))
+    kts = {MANAGED_BY: "kts", "kts.run-id": "old-run", "kts.scenario": "shared"}
+    cluster.add_job("kts-old", kts, {"kts/run-id": "old-run"}, age_s=3 * 86400)
+    cluster.add_job("kts-recent", dict(kts, **{"kts.run-id": "other"}), {"kts/run-id": "other"}, age_s=600)
+    cluster.add_job("helm-job", {MANAGED_BY: "helm", "kts.run-id": "old-run"}, age_s=3 * 86400)
+    cluster.add_job("plain-job", {"app": "web"}, age_s=3 * 86400)
+    backend = cluster.backend()
+    run, spec = make_run(tmp_path, ("fft",))
+    await _run(backend, run, spec.scenario("baseline-fft"))
+    assert {"kts-old", "kts-recent", "helm-job", "plain-job"} <= set(cluster.live(JOBS))  # a run touches its own only
+    assert await asyncio.to_thread(backend.cleanup, "some-other-run") == []
+    assert await asyncio.to_thread(backend.cleanup, "old-run") == ["kts-old"]
+    cluster.add_job("kts-old", kts, {"kts/run-id": "old-run"}, age_s=3 * 86400)
+    assert await asyncio.to_thread(backend.cleanup_older_than, 86400) == ["kts-old"]
+    assert set(cluster.live(JOBS)) == {"kts-recent", "helm-job", "plain-job"}
+    with pytest.raises(SpecError, match="needs a run id"):
+        await asyncio.to_thread(backend.cleanup, "")
+
+
+async def test_interrupt_cleans_up_and_records(cluster: FakeCluster, tmp_path: Path) -> None:
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.behaviour["fft"] = "hang"
+    backend = cluster.backend()
+    real = backend.api.list_pods
+    calls = {"n": 0}
+
+    def list_pods(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        calls["n"] += 1
+        if calls["n"] == 8:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    backend.api.list_pods = list_pods  # type: ignore[method-assign]
+    run, spec = make_run(tmp_path, ("fft",))
+    with pytest.raises(KeyboardInterrupt):
+        await _run(backend, run, spec.scenario("baseline-fft"))
+    scen = run.manifest()["scenarios"]["baseline-fft"]
+    assert scen["status"] == "failed" and scen["reason"] == "interrupted (KeyboardInterrupt)"
+    assert run.stderr_path("baseline-fft", "fft").exists()
+    assert not cluster.live(JOBS) and not cluster.live(LEASES)
+
+
+# ------------------------------------------------------------------------------------------ RBAC
 
 async def test_rbac_forbidden_names_verb_and_resource(cluster: FakeCluster, tmp_path: Path) -> None:
     cluster.add_node(gpu_node("gpu-1"))
@@ -322,67 +710,14 @@ async def test_rbac_forbidden_on_nodes(cluster: FakeCluster) -> None:
         await asyncio.to_thread(cluster.backend().describe)
 
 
-async def test_leftovers_are_cleaned_and_nothing_else_is_touched(cluster: FakeCluster, tmp_path: Path) -> None:
-    cluster.add_node(gpu_node("gpu-1"))
-    kts = {MANAGED_BY: "kts", "kts.run-id": "old-run", "kts.scenario": "shared", "kts.tenant": "fft"}
-    cluster.add_job("kts-leftover", kts, {"kts/run-id": "old-run"})
-    cluster.add_job("kts-other-node", dict(kts, **{"kts.run-id": "other"}),
-                    {"kts/run-id": "other", "kts/node": "gpu-2"})
-    cluster.add_job("helm-job", {MANAGED_BY: "helm", "kts.run-id": "old-run"})
-    cluster.add_job("plain-job", {"app": "web"})
-    backend = cluster.backend()
-    info = await asyncio.to_thread(backend.describe)
-    assert info["leftover_jobs"] == ["kts-leftover"]
-    run, spec = make_run(tmp_path, ("fft",))
-    await _run(backend, run, spec.scenario("baseline-fft"))
-    assert "kts-leftover" in cluster.deleted("batch/v1/jobs")
-    assert {"kts-other-node", "helm-job", "plain-job"} <= set(cluster.live("batch/v1/jobs"))
-    # an explicit cleanup of everything the kit owns still spares the foreign Jobs
-    removed = await asyncio.to_thread(backend.cleanup)
-    assert removed == ["kts-other-node"]
-    assert set(cluster.live("batch/v1/jobs")) == {"helm-job", "plain-job"}
-
-
-async def test_interrupt_cleans_up_and_records(cluster: FakeCluster, tmp_path: Path) -> None:
-    cluster.add_node(gpu_node("gpu-1"))
-    cluster.behaviour["fft"] = "hang"
-    backend = cluster.backend()
-    real = backend.api.list_pods
-    calls = {"n": 0}
-
-    def list_pods(selector: str) -> list[dict[str, Any]]:
-        calls["n"] += 1
-        if calls["n"] == 6:
-            raise KeyboardInterrupt
-        return real(selector)
-
-    backend.api.list_pods = list_pods  # type: ignore[method-assign]
-    run, spec = make_run(tmp_path, ("fft",))
-    with pytest.raises(KeyboardInterrupt):
-        await _run(backend, run, spec.scenario("baseline-fft"))
-    scen = run.manifest()["scenarios"]["baseline-fft"]
-    assert scen["status"] == "failed" and scen["reason"] == "interrupted (KeyboardInterrupt)"
-    assert run.stderr_path("baseline-fft", "fft").exists()
-    assert not cluster.live("batch/v1/jobs")
-
-
 # ------------------------------------------------------------------------------------------ config errors
 
-async def test_unreachable_api_names_context(tmp_path: Path) -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again below: nothing listens there
-    cfg = tmp_path / "kubeconfig"
-    cfg.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "lab", "context": {"cluster": "c", "user": "u"}}]}))
+async def test_unreachable_api_names_context(tmp_path: Path, closed_port: str) -> None:
+    server = closed_port.rsplit("/", 1)[0]
+    cfg = kubeconfig_file(tmp_path / "kubeconfig", server)
     backend = KubernetesBackend(kubeconfig=cfg)
     backend.api.api_client.configuration.retries = 0
-    with pytest.raises(BackendError, match=rf"cannot reach the Kubernetes API at http://127.0.0.1:{port} "
+    with pytest.raises(BackendError, match=rf"cannot reach the Kubernetes API at {re.escape(server)} "
                                            r"\(context 'lab'\)"):
         backend.describe()
     with pytest.raises(BackendError, match=r"context 'prod' is not in kubeconfig .*; it has: lab"):
@@ -405,6 +740,8 @@ def test_bad_arguments_fail_fast() -> None:
         KubernetesBackend(namespace="Bad_NS", api_client=object())
     with pytest.raises(SpecError, match="gpu_resource"):
         KubernetesBackend(gpu_resource="amd.com/gpu", api_client=object())
+    with pytest.raises(SpecError, match="lease_duration_s"):
+        KubernetesBackend(lease_duration_s=1, api_client=object())
     with pytest.raises(SpecError, match="only k=v"):
         parse_selector("zone in (a,b)")
     assert parse_selector("a=b, c, !d") == {"a": "b", "c": None, "d": "!"}
@@ -416,9 +753,13 @@ def test_label_values_and_names_are_sanitised() -> None:
         assert LABEL_RE.match(value) and len(value) <= 63
     assert label_value("shared") == "shared"
     assert label_value("a+b") != label_value("a-b")  # sanitising never merges distinct values
-    names = {job_name("r" * 70, "shared-all+" * 5, t) for t in ("fft", "gemm", "llm")}
+    names = {job_name("r" * 70, s) for s in ("shared-all+" * 5, "shared-fft+gemm", "baseline-llm")}
     assert len(names) == 3
-    assert all(DNS_RE.match(n) and len(n) <= 52 for n in names)
+    # the pods' hostname is <job>-<index>: it must stay a DNS label
+    assert all(DNS_RE.match(n) and len(f"{n}-15") <= 63 for n in names)
+    for node in ("gpu-1", "ip-10-0-0-1.ec2.internal", "n" * 250):
+        assert len(lease_name(node)) <= 63 and lease_name(node).startswith("kts-node-")
+    assert lease_name("a.b") != lease_name("a-b")
 
 
 def test_layered_waits_skips_other_backends(tmp_path: Path) -> None:
@@ -426,84 +767,5 @@ def test_layered_waits_skips_other_backends(tmp_path: Path) -> None:
     run.record_scenario("baseline-fft", {"status": "complete", "backend": "local", "tenants": {}})
     frame = layered_waits(run.read())
     assert frame.empty
-    assert list(frame.columns)[:6] == ["scenario", "tenant", "admission_wait_s", "placement_wait_s", "startup_s",
-                                       "run_s"]
-
-
-# ------------------------------------------------------------------------------------------ scale out
-
-async def test_scale_out_runs_one_experiment_per_node_at_once(cluster: FakeCluster, tmp_path: Path) -> None:
-    from kubernetes import client
-
-    from kts_helpers.run.spec import ExperimentParams
-
-    cluster.add_node(gpu_node("gpu-a", extra_labels={"kts/pool": "bench"}))
-    cluster.add_node(gpu_node("gpu-b", extra_labels={"kts/pool": "bench"}))
-    cluster.add_node(gpu_node("gpu-c"))  # not in the pool
-    experiments = [ExperimentParams(profile="tiny", workloads=("fft", "gemm"), label=f"cell{i}") for i in range(2)]
-    api = client.ApiClient(client.Configuration(host=str(cluster.km.url).rstrip("/")))
-    results = await asyncio.to_thread(
-        scale_out, experiments, node_selector="kts/pool=bench", root=tmp_path, api_client=api, progress=False,
-        namespace=NS, image="kts-worker:test", start_delay_s=0.0, poll_s=0.1, cleanup_timeout_s=5.0)
-    assert [r.status for r in results] == ["complete", "complete"]
-    assert {r.node for r in results} == {"gpu-a", "gpu-b"}
-    assert len({r.run_path for r in results}) == 2
-    assert cluster.max_runs_at_once == 2  # both experiments had Jobs at the same time
-    for r in results:
-        assert r.run_path is not None
-        run_dir = Path(r.run_path)
-        jobs = [j for j in _jobs_created(cluster.km) if j["metadata"]["annotations"]["kts/run-id"] == run_dir.name]
-        assert len(jobs) == 5  # calibration (the kit's one runner calibrates everywhere), 2 baselines, shared x2
-        assert {j["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"] for j in jobs} == {r.node}
-        assert sorted(p.name for p in (run_dir / "logs").iterdir()) == ["baseline-fft", "baseline-gemm",
-                                                                       "calibration", "shared"]
-        assert "floor_ms" in json.loads((run_dir / "manifest.json").read_text())["calibration"]
-
-
-# ------------------------------------------------------------------------------------------ k8s_smoke
-
-def _kubeconfig(path: Path, server: str, context: str = "lab") -> Path:
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": context,
-        "clusters": [{"name": "c", "cluster": {"server": server}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": context, "context": {"cluster": "c", "user": "u"}}]}))
-    return path
-
-
-async def test_k8s_smoke_runs_a_tiny_experiment(cluster: FakeCluster, tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from kts_helpers import k8s_smoke
-
-    cluster.add_node(gpu_node("gpu-1"))
-    cfg = _kubeconfig(tmp_path / "kubeconfig", str(cluster.km.url).rstrip("/"))
-    code = await asyncio.to_thread(k8s_smoke.main, ["--kubeconfig", str(cfg), "--start-delay", "0",
-                                                    "--root", str(tmp_path / "runs"), "--timeout", "20"])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert "Kubernetes sees 4 GPUs; the node has 1" in out and "context lab" in out
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    assert "k8s-smoke" in run_dir.name
-    assert sorted(p.name for p in (run_dir / "logs").iterdir()) == ["baseline-fft", "baseline-gemm", "calibration",
-                                                                   "shared"]
-    assert "placement_wait_s" in out
-    assert not cluster.live("batch/v1/jobs")
-
-
-async def test_k8s_smoke_cleanup_and_errors(cluster: FakeCluster, tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from kts_helpers import k8s_smoke
-
-    cluster.add_job("kts-leftover", {MANAGED_BY: "kts", "kts.run-id": "old"}, {"kts/run-id": "old"})
-    cluster.add_job("web", {"app": "web"})
-    cfg = _kubeconfig(tmp_path / "kubeconfig", str(cluster.km.url).rstrip("/"))
-    code = await asyncio.to_thread(k8s_smoke.main, ["--kubeconfig", str(cfg), "--cleanup"])
-    assert code == 0
-    assert "removed 1 kts Job(s) from namespace kts: kts-leftover" in capsys.readouterr().out
-    assert set(cluster.live("batch/v1/jobs")) == {"web"}
-
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    code = await asyncio.to_thread(k8s_smoke.main, ["--kubeconfig", str(tmp_path / "missing")])
-    err = capsys.readouterr().err
-    assert code == 2
-    assert err.startswith("kts k8s-smoke: error: no kubeconfig found at") and err.count("\n") == 1
+    assert list(frame.columns)[:7] == ["scenario", "tenant", "admission_wait_s", "placement_wait_s", "startup_s",
+                                       "barrier_wait_s", "timed_loop_s"]

@@ -7,6 +7,8 @@ and the Jobs the Python backend builds against the same schemas and the same har
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -18,7 +20,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from kts_helpers.run.backends.kubernetes.jobs import build_job
+from kts_helpers.run.backends.kubernetes.jobs import build_scenario_job
 from kts_helpers.run.spec import ExperimentParams, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,8 +33,11 @@ KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 
 @cache
 def render(overlay: str) -> tuple[dict[str, Any], ...]:
-    out = subprocess.run([KUBECTL, "kustomize", str(MANIFESTS / "overlays" / overlay)], capture_output=True,
-                         text=True, timeout=60)
+    return render_dir(MANIFESTS / "overlays" / overlay)
+
+
+def render_dir(path: Path) -> tuple[dict[str, Any], ...]:
+    out = subprocess.run([KUBECTL, "kustomize", str(path)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return tuple(d for d in yaml.safe_load_all(out.stdout) if d)
 
@@ -80,13 +85,17 @@ def test_cli_validates_offline_as_ci_would(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("overlay", JOB_OVERLAYS)
-def test_job_overlays_hold_the_kit_objects(overlay: str) -> None:
+def test_job_overlays_hold_the_kit_objects_and_one_job_per_scenario(overlay: str) -> None:
     k = kinds(overlay)
-    for kind in ("Namespace", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding",
-                 "ConfigMap"):
+    for kind in ("Namespace", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"):
         assert kind in k
-    expected = {"baseline-fft": 1, "baseline-gemm": 1, "shared": 2, "shared-kueue": 2}[overlay]
-    assert k.count("Job") == expected
+    assert k.count("Job") == 1  # a scenario is one object: Kueue admits it as one Workload
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_no_overlay_resets_the_start_barrier(overlay: str) -> None:
+    """The barrier is set per run (README); an overlay that carried kts-start-at would reset it on apply."""
+    assert not [d for d in render(overlay) if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "kts-start-at"]
 
 
 def _hardened(pod: dict[str, Any]) -> None:
@@ -97,7 +106,8 @@ def _hardened(pod: dict[str, Any]) -> None:
     (c,) = pod["containers"]
     sc = c["securityContext"]
     assert sc["allowPrivilegeEscalation"] is False and sc["privileged"] is False
-    assert sc["readOnlyRootFilesystem"] is True and sc["runAsNonRoot"] is True
+    # not required by "restricted", and some CDI-mode GPU containers need a writable root: an option
+    assert sc["readOnlyRootFilesystem"] is False and sc["runAsNonRoot"] is True
     assert sc["capabilities"] == {"drop": ["ALL"]}
     assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
     mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
@@ -107,6 +117,7 @@ def _hardened(pod: dict[str, Any]) -> None:
     assert env["HOME"]["value"] == "/scratch" and env["DEVICE"]["value"] == "cuda"
     assert "START_AT" in env
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert c["resources"]["requests"] == {"cpu": "1", "memory": "2Gi"}
 
 
 @pytest.mark.parametrize("overlay", JOB_OVERLAYS)
@@ -114,6 +125,9 @@ def test_jobs_are_hardened_and_request_one_gpu_each(overlay: str) -> None:
     for job in jobs(overlay):
         assert job["spec"]["backoffLimit"] == 0
         assert job["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kts"
+        # hand-applied Jobs carry a run id too, so clean-up can find them
+        assert job["metadata"]["labels"]["kts.run-id"] == "manual"
+        assert job["spec"]["template"]["metadata"]["labels"]["kts.run-id"] == "manual"
         pod = job["spec"]["template"]["spec"]
         _hardened(pod)
         assert pod["serviceAccountName"] == "kts-worker"
@@ -122,27 +136,55 @@ def test_jobs_are_hardened_and_request_one_gpu_each(overlay: str) -> None:
     sa = [d for d in render(overlay) if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == "kts-worker"]
     assert sa[0]["automountServiceAccountToken"] is False
     ns = next(d for d in render(overlay) if d["kind"] == "Namespace")
-    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    for mode in ("enforce", "warn", "audit"):
+        assert ns["metadata"]["labels"][f"pod-security.kubernetes.io/{mode}"] == "restricted"
+        assert ns["metadata"]["labels"][f"pod-security.kubernetes.io/{mode}-version"] == "latest"
 
 
-def test_shared_tenants_share_barrier_and_node() -> None:
-    shared = jobs("shared")
-    assert sorted(j["metadata"]["labels"]["kts.tenant"] for j in shared) == ["fft", "gemm"]
-    for job in shared:
-        term = job["spec"]["template"]["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-        assert term[0]["topologyKey"] == "kubernetes.io/hostname"
-        # the pod matches its own affinity term, so the first tenant can land and the others follow it
-        assert term[0]["labelSelector"]["matchLabels"].items() <= job["spec"]["template"]["metadata"]["labels"].items()
-        assert "kueue.x-k8s.io/queue-name" not in job["metadata"]["labels"]
-    for job in jobs("baseline-fft") + jobs("baseline-gemm"):
+def _plain_env(job: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"] if "value" in e}
+
+
+def test_the_shared_scenario_is_one_indexed_job_with_the_baselines_settings() -> None:
+    (shared,) = jobs("shared")
+    spec = shared["spec"]
+    assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == 2
+    tenants = json.loads(_plain_env(shared)["KTS_TENANTS"])
+    assert json.loads(shared["metadata"]["annotations"]["kts/tenants"]) == [t["TENANT"] for t in tenants]
+    (fft,), (gemm,) = jobs("baseline-fft"), jobs("baseline-gemm")
+    for entry, alone in zip(tenants, (fft, gemm), strict=True):
+        # each index runs exactly what its tenant runs alone (the DF compares the two)
+        assert entry == {k: v for k, v in _plain_env(alone).items() if k in entry}
+        assert set(entry) == {"WORKLOAD", "TENANT", "ITERATIONS", "MATRIX_SIZE", "SLEEP_MS", "WARMUP", "THREADS"}
+        assert alone["spec"]["template"]["spec"]["containers"][0]["resources"] == \
+            shared["spec"]["template"]["spec"]["containers"][0]["resources"]
+    env = _plain_env(shared)
+    assert env["KTS_PAD"] == "1" and env["KTS_PAD_LIMIT_EXIT"] == "0" and float(env["KTS_LEAD_IN_S"]) > 0
+    term = spec["template"]["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term[0]["topologyKey"] == "kubernetes.io/hostname"
+    # the pod matches its own affinity term, so the first index can land and the other follows it
+    assert term[0]["labelSelector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
+    assert "kueue.x-k8s.io/queue-name" not in shared["metadata"]["labels"]
+    for job in (fft, gemm):
         assert "affinity" not in job["spec"]["template"]["spec"]
         assert job["metadata"]["labels"]["kts.scenario"].startswith("baseline-")
 
 
-def test_kueue_overlay_adds_queue_label_and_suspends() -> None:
-    for job in jobs("shared-kueue"):
-        assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kts"
-        assert job["spec"]["suspend"] is True
+def test_kueue_overlay_adds_queue_label_and_suspends_the_one_job() -> None:
+    (job,) = jobs("shared-kueue")
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kts"
+    assert job["spec"]["suspend"] is True and job["spec"]["completions"] == 2
+
+
+def test_read_only_root_is_an_opt_in_component(tmp_path: Path) -> None:
+    up = os.path.relpath(MANIFESTS, tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [f"{up}/overlays/shared"], "components": [f"{up}/components/read-only-root"]}))
+    (job,) = [d for d in render_dir(tmp_path) if d["kind"] == "Job"]
+    assert job["spec"]["template"]["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+    for version in K8S_VERSIONS:
+        kubernetes_validate.validate(job, version, strict=True)
 
 
 def _device_plugin_config(overlay: str) -> dict[str, Any]:
@@ -181,17 +223,13 @@ def test_no_invented_resources_anywhere() -> None:
     assert "memoryLimit" not in text
 
 
-def test_rbac_allows_only_what_the_kit_does() -> None:
+def test_rbac_binds_the_runner_and_grants_no_wildcards() -> None:
+    """Which verbs: tests/test_k8s_rbac.py derives them from the backend's calls, both ways."""
     docs = render("shared")
     (role,) = [d for d in docs if d["kind"] == "Role"]
-    allowed = {(g, r): set(rule["verbs"]) for rule in role["rules"] for g in rule["apiGroups"]
-               for r in rule["resources"]}
-    assert allowed == {("batch", "jobs"): {"create", "get", "list", "watch", "delete"},
-                       ("", "pods"): {"get", "list", "watch", "delete"}, ("", "pods/log"): {"get"},
-                       ("", "events"): {"get", "list"}, ("kueue.x-k8s.io", "workloads"): {"get", "list"}}
     assert role["metadata"]["namespace"] == "kts"
     (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole"]
-    assert cluster_role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    assert [r["resources"] for r in cluster_role["rules"]] == [["nodes"]]  # the only cluster-wide read
     for binding in (d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kts-runner", "namespace": "kts"}]
     assert "*" not in yaml.safe_dump([role, cluster_role])
@@ -200,25 +238,32 @@ def test_rbac_allows_only_what_the_kit_does() -> None:
 def test_readme_documents_helm_values_and_cluster_policy_patch() -> None:
     readme = (MANIFESTS / "README.md").read_text()
     for needle in ("config.name=kts-time-slicing-config", "config.default=any", "clusterpolicies.nvidia.com",
-                   '"devicePlugin"', "nvidia.com/device-plugin.config", "kubectl kustomize", "LocalQueue"):
+                   '"devicePlugin"', "nvidia.com/device-plugin.config", "kubectl kustomize", "LocalQueue",
+                   "--set runtimeClassName=nvidia", "GKE", "kts-start-at", "Lease", "--resume",
+                   "components/read-only-root", "imagePullSecrets"):
         assert needle in readme
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
-def test_backend_jobs_validate_and_match_the_manifest_hardening(version: str) -> None:
+def test_backend_jobs_validate_and_match_the_manifests(version: str) -> None:
     spec = resolve(ExperimentParams(profile="tiny", workloads=("fft", "gemm")), "cuda")
-    scenario = spec.scenario("shared")
-    for tenant in scenario.tenants:
-        job = build_job(run_id="20250101T000000Z-tiny-lab-ab12", scenario=scenario, tenant=tenant, namespace="kts",
-                        image="kts-worker:latest", node="gpu-1", start_at_ns=1_735_689_600_000_000_000,
-                        queue_name="kts", service_account="kts-worker")
+    manifest = jobs("shared")[0]
+    for scenario in (spec.scenario("shared"), spec.scenario("baseline-fft")):
+        job = build_scenario_job(run_id="20250101T000000Z-tiny-lab-ab12", scenario=scenario, namespace="kts",
+                                 image="kts-worker:latest", node="gpu-1", start_at_ns=1_735_689_600_000_000_000,
+                                 queue_name="kts", image_pull_secrets=("regcred",))
         kubernetes_validate.validate(job, version, strict=True)
         pod = job["spec"]["template"]["spec"]
         _hardened(pod)
-        manifest_pod = jobs("shared")[0]["spec"]["template"]["spec"]
+        manifest_pod = manifest["spec"]["template"]["spec"]
         assert pod["securityContext"] == manifest_pod["securityContext"]
         assert pod["containers"][0]["securityContext"] == manifest_pod["containers"][0]["securityContext"]
-        assert job["metadata"]["labels"]["kts.scenario"] == "shared"
+        assert pod["containers"][0]["resources"] == manifest_pod["containers"][0]["resources"]
+        assert pod["serviceAccountName"] == manifest_pod["serviceAccountName"] == "kts-worker"
+        assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+        assert job["spec"]["completionMode"] == manifest["spec"]["completionMode"] == "Indexed"
+        assert job["spec"]["completions"] == len(scenario.tenants)
+        assert job["metadata"]["labels"]["kts.scenario"] == scenario.name
         assert job["spec"]["suspend"] is True
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from k8s_fixtures import NS, EmulatorThread, FakeCluster, gpu_node, make_run
 
 from kts_helpers.analyse.load import load_run_telemetry
 from kts_helpers.analyse.telemetry import load_telemetry
+from kts_helpers.analyse.waits import layered_waits
 from kts_helpers.errors import SpecError
 from kts_helpers.present.pipeline import build_report
 from kts_helpers.run.backends.kubernetes.backend import KubernetesBackend
@@ -158,7 +160,7 @@ def test_notebooks_run_on_kubernetes_and_report_layered_waits(emulator: Emulator
 
     html_path = build_report(
         {"backend": "kubernetes", "profile": "tiny", "iterations": 5, "calibrate_iterations": 0, "timeout_s": 60,
-         "backend_options": {"start_delay_s": 0.0, "poll_s": 0.1, "schedule_timeout_s": 5.0,
+         "backend_options": {"start_delay_s": 5.0, "poll_s": 0.1, "schedule_timeout_s": 5.0,
                              "cleanup_timeout_s": 5.0, "dcgm_interval_ms": 100}},
         runs_root=runs, report_dir=reports, notebooks_dir=REPO / "notebooks", cwd=REPO)
 
@@ -174,18 +176,20 @@ def test_notebooks_run_on_kubernetes_and_report_layered_waits(emulator: Emulator
         assert info["status"] == "complete" and info["backend"] == "kubernetes", name
         assert info["image"] == "kts-worker:e2e" and info["namespace"] == NS and info["node"] == "gpu-1"
         assert info["telemetry"]["status"] == "absent" and info["telemetry"]["url"] == closed_port
+        assert info["how"] == "submitted" and info["lease"]["name"] == "kts/kts-node-gpu-1"
         for tenant, ev in info["tenants"].items():
             assert ev["outcome"] == "complete" and ev["node"] == "gpu-1", (name, tenant)
-            # shared tenants pad until kts stops them (their pods never finish by themselves)
-            run_s = None if name == "shared" else 12.0
-            assert ev["waits"] == {"admission_wait_s": None, "placement_wait_s": 5.0 if tenant == "gemm" else 2.0,
-                                   "startup_s": 3.0, "run_s": run_s}, (name, tenant)
+            assert ev["missed_start_barrier"] is False, (name, tenant)
             log = run_dir / "logs" / name / f"{tenant}.log"
             assert ev["log"] == f"logs/{name}/{tenant}.log"
             lines = log.read_text().splitlines()
             assert lines[0].startswith("KTS_META,v2") and len(lines) >= 21 + (2 if name == "shared" else 0)
             assert all(f",{tenant}," in ln for ln in lines[1:])
     assert sorted(scenarios["shared"]["tenants"]) == ["fft", "gemm"]
+    waits = layered_waits(Run(run_dir).read()).set_index(["scenario", "tenant"])
+    assert waits.loc[("shared", "gemm"), "placement_wait_s"] >= 3  # gemm waited 3 s for its node
+    assert (waits["startup_s"] >= 0).all() and (waits["barrier_wait_s"] > 0).all() and (waits["timed_loop_s"] > 0).all()
+    assert waits["clock_skew"].eq("").all()
     (build,) = (reports / "build" / run_dir.name).iterdir()  # executed notebooks and tables: not in the run
     assert sorted(p.name for p in build.glob("*.ipynb")) == [
         "00-setup.ipynb", "01-baseline.ipynb", "02-shared.ipynb", "03-analysis.ipynb"]
@@ -199,9 +203,12 @@ def test_notebooks_run_on_kubernetes_and_report_layered_waits(emulator: Emulator
     assert html_path.is_file() and manifest["run_id"] in html
     assert "Kubernetes sees 4 GPUs; the node has 1" in html  # describe()'s summary, in the environment table
     assert "Three kinds of waiting" in html and "placement" in html  # sections.kubernetes_waits ...
-    waits = html[html.index("Three kinds of waiting"):]
-    waits = waits[:waits.index("</table>")]
-    assert "placement wait s" in waits and "5.000" in waits and "kts-shared-gemm-" in waits  # ... and its table
+    table = html[html.index("Three kinds of waiting"):]
+    table = table[:table.index("</table>")]
+    assert "placement wait s" in table and "barrier wait s" in table and "kts-shared-" in table  # ... its table
+    # the API's layers at their one-second resolution: whole seconds, never "3.000"
+    placement = int(waits.loc[("shared", "gemm"), "placement_wait_s"])
+    assert re.search(rf">{placement}</td>", table) and not re.search(r">\d+\.0+</td>", table)
     assert "unreachable" in html  # why there is no GPU telemetry
     summary = json.loads((build / "summary.json").read_text())
     assert {r["tenant"] for r in summary if r["kind"] == "shared"} == {"fft", "gemm"}

@@ -175,3 +175,26 @@ def test_find_and_latest_run(tmp_path):
     assert latest_run(tmp_path).path == b.path
     assert find_run("20240101-a", root=tmp_path).path == a.path
     assert find_run(str(a.path)).path == a.path
+
+
+def test_git_commit_names_the_kit_only_where_it_is_the_repository_root(tmp_path, monkeypatch):
+    """A copy of the kit inside another checkout (an ignored folder) must not record that checkout's HEAD."""
+    import subprocess
+
+    from kts_helpers.run.environment import git_commit
+
+    outer = tmp_path / "outer"
+    (outer / "copy").mkdir(parents=True)
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    subprocess.run(["git", "init", "-q", str(outer)], check=True)
+    (outer / "f").write_text("x")
+    subprocess.run(["git", "-C", str(outer), "add", "f"], check=True)
+    subprocess.run(["git", "-C", str(outer), "commit", "-q", "-m", "c"], check=True)
+    sha = subprocess.run(["git", "-C", str(outer), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    monkeypatch.delenv("KTS_GIT_COMMIT", raising=False)
+    assert git_commit(outer) == {"commit": sha, "dirty": False}
+    assert git_commit(outer / "copy") == {"commit": None, "dirty": None}
+    monkeypatch.setenv("KTS_GIT_COMMIT", "a" * 40)
+    assert git_commit(outer / "copy")["commit"] == "a" * 40

@@ -1,9 +1,10 @@
-"""The teaching simulator: hand-computable cases, the median/tail story, DF sweeps, the quantum fit,
-and the real-run comparison on synthetic run directories."""
+"""The teaching simulator: hand-computable cases, the event rule for both tenants, the median/tail story, DF
+sweeps, the quantum fit with its interval, and the real-run comparison on synthetic run directories."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -11,20 +12,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from kts_helpers.analyse.rules import min_corunning_samples
 from kts_helpers.errors import KtsError, RunError
-from kts_helpers.teaching.measured import from_run
+from kts_helpers.teaching.fit import fit_distances, fit_quantum, fit_with_interval
+from kts_helpers.teaching.measured import COMPARISON_COLUMNS, from_run
 from kts_helpers.teaching.model import (
     SimError,
     SimTenant,
     degradation,
-    fit_distances,
-    fit_quantum,
     simulate,
     summarize_sim,
     sweep,
     timeline,
 )
-from kts_helpers.teaching.synthetic import write_sim_run
+from kts_helpers.teaching.synthetic import write_sim_probe, write_sim_run
 
 FFT = SimTenant("fft", 1.0, 100.0, 5.0)
 GEMM = SimTenant("gemm", 30.0, 150.0, 5.0)
@@ -92,23 +93,118 @@ def test_quantum_expiry_alternates_two_busy_long_kernels() -> None:
     assert np.allclose(seg["end_ms"] - seg["start_ms"], [2, 2, 2, 2, 1, 1])
 
 
-def test_device_time_never_includes_waiting() -> None:
+@pytest.mark.parametrize(("arrives", "contention_wait", "switch_in_wait"), [
+    (1.5, 2.0, 0.5),  # mid-way through the long one's first slice: what is left of it
+    (3.0, 2.0, 1.0),  # its second slice (slices follow each other while it holds the GPU alone)
+    (0.1, 2.0, 1.9),
+])
+def test_the_slice_timer_decides_how_long_a_short_kernel_waits(arrives: float, contention_wait: float,
+                                                               switch_in_wait: float) -> None:
+    """``contention``: a whole quantum from when the short one starts waiting; ``switch-in`` (the H200 probe's
+    finding): until the holder's current slice ends, slices counted from its switch-in."""
+    long_, short = SimTenant("long", 10.0, 1e9), SimTenant("short", 0.5, 1e9)
+    for timer, want in (("contention", contention_wait), ("switch-in", switch_in_wait)):
+        df = simulate([long_, short], quantum_ms=2.0, duration_ms=arrives + 1e-6, offsets_ms=[0.0, arrives],
+                      slice_timer=timer).set_index("tenant")
+        assert df.loc["short", "wait_ms"] == pytest.approx(want), timer
+        assert df.loc["long", "device_ms"] == pytest.approx(10.5)  # preempted mid-way either way
+
+
+def test_switch_in_timer_spreads_waits_up_to_a_quantum_and_the_holder_pays_the_switch() -> None:
+    tick, hog = SimTenant("tick", 0.05, 25.0, 25.0), SimTenant("hog", 50.0, 0.0)
+    waits = {}
+    for timer in ("contention", "switch-in"):
+        df = simulate([tick, hog], quantum_ms=2.0, context_switch_ms=0.2, duration_ms=60_000, seed=2,
+                      slice_timer=timer)
+        w = df.loc[df["tenant"] == "tick", "wait_ms"].to_numpy()
+        waits[timer] = w[w > 0]  # a tick issued at its own completion keeps the GPU: no wait
+    # contention: every tick that finds the hog busy waits a whole quantum plus its switch-in
+    assert np.quantile(waits["contention"], [0.05, 0.95]) == pytest.approx([2.2, 2.2])
+    # switch-in: what is left of the hog's slice, which began with the hog's own switch-in (paid inside it)
+    w = waits["switch-in"]
+    assert w.min() >= 0.2 - 1e-9 and w.max() <= 2.2 + 1e-9
+    assert np.median(w) == pytest.approx(1.2, abs=0.15) and np.quantile(w, 0.99) > 2.1
+    seg = timeline([tick, hog], quantum_ms=2.0, context_switch_ms=0.2, duration_ms=20_000, seed=2,
+                   slice_timer="switch-in")[1].reset_index(drop=True)
+    # the hog between two ticks (its switch-in, its run, the tick's switch-in): whole slices, switch included
+    full = [seg.loc[i + 1, "end_ms"] - seg.loc[i, "start_ms"] for i in range(len(seg) - 2)
+            if (seg.loc[i, "tenant"], seg.loc[i, "what"]) == ("hog", "switch")
+            and (seg.loc[i + 1, "tenant"], seg.loc[i + 1, "what"]) == ("hog", "run")
+            and (seg.loc[i + 2, "tenant"], seg.loc[i + 2, "what"]) == ("tick", "switch")]
+    full = np.asarray(full)
+    whole = np.isclose(np.round(full / 2.0) * 2.0, full)  # the rest ended with a hog kernel, not a slice
+    assert len(full) > 50 and whole.mean() > 0.9 and full.min() == pytest.approx(2.0)
+    assert simulate([hog], quantum_ms=2.0, duration_ms=1_000, slice_timer="switch-in")["wait_ms"].eq(0).all()
+
+
+def test_from_run_on_the_h200_probe_fits_the_probes_quantum() -> None:
+    """The measured probe: with the switch-in timer the fitted quantum agrees with the probe's reading."""
+    ref = Path(__file__).resolve().parents[1] / "data" / "reference" / "h200-2026-11-30-probe"
+    out = from_run(ref, duration_ms=30_000, n_resamples=200)
+    assert out.slice_timer == "switch-in" and out.fitted and list(out.fit.wait_quantiles["tenant"].unique()) == ["tick"]
+    assert "they agree within their intervals" in out.probe_agreement(), out.probe_agreement()
+    assert out.fit.residual_ms < 0.06
+    with_contention = from_run(ref, duration_ms=30_000, n_resamples=200, slice_timer="contention")
+    assert "they disagree" in with_contention.probe_agreement()  # the other timer cannot fit the waits' shape
+    assert with_contention.fit.residual_ms > 2 * out.fit.residual_ms
+
+
+def test_work_time_never_includes_waiting_and_events_never_include_the_wait_before_start() -> None:
     ts = [SimTenant("a", 0.7, 3.0, 2.0), SimTenant("b", 6.0, 1.0, 0.5), SimTenant("c", 2.5, 0.0)]
     kernels, seg = timeline(ts, quantum_ms=1.5, context_switch_ms=0.2, duration_ms=3000, seed=4)
     lengths = kernels["tenant"].map({t.name: t.kernel_ms for t in ts})
-    assert np.allclose(kernels["device_ms"], lengths)
+    assert np.allclose(kernels["work_ms"], lengths)
     assert (kernels["wait_ms"] > 0).mean() > 0.5  # the wait is real and frequent here ...
+    # ... and it is the wait before the first instruction: outside the events, inside the wall clock
+    assert np.allclose(kernels["wait_ms"], kernels["start_ms"] - kernels["arrival_ms"])
     assert np.allclose(kernels["wall_ms"], kernels["device_ms"] + kernels["wait_ms"])
-    assert (kernels["span_ms"] >= kernels["device_ms"] - 1e-9).all()
-    # ... and the GPU's own accounting agrees: run segments per tenant add up to device time
+    assert np.allclose(kernels["device_ms"], kernels["end_ms"] - kernels["start_ms"])
+    assert (kernels["device_ms"] >= kernels["work_ms"] - 1e-9).all()
+    # the 6 ms kernels (longer than the 1.5 ms quantum) get preempted mid-way; the 0.7 ms ones never do
+    stretched = kernels["device_ms"] > kernels["work_ms"] + 1e-9
+    assert stretched[kernels["tenant"] == "b"].mean() > 0.3
+    assert not stretched[kernels["tenant"] == "a"].any()
+    # ... and the GPU's own accounting agrees: run segments per tenant add up to work time
     runs = seg[seg["what"] == "run"]
     in_flight = kernels["end_ms"].max()
     ran = runs[runs["end_ms"] <= in_flight].assign(d=lambda s: s["end_ms"] - s["start_ms"])
     assert ran.groupby("tenant")["d"].sum().to_dict() == pytest.approx(
-        kernels.groupby("tenant")["device_ms"].sum().to_dict())
+        kernels.groupby("tenant")["work_ms"].sum().to_dict())
     # one context at a time: segments never overlap
     ordered = seg.sort_values("start_ms")
     assert (ordered["start_ms"].to_numpy()[1:] >= ordered["end_ms"].to_numpy()[:-1] - 1e-9).all()
+
+
+def test_a_kernel_preempted_mid_way_carries_the_neighbours_slice_inside_its_events() -> None:
+    df = _pair(2.0, switch=0.5)  # long: 10 ms from t=0; short: 1 ms at t=3, waits one quantum + one switch
+    short, long = _one(df, "short"), _one(df, "long")
+    assert short["wait_ms"] == pytest.approx(2.5) and short["device_ms"] == pytest.approx(1.0)
+    assert short["wall_ms"] == pytest.approx(3.5)
+    # the long kernel never waited to start, but its events span the short slice and both switches
+    assert long["wait_ms"] == 0 and long["work_ms"] == pytest.approx(10.0)
+    assert long["device_ms"] == pytest.approx(12.0) and long["wall_ms"] == pytest.approx(12.0)
+
+
+def test_long_tenants_device_p99_grows_while_the_short_tenants_does_not() -> None:
+    """The event rule in the statistics: preempted mid-way (long tenant) vs waiting before the start (short)."""
+    shared = summarize_sim(simulate([FFT, GEMM], quantum_ms=2.0, duration_ms=200_000, seed=1)).set_index("tenant")
+    alone = {t.name: summarize_sim(simulate([t], quantum_ms=2.0, duration_ms=200_000, seed=1)).iloc[0]
+             for t in (FFT, GEMM)}
+    assert shared.loc["fft", "device_p99_ms"] == pytest.approx(alone["fft"]["device_p99_ms"])
+    assert shared.loc["fft", "wall_p99_ms"] > alone["fft"]["wall_p99_ms"] + 1.5
+    # a GEMM kernel preempted mid-way carries the FFT's 1 ms kernel inside its events
+    assert shared.loc["gemm", "device_p99_ms"] == pytest.approx(alone["gemm"]["device_p99_ms"] + FFT.kernel_ms)
+    d = degradation([FFT, GEMM], quantum_ms=2.0, duration_ms=200_000, seed=1).set_index("tenant")
+    assert d.loc["fft", "device_df"] == pytest.approx(1.0)
+    assert d.loc["gemm", "device_df"] == pytest.approx(31.0 / 30.0)
+    # with a quantum longer than the GEMM's kernels nothing is preempted mid-way: the long tenant's events stay
+    d = degradation([FFT, GEMM], quantum_ms=40.0, duration_ms=200_000, seed=1).set_index("tenant")
+    assert d.loc["gemm", "device_df"] == pytest.approx(1.0)
+
+
+def test_host_overhead_is_in_the_wall_clock_only() -> None:
+    df = simulate([SimTenant("solo", 2.0, 5.0, overhead_ms=0.3)], quantum_ms=1.0, duration_ms=500)
+    assert np.allclose(df["wall_ms"], 2.3) and np.allclose(df["device_ms"], 2.0) and (df["wait_ms"] == 0).all()
 
 
 def test_short_tenant_median_stays_while_tail_grows_by_about_the_quantum() -> None:
@@ -140,10 +236,18 @@ def test_sweep_over_a_tenants_kernel_and_cadence() -> None:
     assert fft[100_000.0] < 1.5  # rarely busy: the p99 does not notice
 
 
-def test_degradation_reports_alone_and_shared() -> None:
+def test_degradation_reports_alone_and_shared_on_both_clocks() -> None:
     d = degradation([FFT, GEMM], quantum_ms=2.0, duration_ms=30_000).set_index("tenant")
     assert d.loc["fft", "df"] == pytest.approx(d.loc["fft", "p99_shared_ms"] / d.loc["fft", "p99_alone_ms"])
+    assert d.loc["gemm", "device_df"] == pytest.approx(d.loc["gemm", "device_p99_shared_ms"]
+                                                       / d.loc["gemm", "device_p99_alone_ms"])
     assert d.loc["gemm", "p99_alone_ms"] == pytest.approx(30.0)
+    # each clock against its own alone clock: a host overhead is in the wall clock only
+    d = degradation([FFT, SimTenant("gemm", 30.0, 150.0, 5.0, overhead_ms=0.5)], quantum_ms=2.0,
+                    duration_ms=30_000).set_index("tenant")
+    assert d.loc["gemm", "p99_alone_ms"] == pytest.approx(30.5)
+    assert d.loc["gemm", "device_p99_alone_ms"] == pytest.approx(30.0)
+    assert d.loc["gemm", "device_p50_shared_ms"] == pytest.approx(30.0)
 
 
 def test_fit_quantum_recovers_a_known_quantum() -> None:
@@ -154,6 +258,26 @@ def test_fit_quantum_recovers_a_known_quantum() -> None:
     assert fit_quantum(waits["fft"], [FFT, GEMM], cands, duration_ms=120_000, seed=0) == 3.0
     d = fit_distances(waits, [FFT, GEMM], cands, duration_ms=120_000).set_index("quantum_ms")["distance_ms"]
     assert d.idxmin() == 3.0 and d[0.5] > d[2.0] > d[3.0] < d[4.0] < d[8.0]
+
+
+def test_fit_with_interval_finds_a_quantum_between_grid_points_and_widens_with_fewer_waits() -> None:
+    truth = simulate([FFT, GEMM], quantum_ms=2.7, duration_ms=150_000, seed=7)
+    exact = {n: g["wait_ms"].to_numpy() for n, g in truth.groupby("tenant")}
+    cands = [1.0, 2.0, 4.0, 8.0]
+    fit = fit_with_interval(exact, [FFT, GEMM], cands, duration_ms=150_000, n_resamples=200)
+    assert fit.quantum_ms == pytest.approx(2.7, abs=0.03)  # not a grid point: the fine grid and the parabola
+    assert fit.lo - 1e-9 <= fit.quantum_ms <= fit.hi + 1e-9 and fit.residual_ms < 0.05
+    assert set(fit.wait_quantiles["tenant"]) == {"fft", "gemm"}
+    # the waits as a real timer reads them, with a little noise: the interval has a width, which grows when
+    # there are fewer waits (the bootstrap sees the sample size), and the model's misfit shows in the residual
+    rng = np.random.default_rng(0)
+    noisy = {k: np.clip(v + rng.normal(0, 0.05, len(v)), 0, None) for k, v in exact.items()}
+    many = fit_with_interval(noisy, [FFT, GEMM], cands, duration_ms=150_000, n_resamples=200)
+    few = fit_with_interval({k: v[::10] for k, v in noisy.items()}, [FFT, GEMM], cands, duration_ms=150_000,
+                            n_resamples=200)
+    assert few.hi - few.lo > 1.2 * (many.hi - many.lo) > 0
+    assert many.residual_ms > fit.residual_ms
+    assert many.quantum_ms == pytest.approx(2.7, abs=0.1)
 
 
 def test_hundred_thousand_kernels_in_seconds() -> None:
@@ -169,6 +293,8 @@ def test_hundred_thousand_kernels_in_seconds() -> None:
     (lambda: simulate([SimTenant("a", 0.0, 1.0)]), "kernel_ms must be > 0"),
     (lambda: simulate([SimTenant("a", 1.0, -1.0)]), "period_ms must be >= 0"),
     (lambda: simulate([FFT], quantum_ms=0.0), "quantum_ms must be > 0"),
+    (lambda: simulate([FFT], slice_timer="sometimes"), "slice_timer must be one of"),
+    (lambda: simulate([FFT], 1.0, 1.0, slice_timer="switch-in"), "must be < quantum_ms"),
     (lambda: simulate([FFT, FFT]), "unique"),
     (lambda: simulate([FFT, GEMM], offsets_ms=[0.0]), "offsets_ms needs 2"),
     (lambda: sweep([FFT, GEMM], "speed", [1.0]), "unknown sweep parameter"),
@@ -186,16 +312,71 @@ def test_bad_input_is_a_one_line_kts_error(call, match: str) -> None:
 
 # --- real runs -----------------------------------------------------------------------------------
 
-def test_from_run_recovers_the_quantum_and_the_df(tmp_path: Path) -> None:
-    run = write_sim_run(tmp_path / "run", [FFT, GEMM], 4.0, duration_ms=60_000, seed=3)
-    out = from_run(run, candidates=[1.0, 2.0, 4.0, 8.0, 16.0], duration_ms=60_000)
-    assert out["quantum_ms"] == 4.0
-    cmp_ = out["comparison"].set_index("tenant")
-    assert cmp_.loc["fft", "kernel_ms"] == pytest.approx(1.0)
-    assert cmp_.loc["gemm", "period_ms"] == pytest.approx(150.0)
-    assert cmp_.loc["fft", "measured_df"] == pytest.approx(5.0, rel=0.05)
-    assert cmp_.loc["fft", "sim_df"] == pytest.approx(cmp_.loc["fft", "measured_df"], rel=0.1)
-    assert set(out["measured_waits"]) == {"fft", "gemm"}
+def test_from_run_fits_the_quantum_with_an_interval_and_compares_both_clocks(tmp_path: Path) -> None:
+    run = write_sim_run(tmp_path / "run", [FFT, GEMM], 4.0, duration_ms=200_000, seed=3)
+    out = from_run(run, candidates=[1.0, 2.0, 4.0, 8.0, 16.0], duration_ms=100_000, n_resamples=300)
+    assert out.fitted and out.why_not_fitted == "" and sum(out.n_contended.values()) >= min_corunning_samples()
+    assert out.fit.quantum_ms == pytest.approx(4.0, abs=0.1) and out.fit.lo <= out.fit.quantum_ms <= out.fit.hi
+    assert out.quantum_ms == out.fit.quantum_ms and out.quantum_source == "fitted to this run's waits"
+    cmp_ = out.comparison.set_index(["tenant", "clock"])
+    assert set(cmp_.index) == {("fft", "wall"), ("gemm", "wall"), ("fft", "device"), ("gemm", "device")}
+    assert {t.name: t.kernel_ms for t in out.tenants} == pytest.approx({"fft": 1.0, "gemm": 30.0})
+    assert cmp_.loc[("fft", "wall"), "measured_df"] == pytest.approx(5.0, rel=0.05)
+    assert cmp_.loc[("fft", "wall"), "sim_df"] == pytest.approx(cmp_.loc[("fft", "wall"), "measured_df"], rel=0.1)
+    # the event rule, measured and simulated: the short tenant's events see nothing, the long tenant's stretch
+    assert cmp_.loc[("fft", "device"), "measured_df"] == pytest.approx(1.0)
+    assert cmp_.loc[("fft", "device"), "sim_df"] == pytest.approx(1.0)
+    assert cmp_.loc[("gemm", "device"), "measured_df"] == pytest.approx(31.0 / 30.0, rel=0.01)
+    assert cmp_.loc[("gemm", "device"), "sim_df"] == pytest.approx(31.0 / 30.0, rel=0.01)
+    assert cmp_.loc[("gemm", "device"), "sim_in_interval"]
+    assert out.long_tenant() == "gemm" and "event rule predicts" in out.long_tenant_text()
+    shown = [re.match(r"Fitted quantum: \*\*([0-9.]+) \[([0-9.]+), ([0-9.]+)\] ms\*\*", line) for line in out.lines()]
+    (m,) = [x for x in shown if x]
+    assert [float(v) for v in m.groups()] == pytest.approx([out.fit.quantum_ms, out.fit.lo, out.fit.hi], abs=5e-4)
+
+
+def test_from_run_measures_what_the_report_measures(tmp_path: Path) -> None:
+    """Both clocks' DFs and intervals come from the report's summary and interval code on the same rows."""
+    from kts_helpers.analyse.intervals import add_intervals
+    from kts_helpers.analyse.load import load_run
+    from kts_helpers.analyse.summary import summarize_frame
+
+    data = load_run(write_sim_run(tmp_path / "run", [FFT, GEMM], 2.0, duration_ms=30_000, seed=3))
+    out = from_run(data, duration_ms=10_000).comparison.set_index(["tenant", "clock"])
+    for clock in ("wall", "device"):
+        report = add_intervals(summarize_frame(data.iterations, clock), data.iterations, clock)
+        for r in report[report["kind"] == "shared"].itertuples():
+            assert out.loc[(r.tenant, clock), "measured_df"] == r.df
+            assert [out.loc[(r.tenant, clock), "measured_df_lo"], out.loc[(r.tenant, clock), "measured_df_hi"]] == r.df_ci
+            assert out.loc[(r.tenant, clock), "measured_reading"] == r.df_reading
+
+
+def test_from_run_says_why_it_does_not_fit(tmp_path: Path) -> None:
+    base = write_sim_run(tmp_path / "cpu", [FFT, GEMM], 4.0, duration_ms=20_000, seed=3)
+    m = json.loads((base / "manifest.json").read_text())
+    m["spec"]["device"] = "cpu"
+    (base / "manifest.json").write_text(json.dumps(m))
+    cpu = from_run(base, duration_ms=5_000)
+    assert not cpu.fitted and "ran on the cpu, not a GPU" in cpu.why_not_fitted and cpu.comparison.empty
+    lone = write_sim_run(tmp_path / "lone", [FFT, GEMM], 4.0, duration_ms=20_000, seed=3)
+    m = json.loads((lone / "manifest.json").read_text())
+    m["spec"]["scenarios"] = m["spec"]["scenarios"][:2]
+    (lone / "manifest.json").write_text(json.dumps(m))
+    alone = from_run(lone, duration_ms=5_000)
+    assert not alone.fitted and "no shared scenario" in alone.why_not_fitted and alone.comparison.empty
+    for r in (cpu, alone):
+        assert any(line.startswith("Quantum fit skipped: ") for line in r.lines())
+        assert "\n" not in r.why_not_fitted
+
+
+def test_a_probe_run_is_its_own_probe_and_the_fit_agrees_with_it(tmp_path: Path) -> None:
+    probe = write_sim_probe(tmp_path / "probe", 2.0, 0.1)
+    out = from_run(probe, duration_ms=20_000, n_resamples=200)
+    assert out.probe is not None and out.probe.quantum.value == pytest.approx(2.0, abs=0.02)
+    assert out.switch_ms == pytest.approx(0.1, abs=0.01) and "probe" in out.switch_source
+    assert out.fitted and out.quantum_ms == pytest.approx(2.0, abs=0.05)
+    assert "they agree within their intervals" in out.probe_agreement()
+    assert set(out.comparison["tenant"]) == {"tick", "hog"} and out.long_tenant() == "hog"
 
 
 def _hand_written_run(root: Path, status: str = "complete") -> Path:
@@ -227,14 +408,25 @@ def _hand_written_run(root: Path, status: str = "complete") -> Path:
     return root
 
 
-def test_from_run_on_a_hand_written_run(tmp_path: Path) -> None:
-    out = from_run(_hand_written_run(tmp_path / "r"), candidates=[0.5, 1.0, 2.0, 4.0], duration_ms=60_000)
-    assert out["quantum_ms"] == 2.0  # the measured waits are 0 or 2 ms once the 0.05 ms overhead is removed
-    cmp_ = out["comparison"].set_index("tenant")
-    assert cmp_.loc["fft", "measured_df"] == pytest.approx(3.05 / 1.05)
-    assert cmp_.loc["gemm", "measured_df"] == pytest.approx(1.0)
-    assert list(cmp_.columns) == ["kernel_ms", "period_ms", "measured_p99_alone_ms", "measured_p99_shared_ms",
-                                  "measured_df", "sim_p99_alone_ms", "sim_p99_shared_ms", "sim_df"]
+def test_from_run_on_thin_data_uses_the_probe_or_the_lesson_quantum(tmp_path: Path) -> None:
+    run = _hand_written_run(tmp_path / "r")
+    out = from_run(run, candidates=[0.5, 1.0, 2.0, 4.0], duration_ms=60_000, lesson_quantum_ms=3.0)
+    assert not out.fitted and out.fit is None
+    assert "too few contended waits" in out.why_not_fitted and f"at least {min_corunning_samples()}" in out.why_not_fitted
+    assert out.quantum_ms == 3.0 and out.quantum_source == "the lesson's, not fitted"
+    cmp_ = out.comparison.set_index(["tenant", "clock"])
+    assert cmp_.loc[("fft", "wall"), "measured_df"] == pytest.approx(3.05 / 1.05)
+    assert cmp_.loc[("gemm", "wall"), "measured_df"] == pytest.approx(1.0)
+    assert list(out.comparison.columns) == COMPARISON_COLUMNS
+    # with a probe run, its measured quantum and switch cost drive the model instead
+    probe = write_sim_probe(tmp_path / "probe", 1.5, 0.05)
+    with_probe = from_run(run, probe=probe, duration_ms=20_000)
+    assert with_probe.quantum_ms == pytest.approx(1.5, abs=0.02) and "probe" in with_probe.quantum_source
+    assert "no fit here to compare with" in with_probe.probe_agreement()
+    # a probe whose tick never found the GPU busy measures nothing: the lesson's quantum again, and why
+    idle = write_sim_probe(tmp_path / "idle", 2.0, 0.0, hog_busy=False)
+    with_idle = from_run(run, probe=idle, duration_ms=20_000, lesson_quantum_ms=3.0)
+    assert with_idle.quantum_ms == 3.0 and "no contended samples" in with_idle.probe_agreement()
 
 
 def test_from_run_refuses_bad_run_directories(tmp_path: Path) -> None:
@@ -250,11 +442,6 @@ def test_from_run_refuses_bad_run_directories(tmp_path: Path) -> None:
     junk = _hand_written_run(tmp_path / "junk")
     (junk / "logs" / "baseline-fft" / "fft.log").write_text("Traceback (most recent call last):\n")
     cases.append((junk, "fft.* no alone or no co-running shared iterations"))
-    lone = _hand_written_run(tmp_path / "lone")
-    m = json.loads((lone / "manifest.json").read_text())
-    m["spec"]["scenarios"] = m["spec"]["scenarios"][:2]
-    (lone / "manifest.json").write_text(json.dumps(m))
-    cases.append((lone, "no shared scenario"))
     for path, match in cases:
         with pytest.raises(RunError, match=match) as exc:
             from_run(path, candidates=[1.0], duration_ms=5_000)

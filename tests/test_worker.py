@@ -39,6 +39,12 @@ def runs(start_worker, tmp_path_factory):
                   "DURATION_S": "0.07"},
         "cuda": {"DEVICE": "cuda", "ITERATIONS": "2"},
         "llm": LLM,
+        # a pod of a Kubernetes Indexed Job: its own settings are the KTS_TENANTS entry at its index
+        "indexed": {"WORKLOAD": "gemm", "TENANT": "job-level", "JOB_COMPLETION_INDEX": "1",
+                    "KTS_TENANTS": json.dumps([{"WORKLOAD": "gemm", "TENANT": "first", "ITERATIONS": "7"},
+                                               {"WORKLOAD": "noop", "TENANT": "second", "ITERATIONS": "4"}]),
+                    "KTS_PAD": "1", "KTS_PAD_LIMIT_S": "0.1", "KTS_PAD_LIMIT_EXIT": "0"},
+        "bad-index": {"JOB_COMPLETION_INDEX": "2", "KTS_TENANTS": json.dumps([{"WORKLOAD": "noop"}])},
     }
     procs = {k: start_worker(env) for k, env in configs.items()}
     out = {}
@@ -109,6 +115,23 @@ def test_barrier_delays_first_iteration_until_start_at(runs):
     assert int(p.frame["start_ns"].min()) >= go_at
     # it was ready (waiting) before the start instant was even announced, and started only at it
     assert p.meta[0]["loop_start_ns"] >= go_at > res.env["ready_ns"]
+    # start-up ended when it reached the barrier: the wait there is the loop start minus that instant
+    assert p.meta[0]["barrier_reached_ns"] <= res.env["ready_ns"] < p.meta[0]["loop_start_ns"]
+
+
+def test_indexed_job_pod_takes_its_own_tenant_and_pads_to_a_clean_exit(runs):
+    res = runs["indexed"]
+    assert res.returncode == 0, res.stderr  # KTS_PAD_LIMIT_EXIT=0: nobody stopped it, and that is no failure
+    p = _parse(res.stdout)
+    assert p.meta[0]["tenant"] == "second" and p.meta[0]["workload"] == "noop" and p.meta[0]["iterations"] == 4
+    assert (p.frame["phase"] == "op").sum() == 4 and (p.frame["phase"] == "pad").sum() > 0
+    assert "was never stopped" in res.stderr
+
+
+def test_indexed_job_without_an_entry_for_its_index_fails_clearly(runs):
+    res = runs["bad-index"]
+    assert res.returncode != 0 and "KTS_TENANTS has no entry for JOB_COMPLETION_INDEX='2'" in res.stderr
+    assert "Traceback" not in res.stderr and "KTS_APP" not in res.stdout
 
 
 def test_open_loop_fixed_rate(runs):

@@ -22,7 +22,8 @@ same operation at the same cadence, printed with phase ``pad``), then its timed 
 ``--pad``, padding again until the orchestrator stops it with SIGTERM once every tenant has finished its
 timed iterations. Padding lines are never timed statistics; they prove in the log that the tenant's load
 was on the GPU. SIGTERM ends the current iteration cleanly (its line is printed), so no line is lost.
-Exit codes: 0 done (or stopped while padding), 3 padding hit ``--pad-limit-s`` (nobody stopped it),
+Exit codes: 0 done (or stopped while padding), 3 padding hit ``--pad-limit-s`` (nobody stopped it; set by
+``--pad-limit-exit``, 0 on Kubernetes, where the logs then show whether the padding covered the neighbours),
 143 stopped by SIGTERM before its timed iterations were complete.
 
 ``--iterations auto`` (the stopping rule, nvbench-style): the timed part runs until the p99 of every phase's
@@ -188,6 +189,22 @@ def _env(name: str, default):
     return default if value in (None, "") else value
 
 
+def own_tenant_env(environ=os.environ) -> None:
+    """Kubernetes runs a scenario as one Indexed Job: ``KTS_TENANTS`` lists every tenant's settings and
+    this pod takes the entry at its ``JOB_COMPLETION_INDEX`` (set by the Job controller)."""
+    raw = environ.get("KTS_TENANTS")
+    if not raw:
+        return
+    try:
+        tenants = json.loads(raw)
+        index = int(environ.get("JOB_COMPLETION_INDEX", ""))
+        own = tenants[index]
+    except (ValueError, IndexError, TypeError):
+        raise SystemExit(f"kts_worker: KTS_TENANTS has no entry for JOB_COMPLETION_INDEX="
+                         f"{environ.get('JOB_COMPLETION_INDEX')!r}") from None
+    environ.update({str(k): str(v) for k, v in own.items()})
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="kts worker: time one workload per iteration")
     p.add_argument("--workload", default=_env("WORKLOAD", None), choices=sorted(WORKLOADS))
@@ -222,6 +239,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="after the timed iterations, keep padding until SIGTERM (shared scenarios)")
     p.add_argument("--pad-limit-s", type=float, default=float(_env("KTS_PAD_LIMIT_S", 3600)),
                    help="safety limit: stop padding (exit 3) after this many seconds without a SIGTERM")
+    p.add_argument("--pad-limit-exit", type=int, default=int(_env("KTS_PAD_LIMIT_EXIT", EXIT_PAD_LIMIT)),
+                   help="exit code at the padding limit (Kubernetes: 0, so a Job can complete without its client)")
     p.add_argument("--crash-after", type=int, default=int(_env("KTS_CRASH_AFTER", -1)), help=argparse.SUPPRESS)
     p.add_argument("--crash-after-pad", type=int, default=int(_env("KTS_CRASH_AFTER_PAD", -1)),
                    help=argparse.SUPPRESS)
@@ -332,6 +351,7 @@ def gpu_identity(torch, device) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    own_tenant_env()
     args = parse_args(argv)
     stop = StopRequest()
     stop.install()
@@ -361,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         "stopping": StopRule.from_args(args).describe(),
         **gpu_identity(torch, device),
     }
+    meta["barrier_reached_ns"] = time.time_ns()  # start-up (CUDA init, warm-up) ends, the barrier wait begins
     start_at = wait_for_start(args, stop)
     if stop.requested:  # stopped during set-up: nothing was timed
         return EXIT_STOPPED_EARLY
@@ -427,7 +448,7 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
         if pad_deadline is not None and time.monotonic() > pad_deadline:
             print(f"kts_worker: tenant {args.tenant} padded for {args.pad_limit_s:g} s (--pad-limit-s) and was "
                   "never stopped; ending", file=sys.stderr, flush=True)
-            return EXIT_PAD_LIMIT
+            return args.pad_limit_exit
         intended = arrivals.wait()
         if stop.requested:
             continue

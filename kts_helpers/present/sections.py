@@ -100,7 +100,7 @@ def probe_section(data: RunData, *, n_resamples: int, seed: int | None) -> Secti
 
 
 def kubernetes_waits(data: RunData) -> Section | None:
-    """Admission (Kueue), placement (scheduler) and container start-up per pod, next to the GPU wait."""
+    """Admission (Kueue), placement, start-up, barrier wait and timed loop per pod, next to the GPU wait."""
     if "kubernetes" not in data.manifest.backends():
         return None
     from kts_helpers.analyse.waits import layered_waits
@@ -110,6 +110,12 @@ def kubernetes_waits(data: RunData) -> Section | None:
            .reset_index())
     table = waits.merge(gpu, on=["scenario", "tenant"], how="left").drop(columns=["resolution_s"],
                                                                          errors="ignore")
+    if table["clock_skew"].eq("").all():
+        table = table.drop(columns=["clock_skew"])
     return Section("### Three kinds of waiting (Kubernetes)\n\nAdmission (quota, Kueue), placement (a node) and "
-                   "start-up happen before the first iteration, at the API's one-second resolution; the GPU "
-                   "time-slice wait happens inside every iteration, in milliseconds.", [table])
+                   "start-up (image pull, container start, CUDA init, warm-up) happen before the first "
+                   "iteration and are read from the API's timestamps, in whole seconds (its resolution); the "
+                   "barrier wait and the timed loop come from the worker's own clock; the GPU time-slice wait "
+                   "happens inside every iteration, in milliseconds. ``late_start_s``: how long after the "
+                   "shared start a tenant's timed loop began. Where two clocks disagree (an interval would be "
+                   "negative) the layer is left empty and ``clock_skew`` names both clocks.", [table])

@@ -87,10 +87,13 @@ def git_commit(root: Path = REPO_ROOT) -> dict[str, Any]:
     """The kit's commit; ``KTS_GIT_COMMIT`` stands in where the tree was copied without .git (a GPU host)."""
     head, dirty = None, None
     try:
-        res = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        if res.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}", res.stdout.strip()):
-            head = res.stdout.strip()
+        res = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel", "--verify", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
+        top, _, sha = res.stdout.strip().partition("\n")
+        # A copy of the kit inside some other repository (an ignored folder of a checkout) is not that repo's HEAD.
+        inside = res.returncode == 0 and Path(top).resolve() == Path(root).resolve()
+        if inside and re.fullmatch(r"[0-9a-f]{40}", sha.strip()):
+            head = sha.strip()
             dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                                         capture_output=True, text=True, timeout=10).stdout.strip())
     except (OSError, subprocess.TimeoutExpired):

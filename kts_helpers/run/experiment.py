@@ -83,6 +83,8 @@ def backend_for_run(run: Run) -> Backend:
     options = dict(m.spec.backend_options)
     if m.backend == "local" and m.environment.get("gpu_uuid"):
         options.setdefault("gpu_uuid", m.environment["gpu_uuid"])  # telemetry samples the tenants' GPU
+    if m.backend == "kubernetes" and m.environment.get("node"):
+        options.setdefault("node_name", m.environment["node"])  # every scenario on the node it was set up on
     return build_backend(m.spec.params, m.device, options)
 
 
@@ -122,16 +124,19 @@ def run_calibration(run: Run, *, progress: bool = True, backend: Backend | None 
     return cal
 
 
-def run_kind(run: Run, kind: str, *, progress: bool = True, backend: Backend | None = None) -> list[ScenarioResult]:
-    """Run every scenario of ``kind`` ("baseline" or "shared") that has not run yet, in spec order."""
+def run_kind(run: Run, kind: str, *, progress: bool = True, backend: Backend | None = None,
+             skip_failed: bool = False) -> list[ScenarioResult]:
+    """Run every scenario of ``kind`` ("baseline" or "shared") that has not run yet, in spec order
+    (``skip_failed``: also leave out those that failed; their logs stay as they are)."""
     if kind not in ("baseline", "shared"):
         raise SpecError(f"unknown scenario kind {kind!r}; choose baseline or shared")
     m = run.read()
     backend = backend or backend_for_run(run)
     results = []
+    done = ("complete", "failed") if skip_failed else ("complete",)
     for scenario in m.scenarios:
         record = m.record(scenario.name)
-        if scenario.kind != kind or (record is not None and record.status == "complete"):
+        if scenario.kind != kind or (record is not None and record.status in done):
             continue
         results.append(backend.run_scenario(run, scenario, timeout_s=m.spec.timeout_s, progress=progress,
                                             pad_limit_s=m.spec.pad_limit_s))
@@ -144,6 +149,41 @@ def run_experiment(params: dict[str, Any] | ExperimentParams, **kwargs: Any) -> 
     run, _spec, _env = setup_run(params, **kwargs)
     for kind in ("baseline", "shared"):
         run_kind(run, kind, progress=progress, backend=kwargs.get("backend"))
+    return run
+
+
+def resume_experiment(run_id_or_path: str, *, root: str | os.PathLike = DEFAULT_ROOT, progress: bool = True,
+                      backend: Backend | None = None) -> Run:
+    """Continue a run whose client went away (``kts run --resume``): every scenario without a record runs now.
+
+    On Kubernetes a scenario whose Job this run submitted before is not started again: a Job that
+    completed meanwhile is collected, a running one is followed, a failed one is replaced; those come
+    first, since they may still hold the GPU. Scenarios recorded as failed keep their logs and are left
+    out (runs are immutable).
+    """
+    from kts_helpers.run.runs import find_run
+
+    run = find_run(run_id_or_path, root)
+    m = run.read()
+    backend = backend or backend_for_run(run)
+    cal = calibration_scenario(m.spec.resolved) if m.spec.resolved.get("calibrate_iterations") else None
+    submitted = set(getattr(backend, "submitted_scenarios", lambda _run_id: [])(run.run_id))
+    for scenario in ([cal] if cal is not None else []) + list(m.scenarios):
+        if scenario.name in submitted and m.record(scenario.name) is None:
+            if scenario is cal:
+                run_calibration(run, progress=progress, backend=backend)
+            else:
+                backend.run_scenario(run, scenario, timeout_s=m.spec.timeout_s, progress=progress,
+                                     pad_limit_s=m.spec.pad_limit_s)
+    m = run.read()
+    if cal is not None and not m.calibration:
+        record = m.record(cal.name)
+        if record is not None and record.status == "complete":  # the client died before the floor was stored
+            run.update(calibration=calibration_floor(run.log_path(cal.name, "noop")))
+        elif record is None:
+            run_calibration(run, progress=progress, backend=backend)
+    for kind in ("baseline", "shared"):
+        run_kind(run, kind, progress=progress, backend=backend, skip_failed=True)
     return run
 
 

@@ -1,4 +1,5 @@
-"""Charts of the teaching notebook: who holds the GPU, latency by percentile, DF sweeps, measured vs simulated.
+"""Charts of the teaching notebook: who holds the GPU, both clocks by percentile, DF sweeps, measured vs
+simulated, the fitted waits, the MPS model and the three kinds of waiting.
 
 Altair only; the simulator itself (``teaching.model``) needs none.
 """
@@ -46,6 +47,8 @@ def timeline_chart(kernels: pd.DataFrame, segments: pd.DataFrame, window: tuple[
 
 
 WALL_LABEL, DEVICE_LABEL = "wall (host)", "device (CUDA events)"
+# room around a figure: vl-convert measures text a little narrower than a browser draws it
+PADDING = {"left": 20, "top": 5, "right": 30, "bottom": 5}
 
 
 def quantile_table(samples: Mapping[str, pd.DataFrame], tenant: str) -> pd.DataFrame:
@@ -90,13 +93,79 @@ def sweep_chart(sweep_df: pd.DataFrame, title: str | None = None, log_x: bool = 
                                                              title=title or f"DF vs {param}")
 
 
-def comparison_chart(comparison: pd.DataFrame) -> alt.Chart:
-    """Measured vs simulated DF per tenant, side by side (the output of :func:`from_run`)."""
-    data = comparison.melt(id_vars=["tenant"], value_vars=["measured_df", "sim_df"], var_name="source",
-                           value_name="df")
-    data["source"] = data["source"].map({"measured_df": "measured", "sim_df": "simulated"})
-    return alt.Chart(data).mark_bar().encode(
-        x=alt.X("source:N", title=None), y=alt.Y("df:Q", title="DF (wall time)"),
-        color="source:N", column=alt.Column("tenant:N", title=None),
-        tooltip=["tenant", "source", alt.Tooltip("df:Q", format=".3f")],
-    ).properties(width=120, height=220, title="Measured vs simulated DF")
+def clocks_chart(samples: Mapping[str, pd.DataFrame], tenants: list[str]) -> alt.HConcatChart:
+    """Latency by percentile for every tenant side by side: both tenants' wall and device clocks."""
+    return alt.hconcat(*(latency_chart(samples, t).properties(width=300, height=220) for t in tenants)
+                       ).resolve_scale(y="independent").properties(padding=PADDING)
+
+
+def comparison_chart(comparison: pd.DataFrame) -> alt.FacetChart:
+    """Measured DF (bar, 95 % interval) vs simulated DF (black tick) per tenant and clock (``from_run``)."""
+    data = comparison[["tenant", "clock", "measured_df", "measured_df_lo", "measured_df_hi", "sim_df"]].copy()
+    base = alt.Chart().encode(x=alt.X("tenant:N", title=None))
+    bars = base.mark_bar(opacity=0.6).encode(
+        y=alt.Y("measured_df:Q", title="DF = shared p99 / alone p99"), color=alt.Color("tenant:N", legend=None),
+        tooltip=["tenant", "clock", alt.Tooltip("measured_df:Q", format=".3f"), alt.Tooltip("sim_df:Q", format=".3f")])
+    err = base.mark_rule().encode(y="measured_df_lo:Q", y2="measured_df_hi:Q")
+    sim = base.mark_tick(color="black", thickness=3, size=30).encode(y="sim_df:Q")
+    return alt.layer(bars, err, sim, data=data).properties(width=160, height=220).facet(
+        column=alt.Column("clock:N", title="measured (bar, 95 % interval) vs simulated (black tick)")
+    ).properties(padding=PADDING)
+
+
+def wait_fit_chart(wait_quantiles: pd.DataFrame) -> alt.Chart:
+    """Measured vs simulated wait quantiles at the fitted quantum: how well the model's shape fits."""
+    data = wait_quantiles.melt(id_vars=["tenant", "quantile"], value_vars=["measured_ms", "simulated_ms"],
+                               var_name="source", value_name="wait_ms")
+    data["source"] = data["source"].str.replace("_ms", "", regex=False)
+    return alt.Chart(data).mark_line(point=True).encode(
+        x=alt.X("quantile:Q", title="quantile of the waits"), y=alt.Y("wait_ms:Q", title="wait (ms)"),
+        color="tenant:N", strokeDash=alt.StrokeDash("source:N", title=None),
+        tooltip=["tenant", "source", "quantile", alt.Tooltip("wait_ms:Q", format=".3f")],
+    ).properties(width=360, height=220, title="Waits: measured vs the model at the fitted quantum")
+
+
+def mps_chart(sweep_df: pd.DataFrame, timeslice: pd.DataFrame, victim: str, neighbour: str) -> alt.HConcatChart:
+    """Model: the victim's p50 (both clocks) and the neighbour's wall DF against the neighbour's thread cap,
+    with time-slicing's values as dashed rules (``mps.thread_sweep`` and ``model.degradation``)."""
+    v = sweep_df[sweep_df["tenant"] == victim]
+    lines = pd.concat([v.assign(clock="device (events)", ms=v["device_p50_shared_ms"]),
+                       v.assign(clock="wall", ms=v["p50_shared_ms"])])
+    ts_v = timeslice.set_index("tenant").loc[victim]
+    rules = pd.DataFrame({"clock": ["device (events)", "wall"],
+                          "ms": [ts_v["device_p50_shared_ms"], ts_v["p50_shared_ms"]]})
+    x = alt.X("thread_pct:Q", title=f"{neighbour}'s CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", scale=alt.Scale(domain=[0, 100]))
+    left = (alt.Chart(lines).mark_line(point=True).encode(
+        x=x, y=alt.Y("ms:Q", title=f"{victim} p50 (ms)", scale=alt.Scale(type="log")), color="clock:N",
+        tooltip=["thread_pct", "clock", alt.Tooltip("ms:Q", format=".3f")])
+        + alt.Chart(rules).mark_rule(strokeDash=[4, 3]).encode(y="ms:Q", color="clock:N")
+    ).properties(width=280, height=220, title=f"{victim} under MPS (model); dashed: time-slicing")
+    nb = sweep_df[sweep_df["tenant"] == neighbour]
+    ts_n = float(timeslice.set_index("tenant").loc[neighbour, "df"])
+    right = (alt.Chart(nb).mark_line(point=True, color="darkorange").encode(
+        x=x, y=alt.Y("df:Q", title=f"{neighbour} wall DF"), tooltip=["thread_pct", alt.Tooltip("df:Q", format=".3f")])
+        + alt.Chart(pd.DataFrame({"df": [ts_n]})).mark_rule(strokeDash=[4, 3], color="darkorange").encode(y="df:Q")
+    ).properties(width=280, height=220, title=f"What the cap costs the {neighbour} (model)")
+    return alt.hconcat(left, right).properties(padding=PADDING)
+
+
+def budget_chart(budget: pd.DataFrame, title: str) -> alt.LayerChart:
+    """Seconds of each kind of waiting over one pod's life (``waiting.budget``), each bar labelled."""
+    base = alt.Chart(budget).encode(y=alt.Y("kind:N", title=None, sort=None, axis=alt.Axis(labelPadding=6)),
+                                    x=alt.X("seconds:Q", title="seconds of waiting"))
+    bars = base.mark_bar().encode(color=alt.Color("kind:N", legend=None),
+                                  tooltip=["kind", "what", alt.Tooltip("seconds:Q", format=".3f")])
+    labels = base.mark_text(align="left", dx=4).encode(text=alt.Text("seconds:Q", format=".3~f"))
+    return (bars + labels).properties(width=420, height=120, title=title, padding=PADDING)
+
+
+def timers_chart(timers: pd.DataFrame) -> alt.Chart:
+    """A probe's measured tick waits vs both slice timers' simulated ones, by quantile (``measured.slice_timers``)."""
+    return alt.Chart(timers).mark_line(point=True).encode(
+        x=alt.X("quantile:Q", title="quantile of the waits that found the GPU busy"),
+        y=alt.Y("wait_ms:Q", title="wait before the first instruction (ms)"),
+        color=alt.Color("source:N", title=None),
+        strokeDash=alt.StrokeDash("source:N", title=None),
+        tooltip=["source", "quantile", alt.Tooltip("wait_ms:Q", format=".3f")],
+    ).properties(width=420, height=220, title="When does the slice start? Probe vs the two timers",
+                 padding=PADDING)

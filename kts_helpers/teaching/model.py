@@ -8,28 +8,45 @@ to trust once you have seen them come out of a model small enough to check by ha
   back to back. Tenants start at random offsets (drawn from ``seed``) unless given ``offsets_ms``.
 * The GPU runs one context at a time. The context holding it keeps it until its kernel completes,
   or until its quantum expires *while another context has pending work*; then the next pending
-  context in round-robin order gets it. A lone context is never preempted. The quantum is counted
-  from the later of (the holder got the GPU, another context became pending): so a kernel that
-  arrives while another runs waits ``min(holder's remaining work, quantum)``.
+  context in round-robin order gets it. A lone context is never preempted. When the holder's quantum
+  starts is ``slice_timer``:
+
+  - ``"switch-in"`` (what the H200 probe measured, ``data/reference/h200-*-probe``; ``teaching.measured``
+    models real runs with it): the
+    holder's slices are counted from its switch-in, the switch included (the holder pays for it), and
+    follow each other every quantum while it holds the GPU. A kernel that arrives while another runs
+    waits until the holder's current slice ends: between 0 and one quantum, spread evenly;
+  - ``"contention"`` (the default: the lesson's case to check by hand): the quantum starts when another
+    context starts waiting (or at the switch-in if one already waits), so such a kernel always waits
+    ``min(holder's remaining work, quantum)``: the worst case of the two, every time.
 * Changing the resident context costs ``context_switch_ms`` of idle GPU before the new one runs.
 
 It is event-driven and exact (no time steps): the state changes only at arrivals, completions
 and quantum expiries, so 10^5 kernels take about a second of pure Python.
 
-Columns of :func:`simulate` (all in ms):
+**The event rule.** A tenant times a kernel with two CUDA events recorded in its own stream; both
+are processed when *its* context runs. So waiting *before the kernel's first instruction* (another
+context holds the GPU) is outside the interval, while a kernel *preempted mid-way* keeps its start
+event behind it and has the neighbour's slice (and the switches) inside it. A short kernel (shorter
+than the quantum) is never preempted: its events see nothing of the neighbour. A long one is: its
+events stretch. The columns keep the clocks apart, with the names the kit's logs use:
 
 * ``arrival_ms``: when the tenant issued the kernel (the host's launch).
 * ``start_ms``: when the kernel first ran on the GPU (its context got the GPU, switch paid).
 * ``end_ms``: when it completed.
-* ``device_ms``: the GPU time it actually ran; never includes waiting.
-* ``span_ms``: ``end - start``: what a pair of CUDA events recorded in the tenant's stream bracket.
-  Equal to ``device_ms`` unless the kernel itself was preempted mid-way (kernels longer than the
-  quantum), in which case the events also count the time it was switched out.
-* ``wall_ms``: ``end - arrival``: what the host sees.
-* ``wait_ms``: ``wall - device``: time the kernel was issued but not running.
+* ``work_ms``: the GPU time the kernel itself ran: its own work, never a wait or a neighbour's slice.
+* ``device_ms``: ``end - start``: what the pair of CUDA events records (the kit's ``device_ms``).
+  Equal to ``work_ms`` unless the kernel was preempted mid-way; then it includes the time it was
+  switched out.
+* ``wall_ms``: ``end - arrival`` (plus the tenant's host ``overhead_ms``, 0 by default): what the host
+  sees (the kit's ``wall_ms``).
+* ``wait_ms``: ``start - arrival`` (= wall - device - overhead): waiting before the first instruction,
+  what the kit's wait clock measures (wall - device less its overhead floor).
 
-Its chart builders are in ``teaching.charts``; ``teaching.measured`` puts a real run next to it and
-``teaching.synthetic`` writes simulated run directories (the kit's log format, a known quantum behind them).
+Its chart builders are in ``teaching.charts``; ``teaching.fit`` fits its quantum to measured waits,
+``teaching.measured`` puts a real run next to it, ``teaching.synthetic`` writes simulated run
+directories (the kit's log format, a known quantum behind them) and ``teaching.mps`` is its
+counterpart for spatial sharing (MPS).
 """
 
 from __future__ import annotations
@@ -53,25 +70,31 @@ class SimError(KtsError, ValueError):
 
 @dataclass(frozen=True)
 class SimTenant:
-    """One simulated tenant: its kernel length and its sleep between kernels (closed loop)."""
+    """One simulated tenant: its kernel length and its sleep between kernels (closed loop).
+
+    ``overhead_ms``: the host's own launch and synchronisation cost per kernel, outside the GPU: it is in
+    the tenant's wall clock (alone and shared alike) and nowhere else (0 in the lesson's hand-made cases; a
+    real run's tenant pays its alone median of wall - device).
+    """
 
     name: str
     kernel_ms: float
     period_ms: float
     jitter_ms: float = 0.0
+    overhead_ms: float = 0.0
 
 
-KERNEL_COLUMNS = ["tenant", "iteration", "arrival_ms", "start_ms", "end_ms", "device_ms", "span_ms",
+KERNEL_COLUMNS = ["tenant", "iteration", "arrival_ms", "start_ms", "end_ms", "work_ms", "device_ms",
                   "wall_ms", "wait_ms"]
+CLOCKS = ("wall", "device")  # the two clocks a tenant has: the host's and its CUDA events'
 SEGMENT_COLUMNS = ["tenant", "start_ms", "end_ms", "what"]
 DEFAULT_DURATION_MS = 20_000.0
-# Quantiles the quantum fit compares: the quantum shows in the upper part of the wait distribution
-# (most short kernels find the GPU free and wait ~0), so the median alone cannot see it.
-FIT_QUANTILES = (0.5, 0.75, 0.9, 0.95, 0.99)
+SLICE_TIMERS = ("switch-in", "contention")  # when the holder's quantum starts (see the module doc)
+DEFAULT_SLICE_TIMER = "contention"
 
 
 def check_params(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float,
-                 duration_ms: float) -> list[SimTenant]:
+                 duration_ms: float, slice_timer: str = DEFAULT_SLICE_TIMER) -> list[SimTenant]:
     """The tenants as a list, or a SimError naming the first invalid parameter."""
     tenants = list(tenants)
     if not tenants:
@@ -88,20 +111,28 @@ def check_params(tenants: Sequence[SimTenant], quantum_ms: float, context_switch
             raise SimError(f"tenant {t.name!r}: period_ms must be >= 0, got {t.period_ms}")
         if not (math.isfinite(t.jitter_ms) and t.jitter_ms >= 0):
             raise SimError(f"tenant {t.name!r}: jitter_ms must be >= 0, got {t.jitter_ms}")
+        if not (math.isfinite(t.overhead_ms) and t.overhead_ms >= 0):
+            raise SimError(f"tenant {t.name!r}: overhead_ms must be >= 0, got {t.overhead_ms}")
     if not (math.isfinite(quantum_ms) and quantum_ms > 0):
         raise SimError(f"quantum_ms must be > 0, got {quantum_ms}")
     if not (math.isfinite(context_switch_ms) and context_switch_ms >= 0):
         raise SimError(f"context_switch_ms must be >= 0, got {context_switch_ms}")
+    if slice_timer not in SLICE_TIMERS:
+        raise SimError(f"slice_timer must be one of {', '.join(SLICE_TIMERS)}, got {slice_timer!r}")
+    if slice_timer == "switch-in" and not context_switch_ms < quantum_ms:
+        raise SimError(f"with slice_timer 'switch-in' the switch is paid inside the slice: context_switch_ms "
+                       f"({context_switch_ms}) must be < quantum_ms ({quantum_ms})")
     if not (math.isfinite(duration_ms) and duration_ms > 0):
         raise SimError(f"duration_ms must be > 0, got {duration_ms}")
     return tenants
 
 
 def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float, duration_ms: float,
-         seed: int, offsets_ms: Sequence[float] | None, want_segments: bool
+         seed: int, offsets_ms: Sequence[float] | None, want_segments: bool, slice_timer: str
          ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """The event loop. Returns (one row per kernel, the GPU's occupancy segments or None)."""
-    tenants = check_params(tenants, quantum_ms, context_switch_ms, duration_ms)
+    tenants = check_params(tenants, quantum_ms, context_switch_ms, duration_ms, slice_timer)
+    periodic = slice_timer == "switch-in"
     n = len(tenants)
     rng = random.Random(seed)
     if offsets_ms is None:
@@ -127,18 +158,26 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
     cur, last = -1, -1  # context holding the GPU (-1: idle) and the last resident one
     run_from = 0.0  # when the holder starts making progress (after a switch)
     slice_end = inf  # when the holder's quantum expires (inf: nobody else is waiting)
+    origin = 0.0  # "switch-in": when the holder's slices began (they follow each other every quantum)
     t = 0.0
 
     def give(i: int, now: float) -> None:
-        nonlocal cur, last, run_from, slice_end
+        nonlocal cur, last, run_from, slice_end, origin
         switch = last not in (-1, i)
         run_from = now + cs if switch else now
         if want_segments and switch and cs > 0:
             segs.append([i, now, run_from, "switch"])
+        if switch or last == -1:
+            origin = now  # the slice starts with the switch-in; the same context keeps its timer
         cur, last = i, i
         if started[i] < 0:
             started[i] = run_from
-        slice_end = run_from + q if any(pending[j] for j in range(n) if j != i) else inf
+        others = any(pending[j] for j in range(n) if j != i)
+        slice_end = (next_boundary(now) if periodic else run_from + q) if others else inf
+
+    def next_boundary(now: float) -> float:
+        """The end of the holder's current slice (switch-in timer): the first origin + k q after now."""
+        return origin + (math.floor((now - origin) / q) + 1) * q
 
     def pick(after: int, now: float) -> None:
         for k in range(1, n + 1):
@@ -183,7 +222,8 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
                 pending[i], rem[i], arrival[i], started[i] = True, kernel[i], nxt[i], -1.0
                 nxt[i] = inf
                 if cur >= 0 and i != cur and slice_end == inf:
-                    slice_end = max(te, run_from) + q  # contention starts: the holder's quantum runs
+                    # contention starts: the holder's quantum runs (or its current slice ends)
+                    slice_end = next_boundary(te) if periodic else max(te, run_from) + q
         if done:
             pick(last, te)
         elif cur >= 0 and te >= slice_end:  # quantum expired while others wait: round robin
@@ -191,34 +231,50 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
         elif cur < 0:
             pick(last if last >= 0 else n - 1, te)
     names = [tn.name for tn in tenants]
-    df = pd.DataFrame(rows, columns=["_i", "iteration", "arrival_ms", "start_ms", "end_ms", "device_ms"])
+    df = pd.DataFrame(rows, columns=["_i", "iteration", "arrival_ms", "start_ms", "end_ms", "work_ms"])
     df.insert(0, "tenant", pd.Series([names[i] for i in df["_i"]], dtype=object))
     df = df.drop(columns="_i")
-    df["span_ms"] = df["end_ms"] - df["start_ms"]
+    overheads = {tn.name: float(tn.overhead_ms) for tn in tenants}
+    return finish_columns(df, overheads), _segments(segs, names) if want_segments else None
+
+
+def finish_columns(df: pd.DataFrame, overhead_ms: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """The derived clocks (device = events, wall, wait) from arrival/start/end/work, in KERNEL_COLUMNS order.
+
+    ``overhead_ms`` per tenant is added to the wall clock only (the host's launch/sync cost).
+    """
+    df = df.copy()
+    df["device_ms"] = df["end_ms"] - df["start_ms"]
+    # float dust (< 1 fs) is neither a preemption nor a wait
+    df["device_ms"] = df["device_ms"].where((df["device_ms"] - df["work_ms"]).abs() > 1e-9, df["work_ms"])
     df["wall_ms"] = df["end_ms"] - df["arrival_ms"]
-    wait = df["wall_ms"] - df["device_ms"]
-    df["wait_ms"] = wait.where(wait.abs() > 1e-9, 0.0)  # float dust (< 1 fs) is no wait
+    if overhead_ms:
+        df["wall_ms"] += df["tenant"].map(overhead_ms).fillna(0.0).astype(float)
+    wait = df["start_ms"] - df["arrival_ms"]
+    df["wait_ms"] = wait.where(wait.abs() > 1e-9, 0.0)
     df = df.sort_values(["arrival_ms", "tenant"], kind="stable").reset_index(drop=True)
-    seg_df = None
-    if want_segments:
-        seg_df = pd.DataFrame(segs, columns=["_i", "start_ms", "end_ms", "what"])
-        seg_df.insert(0, "tenant", pd.Series([names[i] for i in seg_df["_i"]], dtype=object))
-        seg_df = seg_df.drop(columns="_i")
-    return df[KERNEL_COLUMNS], seg_df
+    return df[KERNEL_COLUMNS]
+
+
+def _segments(segs: list[list], names: list[str]) -> pd.DataFrame:
+    seg_df = pd.DataFrame(segs, columns=["_i", "start_ms", "end_ms", "what"])
+    seg_df.insert(0, "tenant", pd.Series([names[i] for i in seg_df["_i"]], dtype=object))
+    return seg_df.drop(columns="_i")
 
 
 def simulate(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
              duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
-             offsets_ms: Sequence[float] | None = None) -> pd.DataFrame:
+             offsets_ms: Sequence[float] | None = None, *, slice_timer: str = DEFAULT_SLICE_TIMER) -> pd.DataFrame:
     """Simulate the tenants sharing one GPU; one row per completed kernel (see the module doc)."""
-    return _run(tenants, quantum_ms, context_switch_ms, duration_ms, seed, offsets_ms, False)[0]
+    return _run(tenants, quantum_ms, context_switch_ms, duration_ms, seed, offsets_ms, False, slice_timer)[0]
 
 
 def timeline(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
              duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
-             offsets_ms: Sequence[float] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+             offsets_ms: Sequence[float] | None = None, *,
+             slice_timer: str = DEFAULT_SLICE_TIMER) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Like :func:`simulate`, plus who held the GPU when: segments (tenant, start, end, run/switch)."""
-    kernels, segs = _run(tenants, quantum_ms, context_switch_ms, duration_ms, seed, offsets_ms, True)
+    kernels, segs = _run(tenants, quantum_ms, context_switch_ms, duration_ms, seed, offsets_ms, True, slice_timer)
     assert segs is not None
     return kernels, segs
 
@@ -228,7 +284,11 @@ def _pct(values: np.ndarray, p: float) -> float:
 
 
 def summarize_sim(df: pd.DataFrame) -> pd.DataFrame:
-    """p50/p95/p99 of wall, device and wait per tenant (numpy's linear-interpolation percentiles)."""
+    """p50/p95/p99 of wall, device (CUDA events) and wait per tenant (numpy's linear-interpolation percentiles).
+
+    ``device`` is the event clock (``device_ms``), which includes a neighbour's slice when a kernel was
+    preempted mid-way; the tenant's own GPU work is ``work_ms`` in the kernel table.
+    """
     missing = {"tenant", "wall_ms", "device_ms", "wait_ms"} - set(df.columns)
     if missing:
         raise SimError(f"summarize_sim needs simulate()'s columns; missing {sorted(missing)}")
@@ -243,21 +303,42 @@ def summarize_sim(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def degradation(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
-                duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0) -> pd.DataFrame:
-    """Per tenant: p50/p99 wall alone and shared, and DF = shared p99 wall / alone p99 wall."""
-    tenants = check_params(tenants, quantum_ms, context_switch_ms, duration_ms)
-    shared = simulate(tenants, quantum_ms, context_switch_ms, duration_ms, seed)
+def compare_clocks(shared: pd.DataFrame, alone: Mapping[str, pd.DataFrame], names: Sequence[str]) -> pd.DataFrame:
+    """Per tenant and clock: p50/p99 alone and shared, DF = shared p99 / alone p99 (``rules.degradation``).
+
+    Columns: tenant, then for each clock in ``CLOCKS`` (``wall``: ``p50_alone_ms`` ... ``df``; ``device``:
+    the same names prefixed ``device_``). ``alone`` maps a tenant to its kernels when it ran alone.
+    """
     out = []
-    for t in tenants:
-        alone = simulate([t], quantum_ms, context_switch_ms, duration_ms, seed)["wall_ms"].to_numpy(float)
-        mine = shared.loc[shared["tenant"] == t.name, "wall_ms"].to_numpy(float)
-        if not len(mine):
-            raise SimError(f"tenant {t.name!r} completed no kernel in {duration_ms} ms; lengthen duration_ms")
-        out.append({"tenant": t.name, "p50_alone_ms": _pct(alone, 50), "p99_alone_ms": _pct(alone, 99),
-                    "p50_shared_ms": _pct(mine, 50), "p99_shared_ms": _pct(mine, 99),
-                    "df": degradation_factor([mine], [alone], 0.99, interval=False).estimate})
+    for name in names:
+        mine = shared[shared["tenant"] == name]
+        if mine.empty:
+            raise SimError(f"tenant {name!r} completed no kernel; lengthen duration_ms")
+        row: dict[str, Any] = {"tenant": name}
+        for clock in CLOCKS:
+            pre = "" if clock == "wall" else f"{clock}_"
+            a = alone[name][f"{clock}_ms"].to_numpy(float)
+            s = mine[f"{clock}_ms"].to_numpy(float)
+            row.update({f"{pre}p50_alone_ms": _pct(a, 50), f"{pre}p99_alone_ms": _pct(a, 99),
+                        f"{pre}p50_shared_ms": _pct(s, 50), f"{pre}p99_shared_ms": _pct(s, 99),
+                        f"{pre}df": degradation_factor([s], [a], 0.99, interval=False).estimate})
+        out.append(row)
     return pd.DataFrame(out)
+
+
+def degradation(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
+                duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0, *,
+                slice_timer: str = DEFAULT_SLICE_TIMER) -> pd.DataFrame:
+    """Per tenant, both clocks: p50/p99 alone and shared and DF (wall: ``df``; CUDA events: ``device_df``).
+
+    A short tenant's ``device_df`` stays 1 (its kernels are never preempted mid-way); a long tenant's grows
+    with the neighbour's slices that land inside its events.
+    """
+    tenants = check_params(tenants, quantum_ms, context_switch_ms, duration_ms, slice_timer)
+    shared = simulate(tenants, quantum_ms, context_switch_ms, duration_ms, seed, slice_timer=slice_timer)
+    alone = {t.name: simulate([t], quantum_ms, context_switch_ms, duration_ms, seed, slice_timer=slice_timer)
+             for t in tenants}
+    return compare_clocks(shared, alone, [t.name for t in tenants])
 
 
 SWEEP_PARAMS = ("quantum_ms", "context_switch_ms", "<tenant>.kernel_ms", "<tenant>.period_ms")
@@ -265,8 +346,8 @@ SWEEP_PARAMS = ("quantum_ms", "context_switch_ms", "<tenant>.kernel_ms", "<tenan
 
 def sweep(tenants: Sequence[SimTenant], param: str, values: Iterable[float], *, quantum_ms: float = 2.0,
           context_switch_ms: float = 0.0, duration_ms: float = DEFAULT_DURATION_MS,
-          seed: int = 0) -> pd.DataFrame:
-    """DF per tenant for each value of one parameter (long format: param, value, tenant, df, p99s).
+          seed: int = 0, slice_timer: str = DEFAULT_SLICE_TIMER) -> pd.DataFrame:
+    """DF per tenant for each value of one parameter (long format: param, value, tenant, df, device_df, p99s).
 
     ``param`` is ``quantum_ms``, ``context_switch_ms``, or ``<tenant>.kernel_ms`` /
     ``<tenant>.period_ms`` to vary one tenant's kernel length or cadence.
@@ -293,69 +374,10 @@ def sweep(tenants: Sequence[SimTenant], param: str, values: Iterable[float], *, 
             cs = v
         else:
             ts = [replace(t, **{field: v}) if t.name == who else t for t in tenants]
-        d = degradation(ts, q, cs, duration_ms, seed)
+        d = degradation(ts, q, cs, duration_ms, seed, slice_timer=slice_timer)[["tenant", "p99_alone_ms", "p99_shared_ms", "df",
+                                                         "device_p99_shared_ms", "device_df"]]
         d.insert(0, "value", v)
         d.insert(0, "param", param)
         parts.append(d)
     return pd.concat(parts, ignore_index=True)
 
-
-def _queue_waits(df: pd.DataFrame, tenant: str) -> np.ndarray:
-    """Issue-to-first-run waits: exactly what host wall minus CUDA-event time measures on a real GPU."""
-    g = df[df["tenant"] == tenant]
-    return (g["start_ms"] - g["arrival_ms"]).to_numpy(float)
-
-
-def fit_distances(measured_waits_ms: Mapping[str, Sequence[float]] | Sequence[float],
-                  tenants: Sequence[SimTenant], candidates: Iterable[float], *, context_switch_ms: float = 0.0,
-                  duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
-                  quantiles: Sequence[float] = FIT_QUANTILES) -> pd.DataFrame:
-    """The distance of each candidate quantum's simulated waits to the measured ones (see fit_quantum)."""
-    tenants = list(tenants)
-    names = [t.name for t in tenants]
-    if isinstance(measured_waits_ms, Mapping):
-        measured = {k: np.asarray(v, float) for k, v in measured_waits_ms.items()}
-    else:
-        measured = {names[0] if names else "": np.asarray(measured_waits_ms, float)}
-    unknown = sorted(set(measured) - set(names))
-    if unknown:
-        raise SimError(f"measured waits for unknown tenant(s) {unknown}; tenants are {names}")
-    for k, v in measured.items():
-        if v.ndim != 1 or not len(v) or not np.isfinite(v).all():
-            raise SimError(f"measured waits of {k!r} must be a non-empty list of finite numbers")
-    cands = sorted({float(c) for c in candidates})
-    if not cands or any(not math.isfinite(c) or c <= 0 for c in cands):
-        raise SimError(f"candidates must be non-empty and > 0, got {cands}")
-    qs = np.asarray(quantiles, float)
-    out = []
-    for c in cands:
-        sim = simulate(tenants, c, context_switch_ms, duration_ms, seed)
-        dist = 0.0
-        for name, meas in measured.items():
-            simw = _queue_waits(sim, name)
-            if not len(simw):
-                raise SimError(f"tenant {name!r} completed no kernel in {duration_ms} ms; lengthen duration_ms")
-            dist += float(np.abs(np.quantile(meas, qs) - np.quantile(simw, qs)).mean())
-        out.append({"quantum_ms": c, "distance_ms": dist / len(measured)})
-    return pd.DataFrame(out)
-
-
-def fit_quantum(measured_waits_ms: Mapping[str, Sequence[float]] | Sequence[float],
-                tenants: Sequence[SimTenant], candidates: Iterable[float], *, context_switch_ms: float = 0.0,
-                duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
-                quantiles: Sequence[float] = FIT_QUANTILES) -> float:
-    """The candidate quantum whose simulated waits best match the measured ones.
-
-    ``measured_waits_ms``: per tenant name, the measured waits (host wall - device event time);
-    a bare sequence means the first tenant's. The simulated wait compared is issue-to-first-run
-    (``start_ms - arrival_ms``), which is what wall minus CUDA-event time measures. Distance: the
-    mean absolute difference between measured and simulated wait quantiles at ``quantiles``
-    (default p50, p75, p90, p95, p99: the upper part, where the quantum shows), averaged over
-    tenants. Ties go to the smaller quantum.
-    """
-    d = fit_distances(measured_waits_ms, tenants, candidates, context_switch_ms=context_switch_ms,
-                      duration_ms=duration_ms, seed=seed, quantiles=quantiles)
-    return float(d.loc[d["distance_ms"].idxmin(), "quantum_ms"])
-
-
-DEFAULT_CANDIDATES = tuple(float(x) for x in np.round(np.geomspace(0.25, 64.0, 25), 3))

@@ -1,9 +1,9 @@
 """Run directories written by the simulator: the kit's own log format, with a known quantum behind them.
 
 Why: to try the analysis, the notebook's real-run section and the probe's reading without a GPU, and to
-test that they recover the quantum and switch cost the simulator was given. Logged device_ms is ``span_ms``
-(what a pair of CUDA events would record, so a kernel preempted mid-way carries the neighbour's slice);
-wall_ms is issue to completion. Such a run says ``"source": "kts_helpers.simulate"`` in every log and
+test that they recover the quantum and switch cost the simulator was given. Logged device_ms is the
+simulator's ``device_ms`` (what a pair of CUDA events records, so a kernel preempted mid-way carries the
+neighbour's slice); wall_ms is issue to completion. Such a run says ``"source": "kts_helpers.simulate"`` in every log and
 ``profile`` "simulated" (or "probe" for :func:`write_sim_probe`, with ``device`` "simulated") in its
 manifest. Neither function ever writes over an existing directory.
 """
@@ -19,9 +19,16 @@ from typing import Any
 import pandas as pd
 
 from kts_helpers.errors import RunError
-from kts_helpers.teaching.model import DEFAULT_DURATION_MS, SimTenant, check_params, simulate
+from kts_helpers.teaching.model import (
+    DEFAULT_DURATION_MS,
+    DEFAULT_SLICE_TIMER,
+    SimTenant,
+    check_params,
+    simulate,
+)
 
 SYNTHETIC_EPOCH_NS = 1_700_000_000_000_000_000
+SIMULATED_DEVICE = "simulated"  # the manifest's device of a simulated run: a time-sliced GPU, not a CPU
 
 
 def _log_lines(kernels: pd.DataFrame, workload: str, tenant: str) -> str:
@@ -30,7 +37,7 @@ def _log_lines(kernels: pd.DataFrame, workload: str, tenant: str) -> str:
         start = SYNTHETIC_EPOCH_NS + round(r.arrival_ms * 1e6)
         end = SYNTHETIC_EPOCH_NS + round(r.end_ms * 1e6)
         lines.append(f"KTS_APP,v2,{workload},{tenant},{r.iteration},op,{start},{start},{end},"
-                     f"{r.span_ms:.6f},{r.wall_ms:.6f}")
+                     f"{r.device_ms:.6f},{r.wall_ms:.6f}")
     return "\n".join(lines) + "\n"
 
 
@@ -57,7 +64,7 @@ def _write(root: Path, scenarios: Sequence[tuple[str, str, Sequence[SimTenant], 
     manifest = {"format_version": 2, "run_id": root.name, "label": "simulated", "status": status,
                 "spec": {"profile": profile, "device": device,
                          "resolved": {**resolved, "quantum_ms": quantum_ms, "context_switch_ms": context_switch_ms,
-                                      "seed": seed},
+                                      "seed": seed, "slice_timer": DEFAULT_SLICE_TIMER},
                          "scenarios": spec_scenarios},
                 "environment": {"gpu_name": f"simulated GPU (quantum {quantum_ms:g} ms, switch {context_switch_ms:g} ms)"},
                 "scenarios": {s["name"]: {"status": status} for s in spec_scenarios}}
@@ -77,7 +84,7 @@ def write_sim_run(path: str | os.PathLike, tenants: Sequence[SimTenant], quantum
     scenarios.append(("shared", "shared", tenants, duration_ms))
     return _write(Path(path), scenarios, {t.name: t.name for t in tenants}, quantum_ms=quantum_ms,
                   context_switch_ms=context_switch_ms, seed=seed, status=status, profile="simulated",
-                  device="simulated", resolved={"sleep_ms": {t.name: t.period_ms for t in tenants},
+                  device=SIMULATED_DEVICE, resolved={"sleep_ms": {t.name: t.period_ms for t in tenants},
                                                 "duration_ms": duration_ms})
 
 
@@ -108,5 +115,5 @@ def write_sim_probe(path: str | os.PathLike, quantum_ms: float, context_switch_m
                  ("shared-reverse", "shared", [hog_p, tick_bb], reverse_duration_ms)]
     workloads = {TICK: "noop", TICK_BB: "gemm", HOG: "gemm", HOG_POISSON: "gemm"}
     return _write(Path(path), scenarios, workloads, quantum_ms=quantum_ms, context_switch_ms=context_switch_ms,
-                  seed=seed, status="complete", profile="probe", device="simulated",
+                  seed=seed, status="complete", profile="probe", device=SIMULATED_DEVICE,
                   resolved={"hog_kernel_ms": hog_kernel_ms, "tick_kernel_ms": tick_kernel_ms})

@@ -1,20 +1,24 @@
-"""Kubernetes backend: a scenario's tenants as Jobs on one GPU node; logs land where the local backend puts them.
+"""Kubernetes backend: each scenario one Indexed Job on one GPU node; logs land where the local backend puts them.
 
 What a tenant pays on a cluster is more than the GPU time-slice: before its first kernel a pod may wait
-for *admission* (quota, e.g. Kueue), for *placement* (a node with a free GPU replica) and for *start-up*
-(image pull, container creation). The API server timestamps each step (one-second resolution); the
-backend records them per pod and ``analyse.waits.layered_waits`` turns them into a table.
+for *admission* (quota, e.g. Kueue), for *placement* (a node with a free GPU replica) and through
+*start-up* (image pull, container start, CUDA init, warm-up), then at the start barrier. The API server
+timestamps the first steps (one-second resolution), the worker its own; the backend records both per
+pod and ``analyse.waits.layered_waits`` turns them into a table.
 
 Modules, each with one job:
 
-* ``names``   — labels, names and the checks that an object is the kit's own;
-* ``api``     — ``KubeApi``, the only code that calls the API server, and the kubeconfig loader;
-* ``nodes``   — what a node advertises (GPUs, replicas, sharing strategy);
-* ``jobs``    — the Job manifest of one tenant;
-* ``state``   — timestamps, layered waits and what a pod's status means;
-* ``logs``    — pod logs followed live (nothing is lost when a padder is stopped);
-* ``backend`` — ``KubernetesBackend``: one scenario from submission to clean-up;
-* ``scale``   — one experiment per GPU node at once.
+* ``names``     — labels, names and the checks that an object is the kit's own;
+* ``clock``     — the time source (the tests' emulator hands in a fake one) and API timestamps;
+* ``api``       — ``KubeApi``, the only code that calls the API server, and the kubeconfig loader;
+* ``nodes``     — what a node advertises (GPUs, replicas, sharing strategy);
+* ``lease``     — the node Lease: one client measures on a GPU node at a time;
+* ``jobs``      — the Indexed Job of a scenario;
+* ``state``     — what the Job, the Workload, the pods and the node say; the timestamps of a tenant;
+* ``logs``      — pod logs followed live (nothing is lost when a padder is stopped);
+* ``lifecycle`` — one scenario from submission (or re-attachment) to its logs;
+* ``backend``   — ``KubernetesBackend``: node choice, exclusivity, clean-up, the scenario's record;
+* ``scale``     — experiments over several GPU nodes, each node taken by its Lease.
 """
 
 from kts_helpers.run.backends.kubernetes.backend import KubernetesBackend

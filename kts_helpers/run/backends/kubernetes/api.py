@@ -58,6 +58,8 @@ class KubeApi:
         self.core = client.CoreV1Api(api_client)
         self.batch = client.BatchV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
+        self.kueue_version: str | None = None  # the Workload API version that answered last
 
     @property
     def host(self) -> str:
@@ -121,9 +123,9 @@ class KubeApi:
         return data is not None
 
     # --- pods
-    def list_pods(self, label_selector: str) -> list[dict[str, Any]]:
+    def list_pods(self, label_selector: str = "", field_selector: str = "") -> list[dict[str, Any]]:
         return self._items(self._call("list", "pods", self.core.list_namespaced_pod, self.namespace,
-                                      label_selector=label_selector))
+                                      label_selector=label_selector, field_selector=field_selector))
 
     def delete_pod(self, name: str) -> bool:
         data = self._call("delete", "pods", self.core.delete_namespaced_pod, name, self.namespace,
@@ -155,26 +157,64 @@ class KubeApi:
             return None
 
     def list_events(self, kind: str, name: str) -> list[dict[str, Any]]:
-        """Events of one object (optional: an empty list when RBAC does not allow it)."""
-        try:
-            items = self._items(self._call("list", "events", self.core.list_namespaced_event, self.namespace,
-                                           field_selector=f"involvedObject.name={name}"))
-        except KubeForbidden:
-            return []
+        """Events of one object (FailedCreate on a Job is how Pod Security and quota rejections show)."""
+        items = self._items(self._call("list", "events", self.core.list_namespaced_event, self.namespace,
+                                       field_selector=f"involvedObject.name={name}"))
         return [e for e in items if (e.get("involvedObject") or {}).get("name") == name
                 and (e.get("involvedObject") or {}).get("kind", kind) == kind]
 
     def list_workloads(self) -> list[dict[str, Any]]:
-        """Kueue Workloads of the namespace (v1beta1, then v1beta2); [] without Kueue or RBAC."""
-        for version in ("v1beta1", "v1beta2"):
-            try:
-                data = self._call("list", "workloads.kueue.x-k8s.io", self.custom.list_namespaced_custom_object,
-                                  "kueue.x-k8s.io", version, self.namespace, "workloads", missing_ok=True)
-            except KubeForbidden:
-                return []
+        """Kueue Workloads of the namespace: ``v1beta2`` (Kueue's storage version since 0.15), else ``v1beta1``;
+        [] without Kueue. RBAC refusing it is an error: an admission that cannot be read cannot be waited for."""
+        versions = ("v1beta2", "v1beta1")
+        if self.kueue_version in versions:
+            versions = (self.kueue_version, *(v for v in versions if v != self.kueue_version))
+        for version in versions:
+            data = self._call("list", "workloads.kueue.x-k8s.io", self.custom.list_namespaced_custom_object,
+                              "kueue.x-k8s.io", version, self.namespace, "workloads", missing_ok=True)
             if data is not None:
+                self.kueue_version = version
                 return self._items(data)
+        self.kueue_version = ""  # the cluster serves no Kueue Workloads
         return []
+
+    # --- leases (coordination.k8s.io/v1): who measures on a node
+    def read_lease(self, name: str, namespace: str) -> dict[str, Any] | None:
+        data = self._call("get", "leases.coordination.k8s.io", self.coordination.read_namespaced_lease, name,
+                          namespace, missing_ok=True)
+        return self._json(data) if data is not None else None
+
+    def create_lease(self, body: dict[str, Any], namespace: str) -> dict[str, Any] | None:
+        """The created Lease, or None when one of that name exists already (someone was faster)."""
+        try:
+            return self._json(self._call("create", "leases.coordination.k8s.io",
+                                         self.coordination.create_namespaced_lease, namespace, body))
+        except KubeApiError as exc:
+            if exc.status == 409:
+                return None
+            raise
+
+    def replace_lease(self, name: str, body: dict[str, Any], namespace: str) -> dict[str, Any] | None:
+        """Write the Lease if it is still at ``body``'s resourceVersion; None when it changed meanwhile."""
+        try:
+            return self._json(self._call("update", "leases.coordination.k8s.io",
+                                         self.coordination.replace_namespaced_lease, name, namespace, body))
+        except KubeApiError as exc:
+            if exc.status in (404, 409):
+                return None
+            raise
+
+    def delete_lease(self, name: str, namespace: str, resource_version: str) -> bool:
+        """Delete the Lease only if nobody wrote it since ``resource_version`` (a precondition)."""
+        try:
+            data = self._call("delete", "leases.coordination.k8s.io", self.coordination.delete_namespaced_lease,
+                              name, namespace, missing_ok=True,
+                              body={"preconditions": {"resourceVersion": resource_version}})
+        except KubeApiError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return data is not None
 
     def wait_pods_changed(self, label_selector: str, known: Mapping[str, str], timeout_s: float,
                           relevant: Callable[[Mapping[str, Any]], bool] = lambda obj: True) -> bool:

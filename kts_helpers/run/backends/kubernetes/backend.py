@@ -1,15 +1,19 @@
-"""``KubernetesBackend``: one scenario from submission to clean-up, on one GPU node.
+"""``KubernetesBackend``: where a scenario runs (a node, held through its Lease), and what is recorded about it.
 
-* All tenants of a scenario are pinned to one node (a ``kubernetes.io/hostname`` node selector, so the
-  scheduler still decides and ``PodScheduled`` stays meaningful) and share one ``START_AT`` barrier.
-* Their logs are followed live; in a shared scenario the Jobs are deleted once every tenant has finished
-  its timed iterations (``corun.CoRunWatch``), and the streamed logs are kept.
-* Only objects whose labels the kit verifies itself are deleted, always with foreground propagation,
-  also after Ctrl-C.
+* A scenario is one Indexed Job (``jobs``), pinned to one node with a ``kubernetes.io/hostname`` node
+  selector (the scheduler still decides, so ``PodScheduled`` stays meaningful); with a Kueue queue it is
+  admitted as one Workload, a gang.
+* Two clients (or two users) never measure on one GPU node at once: the node's Lease (``lease``) is held
+  while a scenario runs, and GPU pods of other runs still on the node are waited for, never deleted.
+* The Job carries everything it needs to finish without this process (deadlines, the workers' own
+  padding limit), so ``kts run --resume <run_id>`` collects what completed while the client was away.
+* Only this run's objects are ever deleted, always with foreground propagation, also after Ctrl-C;
+  ``cleanup_older_than`` (``k8s-smoke --cleanup``) removes kit objects older than a stated age.
 
-Longer than 500 lines on purpose: a scenario's lifecycle (submit, watch, stop the padding, collect,
-clean up) and every failure path out of it are one class, read top to bottom; the pieces that stand
-alone (names, API, nodes, Job manifests, pod state, log streams) are their own modules.
+Longer than 500 lines on purpose: the options, node choice, exclusivity, clean-up and the record of a
+scenario (with every failure path out of it) are one class read top to bottom; the scenario's own
+lifecycle, the Lease, names, API, nodes, Job manifest, object states and log streams are modules of
+their own.
 """
 
 from __future__ import annotations
@@ -18,65 +22,58 @@ import contextlib
 import os
 import re
 import sys
-import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from kts_helpers.errors import BackendError, KtsError, SpecError, TenantFailed
-from kts_helpers.fsutil import write_new
 from kts_helpers.run.backends.base import ScenarioResult, TenantResult
-from kts_helpers.run.backends.kubernetes.api import KubeApi, fingerprint, load_api_client
-from kts_helpers.run.backends.kubernetes.jobs import build_job
-from kts_helpers.run.backends.kubernetes.logs import LiveScenario
+from kts_helpers.run.backends.kubernetes.api import KubeApi, load_api_client
+from kts_helpers.run.backends.kubernetes.clock import Clock, parse_time
+from kts_helpers.run.backends.kubernetes.lease import NodeBusy, NodeLease, client_identity
+from kts_helpers.run.backends.kubernetes.lifecycle import Failure, ScenarioRun, scenario_selector, sleep_real
 from kts_helpers.run.backends.kubernetes.names import (
-    ANN_NODE,
-    ANN_RUN,
-    ANN_TENANT,
+    ANN_SCENARIO,
     GPU_RESOURCES,
     LABEL_RE,
     LABEL_RUN,
-    LABEL_SCENARIO,
     MANAGED_BY,
     MANAGED_VALUE,
     RESOLUTION_S,
-    STOP_GRACE_S,
     is_kts_object,
+    job_of,
     label_value,
     labels_match,
     parse_selector,
     selector_string,
 )
 from kts_helpers.run.backends.kubernetes.nodes import NodeInfo, node_info
-from kts_helpers.run.backends.kubernetes.state import (
-    PodState,
-    parse_time,
-    pod_state,
-    status_text,
-    tenant_events,
-)
-from kts_helpers.run.corun import CoRunWatch, gpu_mismatch
+from kts_helpers.run.corun import gpu_mismatch
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec
 
-# --------------------------------------------------------------------------- the backend
-
 STRATEGY_OF = {"timeslice": "time-slicing", "mps": "mps"}
-_ACTIVE_LOCK = threading.Lock()
-_ACTIVE_RUNS: set[str] = set()  # run ids executing in this process (scale-out siblings are not leftovers)
 
 
-@dataclass
-class _Failure:
-    tenant: str
-    exit_code: int | None
-    reason: str
+def _names(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    if not value:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(str(s).strip() for s in items if str(s).strip())
+
+
+def _flag(value: bool | str | None) -> bool:
+    if isinstance(value, str):
+        if value.strip().lower() not in ("", "0", "1", "true", "false", "yes", "no"):
+            raise SpecError(f"read_only_root must be true or false, got {value!r}")
+        return value.strip().lower() in ("1", "true", "yes")
+    return bool(value)
 
 
 class KubernetesBackend:
-    """Runs each tenant of a scenario as a Job on one GPU node and collects logs and layered waits.
+    """Runs each scenario as one Indexed Job on one GPU node and collects logs and layered waits.
 
     ``namespace``/``image``: where the Jobs go and what they run. ``kubeconfig``/``context``: which
     cluster (default: ``$KUBECONFIG`` or ``~/.kube/config``, else the in-cluster service account);
@@ -84,12 +81,18 @@ class KubernetesBackend:
     narrows the GPU nodes, ``node_name`` pins one. ``queue_name``: a Kueue LocalQueue. ``start_delay_s``:
     START_AT = creation + this, long enough for image pulls. ``schedule_timeout_s``: how long a pod
     may stay unschedulable. ``gpu_resource``: force ``nvidia.com/gpu`` or ``nvidia.com/gpu.shared``
-    (default: what the node advertises). ``runtime_class``: e.g. ``nvidia`` on K3s. ``dcgm_url``: a
-    dcgm-exporter ``/metrics`` URL scraped every ``dcgm_interval_ms`` while a scenario runs, into
-    ``logs/<scenario>/telemetry.parquet`` (the NVML sampler's schema); an unreachable exporter only
-    leaves the telemetry status "absent" or "partial" in the scenario record. ``allocation_policy``:
-    the device plugin's ``sharedDevicesAllocationPolicy`` on the node; only ``packed`` keeps the tenants
-    of a shared scenario on one GPU of a multi-GPU node, so such nodes are refused without it.
+    (default: what the node advertises). ``runtime_class``: e.g. ``nvidia`` on K3s. ``service_account``:
+    the pods' identity (``kts-worker`` from manifests/base). ``image_pull_secrets``: names of Secrets
+    (a list or ``"a,b"``). ``read_only_root``: a read-only root filesystem for the worker (off: it is
+    not needed for Pod Security "restricted" and breaks some CDI-mode GPU containers).
+    ``dcgm_url``: a dcgm-exporter ``/metrics`` URL scraped every ``dcgm_interval_ms`` while a scenario
+    runs, into ``logs/<scenario>/telemetry.parquet``; an unreachable exporter only leaves the telemetry
+    status "absent" or "partial". ``allocation_policy``: the device plugin's ``sharedDevicesAllocationPolicy``;
+    only ``packed`` keeps the tenants of a shared scenario on one GPU of a multi-GPU node, so such nodes
+    are refused without it. ``lease_namespace``/``lease_duration_s``/``lease_wait_s``: the node Leases
+    (default: the kit's namespace; every client sharing the GPU nodes must use the same one), how long one
+    lasts without renewal, and how long to wait for a busy node. ``keep_finished_s``: how long a finished
+    Job stays for ``--resume``. ``clock``: the time source (tests pass the emulator's).
     """
 
     name = "kubernetes"
@@ -98,13 +101,16 @@ class KubernetesBackend:
                  kubeconfig: str | os.PathLike | None = None, context: str | None = None,
                  node_selector: str | Mapping[str, str] | None = None, node_name: str | None = None,
                  queue_name: str | None = None, api_client: Any = None, gpu_resource: str | None = None,
-                 service_account: str | None = None, memory_limit: str = "8Gi", start_delay_s: float = 30.0,
+                 service_account: str | None = "kts-worker", memory_limit: str = "8Gi", start_delay_s: float = 30.0,
                  schedule_timeout_s: float = 300.0, poll_s: float = 2.0, cleanup_timeout_s: float = 120.0,
-                 image_pull_policy: str = "IfNotPresent", clean_leftovers: bool = True,
-                 runtime_class: str | None = None, dcgm_url: str | None = None,
-                 dcgm_interval_ms: float = 1000.0, allocation_policy: str | None = None):
-        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", namespace or "") or len(namespace) > 63:
-            raise SpecError(f"invalid Kubernetes namespace {namespace!r}")
+                 image_pull_policy: str = "IfNotPresent", runtime_class: str | None = None,
+                 dcgm_url: str | None = None, dcgm_interval_ms: float = 1000.0, allocation_policy: str | None = None,
+                 image_pull_secrets: str | Sequence[str] | None = None, read_only_root: bool | str = False,
+                 lease_namespace: str | None = None, lease_duration_s: int = 30, lease_wait_s: float = 300.0,
+                 keep_finished_s: int = 86400, clock: Clock | None = None):
+        for what, ns in (("namespace", namespace), ("lease_namespace", lease_namespace or namespace)):
+            if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", ns or "") or len(ns) > 63:
+                raise SpecError(f"invalid Kubernetes {what} {ns!r}")
         if not image or any(c.isspace() for c in image):
             raise SpecError(f"invalid image reference {image!r}")
         if gpu_resource is not None and gpu_resource not in GPU_RESOURCES:
@@ -112,9 +118,12 @@ class KubernetesBackend:
         if queue_name is not None and not LABEL_RE.match(queue_name):
             raise SpecError(f"invalid Kueue queue name {queue_name!r}")
         for key, value in (("start_delay_s", start_delay_s), ("schedule_timeout_s", schedule_timeout_s),
-                           ("poll_s", poll_s), ("cleanup_timeout_s", cleanup_timeout_s)):
+                           ("poll_s", poll_s), ("cleanup_timeout_s", cleanup_timeout_s),
+                           ("lease_wait_s", lease_wait_s), ("keep_finished_s", keep_finished_s)):
             if value < 0 or (key == "poll_s" and value == 0):
                 raise SpecError(f"{key} must be > 0, got {value}")
+        if not 3 <= int(lease_duration_s) <= 3600:
+            raise SpecError(f"lease_duration_s must be between 3 and 3600 s, got {lease_duration_s}")
         if dcgm_url is not None and not re.match(r"^https?://[^\s/]+", str(dcgm_url)):
             raise SpecError(f"dcgm_url must be an http(s) URL such as http://dcgm-exporter:9400/metrics, "
                             f"got {dcgm_url!r}")
@@ -123,17 +132,27 @@ class KubernetesBackend:
         if allocation_policy not in (None, "", "distributed", "packed"):
             raise SpecError(f"allocation_policy must be 'packed' or 'distributed' (the device plugin's "
                             f"sharedDevicesAllocationPolicy), got {allocation_policy!r}")
+        self.image_pull_secrets = _names(image_pull_secrets)
+        for secret in self.image_pull_secrets:
+            if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", secret):
+                raise SpecError(f"invalid image pull Secret name {secret!r}")
+        self.read_only_root = _flag(read_only_root)
         self.allocation_policy = allocation_policy or "distributed"
         self.namespace, self.image, self.queue_name = namespace, image, queue_name or None
         self.node_selector = parse_selector(node_selector)
-        self.node_name = node_name
+        self.node_name = node_name or None
         self.gpu_resource = gpu_resource
-        self.service_account, self.memory_limit = service_account, memory_limit
+        self.service_account, self.memory_limit = service_account or None, memory_limit
         self.start_delay_s, self.schedule_timeout_s = float(start_delay_s), float(schedule_timeout_s)
         self.poll_s, self.cleanup_timeout_s = float(poll_s), float(cleanup_timeout_s)
-        self.image_pull_policy, self.clean_leftovers = image_pull_policy, clean_leftovers
-        self.runtime_class = runtime_class or None
+        self.image_pull_policy, self.runtime_class = image_pull_policy, runtime_class or None
         self.dcgm_url, self.dcgm_interval_ms = dcgm_url or None, float(dcgm_interval_ms)
+        self.lease_namespace = lease_namespace or namespace
+        self.lease_duration_s, self.lease_wait_s = int(lease_duration_s), float(lease_wait_s)
+        self.keep_finished_s = int(keep_finished_s)
+        self.clock = clock or Clock()
+        self.identity = client_identity()
+        self._leases: dict[str, NodeLease] = {}
         if api_client is None:
             api_client, ctx = load_api_client(kubeconfig, context)
         else:
@@ -172,84 +191,180 @@ class KubernetesBackend:
 
     def describe(self) -> dict[str, Any]:
         """What the cluster offers, for the setup notebook ("Kubernetes sees N GPUs; the node has M")."""
+        node = self.pick_node()
         nodes = self.gpu_nodes()
-        if not nodes:
-            self.pick_node()  # raises the explanatory error
-        node = nodes[0]
         warnings = []
         if node.strategy in (None, "none") and (node.replicas or 1) <= 1:
             warnings.append(f"time-slicing does not seem configured ({node.sharing_note()}); apply "
                             "manifests/overlays/device-plugin-timeslicing (see manifests/README.md)")
-        leftovers = [j["metadata"]["name"] for j in self._kts_jobs() if self._is_leftover(j, node.name)]
+        if not node.physical_known:
+            warnings.append(f"node {node.name} has no GPU feature discovery labels (nvidia.com/gpu.*): the GPU "
+                            "model, the physical GPU count and the sharing strategy are unknown to kts; the "
+                            "tenants' GPU UUIDs are still checked after every shared scenario (manifests/README.md)")
         return {
             "backend": self.name, "context": self.context, "server": self.api.host, "namespace": self.namespace,
             "image": self.image, "queue": self.queue_name, "node": node.name, "gpu_resource": node.resource,
             "kubernetes_gpus": node.allocatable, "physical_gpus": node.physical, "replicas": node.replicas,
             "sharing_strategy": node.strategy, "product": node.product, "summary": node.sentence,
-            "nodes": [asdict(n) | {"sentence": n.sentence} for n in nodes], "leftover_jobs": leftovers,
-            "warnings": warnings, "resolution_s": RESOLUTION_S,
+            "nodes": [asdict(n) | {"sentence": n.sentence} for n in nodes],
+            "other_gpu_pods": self.other_gpu_pods(node.name, None), "warnings": warnings,
+            "resolution_s": RESOLUTION_S,
         }
 
-    # ---------------------------------------------------------------- leftovers and cleanup
-    def _kts_jobs(self) -> list[dict[str, Any]]:
-        return [j for j in self.api.list_jobs(f"{MANAGED_BY}={MANAGED_VALUE}") if is_kts_object(j)]
+    # ---------------------------------------------------------------- exclusivity
+    def lease_for(self, node: str, *, progress: bool = True) -> NodeLease:
+        lease = self._leases.get(node)
+        if lease is None:
+            lease = self._leases[node] = NodeLease(
+                self.api, node, namespace=self.lease_namespace, identity=self.identity, clock=self.clock,
+                duration_s=self.lease_duration_s, wait_s=self.lease_wait_s, progress=progress,
+                poll_s=min(self.poll_s, 1.0))
+        lease.progress = progress
+        return lease
 
-    @staticmethod
-    def _is_leftover(job: Mapping[str, Any], node: str) -> bool:
-        """A kit Job of a run not active in this process that would compete for ``node``'s GPU."""
-        meta = job.get("metadata") or {}
-        run_id = (meta.get("annotations") or {}).get(ANN_RUN) or (meta.get("labels") or {}).get(LABEL_RUN)
-        target = (meta.get("annotations") or {}).get(ANN_NODE)
-        with _ACTIVE_LOCK:
-            active = run_id in _ACTIVE_RUNS
-        return not active and target in (None, "", node)
+    @contextlib.contextmanager
+    def session(self, wait_s: float | None = None, progress: bool = True) -> Iterator[str]:
+        """Hold one free GPU node's Lease for a whole experiment, pinned to it meanwhile (scale-out).
 
-    def cleanup(self, run_id: str | None = None, scenario: str | None = None, *, wait: bool = True,
-                only: Callable[[Mapping[str, Any]], bool] | None = None) -> list[str]:
-        """Delete the kit's Jobs (optionally of one run / scenario) and their pods; returns Job names.
-
-        Only objects whose labels say ``managed-by=kts`` (and the run / scenario asked for) are
-        touched; the server-side selector narrows the listing, the client-side check decides.
+        The candidates are the nodes the selector matches; the first whose Lease is free is taken, else
+        this waits (up to ``wait_s``, default ``lease_wait_s``) until one is. The cluster's Leases are
+        the queue: several clients, or several users, share the nodes without knowing of each other.
         """
-        terms = {MANAGED_BY: MANAGED_VALUE}
-        if run_id is not None:
-            terms[LABEL_RUN] = label_value(run_id)
-        if scenario is not None:
-            terms[LABEL_SCENARIO] = label_value(scenario)
-        sel = selector_string(terms)
-        jobs = [j for j in self.api.list_jobs(sel) if is_kts_object(j, run_id, scenario) and (only is None or only(j))]
+        limit = self.lease_wait_s if wait_s is None else float(wait_s)
+        start = self.clock.monotonic()
+        said = False
+        while True:
+            reasons = []
+            for info in self.gpu_nodes():
+                lease = self.lease_for(info.name, progress=progress)
+                why = lease.try_acquire()
+                if why is None:
+                    pinned, self.node_name = self.node_name, info.name
+                    try:
+                        with lease.held():
+                            yield info.name
+                    finally:
+                        self.node_name = pinned
+                    return
+                reasons.append(f"{info.name}: {why}")
+            if not reasons:
+                self.pick_node()  # raises the explanatory error
+            if self.clock.monotonic() - start >= limit:
+                raise NodeBusy(f"no GPU node came free within {limit:.0f} s: {'; '.join(reasons)}")
+            if progress and not said:
+                print(f"[kts] every matching GPU node is in use ({'; '.join(reasons)}); waiting", file=sys.stderr)
+                said = True
+            sleep_real(self.poll_s)
+
+    def other_gpu_pods(self, node: str, run_id: str | None, scenario: str | None = None) -> list[str]:
+        """GPU pods on ``node`` in the namespace other than this run's (scenario's) own; kts never deletes them."""
+        out = []
+        for p in self.api.list_pods(field_selector=f"spec.nodeName={node}"):
+            meta, spec = p.get("metadata") or {}, p.get("spec") or {}
+            if spec.get("nodeName") != node or (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            wants = [k for c in spec.get("containers") or [] for part in ("limits", "requests")
+                     for k in ((c.get("resources") or {}).get(part) or {})]
+            if not any(k in GPU_RESOURCES or k.startswith("nvidia.com/") for k in wants):
+                continue
+            if run_id is not None and is_kts_object(p, run_id, scenario):
+                continue
+            labels = meta.get("labels") or {}
+            owner = f"Job {job_of(p)}" if job_of(p) else "no Job"
+            whose = f"kts run {labels.get(LABEL_RUN)}" if is_kts_object(p) else "not a kts pod"
+            out.append(f"{meta.get('name')} ({owner}, {whose})")
+        return sorted(out)
+
+    def wait_node_free(self, node: str, run_id: str, scenario: str, progress: bool) -> float:
+        """Wait until no other GPU pod is on ``node`` (another run whose client died, a user without a Lease,
+        this run's other scenario left by a client that died); never deletes them. Returns the seconds
+        waited; NodeBusy after ``lease_wait_s``."""
+        start = self.clock.monotonic()
+        said = False
+        while True:
+            others = self.other_gpu_pods(node, run_id, scenario)
+            if not others:
+                return self.clock.monotonic() - start
+            waited = self.clock.monotonic() - start
+            if waited >= self.lease_wait_s:
+                raise NodeBusy(f"node {node} still runs GPU pods that are not this run's after {waited:.0f} s: "
+                               f"{', '.join(others)}; kts never deletes other runs' objects (delete them yourself "
+                               "if they are yours, or choose another node)")
+            if progress and not said:
+                print(f"[kts] node {node} runs other GPU pods ({', '.join(others)}); waiting for them to end",
+                      file=sys.stderr)
+                said = True
+            sleep_real(self.poll_s)
+
+    # ---------------------------------------------------------------- clean-up
+    def cleanup(self, run_id: str, scenario: str | None = None, *, wait: bool = True) -> list[str]:
+        """Delete this run's Jobs (optionally of one scenario) and orphaned pods; returns the Job names.
+
+        Only objects whose labels and annotations say they are the kit's and this run's are touched;
+        the server-side selector narrows the listing, the client-side check decides.
+        """
+        if not run_id:
+            raise SpecError("cleanup needs a run id (cleanup_older_than removes old kit objects of any run)")
+        sel = scenario_selector(run_id, scenario) if scenario else selector_string(
+            {MANAGED_BY: MANAGED_VALUE, LABEL_RUN: label_value(run_id)})
+        return self._delete(sel, lambda o: is_kts_object(o, run_id, scenario), wait=wait)
+
+    def cleanup_older_than(self, age_s: float, *, wait: bool = True) -> list[str]:
+        """Delete kit Jobs (and their orphaned pods) created more than ``age_s`` ago, of any run."""
+        if not age_s > 0:
+            raise SpecError(f"the age for a cleanup must be > 0 s, got {age_s}")
+        now = self.clock.now_ns() / 1e9
+
+        def old(obj: Mapping[str, Any]) -> bool:
+            created = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+            return is_kts_object(obj) and created is not None and now - created > age_s
+
+        return self._delete(f"{MANAGED_BY}={MANAGED_VALUE}", old, wait=wait)
+
+    def submitted_scenarios(self, run_id: str) -> list[str]:
+        """Scenarios of ``run_id`` whose Job is in the cluster (a client that went away left them)."""
+        sel = selector_string({MANAGED_BY: MANAGED_VALUE, LABEL_RUN: label_value(run_id)})
+        return sorted({str(((j.get("metadata") or {}).get("annotations") or {}).get(ANN_SCENARIO))
+                       for j in self.api.list_jobs(sel) if is_kts_object(j, run_id)})
+
+    def _delete(self, sel: str, mine: Any, *, wait: bool) -> list[str]:
+        jobs = [j for j in self.api.list_jobs(sel) if mine(j)]
         names = [j["metadata"]["name"] for j in jobs]
         for name in names:
             self.api.delete_job(name)
-        # Orphaned pods (their Job deleted with orphan propagation by someone else) are ours too.
+        # Pods whose Job is gone (deleted with orphan propagation by someone) are the run's too.
         existing = {j["metadata"]["name"] for j in self.api.list_jobs(sel)} - set(names)
         for pod in self.api.list_pods(sel):
-            labels = (pod.get("metadata") or {}).get("labels") or {}
-            owner = labels.get("batch.kubernetes.io/job-name") or labels.get("job-name")
-            if not is_kts_object(pod, run_id, scenario) or owner in existing:
-                continue
-            if owner in names or only is None or only(pod):
+            if mine(pod) and job_of(pod) not in existing and (pod.get("metadata") or {}).get("deletionTimestamp") is None:
                 self.api.delete_pod(pod["metadata"]["name"])
         if wait and names:
-            deadline = time.monotonic() + self.cleanup_timeout_s
-            while True:
-                left = [j["metadata"]["name"] for j in self.api.list_jobs(sel) if j["metadata"]["name"] in names]
-                if not left:
-                    break
-                if time.monotonic() >= deadline:
-                    raise BackendError(f"Jobs {', '.join(left)} still exist {self.cleanup_timeout_s:.0f} s after "
-                                       f"deletion (namespace {self.namespace}); check finalizers with kubectl")
-                time.sleep(min(self.poll_s, 1.0))
+            self.wait_gone(names, sel)
         return names
 
-    def clean_leftovers_for(self, node: str) -> list[str]:
-        """Remove kit Jobs of interrupted runs that would share ``node``'s GPU with this run."""
-        return self.cleanup(only=lambda j: self._is_leftover(j, node))
+    def wait_gone(self, names: Sequence[str], sel: str) -> None:
+        """Jobs disappear only after their pods did (foreground deletion): wait for that."""
+        deadline = time.monotonic() + self.cleanup_timeout_s
+        while True:
+            left = [j["metadata"]["name"] for j in self.api.list_jobs(sel) if j["metadata"]["name"] in names]
+            if not left:
+                return
+            if time.monotonic() >= deadline:
+                raise BackendError(f"Jobs {', '.join(left)} still exist {self.cleanup_timeout_s:.0f} s after "
+                                   f"deletion (namespace {self.namespace}); check finalizers with kubectl")
+            time.sleep(min(self.poll_s, 0.2))
+
+    def hint(self, reason: str) -> str:
+        if "OOMKilled" in reason:
+            return f"; the container's memory limit is {self.memory_limit}: raise memory_limit"
+        if "Image" in reason:
+            return (f"; can the node pull {self.image}? push it to a registry the node reaches (private: "
+                    "image_pull_secrets), or import it into the node's runtime (manifests/README.md)")
+        return ""
 
     # ---------------------------------------------------------------- a scenario
     def run_scenario(self, run: Run, scenario: ScenarioSpec, *, timeout_s: float,
                      progress: bool = True, pad_limit_s: float | None = None) -> ScenarioResult:
-        """Create one Job per tenant, watch them to the end, collect logs and waits, always clean up."""
+        """Hold the node, submit (or attach to) the scenario's Job, watch it, collect, clean up, record."""
         if not timeout_s or timeout_s <= 0:
             raise SpecError(f"timeout_s must be > 0, got {timeout_s}")
         if not scenario.tenants:
@@ -261,18 +376,15 @@ class KubernetesBackend:
         if scenario.kind == "shared":
             self._check_one_physical_gpu(scenario, node)
         run.claim_scenario(scenario.name)
-        with _ACTIVE_LOCK:
-            _ACTIVE_RUNS.add(run.run_id)
-        try:
-            if self.clean_leftovers:
-                gone = self.clean_leftovers_for(node.name)
-                if gone and progress:
-                    print(f"[kts] removed leftover Jobs on {node.name}: {', '.join(gone)}", file=sys.stderr)
-            return self._run(run, scenario, node, float(timeout_s), progress,
-                             float(timeout_s if pad_limit_s is None else pad_limit_s))
-        finally:
-            with _ACTIVE_LOCK:
-                _ACTIVE_RUNS.discard(run.run_id)
+        lease = self.lease_for(node.name, progress=progress)
+        with lease.held(run.run_id):
+            waited = self.wait_node_free(node.name, run.run_id, scenario.name, progress)
+            sr = ScenarioRun(self, run, scenario, node, timeout_s=float(timeout_s), progress=progress,
+                             pad_limit_s=float(timeout_s if pad_limit_s is None else pad_limit_s), lease=lease)
+            result = self._run(run, scenario, node, sr, lease, waited + lease.waited_s)
+        if lease.lost and result.status == "complete":  # noticed only when the renewal thread stopped
+            raise BackendError(f"scenario {scenario.name!r}: {lease.lost}")
+        return result
 
     def _check_one_physical_gpu(self, scenario: ScenarioSpec, node: NodeInfo) -> None:
         """A shared scenario's tenants must land on one physical GPU of the node, by a sharing strategy.
@@ -291,7 +403,7 @@ class KubernetesBackend:
         if node.strategy not in (None, "", want):
             raise BackendError(f"scenario {scenario.name!r} wants {want} sharing but {node.sharing_note()}; apply "
                                f"the matching manifests/overlays/device-plugin-* ConfigMap")
-        if node.physical > 1 and self.allocation_policy != "packed":
+        if node.physical_known and node.physical > 1 and self.allocation_policy != "packed":
             raise BackendError(f"node {node.name} has {node.physical} physical GPUs and the device plugin's default "
                                "'distributed' allocation would give the tenants of scenario "
                                f"{scenario.name!r} different GPUs; set flags.plugin.sharedDevicesAllocationPolicy: "
@@ -299,51 +411,31 @@ class KubernetesBackend:
                                "pass allocation_policy='packed' (K8S_ALLOCATION_POLICY=packed), or select a node "
                                "with one GPU")
 
-    def _run(self, run: Run, scenario: ScenarioSpec, node: NodeInfo, timeout_s: float,
-             progress: bool, pad_limit_s: float) -> ScenarioResult:
-        started_ns = time.time_ns()
-        start_at_ns = started_ns + int(self.start_delay_s * 1e9)
-        bodies = {t.name: build_job(
-            run_id=run.run_id, scenario=scenario, tenant=t, namespace=self.namespace, image=self.image,
-            node=node.name, start_at_ns=start_at_ns, gpu_resource=node.resource, node_selector=self.node_selector,
-            queue_name=self.queue_name, service_account=self.service_account, memory_limit=self.memory_limit,
-            active_deadline_s=int(timeout_s + self.start_delay_s + self.schedule_timeout_s) + 60,
-            image_pull_policy=self.image_pull_policy, runtime_class=self.runtime_class,
-            pad_limit_s=pad_limit_s + 60.0)  # the worker's backstop: later than this client's limit
-            for t in scenario.tenants}
+    def _run(self, run: Run, scenario: ScenarioSpec, node: NodeInfo, sr: ScenarioRun, lease: NodeLease,
+             waited_s: float) -> ScenarioResult:
+        started_ns = self.clock.now_ns()
         error: BaseException | None = None
-        failure: _Failure | None = None
-        created: dict[str, dict[str, Any]] = {}
+        failure: Failure | None = None
         telemetry: dict[str, Any] = {}
-        live = LiveScenario(CoRunWatch(scenario.tenant_names, pad_limit_s=pad_limit_s),
-                     scenario.kind == "shared" and len(scenario.tenants) > 1)
         scraper = self._start_telemetry(run.log_dir(scenario.name), telemetry)
         try:
-            for tenant, body in bodies.items():
-                created[tenant] = self.api.create_job(body) or body
-            failure = self._watch(run, scenario, bodies, node, timeout_s, progress, live)
+            sr.start()
+            if sr.how != "collected":
+                failure = sr.watch()
         except BaseException as exc:  # noqa: BLE001 - Ctrl-C included: collect, clean up, re-raise
             error = exc
         self._stop_telemetry(scraper, telemetry)
-        if (failure is not None or error is not None) and live.stopped_ns is None:
-            # stop the other tenants first, so their log streams end; ended containers' logs are read first
-            for stream in live.streams.values():
-                if stream.finishing:
-                    stream.finish(10.0)
+        if (failure is not None or error is not None) and sr.live.stopped_ns is None:
             with contextlib.suppress(Exception):
-                for body in bodies.values():
-                    self.api.delete_job(body["metadata"]["name"])
+                sr.stop()  # stop the other tenants first, so their log streams end
         tenants: list[TenantResult] = []
         events: dict[str, dict[str, Any]] = {}
         try:
-            tenants, events = self._collect(run, scenario, bodies, created, node, start_at_ns, failure, error, live)
+            tenants, events = sr.collect(failure, error)
         except BaseException as exc:  # noqa: BLE001
             error = error or exc
-        if error is None and failure is None and scenario.kind == "shared":
-            metas = {t: live.watch.tenants[t].meta for t in bodies}
-            mismatch = gpu_mismatch(metas)
-            if mismatch:
-                failure = _Failure(next(iter(bodies)), None, mismatch)
+        if error is None and failure is None:
+            failure = self._verify(sr, lease)
         cleanup_error = ""
         try:
             self.cleanup(run.run_id, scenario.name)
@@ -351,7 +443,7 @@ class KubernetesBackend:
             cleanup_error = str(exc) or type(exc).__name__
             if error is None and not isinstance(exc, KtsError):
                 error = exc
-        ended_ns = time.time_ns()
+        ended_ns = self.clock.now_ns()
         reason = ""
         if error is not None:
             reason = "interrupted (KeyboardInterrupt)" if isinstance(error, KeyboardInterrupt) else \
@@ -366,19 +458,26 @@ class KubernetesBackend:
             "context": self.context, "namespace": self.namespace, "image": self.image, "node": node.name,
             "gpu_resource": node.resource, "kubernetes_gpus": node.allocatable, "physical_gpus": node.physical,
             "replicas": node.replicas, "sharing_strategy": node.strategy, "queue": self.queue_name,
-            "start_at_ns": start_at_ns, "started_ns": started_ns, "ended_ns": ended_ns,
-            "resolution_s": RESOLUTION_S, "tenants": events, "corun": live.watch.summary(),
-            **({"padding_stopped_ns": live.stopped_ns} if live.stopped_ns else {}), **telemetry,
+            "job": sr.name, "how": sr.how, "start_at_ns": sr.start_at_ns, "started_ns": started_ns,
+            "ended_ns": ended_ns, "resolution_s": RESOLUTION_S, "tenants": events, "corun": sr.replay().summary(),
+            "lease": {"name": f"{lease.namespace}/{lease.name}", "holder": lease.identity,
+                      "waited_for_node_s": round(waited_s, 3)},
+            **({"padding_stopped_ns": sr.live.stopped_ns} if sr.live.stopped_ns else {}), **telemetry,
         }
+        if sr.workload is not None:
+            info["workload"] = (sr.workload.get("metadata") or {}).get("name")
         if reason:
             info["reason"] = reason
         if failure is not None:
             info["failed_tenant"] = failure.tenant
         if cleanup_error:
             info["cleanup_error"] = cleanup_error
-        late = [t for t, ev in events.items() if ev.get("missed_start_barrier")]
+        late = {t: ev["late_start_s"] for t, ev in events.items() if ev.get("missed_start_barrier")}
         if late:
-            info["warnings"] = [f"tenant(s) {', '.join(late)} started after START_AT; raise start_delay_s"]
+            info["warnings"] = [f"tenant(s) {', '.join(f'{t} ({s:.2f} s)' for t, s in late.items())} began their "
+                                "timed loop after START_AT: they missed the shared start; raise start_delay_s"]
+            if sr.progress:
+                print(f"[kts] {scenario.name}: warning: {info['warnings'][0]}", file=sys.stderr)
         run.record_scenario(scenario.name, info)
         if error is not None:
             raise error
@@ -386,7 +485,7 @@ class KubernetesBackend:
             log_file = run.log_path(scenario.name, failure.tenant)
             tail = log_file.read_text(errors="replace")[-4000:] if log_file.exists() else ""
             if not tail.strip() or tail.strip().splitlines()[-1].startswith("KTS_"):
-                tail = ""  # no error text in the pod log: the pod's reason above is the news
+                tail = ""  # no error text in the pod log: the Job's or pod's reason above is the news
             raise TenantFailed(scenario.name, failure.tenant, failure.exit_code, tail,
                                reason=f"failed on Kubernetes: {failure.reason} (pod log and status in "
                                       f"{run.stderr_path(scenario.name, failure.tenant)})")
@@ -394,7 +493,26 @@ class KubernetesBackend:
             raise BackendError(f"scenario {scenario.name!r} finished but cleanup failed: {cleanup_error}")
         return ScenarioResult(scenario.name, status, tenants, started_ns, ended_ns,
                               extra={"node": node.name, "namespace": self.namespace, "resolution_s": RESOLUTION_S,
-                                     "jobs": {t: b["metadata"]["name"] for t, b in bodies.items()}})
+                                     "job": sr.name, "how": sr.how})
+
+    @staticmethod
+    def _verify(sr: ScenarioRun, lease: NodeLease) -> Failure | None:
+        """After a clean end: the node stayed ours, the shared tenants shared one GPU and ran together."""
+        first = sr.tenants[0]
+        if lease.lost:
+            return Failure(first, None, lease.lost)
+        if sr.scenario.kind != "shared":
+            return None
+        watch = sr.replay()
+        mismatch = gpu_mismatch({t: watch.tenants[t].meta for t in sr.tenants})
+        if mismatch:
+            return Failure(first, None, mismatch)
+        if sr.live.pad and not watch.ready_to_stop():
+            behind = next((t for t, p in watch.tenants.items() if not p.timed_done), first)
+            return Failure(behind, None, "the tenants' padding does not cover every neighbour's timed iterations "
+                                         "(the workers' own padding limit ended it while kts was away); the "
+                                         "scenario must run again")
+        return None
 
     def _start_telemetry(self, log_dir: Path, out: dict[str, Any]) -> Any:
         """Scrape dcgm-exporter in the background while the scenario runs; None when off or broken."""
@@ -422,184 +540,3 @@ class KubernetesBackend:
             text = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
             out["telemetry"] = {"status": "absent", "reason": f"DCGM scraper failed: {text}", "source": "dcgm",
                                 "url": scraper.url}
-
-    def _selector(self, run: Run, scenario: ScenarioSpec) -> str:
-        return selector_string({MANAGED_BY: MANAGED_VALUE, LABEL_RUN: label_value(run.run_id),
-                                LABEL_SCENARIO: label_value(scenario.name)})
-
-    def _snapshot(self, run: Run, scenario: ScenarioSpec, bodies: Mapping[str, dict[str, Any]]
-                  ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[dict[str, Any]]]:
-        sel = self._selector(run, scenario)
-        by_job = {b["metadata"]["name"]: t for t, b in bodies.items()}
-        jobs = {by_job[j["metadata"]["name"]]: j for j in self.api.list_jobs(sel)
-                if is_kts_object(j, run.run_id, scenario.name) and j["metadata"]["name"] in by_job}
-        raw_pods = [p for p in self.api.list_pods(sel) if is_kts_object(p, run.run_id, scenario.name)]
-        pods: dict[str, dict[str, Any]] = {}
-        for p in sorted(raw_pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or "")):
-            meta = p.get("metadata") or {}
-            tenant = (meta.get("annotations") or {}).get(ANN_TENANT)
-            owner = (meta.get("labels") or {}).get("batch.kubernetes.io/job-name") or \
-                (meta.get("labels") or {}).get("job-name")
-            tenant = tenant if tenant in bodies else by_job.get(owner or "")
-            if tenant is not None:
-                pods[tenant] = p  # the newest pod of the tenant wins
-        return jobs, pods, raw_pods
-
-    def _watch(self, run: Run, scenario: ScenarioSpec, bodies: Mapping[str, dict[str, Any]], node: NodeInfo,
-               timeout_s: float, progress: bool, live: LiveScenario) -> _Failure | None:
-        t0 = time.monotonic()
-        deadline = t0 + self.start_delay_s + timeout_s
-        pending_since: dict[str, float] = {}
-        no_pod_since: dict[str, float] = {}
-        shown: dict[str, str] = {}
-        sel = self._selector(run, scenario)
-        while True:
-            jobs, pods, raw = self._snapshot(run, scenario, bodies)
-            now = time.monotonic()
-            states = {t: pod_state(jobs.get(t), pods.get(t)) for t in bodies}
-            live.follow(self.api, pods, states, self.poll_s)
-            if live.pad and live.watch.ready_to_stop():
-                self._stop_padding(bodies, live, progress, scenario)
-                return None
-            overrun = live.watch.overrun() if live.pad else None
-            if overrun:
-                self._stop_padding(bodies, live, progress, scenario)
-                return _Failure(next(t for t, p in live.watch.tenants.items() if not p.timed_done), None, overrun)
-            for t, st in states.items():
-                if progress and shown.get(t) != st.summary:
-                    print(f"[kts] {scenario.name}/{t}: {st.summary}", file=sys.stderr)
-                shown[t] = st.summary
-            for t, st in states.items():
-                if st.failed:
-                    pod = (pods.get(t) or {}).get("metadata", {}).get("name") or bodies[t]["metadata"]["name"]
-                    return _Failure(t, st.exit_code, f"pod {pod}: {st.reason}{self._hint(st.reason)}")
-            if all(st.done for st in states.values()):
-                return None
-            for t, st in states.items():
-                if st.unschedulable:
-                    pending_since.setdefault(t, now)
-                    if now - pending_since[t] >= min(self.schedule_timeout_s, deadline - t0):
-                        return _Failure(t, None, self._unschedulable_reason(pods[t], st, now - pending_since[t]))
-                else:
-                    pending_since.pop(t, None)
-                if st.phase == "NoPod" and t in jobs:
-                    no_pod_since.setdefault(t, now)
-                    if now - no_pod_since[t] >= 2 * self.poll_s:
-                        why = self._job_create_failure(bodies[t]["metadata"]["name"])
-                        if why:
-                            return _Failure(t, None, f"Job {bodies[t]['metadata']['name']} cannot create its pod: {why}")
-                else:
-                    no_pod_since.pop(t, None)
-            if now >= deadline:
-                t = next(t for t, st in states.items() if not st.done)
-                return _Failure(t, None, f"did not finish within {deadline - t0:.0f} s (start delay "
-                                         f"{self.start_delay_s:.0f} s + timeout {timeout_s:.0f} s); last state: "
-                                         f"{states[t].summary}")
-            known = {(p.get("metadata") or {}).get("name", ""): fingerprint(p) for p in raw}
-            self.api.wait_pods_changed(sel, known, min(self.poll_s, max(0.0, deadline - now)),
-                                       relevant=lambda o: is_kts_object(o, run.run_id, scenario.name))
-
-    def _stop_padding(self, bodies: Mapping[str, dict[str, Any]], live: LiveScenario, progress: bool,
-                      scenario: ScenarioSpec) -> None:
-        """Every tenant is past its timed iterations: delete the Jobs (SIGTERM; no replacement pods)."""
-        live.stopped_ns = time.time_ns()
-        if progress:
-            print(f"[kts] {scenario.name}: every tenant finished its timed iterations; stopping the padding",
-                  file=sys.stderr)
-        for body in bodies.values():
-            self.api.delete_job(body["metadata"]["name"], grace_s=STOP_GRACE_S)
-
-    def _hint(self, reason: str) -> str:
-        if "OOMKilled" in reason:
-            return f"; the container's memory limit is {self.memory_limit}: raise memory_limit"
-        if "Image" in reason:
-            return (f"; can the node pull {self.image}? push it to a registry the node reaches, or import it "
-                    "into the node's runtime (manifests/README.md)")
-        return ""
-
-    def _job_create_failure(self, job: str) -> str:
-        for ev in self.api.list_events("Job", job):
-            if ev.get("reason") == "FailedCreate":
-                return str(ev.get("message") or "FailedCreate").splitlines()[0][:300]
-        return ""
-
-    def _unschedulable_reason(self, pod: Mapping[str, Any], st: PodState, waited: float) -> str:
-        name = (pod.get("metadata") or {}).get("name", "?")
-        msg = f"pod {name} stayed Pending for {waited:.0f} s: {st.unschedulable.strip()}"
-        if "Insufficient nvidia.com/gpu" in st.unschedulable:
-            target = ((pod.get("spec") or {}).get("nodeSelector") or {}).get("kubernetes.io/hostname")
-            try:
-                info = node_info(self.api.read_node(target or self.pick_node().name), self.gpu_resource)
-            except KtsError:
-                info = None
-            note = info.sharing_note() if info else "node state unavailable"
-            msg += (f"; time-slicing may not be configured ({note}); apply manifests/overlays/"
-                    "device-plugin-timeslicing and check the device plugin's config (manifests/README.md)")
-        return msg
-
-    # ---------------------------------------------------------------- collection
-    def _collect(self, run: Run, scenario: ScenarioSpec, bodies: Mapping[str, dict[str, Any]],
-                 created: Mapping[str, dict[str, Any]], node: NodeInfo, start_at_ns: int,
-                 failure: _Failure | None, error: BaseException | None, live: LiveScenario
-                 ) -> tuple[list[TenantResult], dict[str, dict[str, Any]]]:
-        """Write each tenant's pod log and status into the run directory; return results and events.
-
-        The log is what the live stream received (it outlives a stopped pod) or, where the pod can
-        still be read, the whole log read once more, whichever is longer.
-        """
-        try:
-            jobs, pods, _ = self._snapshot(run, scenario, bodies)
-        except KtsError:
-            jobs, pods = {}, {}
-        pods = {**live.last_pods, **pods}  # a stopped pod may be gone: its last seen state stays
-        streamed = {t: stream.finish(STOP_GRACE_S + 10.0) for t, stream in live.streams.items()}
-        workloads: list[dict[str, Any]] = []
-        if self.queue_name:
-            try:
-                workloads = self.api.list_workloads()
-            except KtsError:
-                workloads = []
-        results, events = [], {}
-        for t in bodies:
-            job = jobs.get(t) or created.get(t) or bodies[t]
-            pod = pods.get(t)
-            ev = tenant_events(job, pod, workloads, start_at_ns, self.queue_name)
-            st = pod_state(jobs.get(t), pod)
-            if failure is not None and failure.tenant == t:
-                ev["outcome"], ev["reason"] = "failed", failure.reason
-            elif st.failed:
-                ev["outcome"], ev["reason"] = "failed", st.reason
-            elif st.done:
-                ev["outcome"] = "complete"
-            elif live.stopped_ns and failure is None and error is None:
-                ev["outcome"] = "complete"  # padding, stopped by kts once every tenant had finished
-            else:
-                ev["outcome"] = "interrupted" if error is not None or failure is not None else "unknown"
-            ev["exit_code"] = st.exit_code
-            log = b""
-            pod_events: list[dict[str, Any]] = []
-            if pod is not None:
-                try:
-                    log = self.api.read_pod_log(pod["metadata"]["name"]) or b""
-                except KtsError as exc:
-                    ev["log_error"] = str(exc)
-            if len(streamed.get(t, b"")) > len(log):
-                log = streamed[t]
-            if pod is not None:
-                try:
-                    pod_events = self.api.list_events("Pod", pod["metadata"]["name"])
-                except KtsError:
-                    pod_events = []
-            log_path, err_path = run.log_path(scenario.name, t), run.stderr_path(scenario.name, t)
-            write_new(log_path, log)
-            write_new(err_path, status_text(scenario.name, t, job, pod, pod_events, ev).encode())
-            ev["log"], ev["stderr"] = str(log_path.relative_to(run.path)), str(err_path.relative_to(run.path))
-            events[t] = ev
-            started = parse_time(ev.get("container_started"))
-            ended = parse_time(ev.get("container_finished"))
-            results.append(TenantResult(
-                tenant=t, exit_code=st.exit_code, log_path=str(log_path), stderr_path=str(err_path),
-                started_ns=int(started * 1e9) if started is not None else None,
-                ended_ns=int(ended * 1e9) if ended is not None else None,
-                reason=ev.get("reason", ""), events=ev))
-        return results, events

@@ -1,19 +1,27 @@
-"""The Job for one tenant: hardened like manifests/components/hardened-worker, pinned to one node."""
+"""The one Job of a scenario: an Indexed Job, one completion index per tenant, pinned to one node.
+
+One object per scenario means Kueue admits the tenants together as one Workload (a gang: never one
+tenant now and its neighbour minutes later), one deletion stops every tenant, and a scenario's state
+is one Job's conditions. Each pod finds its own tenant's settings in ``KTS_TENANTS`` (a JSON list)
+at its ``JOB_COMPLETION_INDEX``, which the Job controller sets. The pod is hardened like
+manifests/components/hardened-worker and runs as the ``kts-worker`` ServiceAccount.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kts_helpers.run.backends.kubernetes.names import (
     ANN_NODE,
     ANN_RUN,
     ANN_SCENARIO,
-    ANN_TENANT,
+    ANN_TENANTS,
     CONTAINER,
+    LABEL_NODE,
     LABEL_RUN,
     LABEL_SCENARIO,
-    LABEL_TENANT,
     MANAGED_BY,
     MANAGED_VALUE,
     QUEUE_LABEL,
@@ -22,37 +30,55 @@ from kts_helpers.run.backends.kubernetes.names import (
     label_value,
 )
 from kts_helpers.run.corun import DEFAULT_LEAD_IN_S
-from kts_helpers.run.spec import ScenarioSpec, TenantSpec
+from kts_helpers.run.spec import ScenarioSpec
 
-# --------------------------------------------------------------------------- Job manifests
+# What manifests/components/tenant-*/job.yaml request, so a hand-applied Job and the backend's match.
+MEMORY_REQUEST = "2Gi"
+WORKER_SERVICE_ACCOUNT = "kts-worker"
 
-def build_job(*, run_id: str, scenario: ScenarioSpec, tenant: TenantSpec, namespace: str, image: str,
-              node: str, start_at_ns: int, gpu_resource: str = "nvidia.com/gpu",
-              node_selector: Mapping[str, str | None] | None = None, queue_name: str | None = None,
-              service_account: str | None = None, memory_limit: str = "8Gi", active_deadline_s: int = 3600,
-              image_pull_policy: str = "IfNotPresent", ttl_s: int = 3600,
-              runtime_class: str | None = None, lead_in_s: float = DEFAULT_LEAD_IN_S,
-              pad_limit_s: float = 3600.0) -> dict[str, Any]:
-    """The Job for one tenant: hardened like manifests/components/hardened-worker, pinned to ``node``.
 
-    Tenants of a shared scenario pad (``KTS_PAD``) until the backend deletes the Jobs, once every tenant
-    has finished its timed iterations; ``KTS_PAD_LIMIT_S`` is the worker's own backstop.
+def scenario_env(scenario: ScenarioSpec, *, start_at_ns: int, lead_in_s: float, pad_limit_s: float
+                 ) -> dict[str, str]:
+    """The environment every pod of the scenario shares; the tenants' own settings are in ``KTS_TENANTS``."""
+    return {"START_AT": str(int(start_at_ns)), "DEVICE": "cuda", "HOME": "/scratch", "TMPDIR": "/scratch",
+            "CUDA_CACHE_PATH": "/scratch/.nv", "PYTHONUNBUFFERED": "1",
+            "KTS_LEAD_IN_S": repr(float(lead_in_s) if scenario.kind != "calibration" else 0.0),
+            "KTS_PAD": "1" if scenario.kind == "shared" and len(scenario.tenants) > 1 else "0",
+            "KTS_PAD_LIMIT_S": repr(float(pad_limit_s)),
+            # Padding that nobody stopped (the client is gone) ends the pod successfully, so the Job can
+            # complete by itself and ``--resume`` collects it; whether the padding covered every
+            # neighbour is then checked from the logs.
+            "KTS_PAD_LIMIT_EXIT": "0",
+            "KTS_TENANTS": json.dumps([t.env() for t in scenario.tenants], separators=(",", ":"))}
+
+
+def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, image: str, node: str,
+                       start_at_ns: int, gpu_resource: str = "nvidia.com/gpu",
+                       node_selector: Mapping[str, str | None] | None = None, queue_name: str | None = None,
+                       service_account: str | None = WORKER_SERVICE_ACCOUNT, memory_limit: str = "8Gi",
+                       active_deadline_s: int = 3600, image_pull_policy: str = "IfNotPresent",
+                       ttl_s: int = 86400, runtime_class: str | None = None, lead_in_s: float = DEFAULT_LEAD_IN_S,
+                       pad_limit_s: float = 3600.0, image_pull_secrets: Sequence[str] = (),
+                       read_only_root: bool = False) -> dict[str, Any]:
+    """The Indexed Job running every tenant of ``scenario`` on ``node``.
+
+    ``read_only_root`` (off by default): a read-only root filesystem is not required by Pod Security
+    "restricted" and is reported to break GPU containers under CDI-mode container toolkits, so it is an
+    option; the writable paths the worker needs are on the ``/scratch`` emptyDir either way.
+    ``ttl_s`` keeps a finished Job (and its pods' logs) long enough for ``kts run --resume``.
     """
     labels = {MANAGED_BY: MANAGED_VALUE, "app.kubernetes.io/name": "kts-worker",
               LABEL_RUN: label_value(run_id), LABEL_SCENARIO: label_value(scenario.name),
-              LABEL_TENANT: label_value(tenant.name)}
-    annotations = {ANN_RUN: run_id, ANN_SCENARIO: scenario.name, ANN_TENANT: tenant.name, ANN_NODE: node}
-    env = dict(tenant.env())
-    env.update({"START_AT": str(int(start_at_ns)), "DEVICE": "cuda", "HOME": "/scratch", "TMPDIR": "/scratch",
-                "CUDA_CACHE_PATH": "/scratch/.nv", "PYTHONUNBUFFERED": "1",
-                "KTS_LEAD_IN_S": repr(float(lead_in_s) if scenario.kind != "calibration" else 0.0),
-                "KTS_PAD": "1" if scenario.kind == "shared" and len(scenario.tenants) > 1 else "0",
-                "KTS_PAD_LIMIT_S": repr(float(pad_limit_s))})
+              LABEL_NODE: label_value(node)}
+    annotations = {ANN_RUN: run_id, ANN_SCENARIO: scenario.name, ANN_NODE: node,
+                   ANN_TENANTS: json.dumps(scenario.tenant_names)}
+    env = scenario_env(scenario, start_at_ns=start_at_ns, lead_in_s=lead_in_s, pad_limit_s=pad_limit_s)
     selector = {k: v for k, v in (node_selector or {}).items() if v not in (None, "!")}
     selector["kubernetes.io/hostname"] = node
     job_labels = dict(labels)
     if queue_name:
         job_labels[QUEUE_LABEL] = queue_name
+    threads = max(t.threads for t in scenario.tenants)
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -67,10 +93,10 @@ def build_job(*, run_id: str, scenario: ScenarioSpec, tenant: TenantSpec, namesp
             "image": image,
             "imagePullPolicy": image_pull_policy,
             "env": [{"name": k, "value": v} for k, v in env.items()],
-            "resources": {"requests": {"cpu": str(max(1, tenant.threads)), "memory": "1Gi"},
+            "resources": {"requests": {"cpu": str(max(1, threads)), "memory": MEMORY_REQUEST},
                           "limits": {"memory": memory_limit, gpu_resource: "1"}},
             "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False, "privileged": False,
-                                "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
+                                "readOnlyRootFilesystem": bool(read_only_root), "capabilities": {"drop": ["ALL"]},
                                 "seccompProfile": {"type": "RuntimeDefault"}},
             "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
         }],
@@ -78,19 +104,40 @@ def build_job(*, run_id: str, scenario: ScenarioSpec, tenant: TenantSpec, namesp
     }
     if service_account:
         pod_spec["serviceAccountName"] = service_account
+    if image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": s} for s in image_pull_secrets]
     if runtime_class:
         pod_spec["runtimeClassName"] = runtime_class  # e.g. "nvidia" on K3s without the GPU Operator
+    n = len(scenario.tenants)
     spec: dict[str, Any] = {
+        "completionMode": "Indexed",
+        "completions": n,
+        "parallelism": n,  # every tenant at once: one pod per index
         "backoffLimit": 0,  # a failed tenant is a failed measurement: never retry silently
-        "completions": 1,
-        "parallelism": 1,
         "activeDeadlineSeconds": int(active_deadline_s),  # server-side guard if the client dies
-        "ttlSecondsAfterFinished": int(ttl_s),  # ... and garbage collection if cleanup never ran
+        "ttlSecondsAfterFinished": int(ttl_s),  # ... and garbage collection if nobody collects it
         "template": {"metadata": {"labels": dict(labels), "annotations": dict(annotations)}, "spec": pod_spec},
     }
     if queue_name:
-        spec["suspend"] = True  # Kueue un-suspends it on admission
+        spec["suspend"] = True  # Kueue un-suspends it on admission: the whole gang at once
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": job_name(run_id, scenario.name, tenant.name), "namespace": namespace,
+            "metadata": {"name": job_name(run_id, scenario.name), "namespace": namespace,
                          "labels": job_labels, "annotations": annotations},
             "spec": spec}
+
+
+def job_tenants(job: Mapping[str, Any]) -> list[str]:
+    """The tenant of each completion index, as the Job recorded it."""
+    ann = ((job.get("metadata") or {}).get("annotations") or {}).get(ANN_TENANTS)
+    try:
+        names = json.loads(ann) if ann else []
+    except ValueError:
+        names = []
+    return [str(n) for n in names] if isinstance(names, list) else []
+
+
+def job_env(job: Mapping[str, Any]) -> dict[str, str]:
+    """The plain environment of the Job's worker container (e.g. its START_AT, when re-attaching)."""
+    containers = (((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+    worker = next((c for c in containers if c.get("name") == CONTAINER), containers[0] if containers else {})
+    return {e["name"]: str(e.get("value", "")) for e in worker.get("env") or [] if "value" in e}

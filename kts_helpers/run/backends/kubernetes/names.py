@@ -1,7 +1,8 @@
 """Names and labels of the objects the kit creates, and the checks that an object is one of them.
 
-Every object carries ``app.kubernetes.io/managed-by=kts`` plus run, scenario and tenant labels; the kit
-deletes only objects whose labels it verifies itself (never trusting a server-side selector alone).
+Every object carries ``app.kubernetes.io/managed-by=kts`` plus run and scenario labels; the kit deletes
+only objects whose labels it verifies itself (never trusting a server-side selector alone), and only
+those of the run it is working on (or, for ``k8s-smoke --cleanup``, kit objects older than a stated age).
 """
 
 from __future__ import annotations
@@ -18,9 +19,14 @@ MANAGED_VALUE = "kts"
 LABEL_RUN = "kts.run-id"
 LABEL_SCENARIO = "kts.scenario"
 LABEL_TENANT = "kts.tenant"
+LABEL_NODE = "kts.node"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Set by the Job controller on every pod of an Indexed Job (label since Kubernetes 1.28, annotation before).
+INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+JOB_NAME_KEYS = ("batch.kubernetes.io/job-name", "job-name")
 # Annotations keep the exact (unsanitised) values; labels are for selection only.
 ANN_RUN, ANN_SCENARIO, ANN_TENANT, ANN_NODE = "kts/run-id", "kts/scenario", "kts/tenant", "kts/node"
+ANN_TENANTS = "kts/tenants"  # JSON list: the tenant of each completion index
 GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 NODE_REPLICAS = "nvidia.com/gpu.replicas"
 NODE_STRATEGY = "nvidia.com/gpu.sharing-strategy"
@@ -54,11 +60,32 @@ def label_value(value: str) -> str:
     return clean
 
 
-def job_name(run_id: str, scenario: str, tenant: str) -> str:
-    """A DNS-1123 name, unique per (run, scenario, tenant), short enough for the pod-name suffix."""
-    slug = re.sub(r"[^a-z0-9]+", "-", f"{scenario}-{tenant}".lower()).strip("-")
-    digest = hashlib.sha1(f"{run_id}\0{scenario}\0{tenant}".encode()).hexdigest()[:6]
+def job_name(run_id: str, scenario: str) -> str:
+    """A DNS-1123 name, unique per (run, scenario); short enough that ``<job>-<index>`` (the pods'
+    hostname) and the pod names stay within 63 characters."""
+    slug = re.sub(r"[^a-z0-9]+", "-", scenario.lower()).strip("-")
+    digest = hashlib.sha1(f"{run_id}\0{scenario}".encode()).hexdigest()[:6]
     return f"kts-{slug[:40].strip('-')}-{digest}"
+
+
+def lease_name(node: str) -> str:
+    """The Lease that says who measures on ``node`` (one per node, shared by every kts client)."""
+    slug = re.sub(r"[^a-z0-9.-]+", "-", node.lower()).strip("-.")
+    if len(slug) > 48 or slug != node:
+        slug = f"{slug[:40].strip('-.')}-{hashlib.sha1(node.encode()).hexdigest()[:6]}"
+    return f"kts-node-{slug}"
+
+
+def job_of(obj: Mapping[str, Any]) -> str | None:
+    """The Job a pod belongs to (the Job controller's label)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return next((labels[k] for k in JOB_NAME_KEYS if labels.get(k)), None)
+
+
+def completion_index(pod: Mapping[str, Any]) -> int | None:
+    """A pod's completion index in its Indexed Job (label, or the annotation of older clusters)."""
+    meta = pod.get("metadata") or {}
+    return as_int((meta.get("labels") or {}).get(INDEX_KEY, (meta.get("annotations") or {}).get(INDEX_KEY)))
 
 
 def parse_selector(selector: str | Mapping[str, str] | None) -> dict[str, str | None]:

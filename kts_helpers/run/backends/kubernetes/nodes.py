@@ -1,4 +1,9 @@
-"""What the device plugin and GPU feature discovery say about a node: GPUs, replicas, sharing strategy."""
+"""What the device plugin and GPU feature discovery say about a node: GPUs, replicas, sharing strategy.
+
+Without GPU feature discovery (GKE's own device plugin, a bare K3s plugin) a node shows only its
+allocatable count: the physical GPUs, the replica factor and the sharing strategy are then unknown,
+and the kit says so instead of guessing; the workers' GPU UUIDs still prove what was shared.
+"""
 
 from __future__ import annotations
 
@@ -30,9 +35,13 @@ class NodeInfo:
     product: str | None
     schedulable: bool = True
     labels: dict[str, str] = field(default_factory=dict)
+    physical_known: bool = True  # False without the count and replicas labels of GPU feature discovery
 
     @property
     def sentence(self) -> str:
+        if not self.physical_known:
+            return (f"Kubernetes sees {self.allocatable} GPUs; how many the node has is unknown "
+                    "(no GPU feature discovery labels)")
         return f"Kubernetes sees {self.allocatable} GPUs; the node has {self.physical}"
 
     def sharing_note(self) -> str:
@@ -55,8 +64,10 @@ def node_info(node: Mapping[str, Any], resource: str | None = None) -> NodeInfo 
         return None
     replicas = as_int(labels.get(NODE_REPLICAS))
     physical = as_int(labels.get(NODE_COUNT))
+    known = physical is not None or replicas is not None
     if physical is None:
         physical = n // replicas if replicas and replicas > 0 and n >= replicas else n
     return NodeInfo(name=str(meta.get("name", "?")), resource=res, allocatable=n, physical=physical,
                     replicas=replicas, strategy=labels.get(NODE_STRATEGY), product=labels.get(NODE_PRODUCT),
-                    schedulable=not (node.get("spec") or {}).get("unschedulable", False), labels=labels)
+                    schedulable=not (node.get("spec") or {}).get("unschedulable", False), labels=labels,
+                    physical_known=known)

@@ -1,11 +1,16 @@
-"""Several GPU nodes: one experiment per node at once, each into its own run directory."""
+"""Several GPU nodes: experiments spread over the nodes a selector matches, at most one per node at a time.
+
+There is no queue in this process: each experiment takes a node by acquiring its Lease (the first
+free one; ``KubernetesBackend.session``), holds it for all its scenarios and gives it back. The
+cluster's Leases are the queue, so two scale-outs (or two users) share the nodes without knowing of
+each other, and an experiment whose client died is resumed with ``kts run --resume <run_id>``.
+"""
 
 from __future__ import annotations
 
 import os
-import queue
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -31,13 +36,13 @@ def scale_out(experiments: Sequence[ExperimentParams | Mapping[str, Any]], *,
               node_selector: str | Mapping[str, str] | None = None, root: str | os.PathLike = DEFAULT_ROOT,
               runner: Callable[[ExperimentParams, KubernetesBackend], Run] | None = None, progress: bool = True,
               api_client: Any = None, kubeconfig: str | os.PathLike | None = None, context: str | None = None,
-              **backend_kwargs: Any) -> list[ScaleOutResult]:
-    """Run experiments in parallel, one per GPU node (matching ``node_selector``), each into its own run.
+              node_wait_s: float = 86400.0, **backend_kwargs: Any) -> list[ScaleOutResult]:
+    """Run experiments on the GPU nodes matching ``node_selector``, each into its own run directory.
 
     Each experiment goes through the kit's one runner (``experiment.run_experiment``: calibration,
-    capacity check, time limits), with a backend pinned to its node. With more experiments than nodes,
-    each node takes the next experiment when it is free. A failed experiment is reported in its
-    result (its run directory says why) and the others go on.
+    capacity check, time limits) on the node whose Lease it took; with more experiments than nodes,
+    the next one waits (up to ``node_wait_s``) for a node to come free. A failed experiment is reported
+    in its result (its run directory says why) and the others go on.
     """
     if not experiments:
         raise SpecError("scale_out needs at least one experiment")
@@ -50,34 +55,44 @@ def scale_out(experiments: Sequence[ExperimentParams | Mapping[str, Any]], *,
         api_client, ctx = load_api_client(kubeconfig, context)
         backend_kwargs.setdefault("context", ctx)
     probe = KubernetesBackend(api_client=api_client, node_selector=node_selector, **backend_kwargs)
-    nodes = [n.name for n in probe.gpu_nodes()]
+    nodes = probe.gpu_nodes()
     if not nodes:
         probe.pick_node()  # raises the explanatory error
-    free: queue.Queue[str] = queue.Queue()
-    for n in nodes:
-        free.put(n)
+    pending = iter(enumerate(params))
+    lock = threading.Lock()
+    results: list[ScaleOutResult | None] = [None] * len(params)
 
     def one(index: int, p: ExperimentParams) -> ScaleOutResult:
         from kts_helpers.run.experiment import run_experiment
 
-        node = free.get()
+        node = "-"
         try:
-            backend = KubernetesBackend(api_client=api_client, node_selector=node_selector, node_name=node,
-                                        **backend_kwargs)
-            run = runner(p, backend) if runner is not None else run_experiment(p, backend=backend, root=root,
-                                                                                progress=progress)
+            backend = KubernetesBackend(api_client=api_client, node_selector=node_selector, **backend_kwargs)
+            with backend.session(wait_s=node_wait_s, progress=progress) as node:
+                run = runner(p, backend) if runner is not None else run_experiment(p, backend=backend, root=root,
+                                                                                    progress=progress)
             m = run.read()
             status = "complete" if m.status == "complete" else "failed"
             return ScaleOutResult(index, node, str(run.path), status, "" if status == "complete" else
                                   (m.error or m.status))
         except KtsError as exc:
             return ScaleOutResult(index, node, None, "failed", str(exc))
-        finally:
-            free.put(node)
 
-    with ThreadPoolExecutor(max_workers=len(nodes), thread_name_prefix="kts-node") as pool:
-        futures = [pool.submit(one, i, p) for i, p in enumerate(params)]
-        return [f.result() for f in futures]
+    def worker() -> None:
+        while True:
+            with lock:
+                item = next(pending, None)
+            if item is None:
+                return
+            results[item[0]] = one(*item)
+
+    threads = [threading.Thread(target=worker, name=f"kts-scale-{i}", daemon=True)
+               for i in range(min(len(params), len(nodes)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [r for r in results if r is not None]
 
 
 def nodes_summary(results: Iterable[ScaleOutResult]) -> str:

@@ -1,53 +1,115 @@
-"""Reading Kubernetes objects: API timestamps, the layered waits, and what a pod's status means for a tenant."""
+"""Reading a scenario's objects: the Job's outcome, the Workload's admission, each tenant's pod, the timestamps.
+
+The Job controller reports a Job's end in conditions: ``FailureTarget`` then ``Failed`` (reasons
+``BackoffLimitExceeded``, ``DeadlineExceeded``), ``SuccessCriteriaMet`` then ``Complete`` (clusters
+before 1.31 write only the second of each pair); it deletes the remaining pods of a failed Job. Kueue
+reports admission on its Workload: ``QuotaReserved`` (False with reason ``Inadmissible``/``Misconfigured``
+and "LocalQueue ... doesn't exist" when the queue is missing), ``Admitted``, ``Finished``. Timestamps
+are the API's RFC 3339 strings (whole seconds); the worker's own nanosecond times come from its log.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from kts_helpers.run.backends.kubernetes.names import CONTAINER, RESOLUTION_S, as_int
-
-# --------------------------------------------------------------------------- time stamps
+from kts_helpers.run.corun import CoRunWatch
 
 # Waiting reasons after which the kubelet will not get the container running by itself.
 FATAL_WAITING = {"ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError",
                  "CreateContainerError", "RunContainerError", "CrashLoopBackOff"}
+# Kueue's QuotaReserved=False reasons that no waiting will change (a missing or stopped queue).
+KUEUE_BLOCKED = {"Inadmissible", "Misconfigured", "Suspended"}
+# A worker whose timed loop began later than this after START_AT missed the shared start.
+BARRIER_SLACK_S = 0.1
 
 
-def parse_time(value: str | None) -> float | None:
-    """RFC 3339 (``2024-05-01T12:00:00Z``) to epoch seconds; None stays None."""
-    if not value:
-        return None
-    text = str(value).strip().replace("Z", "+00:00")
-    try:
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.timestamp()
+def condition(obj: Mapping[str, Any] | None, kind: str) -> dict[str, Any]:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return dict(c)
+    return {}
 
 
-def _diff(later: float | None, earlier: float | None) -> float | None:
-    return None if later is None or earlier is None else max(0.0, later - earlier)
+def _true(obj: Mapping[str, Any] | None, kind: str) -> dict[str, Any]:
+    c = condition(obj, kind)
+    return c if c.get("status") == "True" else {}
 
 
-def waits_from_events(ev: Mapping[str, Any]) -> dict[str, float | None]:
-    """The four layers of waiting for one tenant, from its recorded API timestamps (seconds)."""
-    t = {k: parse_time(ev.get(k)) for k in ("job_created", "admitted", "pod_created", "scheduled",
-                                             "container_started", "container_finished")}
-    return {
-        "admission_wait_s": _diff(t["admitted"], t["job_created"]) if ev.get("queue") else None,
-        "placement_wait_s": _diff(t["scheduled"], t["pod_created"]),
-        "startup_s": _diff(t["container_started"], t["scheduled"]),
-        "run_s": _diff(t["container_finished"], t["container_started"]),
-    }
+# --------------------------------------------------------------------------- the Job and its Workload
+
+@dataclass
+class JobOutcome:
+    """Where the scenario's Job stands, from its conditions."""
+
+    state: str  # "running" | "suspended" | "complete" | "failed"
+    reason: str = ""
+    message: str = ""
+
+    @property
+    def text(self) -> str:
+        return f"{self.reason}: {self.message}".strip(": ") if self.reason or self.message else self.state
 
 
+def job_outcome(job: Mapping[str, Any] | None) -> JobOutcome:
+    """Failed/FailureTarget first (the controller is already stopping the pods), then Complete/SuccessCriteriaMet."""
+    for kind in ("Failed", "FailureTarget"):
+        c = _true(job, kind)
+        if c:
+            return JobOutcome("failed", str(c.get("reason") or "JobFailed"), str(c.get("message") or ""))
+    for kind in ("Complete", "SuccessCriteriaMet"):
+        if _true(job, kind):
+            return JobOutcome("complete")
+    if ((job or {}).get("spec") or {}).get("suspend"):
+        return JobOutcome("suspended")
+    return JobOutcome("running")
 
-# --------------------------------------------------------------------------- pod state
+
+def workload_of(job: Mapping[str, Any], workloads: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The Kueue Workload Kueue created for ``job`` (owner reference by uid, else by name)."""
+    meta = job.get("metadata") or {}
+    for wl in workloads:
+        for o in (wl.get("metadata") or {}).get("ownerReferences") or []:
+            if (o.get("uid") and o.get("uid") == meta.get("uid")) or (
+                    o.get("kind") == "Job" and o.get("name") == meta.get("name")):
+                return dict(wl)
+    return None
+
+
+def admission(workload: Mapping[str, Any] | None) -> tuple[str | None, str]:
+    """(when Kueue admitted it, or None; why it is not admitted when no waiting will help, else "")."""
+    if workload is None:
+        return None, ""
+    admitted = _true(workload, "Admitted").get("lastTransitionTime")
+    quota = condition(workload, "QuotaReserved")
+    blocked = ""
+    if not admitted and quota.get("status") == "False" and quota.get("reason") in KUEUE_BLOCKED:
+        blocked = f"{quota.get('reason')}: {quota.get('message') or 'not admissible'}"
+    return admitted, blocked
+
+
+def pending_admission(workload: Mapping[str, Any] | None) -> str:
+    """What Kueue says while a Workload waits (quota, flavors), for the progress line."""
+    quota = condition(workload, "QuotaReserved")
+    if quota.get("status") == "False":
+        return f"{quota.get('reason') or 'Pending'}: {quota.get('message') or ''}".strip(": ")
+    return "waiting for Kueue" if workload is None else "quota reserved, waiting for admission checks"
+
+
+def node_problem(node: Mapping[str, Any]) -> str:
+    """Why a node cannot be trusted to finish the run (its kubelet stopped reporting), else ""."""
+    ready = condition(node, "Ready")
+    if not ready or ready.get("status") == "True":
+        return ""
+    name = (node.get("metadata") or {}).get("name", "?")
+    return (f"node {name} is not ready (Ready={ready.get('status')}"
+            f"{': ' + str(ready.get('reason')) if ready.get('reason') else ''}"
+            f"{': ' + str(ready.get('message')) if ready.get('message') else ''}) - lost mid-run")
+
+
+# --------------------------------------------------------------------------- pods
 
 @dataclass
 class PodState:
@@ -62,39 +124,21 @@ class PodState:
     summary: str = "waiting for a pod"
 
 
-def condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == kind:
-            return dict(c)
-    return {}
-
-
 def container_status(pod: Mapping[str, Any]) -> dict[str, Any]:
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    for cs in statuses:
         if cs.get("name") == CONTAINER:
             return dict(cs)
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
     return dict(statuses[0]) if statuses else {}
 
 
-def pod_state(job: Mapping[str, Any] | None, pod: Mapping[str, Any] | None) -> PodState:
-    """Classify a tenant from its Job and pod: still waiting, done, or failed (and why)."""
-    if job is not None:
-        failed = condition(job, "Failed")
-        if failed.get("status") == "True":
-            why = failed.get("reason") or "JobFailed"
-            return PodState("Failed", True, True, None, f"Job failed: {why}: {failed.get('message', '')}".strip(": "),
-                            summary=f"job failed ({why})")
-        if condition(job, "Complete").get("status") == "True" and pod is None:
-            return PodState("Succeeded", True, False, 0, "", summary="completed (pod already gone)")
-        if (job.get("spec") or {}).get("suspend") and pod is None:
-            return PodState("Queued", summary="waiting for admission (Job suspended)")
+def pod_state(pod: Mapping[str, Any] | None) -> PodState:
+    """Classify a tenant's pod: still waiting, done, or failed (and why)."""
     if pod is None:
         return PodState()
     status = pod.get("status") or {}
     phase = status.get("phase") or "Pending"
-    cs = container_status(pod)
-    state = cs.get("state") or {}
+    state = container_status(pod).get("state") or {}
     term = state.get("terminated")
     if term:
         code = as_int(term.get("exitCode"))
@@ -125,12 +169,66 @@ def pod_state(job: Mapping[str, Any] | None, pod: Mapping[str, Any] | None) -> P
     return PodState(phase, summary=phase.lower())
 
 
+# --------------------------------------------------------------------------- what one tenant went through
+
+def worker_times(log: bytes) -> dict[str, Any]:
+    """The worker's own clock (nanoseconds, on its node) from its log: START_AT, when it reached the barrier,
+    when its loop began, its first and last line, and when its last timed (not padding) line ended."""
+    watch = CoRunWatch(["t"], pad_limit_s=1.0)
+    watch.feed("t", log if log.endswith(b"\n") else log + b"\n")
+    p = watch.tenants["t"]
+    meta = p.meta or {}
+    return {"start_at_ns": as_int(meta.get("start_at_ns")), "barrier_reached_ns": as_int(meta.get("barrier_reached_ns")),
+            "loop_start_ns": as_int(meta.get("loop_start_ns")), "first_line_ns": p.first_start_ns,
+            "last_line_ns": p.last_end_ns or None, "timed_end_ns": p.last_timed_end_ns or None, "gpu_uuid": meta.get("gpu_uuid")}
+
+
+def late_start_s(worker: Mapping[str, Any]) -> float | None:
+    """How long after the shared START_AT this worker's timed loop began (None without a barrier)."""
+    start_at, loop = worker.get("start_at_ns"), worker.get("loop_start_ns")
+    if not start_at or loop is None:
+        return None
+    return (int(loop) - int(start_at)) / 1e9
+
+
+def tenant_events(job: Mapping[str, Any], pod: Mapping[str, Any] | None, workload: Mapping[str, Any] | None,
+                  start_at_ns: int, queue_name: str | None, worker: Mapping[str, Any] | None = None
+                  ) -> dict[str, Any]:
+    """The timestamps of one tenant (API: ISO strings, whole seconds; worker: ns on its node), and where it ran."""
+    jmeta = job.get("metadata") or {}
+    ev: dict[str, Any] = {"job": jmeta.get("name"), "job_created": jmeta.get("creationTimestamp"),
+                          "queue": queue_name, "admitted": None, "pod": None, "node": None,
+                          "pod_created": None, "scheduled": None, "container_started": None,
+                          "container_finished": None, "start_at_ns": start_at_ns, "resolution_s": RESOLUTION_S}
+    if queue_name and workload is not None:
+        ev["workload"] = (workload.get("metadata") or {}).get("name")
+        ev["admitted"], blocked = admission(workload)
+        if blocked:
+            ev["admission_blocked"] = blocked
+    if pod is not None:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        ev.update(pod=meta.get("name"), node=spec.get("nodeName"), pod_created=meta.get("creationTimestamp"))
+        ev["scheduled"] = _true(pod, "PodScheduled").get("lastTransitionTime")
+        state = container_status(pod).get("state") or {}
+        running, term = state.get("running") or {}, state.get("terminated") or {}
+        ev["container_started"] = running.get("startedAt") or term.get("startedAt")
+        ev["container_finished"] = term.get("finishedAt")
+    if worker:
+        ev["worker"] = {k: v for k, v in worker.items() if k != "gpu_uuid"}
+        late = late_start_s(worker)
+        ev["late_start_s"] = late
+        ev["missed_start_barrier"] = bool(late is not None and late > BARRIER_SLACK_S)
+    return ev
+
 
 def status_text(scenario: str, tenant: str, job: Mapping[str, Any], pod: Mapping[str, Any] | None,
-                 events: Sequence[Mapping[str, Any]], ev: Mapping[str, Any]) -> str:
-    """The .stderr file of a Kubernetes tenant: pod status, reason and events, for humans."""
+                events: Sequence[Mapping[str, Any]], ev: Mapping[str, Any]) -> str:
+    """The .stderr file of a Kubernetes tenant: Job and pod status, reasons and events, for humans."""
     lines = [f"# kts kubernetes backend: scenario {scenario}, tenant {tenant}",
              f"job: {(job.get('metadata') or {}).get('name')}"]
+    for c in (job.get("status") or {}).get("conditions") or []:
+        lines.append(f"job condition {c.get('type')}={c.get('status')} at {c.get('lastTransitionTime') or '-'}"
+                     + (f": {c.get('reason', '')} {c.get('message', '')}".rstrip() if c.get("reason") else ""))
     if pod is None:
         lines.append("pod: (none was created)")
     else:
@@ -151,39 +249,7 @@ def status_text(scenario: str, tenant: str, job: Mapping[str, Any], pod: Mapping
                      f"at {e.get('lastTimestamp') or e.get('eventTime') or '-'}: {e.get('message', '')}")
     for key in ("job_created", "admitted", "pod_created", "scheduled", "container_started", "container_finished"):
         lines.append(f"{key}: {ev.get(key) or '-'}")
+    for key, value in (ev.get("worker") or {}).items():
+        lines.append(f"worker {key}: {value if value is not None else '-'}")
     lines.append(f"outcome: {ev.get('outcome')}" + (f": {ev['reason']}" if ev.get("reason") else ""))
     return "\n".join(lines) + "\n"
-
-
-def tenant_events(job: Mapping[str, Any], pod: Mapping[str, Any] | None, workloads: Sequence[Mapping[str, Any]],
-              start_at_ns: int, queue_name: str | None) -> dict[str, Any]:
-    """The layered timestamps of one tenant (ISO strings, whole seconds) plus where it ran."""
-    jmeta = job.get("metadata") or {}
-    ev: dict[str, Any] = {"job": jmeta.get("name"), "job_created": jmeta.get("creationTimestamp"),
-                          "queue": queue_name, "admitted": None, "pod": None, "node": None,
-                          "pod_created": None, "scheduled": None, "container_started": None,
-                          "container_finished": None, "start_at_ns": start_at_ns, "resolution_s": RESOLUTION_S}
-    if queue_name:
-        for wl in workloads:
-            owners = (wl.get("metadata") or {}).get("ownerReferences") or []
-            if any((o.get("uid") and o.get("uid") == jmeta.get("uid")) or
-                   (o.get("kind") == "Job" and o.get("name") == jmeta.get("name")) for o in owners):
-                adm = condition(wl, "Admitted")
-                if adm.get("status") == "True":
-                    ev["admitted"] = adm.get("lastTransitionTime")
-                ev["workload"] = (wl.get("metadata") or {}).get("name")
-    if pod is not None:
-        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        ev.update(pod=meta.get("name"), node=spec.get("nodeName"), pod_created=meta.get("creationTimestamp"))
-        sched = condition(pod, "PodScheduled")
-        if sched.get("status") == "True":
-            ev["scheduled"] = sched.get("lastTransitionTime")
-        state = container_status(pod).get("state") or {}
-        running, term = state.get("running") or {}, state.get("terminated") or {}
-        ev["container_started"] = running.get("startedAt") or term.get("startedAt")
-        ev["container_finished"] = term.get("finishedAt")
-        started = parse_time(ev["container_started"])
-        # With 1 s resolution, only a start clearly after the barrier means the tenants did not begin together.
-        ev["missed_start_barrier"] = bool(started is not None and started - start_at_ns / 1e9 > RESOLUTION_S)
-    ev["waits"] = waits_from_events(ev)
-    return ev

@@ -1,0 +1,142 @@
+"""Predict-then-check exercises: the student states a prediction, the model answers, the two are compared.
+
+Why: a lesson that only shows results teaches less than one that first asks. Each check runs the model
+with the notebook's parameters (nothing here knows the answer in advance), classifies what it sees in
+the same words the student chose from, and says whether the prediction matched.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from kts_helpers.teaching import waiting
+from kts_helpers.teaching.model import DEFAULT_SLICE_TIMER, SimError, SimTenant, simulate
+from kts_helpers.teaching.model import degradation as ts_degradation
+from kts_helpers.teaching.mps import MpsTenant, mps_degradation
+
+CHANGES = ("unchanged", "grows", "doubles", "shrinks")
+CLOCK_ANSWERS = ("wall only", "device and wall", "neither")
+TOLERANCE = 0.05  # a relative change below 5 % counts as "unchanged"
+SEES = 0.01  # a clock "sees" the neighbour when its p99 grows by more than 1 %
+
+
+@dataclass(frozen=True)
+class Check:
+    """One exercise: what was asked, predicted and found, and the model's numbers behind the answer."""
+
+    question: str
+    prediction: str
+    answer: str
+    correct: bool
+    explanation: str
+    evidence: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+
+    def markdown(self) -> str:
+        mark = "✔ your prediction matches" if self.correct else "✘ your prediction differs"
+        return (f"**{self.question}**\n\nYour prediction: *{self.prediction}*. The model: **{self.answer}** "
+                f"({mark}).\n\n{self.explanation}")
+
+
+def _choice(value: str, choices: Sequence[str], what: str) -> str:
+    v = str(value).strip().lower()
+    if v not in choices:
+        raise SimError(f"{what} must be one of {', '.join(repr(c) for c in choices)}, got {value!r}")
+    return v
+
+
+def change(before: float, after: float) -> str:
+    """How a latency moved, in the exercise's words: unchanged (within 5 %), doubles (x1.9 or more), ..."""
+    if not (math.isfinite(before) and math.isfinite(after) and before > 0):
+        raise SimError(f"cannot compare latencies {before} and {after}")
+    ratio = after / before
+    if abs(ratio - 1) <= TOLERANCE:
+        return "unchanged"
+    if ratio >= 1.9:
+        return "doubles"
+    return "grows" if ratio > 1 else "shrinks"
+
+
+def quantum_doubles(tenants: Sequence[SimTenant], quantum_ms: float, *, tenant: str = "fft",
+                    predict_p50: str = "unchanged", predict_p99: str = "grows", context_switch_ms: float = 0.0,
+                    duration_ms: float = 60_000.0, seed: int = 0, slice_timer: str = DEFAULT_SLICE_TIMER) -> Check:
+    """What happens to a tenant's wall p50 and p99 when the quantum doubles? (simulated both ways)."""
+    p50_guess, p99_guess = _choice(predict_p50, CHANGES, "predict_p50"), _choice(predict_p99, CHANGES, "predict_p99")
+    rows = []
+    for q in (quantum_ms, 2 * quantum_ms):
+        g = simulate(tenants, q, context_switch_ms, duration_ms, seed, slice_timer=slice_timer)
+        w = g.loc[g["tenant"] == tenant, "wall_ms"]
+        if w.empty:
+            raise SimError(f"tenant {tenant!r} completed no kernel; lengthen duration_ms")
+        rows.append({"quantum_ms": q, "p50_ms": float(w.quantile(0.5)), "p99_ms": float(w.quantile(0.99))})
+    ev = pd.DataFrame(rows)
+    a50, a99 = change(ev.p50_ms[0], ev.p50_ms[1]), change(ev.p99_ms[0], ev.p99_ms[1])
+    return Check(f"If the quantum doubles ({quantum_ms:g} → {2 * quantum_ms:g} ms), what do the {tenant} tenant's "
+                 "wall p50 and p99 do?", f"p50 {p50_guess}, p99 {p99_guess}", f"p50 {a50}, p99 {a99}",
+                 (p50_guess, p99_guess) == (a50, a99),
+                 f"Simulated: p50 {ev.p50_ms[0]:.3f} → {ev.p50_ms[1]:.3f} ms, p99 {ev.p99_ms[0]:.3f} → "
+                 f"{ev.p99_ms[1]:.3f} ms. Only the kernels that land on a neighbour's slice wait, and they wait up "
+                 "to one quantum: the tail moves with the quantum (by about the quantum's change, not by a factor), "
+                 "the median moves only if more than half of the kernels wait.", ev)
+
+
+def clock_verdict(alone_p99: float, shared_p99: float) -> bool:
+    """Whether a clock saw the neighbour: its p99 grew by more than ``SEES``."""
+    return shared_p99 > alone_p99 * (1 + SEES)
+
+
+def _answer(sees_device: bool, sees_wall: bool) -> str:
+    return "device and wall" if sees_device else ("wall only" if sees_wall else "neither")
+
+
+def which_clock(ts_tenants: Sequence[SimTenant], mps_tenants: Sequence[MpsTenant], *, quantum_ms: float,
+                tenant: str = "fft", mode: str = "mps", predict: str = "wall only", context_switch_ms: float = 0.0,
+                duration_ms: float = 60_000.0, seed: int = 0, slice_timer: str = DEFAULT_SLICE_TIMER) -> Check:
+    """Which clock sees the neighbour under ``mode`` (``mps`` or ``timeslice``)? Both modes, both tenants shown."""
+    guess = _choice(predict, CLOCK_ANSWERS, "predict_clock")
+    mode = _choice(mode, ("mps", "timeslice"), "mode")
+    tables = {"timeslice": ts_degradation(ts_tenants, quantum_ms, context_switch_ms, duration_ms, seed,
+                                                slice_timer=slice_timer),
+              "mps": mps_degradation(mps_tenants, duration_ms, seed)}
+    rows = []
+    for m, t in tables.items():
+        for r in t.itertuples():
+            dev = clock_verdict(r.device_p99_alone_ms, r.device_p99_shared_ms)
+            wall = clock_verdict(r.p99_alone_ms, r.p99_shared_ms)
+            rows.append({"mode": m, "tenant": r.tenant, "device_df": r.device_df, "wall_df": r.df,
+                         "sees it": _answer(dev, wall)})
+    ev = pd.DataFrame(rows)
+    mine = ev[(ev["mode"] == mode) & (ev["tenant"] == tenant)]
+    if mine.empty:
+        raise SimError(f"tenant {tenant!r} is not among the exercise's tenants")
+    answer = str(mine["sees it"].iloc[0])
+    return Check(f"Under {'MPS' if mode == 'mps' else 'time-slicing'}, which clock of the {tenant} tenant sees its "
+                 "neighbour?", guess, answer, guess == answer,
+                 "Under MPS there is no wait before a kernel starts: it runs at once, slower, on shared SMs, so the "
+                 "interference is inside its CUDA events and the wall clock just carries it. Under time-slicing a "
+                 "short kernel waits before its first instruction (wall only), while a long one is preempted mid-way "
+                 "and carries the neighbour's slice inside its events (device and wall). The table shows each case "
+                 "as the models find it (a clock 'sees' the neighbour when its p99 grows by more than "
+                 f"{100 * SEES:.0f} %).", ev)
+
+
+def dominant_wait(row: pd.Series, in_service_ms_per_request: float, requests: int, *,
+                  predict: str = "in service") -> Check:
+    """Over a pod's life of ``requests`` requests, which kind of waiting dominates? (``waiting.budget``)."""
+    guess = _choice(predict, waiting.KINDS, "predict_wait")
+    table = waiting.budget(row, in_service_ms_per_request, requests)
+    answer = waiting.dominant(table)
+    even = waiting.break_even_requests(row, in_service_ms_per_request)
+    startup = float(row["startup_s"]) if pd.notna(row["startup_s"]) else 0.0
+    return Check(f"The {row['tenant']} tenant's pod took {startup:g} s from scheduling to a running container "
+                 f"(image pull and start-up) and serves {requests:g} requests. Which kind of waiting dominates its "
+                 "life?", guess, answer, guess == answer,
+                 f"Admission and placement are paid once per pod ({float(row['admission_s']) + float(row['placement_s']):g} s "
+                 f"here); the time-slice wait is paid on every request ({in_service_ms_per_request:.3f} ms each). "
+                 f"The in-service wait overtakes the one-off waits after about {even:,.0f} requests. A slow image "
+                 "pull is fixed on the node (a pre-pulled or smaller image), not by a quota or the time slice.",
+                 table)
+

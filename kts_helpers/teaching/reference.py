@@ -1,0 +1,184 @@
+"""The measured numbers the lesson puts next to its models: the committed H200 references, read by the kit.
+
+Why a module: the lesson must never type a measured number into its text. Every number here is computed
+from ``data/reference/<run>`` by the report's own comparison of sharing modes (``analyse.compare.modes_table``:
+co-running iterations, the alone baseline, DF with its stationary-bootstrap interval), for both clocks.
+A reference with a ``mps-limited`` scenario is shown when one exists; until then the lesson says so.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kts_helpers.analyse.compare import modes_table
+from kts_helpers.analyse.load import load_run
+from kts_helpers.errors import RunError
+from kts_helpers.run.probe import PROBE_PROFILE
+from kts_helpers.run.runs import open_run
+from kts_helpers.teaching.mps import weight_for_share
+
+REFERENCE_ROOT = Path("data") / "reference"
+MODES = ("timeslice", "mps", "mps-limited")
+MODE_COLUMNS = ["reference", "tenant", "mode", "clock", "thread_pct", "n", "p50_alone_ms", "p50_ms", "p99_ms",
+                "p99_lo", "p99_hi", "df", "df_lo", "df_hi", "wording"]
+
+
+def reference_dirs(root: str | os.PathLike = REFERENCE_ROOT, *, probes: bool = False) -> list[Path]:
+    """Committed reference runs under ``root`` (sorted): experiments, or with ``probes=True`` time-slice probes."""
+    base = Path(root)
+    if not base.is_dir():
+        return []
+    out = []
+    for d in sorted(p for p in base.iterdir() if (p / "manifest.json").is_file()):
+        is_probe = open_run(d).read().profile == PROBE_PROFILE
+        if is_probe == probes:
+            out.append(d)
+    return out
+
+
+def matching_probe(run_dir: str | os.PathLike, root: str | os.PathLike = REFERENCE_ROOT) -> Path | None:
+    """The newest committed probe of the run's GPU model (same device name), or None: its quantum and switch
+    cost are the best the lesson knows for a run that cannot be fitted itself."""
+    manifest = open_run(run_dir).read()
+    name = manifest.device_name
+    if not name or manifest.profile == PROBE_PROFILE:  # a probe run is its own probe
+        return None
+    same = [d for d in reference_dirs(root, probes=True) if open_run(d).read().device_name == name]
+    return same[-1] if same else None
+
+
+def sharing_modes(run_dirs: list[str | os.PathLike] | list[Path], *, n_resamples: int = 1000) -> pd.DataFrame:
+    """Per reference, tenant, sharing mode and clock: p50 alone and shared, p99 and DF with intervals."""
+    rows = []
+    for d in run_dirs:
+        data = load_run(d)
+        for clock in ("wall", "device"):
+            table = modes_table(data, metric=clock, n_resamples=n_resamples)
+            alone = table[table["mode"] == "alone"].set_index("tenant")["p50_ms"]
+            for r in table[table["mode"] != "alone"].itertuples():
+                rows.append({"reference": Path(d).name, "tenant": r.tenant, "mode": r.mode, "clock": clock,
+                             "thread_pct": r.thread_pct, "n": r.n, "p50_alone_ms": float(alone.get(r.tenant, math.nan)),
+                             "p50_ms": r.p50_ms, "p99_ms": r.p99_ms, "p99_lo": r.p99_lo, "p99_hi": r.p99_hi,
+                             "df": r.df, "df_lo": r.df_lo, "df_hi": r.df_hi, "wording": r.wording})
+    return pd.DataFrame(rows, columns=MODE_COLUMNS)
+
+
+def display_table(modes: pd.DataFrame) -> pd.DataFrame:
+    """One row per reference, tenant and mode; both clocks' p50 alone -> shared and DF [interval] as text."""
+    def df_text(r: Any) -> str:
+        ci = f" [{r.df_lo:.2f}, {r.df_hi:.2f}]" if math.isfinite(r.df_lo) and math.isfinite(r.df_hi) else ""
+        return f"{r.df:.2f}{ci}"
+
+    out = []
+    for (ref, tenant, mode), g in modes.groupby(["reference", "tenant", "mode"], sort=False):
+        row = {"reference": ref, "tenant": tenant, "mode": mode}
+        for r in g.itertuples():
+            row[f"{r.clock} p50 alone → shared (ms)"] = f"{r.p50_alone_ms:.3f} → {r.p50_ms:.3f}"
+            row[f"{r.clock} DF [95% CI]"] = df_text(r)
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def mps_limited_note(modes: pd.DataFrame) -> str:
+    """Whether any reference measured MPS with a thread limit; the lesson says it when none did."""
+    limited = modes[modes["mode"] == "mps-limited"]
+    if limited.empty:
+        return ("MPS with a thread limit (`mps-limited`): not measured yet; no committed reference has such a "
+                "scenario, so the model's prediction below stands alone")
+    refs = ", ".join(sorted(set(limited["reference"])))
+    return f"MPS with a thread limit (`mps-limited`) measured in: {refs}"
+
+
+@dataclass(frozen=True)
+class MpsCalibration:
+    """The victim's measured share of the GPU next to an always-busy neighbour under MPS, and its weight."""
+
+    reference: str
+    victim: str
+    neighbour: str
+    victim_kernel_ms: float
+    victim_mps_ms: float
+    victim_sleep_ms: float
+    neighbour_kernel_ms: float
+    neighbour_sleep_ms: float
+    share: float
+    weight: float
+    victim_overhead_ms: float = 0.0  # the host's launch/sync cost alone: wall p50 - device p50
+    neighbour_overhead_ms: float = 0.0
+
+    def text(self) -> str:
+        return (f"In `{self.reference}` the {self.victim}'s kernels took {self.victim_kernel_ms:.3f} ms alone and "
+                f"{self.victim_mps_ms:.3f} ms under MPS next to the {self.neighbour} (device p50, the events): a "
+                f"share of {100 * self.share:.1f} % of the GPU, i.e. a weight of {self.weight:.3f} against the "
+                f"{self.neighbour}'s 1")
+
+
+def _overhead(wall_p50: Any, device_p50: Any) -> float:
+    """The host's own cost per operation alone (wall p50 - device p50); 0 when unknown."""
+    d = float(wall_p50) - float(device_p50) if wall_p50 is not None else math.nan
+    return d if math.isfinite(d) and d > 0 else 0.0
+
+
+def calibrate_mps(run_dirs: list[str | os.PathLike] | list[Path], modes: pd.DataFrame, victim: str = "fft",
+                  neighbour: str = "gemm") -> MpsCalibration:
+    """From the first reference measured under MPS: the victim's share = device p50 alone / under MPS.
+
+    Meaningful when the neighbour never sleeps (then the victim always competes); the manifest says.
+    """
+    dev = modes[(modes["clock"] == "device") & (modes["mode"] == "mps")]
+    wall = modes[(modes["clock"] == "wall") & (modes["mode"] == "mps")]
+    for d in run_dirs:
+        name = Path(d).name
+        mine = dev[dev["reference"] == name].set_index("tenant")
+        if victim not in mine.index or neighbour not in mine.index:
+            continue
+        v, nb = mine.loc[victim], mine.loc[neighbour]
+        walls = wall[wall["reference"] == name].set_index("tenant")["p50_alone_ms"]
+        share = float(v["p50_alone_ms"] / v["p50_ms"])
+        shared = next(s for s in open_run(d).read().scenarios if s.sharing == "mps")
+        sleeps = {t.name: float(t.sleep_ms) for t in shared.tenants}
+        return MpsCalibration(name, victim, neighbour, float(v["p50_alone_ms"]), float(v["p50_ms"]),
+                              sleeps.get(victim, math.nan), float(nb["p50_alone_ms"]), sleeps.get(neighbour, math.nan),
+                              share, weight_for_share(min(share, 0.999)),
+                              _overhead(walls.get(victim), v["p50_alone_ms"]),
+                              _overhead(walls.get(neighbour), nb["p50_alone_ms"]))
+    raise RunError(f"no reference measured {victim} and {neighbour} under MPS; nothing to calibrate the model on")
+
+
+def lesson_references(root: str | os.PathLike = REFERENCE_ROOT, *, n_resamples: int = 1000,
+                      victim: str = "fft", neighbour: str = "gemm") -> tuple[pd.DataFrame, MpsCalibration | None, str]:
+    """What the MPS section shows: every reference's modes, the model's calibration (or None) and a note."""
+    dirs = reference_dirs(root)
+    if not dirs:
+        return pd.DataFrame(columns=MODE_COLUMNS), None, f"no reference runs under {root}: nothing measured to show"
+    modes = sharing_modes(dirs, n_resamples=n_resamples)
+    try:
+        return modes, calibrate_mps(dirs, modes, victim, neighbour), ""
+    except RunError as exc:
+        return modes, None, f"{exc}: the model below gives both tenants the same weight"
+
+
+def side_by_side(modes: pd.DataFrame, reference: str, models: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Measured (one reference) vs modelled DF per sharing mode, tenant and clock.
+
+    ``models``: per mode, a table with ``df`` (wall) and ``device_df`` per tenant (``model.degradation`` or
+    ``mps.mps_degradation``).
+    """
+    rows = []
+    mine = modes[modes["reference"] == reference]
+    for mode, table in models.items():
+        model = table.set_index("tenant")
+        for r in mine[mine["mode"] == mode].itertuples():
+            if r.tenant not in model.index:
+                continue
+            ci = f" [{r.df_lo:.2f}, {r.df_hi:.2f}]" if math.isfinite(r.df_lo) and math.isfinite(r.df_hi) else ""
+            sim = float(model.loc[r.tenant, "df" if r.clock == "wall" else "device_df"])
+            rows.append({"mode": mode, "tenant": r.tenant, "clock": r.clock, "measured DF [95% CI]": f"{r.df:.2f}{ci}",
+                         "model DF": round(sim, 2), "measured_df": r.df, "model_df": sim})
+    return pd.DataFrame(rows)

@@ -1,0 +1,100 @@
+"""RBAC: the Role and ClusterRole in manifests/base grant exactly the calls the backend makes.
+
+The calls are not listed by hand: one test drives the backend through every path that talks to the
+API server (describe, a queued shared scenario with its Lease, a failure, clean-up of an orphaned pod,
+the age-based clean-up, resume's look for submitted Jobs) against the emulated cluster, checks that
+every public ``KubeApi`` method was used on the way, and derives (API group, resource, verb) from the
+requests the emulator recorded. Both directions must hold: nothing called is missing from the rules,
+nothing granted goes unused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from k8s_fixtures import INDEX, NS, emulated_cluster, gpu_node, make_run
+
+from kts_helpers.errors import TenantFailed
+from kts_helpers.run.backends.kubernetes.api import KubeApi
+
+pytestmark = pytest.mark.timeout(120)
+RBAC = Path(__file__).resolve().parents[1] / "manifests" / "base" / "rbac.yaml"
+VERB = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+def _verb(request: Any) -> str:
+    if request.method == "GET":
+        if request.params.get("watch", "").lower() in ("true", "1"):
+            return "watch"
+        return "get" if request.name else "list"
+    if request.method == "DELETE":
+        return "delete" if request.name else "deletecollection"
+    return VERB[request.method]
+
+
+def _granted(kind: str) -> set[tuple[str, str, str]]:
+    docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d and d["kind"] == kind]
+    return {(g, r, v) for d in docs for rule in d["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+            for v in rule["verbs"]}
+
+
+async def test_rbac_grants_exactly_what_the_backend_calls(tmp_path: Path) -> None:
+    used: set[str] = set()
+    public = [n for n, f in inspect.getmembers(KubeApi, inspect.isfunction) if not n.startswith("_")]
+    originals = {n: getattr(KubeApi, n) for n in public}
+
+    def spy(name: str) -> Any:
+        def wrapper(self: KubeApi, *args: Any, **kwargs: Any) -> Any:
+            used.add(name)
+            return originals[name](self, *args, **kwargs)
+        return wrapper
+
+    for name in public:
+        setattr(KubeApi, name, spy(name))
+    try:
+        async with emulated_cluster() as fc:
+            fc.add_node(gpu_node("gpu-1"))
+            backend = fc.backend(queue_name="kts", lease_duration_s=3)  # renewed while it runs
+            run, spec = make_run(tmp_path)
+            await asyncio.to_thread(backend.describe)
+            await asyncio.to_thread(backend.run_scenario, run, spec.scenario("shared"), timeout_s=120, progress=False)
+            fc.behaviour["fft"] = "unschedulable"  # the failure path: node state, events, pod status
+            with pytest.raises(TenantFailed):
+                await asyncio.to_thread(backend.run_scenario, run, spec.scenario("baseline-fft"), timeout_s=120,
+                                        progress=False)
+            # a pod of this run whose Job someone deleted with orphan propagation: clean-up removes it
+            await fc._http("post", f"/api/v1/namespaces/{NS}/pods", {
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orphan", "namespace": NS, "labels": {
+                    "app.kubernetes.io/managed-by": "kts", "kts.run-id": run.run_id, INDEX: "0",
+                    "batch.kubernetes.io/job-name": "gone"}}, "spec": {"containers": []}})
+            assert await asyncio.to_thread(backend.cleanup, run.run_id) == []
+            assert "orphan" in fc.deleted("v1/pods")
+            await asyncio.to_thread(backend.cleanup_older_than, 3600)
+            await asyncio.to_thread(backend.submitted_scenarios, run.run_id)
+            ours = [r for r in fc.km.log if not r.headers.get("User-Agent", "").startswith("kmock/")]
+    finally:
+        for name, fn in originals.items():
+            setattr(KubeApi, name, fn)
+    assert sorted(set(public) - used) == [], "extend this test so that it exercises every API call"
+
+    called = {(r.resource.group, r.resource.plural + (f"/{r.subresource}" if r.subresource else ""), _verb(r))
+              for r in ours if r.resource is not None}
+    cluster_wide = {c for c in called if c[1] == "nodes"}
+    namespaced = called - cluster_wide
+    assert all(r.namespace is None for r in ours if r.resource is not None and r.resource.plural == "nodes")
+    assert all(r.namespace == NS for r in ours if r.resource is not None and r.resource.plural != "nodes")
+    assert namespaced == _granted("Role"), (sorted(namespaced - _granted("Role")),
+                                            sorted(_granted("Role") - namespaced))
+    assert cluster_wide == _granted("ClusterRole")
+    print("\nRBAC calls:", sorted(namespaced | cluster_wide))
+
+
+def test_the_rbac_test_would_notice_a_verb_too_many() -> None:
+    role = _granted("Role")
+    assert ("batch", "jobs", "create") in role and ("batch", "jobs", "watch") not in role
+    assert not any(v in ("*", "patch", "deletecollection") for _, _, v in role | _granted("ClusterRole"))

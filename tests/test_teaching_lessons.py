@@ -1,0 +1,241 @@
+"""The lesson's other models and readers: MPS (fluid model), the H200 references, the three kinds of waiting
+(on the emulated example run) and the predict-then-check exercises."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kts_helpers.errors import KtsError, RunError
+from kts_helpers.teaching import exercises, measured, reference, waiting
+from kts_helpers.teaching.model import SimError, SimTenant, simulate
+from kts_helpers.teaching.mps import (
+    MpsTenant,
+    mps_degradation,
+    shares,
+    simulate_mps,
+    thread_sweep,
+    weight_for_share,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / waiting.EXAMPLE_DIR
+FFT_MPS = MpsTenant("fft", 0.4, 100.0, 5.0, weight=weight_for_share(0.05), overhead_ms=0.1)
+GEMM_MPS = MpsTenant("gemm", 20.0, 0.0)
+FFT = SimTenant("fft", 1.0, 100.0, 5.0)
+GEMM = SimTenant("gemm", 30.0, 150.0, 5.0)
+
+
+# --- MPS -----------------------------------------------------------------------------------------
+
+def test_shares_split_by_weight_and_respect_the_thread_caps() -> None:
+    assert shares([1.0, 1.0], [1.0, 1.0]) == pytest.approx([0.5, 0.5])
+    assert shares([1.0, 3.0], [1.0, 1.0]) == pytest.approx([0.25, 0.75])
+    assert shares([0.05, 1.0], [1.0, 0.5]) == pytest.approx([0.5, 0.5])  # the cap frees SMs for the small one
+    assert shares([1.0, 1.0, 1.0], [0.2, 0.2, 1.0]) == pytest.approx([0.2, 0.2, 0.6])
+    assert sum(shares([1.0, 1.0], [0.3, 0.3])) == pytest.approx(0.6)  # capacity nobody may use stays idle
+
+
+def test_mps_puts_the_interference_inside_the_events_not_before_the_start() -> None:
+    shared = simulate_mps([FFT_MPS, GEMM_MPS], duration_ms=30_000, seed=1)
+    fft = shared[shared["tenant"] == "fft"]
+    assert (fft["wait_ms"] == 0).all() and np.allclose(fft["start_ms"], fft["arrival_ms"])  # nobody waits to start
+    assert np.allclose(fft["wall_ms"] - fft["device_ms"], 0.1)  # the host overhead, nothing else
+    # next to an always-busy GEMM the FFT gets 5 % of the GPU: its events stretch 20-fold
+    assert fft["device_ms"].median() == pytest.approx(0.4 / 0.05, rel=1e-6)
+    d = mps_degradation([FFT_MPS, GEMM_MPS], duration_ms=30_000, seed=1).set_index("tenant")
+    assert d.loc["fft", "device_df"] == pytest.approx(20.0, rel=1e-3)
+    assert d.loc["fft", "df"] == pytest.approx((8.0 + 0.1) / (0.4 + 0.1), rel=1e-3)
+    # the same pair under time-slicing: the short tenant's events see nothing, its wall clock does
+    ts = simulate([SimTenant("fft", 0.4, 100.0, 5.0), SimTenant("gemm", 20.0, 0.0)], 2.0, duration_ms=30_000, seed=1)
+    ts_fft = ts[ts["tenant"] == "fft"]
+    assert np.allclose(ts_fft["device_ms"], 0.4) and ts_fft["wait_ms"].max() > 1.5
+
+
+def test_the_thread_percentage_caps_a_tenant_and_buys_the_neighbour_back() -> None:
+    sweep = thread_sweep([FFT_MPS, GEMM_MPS], "gemm", [100, 50, 25], duration_ms=30_000, seed=1)
+    by = sweep.set_index(["thread_pct", "tenant"])
+    fft = [by.loc[(p, "fft"), "device_p50_shared_ms"] for p in (100, 50, 25)]
+    assert fft == pytest.approx([8.0, 0.8, 0.4 / 0.75], rel=1e-3)  # the FFT gets what the cap leaves
+    # the capped GEMM runs at its share even when the FFT sleeps: alone (no MPS) it had the whole GPU
+    assert by.loc[(50, "gemm"), "device_p50_shared_ms"] == pytest.approx(40.0, rel=1e-6)
+    assert by.loc[(25, "gemm"), "df"] == pytest.approx(4.0, rel=0.01)
+    # a lone capped tenant is slower by its cap
+    lone = simulate_mps([MpsTenant("g", 10.0, 5.0, thread_pct=40.0)], duration_ms=1_000)
+    assert np.allclose(lone["device_ms"], 25.0)
+
+
+@pytest.mark.parametrize(("tenant", "match"), [
+    (MpsTenant("a", 1.0, 1.0, thread_pct=0.0), "thread_pct"),
+    (MpsTenant("a", 1.0, 1.0, thread_pct=120.0), "thread_pct"),
+    (MpsTenant("a", 1.0, 1.0, weight=0.0), "weight"),
+    (MpsTenant("a", -1.0, 1.0), "kernel_ms"),
+])
+def test_bad_mps_tenants_are_one_line_errors(tenant: MpsTenant, match: str) -> None:
+    with pytest.raises(SimError, match=match) as exc:
+        simulate_mps([tenant])
+    assert "\n" not in str(exc.value)
+
+
+# --- the H200 references -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def refs() -> tuple[list[Path], pd.DataFrame]:
+    dirs = reference.reference_dirs(REPO / "data" / "reference")
+    return dirs, reference.sharing_modes(dirs, n_resamples=100)
+
+
+def test_reference_numbers_come_from_the_reports_own_comparison(refs) -> None:
+    from kts_helpers.analyse.compare import modes_table
+    from kts_helpers.analyse.load import load_run
+
+    dirs, modes = refs
+    assert {d.name for d in dirs} >= {"h200-2026-11-30-article", "h200-2026-11-30-saturating"}
+    sat = next(d for d in dirs if d.name.endswith("saturating"))
+    for clock in ("wall", "device"):
+        table = modes_table(load_run(sat), metric=clock, n_resamples=100)
+        for r in table[table["mode"] != "alone"].itertuples():
+            mine = modes[(modes["reference"] == sat.name) & (modes["tenant"] == r.tenant) & (modes["mode"] == r.mode)
+                         & (modes["clock"] == clock)]
+            assert mine["df"].iloc[0] == r.df and mine["p50_ms"].iloc[0] == r.p50_ms
+    shown = reference.display_table(modes)
+    assert set(shown["mode"]) >= {"timeslice", "mps"}
+
+
+def test_mps_calibration_is_the_measured_share(refs) -> None:
+    dirs, modes = refs
+    cal = reference.calibrate_mps(dirs, modes)
+    dev = modes[(modes["reference"] == cal.reference) & (modes["tenant"] == "fft") & (modes["clock"] == "device")
+                & (modes["mode"] == "mps")].iloc[0]
+    assert cal.share == pytest.approx(dev["p50_alone_ms"] / dev["p50_ms"])
+    assert cal.weight == pytest.approx(cal.share / (1 - cal.share))
+    assert cal.neighbour_sleep_ms == 0.0 and cal.victim_overhead_ms > 0
+    with pytest.raises(RunError, match="no reference measured"):
+        reference.calibrate_mps(dirs, modes[modes["mode"] != "mps"])
+
+
+def test_mps_limited_is_shown_when_measured_and_said_missing_otherwise(refs) -> None:
+    _dirs, modes = refs
+    assert "not measured yet" in reference.mps_limited_note(modes[modes["mode"] != "mps-limited"])
+    assert "measured in: h200-2026-11-30-mps-limited" in reference.mps_limited_note(modes)  # committed since
+    limited = modes.iloc[:1].assign(mode="mps-limited", reference="h200-some-mps-limited")
+    unlimited = modes[modes["mode"] != "mps-limited"]
+    assert reference.mps_limited_note(pd.concat([unlimited, limited])).endswith("measured in: h200-some-mps-limited")
+
+
+def test_a_run_finds_the_committed_probe_of_its_gpu_and_the_probe_says_which_slice_timer() -> None:
+    root = REPO / "data" / "reference"
+    assert reference.matching_probe(root / "h200-2026-11-30-article", root).name == "h200-2026-11-30-probe"
+    assert reference.matching_probe(root / "h200-2026-11-30-probe", root) is None  # a probe is its own probe
+    assert reference.matching_probe(EXAMPLE, root) is None  # no GPU named: nothing to match
+    timers = measured.slice_timers(root / "h200-2026-11-30-probe", duration_ms=30_000)
+    by = timers.pivot(index="quantile", columns="source", values="wait_ms")
+    gap = {s: (by[s] - by["measured"]).abs().mean() for s in ("simulated, switch-in", "simulated, contention")}
+    assert gap["simulated, switch-in"] < 0.1 < gap["simulated, contention"]
+    assert by.loc[0.5, "simulated, contention"] > 1.5 * by.loc[0.5, "simulated, switch-in"]  # a whole quantum vs half
+
+
+# --- the three kinds of waiting ------------------------------------------------------------------
+
+def test_the_emulated_example_has_layered_waits_from_the_api_timestamps() -> None:
+    table, manifest = waiting.layers(EXAMPLE)
+    assert waiting.is_emulated(manifest) and (EXAMPLE / "README.md").read_text().count("EMULATED") >= 1
+    assert set(table["scenario"]) == {"baseline-fft", "baseline-gemm", "shared"}
+    row = waiting.example_row(table, "fft")
+    assert row["scenario"] == "baseline-fft"  # the pod with every layer recorded
+    # the image pull, admission and scheduling are what the emulator's timestamps say, not text
+    assert (row["startup_s"], row["admission_wait_s"], row["placement_wait_s"]) == (30.0, 3.0, 2.0)
+    assert waiting.example_row(table, "gemm")["placement_wait_s"] == 5.0
+    assert row["placement_s"] == 32.0 and row["admission_s"] == 3.0
+
+
+def test_example_regenerates_identically_and_is_never_written_over(tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    try:
+        import k8s_fixtures
+        from make_k8s_example import make
+    finally:
+        sys.path.remove(str(Path(__file__).parent))
+    before = dict(k8s_fixtures.STEPS)
+    fresh = make(tmp_path / "again")
+    assert before == k8s_fixtures.STEPS  # the emulator's other users keep their timeline
+    cols = ["scenario", "tenant", "admission_wait_s", "placement_wait_s", "startup_s", "run_s"]
+    a, b = waiting.layers(fresh)[0][cols], waiting.layers(EXAMPLE)[0][cols]
+    pd.testing.assert_frame_equal(a.sort_values(cols[:2]).reset_index(drop=True),
+                                  b.sort_values(cols[:2]).reset_index(drop=True))
+    with pytest.raises(SystemExit, match="already exists"):
+        make(fresh)
+
+
+def test_the_budget_says_which_kind_dominates() -> None:
+    row = waiting.example_row(waiting.layers(EXAMPLE)[0], "fft")
+    few = waiting.budget(row, 0.5, 1000)
+    assert waiting.dominant(few) == "placement" and few["share"].sum() == pytest.approx(1.0)
+    assert few.set_index("kind").loc["in service", "seconds"] == pytest.approx(0.5)
+    many = waiting.budget(row, 0.5, 10_000_000)
+    assert waiting.dominant(many) == "in service"
+    assert waiting.break_even_requests(row, 0.5) == pytest.approx(35.0 * 1000 / 0.5)
+    with pytest.raises(RunError, match="requests must be"):
+        waiting.budget(row, 0.5, -1)
+
+
+def test_a_run_without_kubernetes_records_has_no_layered_waits() -> None:
+    with pytest.raises(RunError, match="no Kubernetes records"):
+        waiting.layers(REPO / "data" / "reference" / "h200-2026-11-30-article")
+
+
+# --- the exercises: answers come from the model ---------------------------------------------------
+
+def test_exercise_1_answer_follows_the_model() -> None:
+    ex = exercises.quantum_doubles([FFT, GEMM], 2.0, predict_p50="unchanged", predict_p99="doubles",
+                                   duration_ms=60_000)
+    assert ex.answer == "p50 unchanged, p99 grows" and not ex.correct
+    assert ex.evidence["quantum_ms"].tolist() == [2.0, 4.0]
+    # a neighbour that is rarely busy: the p99 does not move either, and the answer says so
+    rare = exercises.quantum_doubles([FFT, SimTenant("gemm", 30.0, 100_000.0)], 2.0, predict_p50="unchanged",
+                                     predict_p99="unchanged", duration_ms=60_000)
+    assert rare.answer == "p50 unchanged, p99 unchanged" and rare.correct
+    # an always-busy neighbour and a kernel shorter than the quantum: now even the median moves
+    busy = exercises.quantum_doubles([SimTenant("fft", 0.1, 10.0), SimTenant("gemm", 30.0, 0.0)], 2.0,
+                                     duration_ms=60_000)
+    assert busy.answer.startswith("p50 doubles") or busy.answer.startswith("p50 grows")
+
+
+def test_exercise_2_answer_follows_the_sharing_mode() -> None:
+    ts = [SimTenant("fft", 0.4, 100.0, 5.0), SimTenant("gemm", 20.0, 0.0)]
+    mps_ex = exercises.which_clock(ts, [FFT_MPS, GEMM_MPS], quantum_ms=2.0, mode="mps", predict="wall only",
+                                   duration_ms=30_000)
+    assert mps_ex.answer == "device and wall" and not mps_ex.correct
+    ts_ex = exercises.which_clock(ts, [FFT_MPS, GEMM_MPS], quantum_ms=2.0, mode="timeslice", predict="wall only",
+                                  duration_ms=30_000)
+    assert ts_ex.answer == "wall only" and ts_ex.correct
+    assert set(ts_ex.evidence["mode"]) == {"timeslice", "mps"}
+
+
+def test_exercise_3_answer_follows_the_number_of_requests() -> None:
+    row = waiting.example_row(waiting.layers(EXAMPLE)[0], "fft")
+    assert exercises.dominant_wait(row, 0.3, 1000, predict="placement").correct
+    assert exercises.dominant_wait(row, 0.3, 10_000_000, predict="placement").answer == "in service"
+    assert "30 s" in exercises.dominant_wait(row, 0.3, 1000).question
+
+
+@pytest.mark.parametrize("call", [
+    lambda: exercises.quantum_doubles([FFT, GEMM], 2.0, predict_p50="bigger", duration_ms=5_000),
+    lambda: exercises.which_clock([FFT, GEMM], [FFT_MPS, GEMM_MPS], quantum_ms=2.0, predict="both",
+                                  duration_ms=5_000),
+    lambda: exercises.dominant_wait(pd.Series(dtype=float), 0.3, 10, predict="queue"),
+])
+def test_a_prediction_outside_the_choices_is_a_one_line_error(call) -> None:
+    with pytest.raises(KtsError, match="must be one of") as exc:
+        call()
+    assert "\n" not in str(exc.value)
+
+
+def test_change_words() -> None:
+    assert [exercises.change(1.0, x) for x in (1.04, 1.5, 2.0, 0.5)] == ["unchanged", "grows", "doubles", "shrinks"]
+    assert not math.isnan(exercises.TOLERANCE)
