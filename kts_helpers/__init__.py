@@ -41,7 +41,9 @@ Data flows one way, through three wings (a test enforces the import rule):
   matching, DF with interval and reading, the bootstrap choice, the CCDF
 * ``analyse.summary`` — the summary table, co-running counts, efficiency, what the main figures show
 * ``analyse.stats`` — intervals for quantiles, DF, jitter, throughput; steady state; sample size
-* ``analyse.resample`` — the bootstrap engine (exact, fast order-statistic resamplers)
+* ``analyse.orderstat`` — the interval method: order statistics at the effective sample size, ratios by MOVER
+* ``analyse.coverage`` — how often the intervals cover, measured where the kit uses them (tests, ``make bench``)
+* ``analyse.resample`` — the bootstrap engine (exact, fast order-statistic resamplers), kept for comparison
 * ``analyse.intervals`` — intervals for every summary row; the headline and forest tables
 * ``analyse.compare`` — beyond the article: sharing modes, contention matrix, LLM phases
 * ``analyse.openloop`` — open-loop arrivals: offered vs achieved rate, response vs service time, overload

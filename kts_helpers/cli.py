@@ -131,8 +131,10 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         from kts_helpers.analyse.intervals import add_intervals
 
         table = add_intervals(table, frame, args.metric, n_resamples=args.resamples, seed=args.seed)
-    if parsed.malformed or parsed.other:
-        print(f"kts: note: skipped {parsed.malformed} malformed KTS_APP line(s) and {parsed.other} other "
+    if parsed.malformed or parsed.other or parsed.n_rejected:
+        why = "; ".join(f"{v} {k}" for k, v in parsed.rejected.items())
+        rejected = f", {parsed.n_rejected} impossible one(s) ({why})" if parsed.n_rejected else ""
+        print(f"kts: note: skipped {parsed.malformed} malformed KTS_APP line(s){rejected} and {parsed.other} other "
               "line(s)", file=sys.stderr)
     if args.format == "json":
         print(json.dumps(summary_records(table), indent=2))

@@ -123,13 +123,27 @@ def test_table_format(capsys):
 
 
 def test_junk_counts_reported_on_stderr(capsys, make_log):
-    good = [make_log.v1("FFT", i, 10**18 + i * 10**7, 10**18 + i * 10**7 + 10**6, 1.0 + i / 10) for i in range(20)]
+    good = [make_log.v1("FFT", i, 10**18 + i * 10**7, 10**18 + i * 10**7 + 3 * 10**6, 1.0 + i / 10) for i in range(20)]
     log = make_log("junky.log", good[:10] + ["Traceback (most recent call last):", good[10][:30],
                                              b"\xff\xfe", good[11][:-20] + ",x"] + good[10:] + ["bye"])
     code, out, err = _summarize(capsys, "--baseline", str(log), "--format", "json")
     assert code == 0
     assert err.strip() == "kts: note: skipped 2 malformed KTS_APP line(s) and 3 other line(s)"
     assert json.loads(out)[0]["n"] == 20
+
+
+def test_impossible_lines_are_counted_and_never_abort_the_intervals(capsys, make_log):
+    good = [make_log.v2("fft", "f", i, 10**18 + i * 10**7, 10**18 + i * 10**7 + 2 * 10**6, 1.0 + i / 1000, 2.0)
+            for i in range(400)]
+    bad = [make_log.v2("fft", "f", 900, 10**18 + 5 * 10**9, 10**18 + 5 * 10**9 + 2 * 10**6, 1.0, float("inf")),
+           make_log.v2("fft", "f", 901, 10**18 + 6 * 10**9, 10**18 + 6 * 10**9 + 2 * 10**6, -1.0, 2.0)]
+    log = make_log("bad.log", good[:200] + bad + good[200:])
+    code, out, err = _summarize(capsys, "--baseline", str(log), "--format", "json", "--ci", "--resamples", "200")
+    assert code == 0, err
+    assert err.strip() == ("kts: note: skipped 0 malformed KTS_APP line(s), 2 impossible one(s) "
+                           "(2 not a finite positive time) and 0 other line(s)")
+    row = json.loads(out)[0]
+    assert row["n"] == 400 and row["p99_ci"][0] <= row["p99_ms"]
 
 
 def test_clean_logs_print_no_note(capsys, make_log):

@@ -79,13 +79,13 @@ def test_v1_tenant_named_by_caller():
 @pytest.mark.parametrize("value", [9223372036854775807, 1795974308654992882, 1000000000000000001])
 @pytest.mark.parametrize("junk", [False, True], ids=["fast", "robust"])
 def test_19_digit_epoch_kept_exactly(value, junk):
-    text = f"KTS_APP,v1,GEMM,0,{value - 5},{value},1.0,op"
+    text = f"KTS_APP,v1,GEMM,0,{value - 5_000_000},{value},1.0,op"
     lines = [text] + ([b"garbage \xff\xfe", "Traceback (most recent call last):"] if junk else [])
     p = parse_bytes(_blob(lines))
     assert p.n == 1
     assert int(p.frame["end_ns"].iloc[0]) == int(text.split(",")[5])
     assert int(p.frame["start_ns"].iloc[0]) == int(text.split(",")[4])
-    assert p.frame["wall_ms"].iloc[0] == 5 / 1e6
+    assert p.frame["wall_ms"].iloc[0] == 5.0
 
 
 def test_value_past_int64_is_malformed_not_an_error():
@@ -221,5 +221,93 @@ def test_lines_the_format_forbids_rejected_by_both_paths(bad):
     for extra in ([], [b"\xff"]):
         p = parse_bytes(_blob(valid + [bad] + extra))
         assert p.n == 4, (bad, extra)
-        assert p.malformed == 1
+        assert p.malformed + p.n_rejected == 1
         assert not p.frame[["device_ms", "wall_ms"]].isna().any().any()
+
+
+# ---------------------------------------------------------------- lines that parse but cannot be true
+
+IMPOSSIBLE = {
+    "negative device ms": (_v2(90, T0, T0 + 2_000_000, -1.0, 2.0), "not a finite positive time"),
+    "negative wall ms": (_v2(90, T0, T0 + 2_000_000, 1.0, -2.0), "not a finite positive time"),
+    "zero wall ms": (_v2(90, T0, T0, 0.0, 0.0), "not a finite positive time"),
+    "end before start": (_v2(90, T0, T0 - 2_000_000, 1.0, 2.0), "end before start"),
+    "device far above wall": (_v2(90, T0, T0 + 2_000_000, 50.0, 2.0), "device time above wall time"),
+    "wall not end - start": (_v2(90, T0, T0 + 2_000_000, 1.0, 40.0), "wall time differs from end - start"),
+    "zero start": (_v2(90, 0, 2_000_000, 1.0, 2.0, due=0), "not a finite positive time"),
+    "1e400 becomes inf": (_v2(90, T0, T0 + 2_000_000, 1.0, "1e400"), "not a finite positive time"),
+    "nan": (_v2(90, T0, T0 + 2_000_000, "nan", 2.0), "not a finite positive time"),
+    "v1 device above end - start": (_v1(90, T0, T0 + 2_000_000, 9.0), "device time above wall time"),
+}
+
+
+@pytest.mark.parametrize("name", list(IMPOSSIBLE))
+@pytest.mark.parametrize("path", ["fast", "robust"])
+def test_impossible_lines_are_rejected_and_counted(name, path):
+    line, reason = IMPOSSIBLE[name]
+    valid = _lines(30, version="v1" if name.startswith("v1") else "v2", seed=2)
+    extra = [b"\xff robust path"] if path == "robust" else []
+    p = parse_bytes(_blob(valid[:10] + [line] + valid[10:] + extra))
+    assert p.n == 30 and p.rejected == {reason: 1} and p.malformed == 0, (name, p.rejected, p.malformed)
+    assert (p.frame["iteration"] != 90).all()
+
+
+def test_tolerances_are_stated_and_kept():
+    """Within the stated tolerance a line stays: device 1 % + 0.05 ms above wall, end - start 1 % + 1 ms off."""
+    from kts_helpers.analyse import logparse as L
+
+    ok = [_v2(0, T0, T0 + 10_000_000, 10.0 * (1 + L.DEVICE_TOL_REL) + L.DEVICE_TOL_MS * 0.9, 10.0),
+          _v2(1, T0 + 10**8, T0 + 10**8 + 10_000_000, 5.0, 10.0 - L.SPAN_TOL_MS - 0.05)]
+    p = parse_bytes(_blob(ok))
+    assert p.n == 2 and p.n_rejected == 0
+    # preempted between the epoch and the monotonic reads: end - start exceeds wall; a real (slow) line, kept
+    late = _v2(2, T0 + 2 * 10**8, T0 + 2 * 10**8 + 10_000_000 + int(L.SPAN_SLACK_MS * 0.9e6), 5.0, 10.0)
+    beyond = _v2(3, T0 + 3 * 10**8, T0 + 3 * 10**8 + 10_000_000 + int(L.SPAN_SLACK_MS * 1.2e6), 5.0, 10.0)
+    p = parse_bytes(_blob(ok + [late, beyond]))
+    assert p.n == 3 and p.rejected == {"wall time differs from end - start": 1}
+
+
+def test_a_line_printed_twice_in_a_row_is_a_duplicate():
+    lines = _lines(20, seed=6)
+    p = parse_bytes(_blob(lines[:8] + [lines[7]] + lines[8:]))
+    assert p.n == 20 and p.rejected == {"duplicate": 1}
+
+
+def test_duplicates_are_rejected_but_llm_decode_steps_and_padding_are_not():
+    lines = _lines(20, seed=6)
+    t = T0 + 10**12  # a restarted pod appends iterations 0..4 again, later
+    later = [_v2(i, t + i * 10**7, t + i * 10**7 + 10**6, 0.9, 1.0) for i in range(5)]
+    p = parse_bytes(_blob(lines + [lines[7]] + later))
+    assert p.n == 20 and p.rejected == {"duplicate": 6}
+    # an llm iteration: one prefill and several decode steps share the iteration number; padding has its own counter
+    t = T0
+    llm = []
+    for i in range(3):
+        for ph in ("prefill", "decode", "decode", "decode"):
+            llm.append(_v2(i, t, t + 1_000_000, 0.9, 1.0, workload="llm", tenant="llm", phase=ph))
+            t += 2_000_000
+    pads = [_v2(k, T0 - 10**9 + k * 10**7, T0 - 10**9 + k * 10**7 + 10**6, 0.9, 1.0, workload="llm", tenant="llm",
+                phase="pad") for k in range(4)]
+    p = parse_bytes(_blob(pads[:2] + llm + pads[2:]))
+    assert p.n == 16 and p.n_rejected == 0
+
+
+def test_end_and_meta_records_are_collected_not_junk():
+    end = 'KTS_END,v2,{"tenant":"gemm-a","n":30,"reason":"target reached"}'
+    p = parse_bytes(_blob(['KTS_META,v2,{"tenant":"gemm-a"}'] + _lines(30) + [end]))
+    assert p.n == 30 and p.other == 0 and p.malformed == 0
+    assert p.ends == [{"tenant": "gemm-a", "n": 30, "reason": "target reached"}] and len(p.meta) == 1
+
+
+@pytest.mark.parametrize("bad", ["nan", "abc", "1e400", "-5.0"])
+def test_one_odd_value_does_not_send_the_file_line_by_line(bad, monkeypatch):
+    from kts_helpers.analyse import logparse as L
+
+    seen: list[int] = []
+    real = L._robust
+    monkeypatch.setattr(L, "_robust", lambda data: seen.append(len(data)) or real(data))
+    lines = _lines(5000, seed=8)
+    lines[2500] = lines[2500].rsplit(",", 1)[0] + f",{bad}"
+    p = parse_bytes(_blob(lines))
+    assert p.n == 4999 and p.malformed + p.n_rejected == 1
+    assert sum(seen) < 200  # nothing, or only the odd line, went the slow way

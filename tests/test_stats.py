@@ -87,7 +87,7 @@ def test_bad_options(lognormal: np.ndarray) -> None:
     with pytest.raises(StatsError, match="n_resamples"):
         quantile_ci(lognormal, 0.99, n_resamples=0)
     with pytest.raises(StatsError, match="block_length"):
-        quantile_ci(lognormal, 0.99, block_length=0)
+        quantile_ci(lognormal, 0.99, block_length=0, method="stationary")
 
 
 def test_constant_series_is_degenerate_not_nan() -> None:
@@ -103,20 +103,21 @@ def test_constant_series_is_degenerate_not_nan() -> None:
 def test_short_series_falls_back_with_warning() -> None:
     x = np.random.default_rng(3).lognormal(size=20)
     with pytest.warns(ShortSeriesWarning, match="short series"):
-        iv = quantile_interval(x, 0.9, n_resamples=500, seed=2)
+        iv = quantile_interval(x, 0.9, n_resamples=500, seed=2, method="stationary")
     assert iv.block_length == math.ceil(20 ** (1 / 3)) == 3
     assert "short series" in iv.note and iv.lo <= iv.estimate <= iv.hi
     with warnings.catch_warnings():  # the i.i.d. bootstrap needs no block length: no warning
         warnings.simplefilter("error")
         quantile_interval(x, 0.9, method="iid", n_resamples=500)
-        quantile_interval(np.r_[x, x], 0.9, n_resamples=500)  # 40 >= SHORT_SERIES_N
+        quantile_interval(np.r_[x, x], 0.9, n_resamples=500, method="stationary")  # 40 >= SHORT_SERIES_N
+        quantile_interval(x, 0.9)  # the order-statistic interval needs no block length
 
 
 def test_automatic_block_length_uses_politis_white(ar1: np.ndarray) -> None:
     from arch.bootstrap import optimal_block_length
 
     pw = optimal_block_length(ar1)
-    iv = quantile_interval(ar1, 0.99, n_resamples=200, seed=1)
+    iv = quantile_interval(ar1, 0.99, n_resamples=200, seed=1, method="stationary")
     assert iv.block_length == math.ceil(pw["stationary"].iloc[0]) > 5
     iv = quantile_interval(ar1, 0.99, method="circular", n_resamples=200, seed=1)
     assert iv.block_length == math.ceil(pw["circular"].iloc[0])
@@ -201,10 +202,11 @@ def test_too_few_tail_elements_are_redrawn_and_reported(monkeypatch: pytest.Monk
     monkeypatch.setattr(R, "_Z_TAIL", -1.0)
     vals, nf = R.boot_quantiles(x, 0.99, 500, "stationary", 10, np.random.default_rng(1), engine="tail")
     assert 0 < nf <= 500 and np.all((vals >= x.min()) & (vals <= x.max()))
-    iv = quantile_interval(x, 0.99, n_resamples=500, block_length=10, seed=1)
+    iv = quantile_interval(x, 0.99, n_resamples=500, block_length=10, seed=1, method="stationary")
     assert "redrawn naively" in iv.note and iv.lo < iv.hi
     monkeypatch.setattr(R, "_Z_TAIL", 7.0)
-    assert "redrawn" not in quantile_interval(x, 0.99, n_resamples=500, block_length=10, seed=1).note
+    assert "redrawn" not in quantile_interval(x, 0.99, n_resamples=500, block_length=10, seed=1,
+                                              method="stationary").note
 
 
 # ---------------------------------------------------------------- derived intervals
@@ -248,7 +250,7 @@ def test_jitter_ci_uses_one_resample_for_both_quantiles() -> None:
         ref.append(np.quantile(v, 0.99, axis=1) / np.quantile(v, 0.5, axis=1))
     lo, hi = np.quantile(np.concatenate(ref), [0.025, 0.975])
     assert _close(iv.lo, lo, 0.02) and _close(iv.hi, hi, 0.02)
-    blk = jitter_ci(_ar1(2000), n_resamples=500, seed=1)
+    blk = jitter_ci(_ar1(2000), n_resamples=500, seed=1, method="stationary")
     assert blk.lo < blk.estimate < blk.hi and blk.block_length > 1
     with pytest.raises(StatsError, match="below"):
         jitter_ci(x, hi=0.5, lo=0.9)

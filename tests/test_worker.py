@@ -80,7 +80,8 @@ def test_closed_loop_lines(runs):
     assert lines[0].startswith("KTS_META,v2,")
     assert sum(ln.startswith("KTS_META,") for ln in lines) == 1
     app = [ln for ln in lines if ln.startswith("KTS_APP,")]
-    assert len(app) == 12 == len(lines) - 1
+    assert len(app) == 12 == len(lines) - 2
+    assert lines[-1].startswith("KTS_END,v2,") and json.loads(lines[-1].split(",", 2)[2])["reason"] == "fixed count"
     assert all(ln.startswith("KTS_APP,v2,gemm,g1,") for ln in app)
     meta = json.loads(lines[0].split(",", 2)[2])
     assert meta["tenant"] == "g1" and meta["iterations"] == 12 and meta["device"] == "cpu"

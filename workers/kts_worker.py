@@ -25,6 +25,15 @@ was on the GPU. SIGTERM ends the current iteration cleanly (its line is printed)
 Exit codes: 0 done (or stopped while padding), 3 padding hit ``--pad-limit-s`` (nobody stopped it; set by
 ``--pad-limit-exit``, 0 on Kubernetes, where the logs then show whether the padding covered the neighbours),
 143 stopped by SIGTERM before its timed iterations were complete.
+
+``--iterations auto`` (the stopping rule, nvbench-style): the timed part runs until the p99 of every phase's
+wall time has a 95 % interval within ``--auto-rel-width`` (default ±10 %) of the estimate on both sides, or
+``--auto-time-cap-s`` or ``--auto-max-iterations`` is reached. The interval is the analysis' own
+(``kts_helpers/analyse/orderstat.py``: order statistics at the exceedance indicator's effective sample size),
+written again here in pure Python because the worker imports only torch and the standard library; a test
+holds the two equal. When the timed part ends the worker prints ``KTS_END,v2,<json>``: n reached and why.
+
+Longer than 500 lines because it is one file on purpose: the container copies just this file.
 """
 
 from __future__ import annotations
@@ -32,10 +41,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import operator
 import os
 import platform
 import random
 import signal
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -198,7 +209,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="kts worker: time one workload per iteration")
     p.add_argument("--workload", default=_env("WORKLOAD", None), choices=sorted(WORKLOADS))
     p.add_argument("--tenant", default=_env("TENANT", None))
-    p.add_argument("--iterations", type=int, default=int(_env("ITERATIONS", 800)))
+    p.add_argument("--iterations", default=_env("ITERATIONS", "800"),
+                   help="timed iterations, or 'auto': until the p99's interval is within --auto-rel-width")
+    p.add_argument("--auto-rel-width", type=float, default=float(_env("KTS_AUTO_REL_WIDTH", 0.10)),
+                   help="iterations=auto: stop when both 95 %% bounds of the p99 are within this fraction of it")
+    p.add_argument("--auto-time-cap-s", type=float, default=float(_env("KTS_AUTO_TIME_CAP_S", 600)),
+                   help="iterations=auto: stop the timed part after this many seconds whatever the width")
+    p.add_argument("--auto-max-iterations", type=int, default=int(_env("KTS_AUTO_MAX_ITERATIONS", 100_000)),
+                   help="iterations=auto: stop after this many timed iterations whatever the width")
     p.add_argument("--matrix-size", type=int, default=int(_env("MATRIX_SIZE", 4096)))
     p.add_argument("--sleep-ms", type=float, default=_env("SLEEP_MS", None))
     p.add_argument("--warmup", type=int, default=int(_env("WARMUP", 5)))
@@ -233,6 +251,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         a.sleep_ms = DEFAULT_SLEEP_MS[a.workload]
     a.sleep_ms = float(a.sleep_ms)
     a.tenant = a.tenant or a.workload
+    a.auto = str(a.iterations).strip().lower() == "auto"
+    try:
+        a.iterations = a.auto_max_iterations if a.auto else int(a.iterations)
+    except ValueError:
+        p.error(f"--iterations must be a positive integer or 'auto', got {a.iterations!r}")
+    if a.auto and not (0 < a.auto_rel_width < 1 and a.auto_time_cap_s > 0):
+        p.error("--auto-rel-width must lie in (0, 1) and --auto-time-cap-s be positive")
     if a.iterations < 1 or a.matrix_size < 1 or a.warmup < 0 or a.sleep_ms < 0 or a.threads < 1:
         p.error("iterations, matrix size and threads must be positive; warmup and sleep not negative")
     if a.lead_in_s < 0 or a.pad_limit_s <= 0:
@@ -353,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         "phases_per_iteration": len(workload.step()), "notes": workload.notes,
         "mps_thread_percentage": os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
         "lead_in_s": args.lead_in_s, "pad": args.pad, "pad_limit_s": args.pad_limit_s,
+        "stopping": StopRule.from_args(args).describe(),
         **gpu_identity(torch, device),
     }
     meta["barrier_reached_ns"] = time.time_ns()  # start-up (CUDA init, warm-up) ends, the barrier wait begins
@@ -385,9 +411,10 @@ class Arrivals:
         self.next_due += int(gap_s * 1e9)
         return due
 
-    def after(self) -> None:
+    def after(self, spent_s: float = 0.0) -> None:
+        """The closed loop's sleep, less ``spent_s`` already spent since the operation (the stopping check)."""
         if self.args.arrival == "closed" and self.args.sleep_ms > 0:
-            self.stop.sleep(self.args.sleep_ms / 1000.0)
+            self.stop.sleep(max(0.0, self.args.sleep_ms / 1000.0 - spent_s))
 
 
 def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: StopRequest | None = None) -> int:
@@ -398,6 +425,7 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
     """
     stop = stop or StopRequest()
     arrivals = Arrivals(args, stop)
+    rule = StopRule.from_args(args)
     out = sys.stdout
     lead_until = time.time_ns() + int(args.lead_in_s * 1e9)
     timed_from: int | None = None
@@ -409,7 +437,11 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
         now = time.time_ns()
         if timed_from is None and now >= lead_until:
             timed_from = now
-        if timed_from is not None and pad_deadline is None and _timed_done(args, timed, timed_from, arrivals):
+        if timed_from is not None and pad_deadline is None and (
+                rule.done(timed, timed_from, now) or _timed_done(args, timed, timed_from, arrivals)):
+            end = json.dumps(rule.end_record(args, timed, timed_from, now), separators=(",", ":"))
+            out.write(f"KTS_END,{LINE_VERSION},{end}\n")
+            out.flush()
             if not args.pad:
                 return 0
             pad_deadline = time.monotonic() + args.pad_limit_s
@@ -427,6 +459,8 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
             due = start_ns if intended is None else intended
             out.write(f"KTS_APP,{LINE_VERSION},{workload.name},{args.tenant},{index},"
                       f"{PAD_PHASE if padding else phase},{due},{start_ns},{end_ns},{device_ms:.6f},{wall_ms:.6f}\n")
+            if not padding:
+                rule.record(phase, wall_ms)
             intended = None if args.arrival == "closed" else end_ns  # later phases are due when the last ended
         out.flush()
         if padding:
@@ -439,6 +473,11 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
             timed += 1
             if index == args.crash_after:
                 raise RuntimeError(f"injected crash after iteration {index} (KTS_CRASH_AFTER)")
+            if rule.due(timed):  # the check's time comes out of the sleep, not the GPU's work
+                t0 = time.monotonic()
+                rule.check(timed)
+                arrivals.after(time.monotonic() - t0)
+                continue
         arrivals.after()
 
 
@@ -448,6 +487,220 @@ def _timed_done(args: argparse.Namespace, timed: int, timed_from: int, arrivals:
         return True
     return (args.arrival != "closed" and args.duration_s > 0
             and arrivals.next_due > timed_from + int(args.duration_s * 1e9))
+
+
+# ----------------------------------------------------------------------------- iterations=auto
+
+K_BEYOND = 40  # as analyse/orderstat.K_BEYOND: tau is also estimated where >= 40 samples lie beyond
+AUTO_MIN_N = 300  # no check before: a p99 has no 95 % upper bound below ~370 samples anyway
+AUTO_GROWTH = 1.05  # check again when n has grown by 5 % (the check costs O(n log n), spent in the sleep)
+_NORMAL = statistics.NormalDist()
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b) (continued fraction, Numerical Recipes 6.4)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    if x > (a + 1.0) / (a + b + 2.0):
+        return 1.0 - _betainc(b, a, 1.0 - x)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, 100_000):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            f *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return front * f
+
+
+def _bisect(fn: Callable[[float], float], target: float, lo: float, hi: float) -> float:
+    """x in [lo, hi] with fn(x) = target, fn increasing."""
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if fn(mid) < target:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * max(1.0, abs(hi)):
+            break
+    return 0.5 * (lo + hi)
+
+
+def bdtrik(y: float, n: float, p: float) -> float:
+    """scipy.special.bdtrik: the k (continuous) with binomial CDF I_{1-p}(n - k, k + 1) = y; nan if none."""
+    if y <= (1.0 - p) ** n:
+        return math.nan
+    return _bisect(lambda k: _betainc(n - k, k + 1.0, 1.0 - p) if k < n else 1.0, y, 0.0, n)
+
+
+def t_widened(confidence: float, nu: float) -> float:
+    """As orderstat.t_widened: the confidence a z-based rule needs to act like a Student t with nu d.o.f."""
+    if not math.isfinite(nu) or nu > 1e6:
+        return confidence
+    nu = max(nu, 1.0)
+    tq = _bisect(lambda t: 1.0 - 0.5 * _betainc(nu / 2.0, 0.5, nu / (nu + t * t)), 0.5 + confidence / 2, 0.0, 1e4)
+    return 1.0 - 2.0 * (1.0 - _NORMAL.cdf(tq))
+
+
+def geyer(y: list[float]) -> tuple[float, int]:
+    """As orderstat.geyer(acf(y)): (tau, lags) over Geyer's initial positive sequence, autocorrelations on demand."""
+    n = len(y)
+    if n < 2:
+        return 1.0, 0
+    mean = math.fsum(y) / n
+    c = [v - mean for v in y]
+    c0 = math.fsum(v * v for v in c)
+    if c0 <= 0:
+        return 1.0, 0
+    total, k = 0.0, 0
+    for j in range(n // 2):
+        pair = (math.fsum(map(operator.mul, c[: n - 2 * j], c[2 * j:]))
+                + math.fsum(map(operator.mul, c[: n - 2 * j - 1], c[2 * j + 1:]))) / c0
+        if pair <= 0:
+            break
+        total += pair
+        k += 1
+    return max(1.0, -1.0 + 2.0 * total), max(0, 2 * k - 1)
+
+
+def _quantile(s: list[float], q: float) -> float:
+    """numpy's default (linear) quantile of a sorted list."""
+    h = (len(s) - 1) * q
+    i = int(h)
+    return s[i] if i + 1 >= len(s) else s[i] + (h - i) * (s[i + 1] - s[i])
+
+
+def _normal_score_lags(x: list[float]) -> int:
+    """As orderstat.dependence(x)[1]: the lags Geyer's rule keeps for the normal scores (average ranks)."""
+    n = len(x)
+    if n < 3 or min(x) == max(x):
+        return 0
+    order = sorted(range(n), key=x.__getitem__)
+    ranks = [0.0] * n
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and x[order[j + 1]] == x[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return geyer([_NORMAL.inv_cdf((r - 0.5) / n) for r in ranks])[1]
+
+
+def p99_bounds(x: list[float], q: float = 0.99, confidence: float = 0.95) -> tuple[float, float, float, float]:
+    """(estimate, lo, hi, tau) as analyse/orderstat.quantile_bounds for one series; lo/hi +-inf: no bound."""
+    n = len(x)
+    s = sorted(x)
+    est = _quantile(s, q)
+    near = min(q, max(0.5, 1 - K_BEYOND / n))
+    tau, lags = 1.0, 0
+    for level in dict.fromkeys((q, near)):
+        thr = _quantile(s, level)
+        y = [1.0 if v > thr else 0.0 for v in x]
+        if 0 < sum(y) < n:
+            t, L = geyer(y)
+            if t > tau:
+                tau, lags = t, L
+    nu = n / (2 * max(lags, _normal_score_lags(x)) + 1)
+    conf = t_widened(confidence, nu)
+    a2 = (1 - conf) / 2
+    m = n / tau
+
+    def at_rank(r: float) -> float:
+        pos = min(max(r - 1.0, 0.0), n - 1.0)
+        i = int(pos)
+        return s[i] if i + 1 >= n else s[i] + (pos - i) * (s[i + 1] - s[i])
+
+    lo, hi = -math.inf, math.inf
+    if (1 - q) ** m < a2:
+        j = bdtrik(a2, m, q)
+        if math.isfinite(j):
+            lo = at_rank(tau * j + 1)
+    j = bdtrik(1 - a2, m, q)
+    if math.isfinite(j) and j + 1 <= m:
+        hi = at_rank(tau * j + 1)
+    return est, min(lo, est), max(hi, est), tau
+
+
+class StopRule:
+    """When the timed part ends: a fixed count, or (``auto``) when every phase's p99 is known to ±width."""
+
+    def __init__(self, auto: bool, rel_width: float, time_cap_s: float, max_iterations: int) -> None:
+        self.auto, self.rel_width, self.time_cap_s, self.max_iterations = auto, rel_width, time_cap_s, max_iterations
+        self.series: dict[str, list[float]] = {}
+        self.next_check = AUTO_MIN_N
+        self.last: dict[str, dict] = {}
+        self.reached = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> StopRule:
+        return cls(args.auto, args.auto_rel_width, args.auto_time_cap_s, args.iterations)
+
+    def describe(self) -> dict:
+        if not self.auto:
+            return {"rule": "fixed"}
+        return {"rule": "auto", "statistic": "p99 of wall_ms, every phase", "confidence": 0.95,
+                "method": "order statistics at the exceedance indicator's effective sample size",
+                "rel_width": self.rel_width, "time_cap_s": self.time_cap_s, "max_iterations": self.max_iterations,
+                "min_n": AUTO_MIN_N, "check_every": f"{AUTO_GROWTH - 1:.0%} growth"}
+
+    def record(self, phase: str, wall_ms: float) -> None:
+        if self.auto:
+            self.series.setdefault(phase, []).append(wall_ms)
+
+    def due(self, timed: int) -> bool:
+        return self.auto and not self.reached and timed >= self.next_check
+
+    def check(self, timed: int) -> bool:
+        """Compute every phase's p99 interval; the target is reached when all lie within ±rel_width."""
+        self.next_check = max(timed + 1, math.ceil(timed * AUTO_GROWTH))
+        ok = True
+        for phase, x in self.series.items():
+            est, lo, hi, tau = p99_bounds(x)
+            rel = max(hi - est, est - lo) / est if est > 0 else math.inf
+            self.last[phase] = {"n": len(x), "estimate": est, "lo": lo if math.isfinite(lo) else None,
+                                "hi": hi if math.isfinite(hi) else None, "ess": len(x) / tau,
+                                "rel_half_width": rel if math.isfinite(rel) else None}
+            ok &= rel <= self.rel_width
+        self.reached = ok and bool(self.series)
+        return self.reached
+
+    def done(self, timed: int, timed_from: int, now_ns: int) -> bool:
+        if not self.auto:
+            return False
+        return self.reached or timed >= self.max_iterations or (now_ns - timed_from) / 1e9 >= self.time_cap_s
+
+    def end_record(self, args: argparse.Namespace, timed: int, timed_from: int, now_ns: int) -> dict:
+        """The KTS_END record: n reached, why the timed part stopped, the last p99 intervals."""
+        if not self.auto:
+            reason = "fixed count" if timed >= args.iterations else "duration"
+        elif self.reached:
+            reason = "target reached"
+        elif timed >= self.max_iterations:
+            reason = "iteration cap"
+        else:
+            reason = "time cap"
+        if self.auto and not self.reached and self.series:
+            self.check(timed)  # the interval at the n actually reached
+            reason += " (target reached at the last check)" if self.reached else ""
+        out = {"tenant": args.tenant, "n": timed, "reason": reason, "elapsed_s": round((now_ns - timed_from) / 1e9, 3),
+               "rule": self.describe(), "p99": self.last}
+        widths = [v["rel_half_width"] for v in self.last.values()]
+        if self.auto and not self.reached and widths and None not in widths:
+            # a width shrinks about as 1 / sqrt(n): a rough n for the target, to plan the next run (not a promise)
+            out["projected_n"] = math.ceil(timed * (max(widths) / self.rel_width) ** 2)
+        return out
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ class RunData:
     padding: pd.DataFrame = field(default_factory=pd.DataFrame)  # pad lines: neighbours' load, never timed
     telemetry: pd.DataFrame = field(default_factory=pd.DataFrame)
     telemetry_status: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stopping: pd.DataFrame = field(default_factory=pd.DataFrame)  # KTS_END: n reached and why, per tenant
 
     @property
     def floor_ms(self) -> float:
@@ -113,8 +114,10 @@ def _refuse_split_gpus(logs: dict[str, ParsedLog], what: str) -> None:
 
 
 def _merge_counts(a: ParsedLog, b: ParsedLog) -> ParsedLog:
-    return ParsedLog(frame=a.frame, malformed=a.malformed + b.malformed, other=a.other + b.other,
-                     meta=a.meta + b.meta, sources=a.sources + b.sources)
+    out = ParsedLog(frame=a.frame)
+    out.add(a)
+    out.add(b)
+    return out
 
 
 def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int = 0,
@@ -137,7 +140,7 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
     if manifest.format_version < 2:
         problems.append(f"run {run.run_id} uses manifest format {manifest.format_version}; "
                         "fields added later (calibration, telemetry) may be missing")
-    frames, metas, issues = [], [], []
+    frames, metas, issues, ends = [], [], [], []
     for scen in manifest.scenarios:
         scen_logs: dict[str, ParsedLog] = {}
         for tenant in scen.tenant_names:
@@ -148,7 +151,8 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
             parsed = parse_file(path)
             scen_logs[tenant] = parsed
             issues.append({"scenario": scen.name, "tenant": tenant, "valid": parsed.n,
-                           "malformed": parsed.malformed, "other": parsed.other})
+                           "malformed": parsed.malformed, "other": parsed.other, "rejected": parsed.n_rejected,
+                           "rejected_why": "; ".join(f"{k}: {v}" for k, v in parsed.rejected.items())})
             if parsed.n == 0:
                 problems.append(f"{scen.name}/{tenant}: log has no valid KTS_APP line")
                 continue
@@ -162,6 +166,7 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
             frames.append(f)
             for m in parsed.meta:
                 metas.append({"scenario": scen.name, **{k: v for k, v in m.items() if k != "notes"}})
+            ends += [stopping_row(scen.name, tenant, e) for e in parsed.ends]
         if scen.kind == "shared":
             _refuse_split_gpus(scen_logs, f"run {run.run_id}, scenario {scen.name}")
     if not frames:
@@ -177,7 +182,23 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
     frame = attach_run_telemetry(frame, tel, pods)
     return RunData(run=run, manifest=manifest, iterations=frame, meta=pd.DataFrame(metas),
                    parse_issues=pd.DataFrame(issues), problems=problems, telemetry=tel,
-                   telemetry_status=tel_status, dropped=dropped, padding=padding)
+                   telemetry_status=tel_status, dropped=dropped, padding=padding,
+                   stopping=pd.DataFrame(ends, columns=STOPPING_COLUMNS))
+
+
+STOPPING_COLUMNS = ["scenario", "tenant", "rule", "n", "reason", "elapsed_s", "target", "p99_ms", "p99_lo_ms",
+                    "p99_hi_ms", "half_width", "projected_n"]
+
+
+def stopping_row(scenario: str, tenant: str, end: dict[str, Any]) -> dict[str, Any]:
+    """One KTS_END record as a row: the rule, n reached, why it stopped, and (auto) the widest phase's p99 interval."""
+    rule = end.get("rule") or {}
+    phases = [v for v in (end.get("p99") or {}).values() if isinstance(v, dict)]
+    worst = max(phases, key=lambda v: v.get("rel_half_width") or float("inf"), default={})
+    return {"scenario": scenario, "tenant": tenant, "rule": rule.get("rule", "fixed"), "n": end.get("n"),
+            "reason": end.get("reason"), "elapsed_s": end.get("elapsed_s"), "target": rule.get("rel_width"),
+            "p99_ms": worst.get("estimate"), "p99_lo_ms": worst.get("lo"), "p99_hi_ms": worst.get("hi"),
+            "half_width": worst.get("rel_half_width"), "projected_n": end.get("projected_n")}
 
 
 def load_run_telemetry(run: Run, manifest: RunManifest) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:

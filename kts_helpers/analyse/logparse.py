@@ -1,13 +1,34 @@
-"""Parse KTS_APP lines (v1 from the article's tool, v2 from ours) into a typed table.
+"""Parse KTS_APP lines (v1 from the article's tool, v2 from ours) into a typed table of possible lines only.
 
-Robust to what real logs contain: CRLF endings, truncated last lines, tracebacks and
-other output between lines, undecodable bytes. Valid lines are all kept; the rest are
-counted. Epoch-ns values are parsed straight into int64 (never through a float), and
-the work is done by Arrow's vectorised kernels, so millions of lines parse per second.
+Robust to what real logs contain: CRLF endings, truncated last lines, tracebacks and other output between
+lines, undecodable bytes. Every valid line is kept; the rest are counted: ``malformed`` (starts like a
+KTS_APP line but does not parse), ``other`` (not a KTS line), and ``rejected`` by reason: lines that parse
+but cannot be true (``REJECT_REASONS``):
+
+* a time that is not a finite positive number (``nan``, ``1e400`` -> inf, a negative or zero duration, a
+  zero or negative epoch), an iteration below 0, an empty name;
+* ``end_ns`` before ``start_ns``;
+* ``device_ms`` above ``wall_ms`` by more than ``DEVICE_TOL_MS`` + ``DEVICE_TOL_REL`` x wall: CUDA events are
+  recorded inside the host's launch-to-sync window, so device time cannot exceed it beyond clock resolution;
+* (v2) ``wall_ms`` (monotonic clock) differing from ``end_ns - start_ns`` (epoch clock, read just outside it)
+  by more than ``SPAN_TOL_MS`` + ``SPAN_TOL_REL`` x wall below it (the epoch reads enclose the monotonic ones)
+  or ``SPAN_SLACK_MS`` + ``SPAN_TOL_REL`` x wall above it (a busy host may preempt the worker between the reads:
+  such a line is real, and often one of the slow ones, so it must stay);
+* a duplicate: the same (tenant, iteration, phase) again at the same start, or an iteration number a
+  tenant's timed (or padding) counter had already left (a restarted or concatenated log). An llm
+  iteration's decode steps share one iteration number and follow each other: not duplicates.
+
+A rejected line never aborts anything downstream: it is not in the table. Epoch-ns values are parsed
+straight into int64 (never through a float). Speed: Arrow's typed CSV reader reads the whole file (rows of
+another shape are set aside for the line-by-line path); a value that does not convert sends only that
+file's *conversion* to Arrow's string reader plus vectorised checks, never to the line-by-line path; the
+checks above are vectorised masks, so one odd line costs the same as none.
 
 v1: ``KTS_APP,v1,<WORKLOAD>,<i>,<epoch_ns_start>,<epoch_ns_end>,<device_ms>,<phase>``
     (wall time = end - start; tenant = lower-cased workload unless the caller names it)
 v2: ``KTS_APP,v2,<workload>,<tenant>,<i>,<phase>,<intended_ns>,<start_ns>,<end_ns>,<device_ms>,<wall_ms>``
+``KTS_META,v2,<json>`` (before the lines) and ``KTS_END,v2,<json>`` (when the timed part ends: how many
+iterations and why) are collected, not counted as junk.
 """
 
 from __future__ import annotations
@@ -15,6 +36,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,20 +48,29 @@ import pyarrow.csv as pacsv
 
 from kts_helpers.errors import LogParseError
 
-_INT = r"\d{1,19}"
+_INT = r"-?\d{1,19}"
 _NUM = r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_NOT_A_NUMBER = r"[-+]?(?:[Nn]a[Nn]|NAN|NA|[Ii]nf(?:inity)?|INF)"  # what Arrow reads as null or inf: rejected
 _NAME = r"[^,\s]+"
-V1_RE = rf"^KTS_APP,v1,{_NAME},{_INT},{_INT},{_INT},{_NUM},[^,]*$"
-V2_RE = rf"^KTS_APP,v2,{_NAME},{_NAME},{_INT},[^,]*,{_INT},{_INT},{_INT},{_NUM},{_NUM}$"
+_FLOAT = rf"(?:{_NUM}|{_NOT_A_NUMBER})"
+V1_RE = rf"^KTS_APP,v1,{_NAME},{_INT},{_INT},{_INT},{_FLOAT},[^,]*$"
+V2_RE = rf"^KTS_APP,v2,{_NAME},{_NAME},{_INT},[^,]*,{_INT},{_INT},{_INT},{_FLOAT},{_FLOAT}$"
 V1_COLS = ["tag", "version", "workload", "iteration", "start_ns", "end_ns", "device_ms", "phase"]
 V2_COLS = ["tag", "version", "workload", "tenant", "iteration", "phase", "intended_ns", "start_ns", "end_ns",
            "device_ms", "wall_ms"]
 _TYPES = {"tag": pa.string(), "version": pa.string(), "workload": pa.string(), "tenant": pa.string(),
           "iteration": pa.int64(), "phase": pa.string(), "intended_ns": pa.int64(), "start_ns": pa.int64(),
           "end_ns": pa.int64(), "device_ms": pa.float64(), "wall_ms": pa.float64()}
-_INT64_MAX = 2**63 - 1
+_INT64_MAX = str(2**63 - 1)
 COLUMNS = ["workload", "tenant", "iteration", "phase", "intended_ns", "start_ns", "end_ns", "device_ms",
            "wall_ms", "version"]
+PAD_PHASE = "pad"  # the run wing's padding phase (run.corun.PAD_PHASE): its own iteration counter
+
+DEVICE_TOL_MS, DEVICE_TOL_REL = 0.05, 0.01  # device may exceed wall by this much (event vs host clock resolution)
+SPAN_TOL_MS, SPAN_TOL_REL = 1.0, 0.01  # v2: end - start may fall short of wall by this (clock resolution, slew)
+SPAN_SLACK_MS = 100.0  # ... and exceed it by this (a preemption between the epoch and the monotonic reads)
+REJECT_REASONS = ("not a finite positive time", "end before start", "device time above wall time",
+                  "wall time differs from end - start", "bad name or iteration", "duplicate")
 
 
 @dataclass
@@ -51,139 +82,263 @@ class ParsedLog:
     other: int = 0  # non-empty lines that are not KTS lines (tracebacks, prints)
     meta: list[dict] = field(default_factory=list)  # KTS_META records
     sources: list[str] = field(default_factory=list)
+    rejected: dict[str, int] = field(default_factory=dict)  # lines that parse but cannot be true, by reason
+    ends: list[dict] = field(default_factory=list)  # KTS_END records: n reached and why the timed part stopped
 
     @property
     def n(self) -> int:
         return len(self.frame)
 
+    @property
+    def n_rejected(self) -> int:
+        return sum(self.rejected.values())
 
-def _read_csv(blob: bytes, names: list[str]) -> pa.Table:
+    def add(self, other: ParsedLog) -> None:
+        """Fold another log's counts (not its frame) into these."""
+        self.malformed += other.malformed
+        self.other += other.other
+        self.meta.extend(other.meta)
+        self.ends.extend(other.ends)
+        self.sources.extend(other.sources)
+        for k, v in other.rejected.items():
+            self.rejected[k] = self.rejected.get(k, 0) + v
+
+
+# ----------------------------------------------------------------------------- reading
+
+def _convert(names: list[str], text: frozenset[str]) -> pacsv.ConvertOptions:
+    types = {k: (pa.string() if k in text else _TYPES[k]) for k in names}
+    return pacsv.ConvertOptions(column_types=types, strings_can_be_null=False, quoted_strings_can_be_null=False)
+
+
+def _read(data: bytes, names: list[str], *, text: frozenset[str] = frozenset(),
+          aside: list[bytes] | None = None) -> pa.Table:
+    """Arrow's CSV reader over the whole blob; rows of another shape go to ``aside`` (when given);
+    the columns in ``text`` are read as text (to be converted by ``_typed_from_strings``)."""
+
+    def set_aside(row) -> str:
+        if aside is not None:
+            aside.append(row.text.encode("utf-8", "surrogateescape") if isinstance(row.text, str) else row.text)
+        return "skip"
+
     return pacsv.read_csv(
-        io.BytesIO(blob),
-        read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 24),
-        parse_options=pacsv.ParseOptions(delimiter=","),
-        convert_options=pacsv.ConvertOptions(column_types={k: _TYPES[k] for k in names},
-                                             strings_can_be_null=False, quoted_strings_can_be_null=False),
-    )
+        io.BytesIO(data),
+        read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 22),
+        parse_options=pacsv.ParseOptions(quote_char=False, escape_char=False, double_quote=False,
+                                         invalid_row_handler=set_aside),
+        convert_options=_convert(names, text))
 
 
-def parse_bytes(data: bytes, *, source: str = "<bytes>", tenant: str | None = None) -> ParsedLog:
-    """Parse one log's bytes. Never raises on junk; returns an empty frame if nothing is valid.
+def _typed_from_strings(table: pa.Table, text: frozenset[str]) -> tuple[pa.Table, pa.Array]:
+    """The ``text`` columns -> typed; rows whose numbers do not convert are dropped, returned as their tags.
 
-    Fast path: Arrow's typed CSV reader over the whole file (clean logs, millions of lines a
-    second), with rows of the wrong shape set aside by ``invalid_row_handler``. If a value
-    fails to convert, or for the set-aside rows, the line-by-line regex path decides.
+    The path of a file in which one value broke the typed read of its column: that column only is read as
+    text and checked by a vectorised regex, never the file line by line.
     """
-    version = _sniff_version(data)
-    if version is not None and data.isascii():  # non-ASCII bytes: leave them to the robust path
-        fast = _fast_path(data, version)
-        if fast is not None:
-            table, skipped = fast
-            rest = _robust(b"\n".join(skipped)) if skipped else ParsedLog(frame=_empty())
-            frames = [f for f in (_to_frame(table, tenant), _with_tenant(rest.frame, tenant)) if len(f)]
-            frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else (frames[0] if frames else _empty())
-            return ParsedLog(frame=frame, malformed=rest.malformed, other=rest.other, meta=rest.meta,
-                             sources=[source])
-    rest = _robust(data)
-    return ParsedLog(frame=_with_tenant(rest.frame, tenant), malformed=rest.malformed, other=rest.other,
-                     meta=rest.meta, sources=[source])
+    ok = None
+    for name in text:
+        col, typ = table[name], _TYPES[name]
+        if typ == pa.int64():
+            good = pc.match_substring_regex(col, rf"^{_INT}$")
+            digits = pc.utf8_ltrim(col, "-")
+            good = pc.and_(good, pc.or_(pc.less(pc.utf8_length(digits), 19), pc.less_equal(digits, _INT64_MAX)))
+        elif typ == pa.float64():
+            good = pc.match_substring_regex(col, rf"^{_NUM}$")  # nan/inf never get here: Arrow reads them
+        else:
+            continue
+        ok = good if ok is None else pc.and_(ok, good)
+    if ok is None:
+        return table, pa.array([], pa.string())
+    kept = table.filter(ok)
+    cols = {name: (pc.cast(kept[name], _TYPES[name]) if name in text else kept[name]) for name in kept.column_names}
+    return pa.table(cols), table.filter(pc.invert(ok))["tag"].combine_chunks()
 
+
+# ----------------------------------------------------------------------------- what cannot be true
+
+def _num(table: pa.Table, name: str, fill: float) -> np.ndarray:
+    """A numeric column as numpy, nulls (``nan``/``NA`` read by Arrow) replaced by a value that fails checks."""
+    col = table[name]
+    if col.null_count:
+        col = pc.fill_null(col, fill)
+    return col.to_numpy()
+
+
+def _names_ok(col: pa.ChunkedArray) -> np.ndarray:
+    """Non-empty names without commas or spaces; checked once per distinct value (there are few)."""
+    values = pc.unique(col)
+    good = values.filter(pc.match_substring_regex(values, rf"^{_NAME}$"))
+    if len(good) == len(values):
+        return np.ones(len(col), bool)
+    return pc.is_in(col, value_set=good).to_numpy(zero_copy_only=False)
+
+
+def _validate(table: pa.Table, version: str) -> tuple[pa.Table, dict[str, int], int]:
+    """Keep the rows that can be true; (kept, rejected by reason, rows of another tag/version)."""
+    n = len(table)
+    if n == 0:
+        return table, {}, 0
+    ours = np.ones(n, bool)
+    for name, want in (("tag", "KTS_APP"), ("version", version)):
+        if pc.count_distinct(table[name]).as_py() != 1 or table[name][0].as_py() != want:
+            ours &= pc.equal(table[name], want).to_numpy(zero_copy_only=False)
+    names = _names_ok(table["workload"])
+    if "tenant" in table.column_names:
+        names &= _names_ok(table["tenant"])
+    start, end = _num(table, "start_ns", -1), _num(table, "end_ns", -1)
+    dev = _num(table, "device_ms", np.nan)
+    wall = _num(table, "wall_ms", np.nan) if version == "v2" else (end - start) / 1e6
+    epochs = start > 0
+    if version == "v2":
+        epochs &= _num(table, "intended_ns", -1) > 0
+    with np.errstate(invalid="ignore"):
+        checks = [
+            ("bad name or iteration", names & (_num(table, "iteration", -1) >= 0)),
+            ("not a finite positive time", epochs & np.isfinite(dev) & (dev > 0) & np.isfinite(wall) & (wall > 0)),
+            ("end before start", end >= start),
+            ("device time above wall time", dev <= wall * (1 + DEVICE_TOL_REL) + DEVICE_TOL_MS),
+        ]
+        if version == "v2":
+            span = (end - start) / 1e6
+            checks.append(("wall time differs from end - start",
+                           (span - wall >= -(wall * SPAN_TOL_REL + SPAN_TOL_MS))
+                           & (span - wall <= wall * SPAN_TOL_REL + SPAN_SLACK_MS)))
+    alive = ours.copy()
+    rejected: dict[str, int] = {}
+    for reason, good in checks:
+        bad = int(np.count_nonzero(alive & ~good))
+        if bad:
+            rejected[reason] = bad
+            alive &= good
+    kept = table if alive.all() else table.filter(pa.array(alive))
+    return kept, rejected, int(n - ours.sum())
+
+
+def duplicates(frame: pd.DataFrame) -> np.ndarray:
+    """Lines a tenant already wrote: the same operation again, or an iteration number its counter had left.
+
+    Per tenant and counter (timed / padding), in time order, an iteration's lines form one block (an llm
+    iteration's decode steps too); a block whose iteration number is not above every earlier block's is a
+    repeat (a restarted or concatenated log). Within a block, the same phase at the same start is a repeat.
+    """
+    n = len(frame)
+    if n < 2:
+        return np.zeros(n, bool)
+    pad_mask = frame["phase"].eq(PAD_PHASE).to_numpy(bool)
+    its = frame["iteration"].to_numpy(np.int64)
+    if (frame["tenant"].nunique() == 1 and np.all(np.diff(its[~pad_mask]) > 0)
+            and np.all(np.diff(its[pad_mask]) > 0)):
+        return np.zeros(n, bool)  # the usual log: one tenant, each counter rising line by line, nothing to sort
+    tenant = pd.factorize(frame["tenant"])[0].astype(np.int64)
+    phase = pd.factorize(frame["phase"])[0]
+    group = 2 * tenant + pad_mask.astype(np.int64)
+    start = frame["start_ns"].to_numpy(np.int64)
+    order = np.argsort(group, kind="stable")
+    g, s = group[order], start[order]
+    if np.any((np.diff(s) < 0) & (g[1:] == g[:-1])):  # not in time order within a counter: sort by start too
+        order = np.lexsort((start, group))
+        g, s = group[order], start[order]
+    i = frame["iteration"].to_numpy(np.int64)[order]
+    ph = phase[order]
+    same_g = np.r_[False, g[1:] == g[:-1]]
+    same_it = np.r_[False, i[1:] == i[:-1]] & same_g
+    repeat = same_it & np.r_[False, (s[1:] == s[:-1]) & (ph[1:] == ph[:-1])]
+    heads = np.flatnonzero(~same_it)  # first line of each block
+    key = i[heads] + g[heads] * (1 << 40)  # iterations rise within a counter; the offset restarts the max per counter
+    before = np.maximum.accumulate(np.r_[np.iinfo(np.int64).min, key[:-1]])
+    stale = (key <= before) & np.r_[False, g[heads][1:] == g[heads][:-1]]
+    block = np.cumsum(~same_it) - 1
+    dup = np.zeros(n, bool)
+    dup[order] = repeat | stale[block]
+    return dup
+
+
+# ----------------------------------------------------------------------------- the two paths
 
 def _sniff_version(data: bytes) -> str | None:
     i = data.find(b"KTS_APP,v")
     if i < 0:
         return None
-    v = data[i + 8: i + 10]
-    return {b"v1": "v1", b"v2": "v2"}.get(v)
+    return {b"v1": "v1", b"v2": "v2"}.get(data[i + 8: i + 10])
 
 
-def _fast_path(data: bytes, version: str) -> tuple[pa.Table, list[bytes]] | None:
+def _split_tags(tags: pa.Array | pa.ChunkedArray) -> tuple[int, int]:
+    """(malformed, other) among rows set apart by their tag: KTS_APP-like ones are malformed, the rest junk."""
+    app = pc.sum(pc.starts_with(tags, "KTS_APP")).as_py() or 0
+    return int(app), len(tags) - int(app)
+
+
+def _fast(data: bytes, version: str) -> tuple[pa.Table, dict[str, int], int, int, list[bytes]] | None:
+    """The whole file at once: (valid rows, rejected, malformed, other, lines of another shape); None: no CSV."""
     names = V2_COLS if version == "v2" else V1_COLS
-    skipped: list[bytes] = []
-
-    def set_aside(row) -> str:
-        skipped.append(row.text.encode("utf-8", "surrogateescape") if isinstance(row.text, str) else row.text)
-        return "skip"
-
-    try:
-        table = pacsv.read_csv(
-            io.BytesIO(data),
-            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 22),
-            parse_options=pacsv.ParseOptions(quote_char=False, escape_char=False, double_quote=False,
-                                             invalid_row_handler=set_aside),
-            convert_options=pacsv.ConvertOptions(column_types={k: _TYPES[k] for k in names},
-                                                 strings_can_be_null=False, quoted_strings_can_be_null=False),
-        )
-    except (pa.ArrowInvalid, UnicodeDecodeError):
+    text: frozenset[str] = frozenset()
+    for _ in names:  # a value that does not convert: read its column as text, convert what converts
+        aside: list[bytes] = []
+        try:
+            table = _read(data, names, text=text, aside=aside)
+            break
+        except pa.ArrowInvalid as exc:
+            m = re.search(r"CSV column #(\d+)", str(exc))
+            if m is None or names[int(m.group(1))] in text:
+                return None
+            text |= {names[int(m.group(1))]}
+        except UnicodeDecodeError:
+            return None
+    else:
         return None
-    ok = pc.and_(pc.equal(table["tag"], "KTS_APP"), pc.equal(table["version"], version))
-    if not pc.all(ok).as_py() or not _plausible(table):
-        return None
-    return table, skipped
-
-
-def _plausible(table: pa.Table) -> bool:
-    """Whether every row is one the regexes would accept too; if not, the robust path decides.
-
-    Arrow converts what the line format forbids: an empty field (a line cut right after a comma)
-    to null, ``nan``/``inf``/``NA`` to floats or nulls, ``-1`` to a negative iteration.
-    """
-    for name in table.column_names:
-        col = table[name]
-        if col.null_count:
-            return False
-        if pa.types.is_integer(col.type) and len(col) and pc.min(col).as_py() < 0:
-            return False
-        if pa.types.is_floating(col.type) and not pc.all(pc.is_finite(col)).as_py():
-            return False
-    for name in ("workload", "tenant"):
-        if name in table.column_names and not pc.all(pc.match_substring_regex(table[name], rf"^{_NAME}$")).as_py():
-            return False
-    return True
+    table, dropped = _typed_from_strings(table, text) if text else (table, pa.array([], pa.string()))
+    kept, rejected, _ = _validate(table, version)
+    ours = pc.fill_null(pc.and_(pc.equal(table["tag"], "KTS_APP"), pc.equal(table["version"], version)), False)
+    malformed, other = _split_tags(pa.chunked_array([dropped, *table.filter(pc.invert(ours))["tag"].chunks],
+                                                    pa.string()))
+    return kept, rejected, malformed, other, aside
 
 
 def _robust(data: bytes) -> ParsedLog:
     """Line by line (vectorised regexes): keeps every valid line, counts the rest."""
-    lines = _strip_cr(pa.array(data.split(b"\n"), pa.binary()))
+    lines = pa.array(data.split(b"\n"), pa.binary())
+    if pc.any(pc.ends_with(lines, "\r")).as_py():
+        lines = pa.array([b[:-1] if b.endswith(b"\r") else b for b in lines.to_pylist()], pa.binary())
     nonempty = pc.greater(pc.binary_length(lines), 0)
     is_app = pc.starts_with(lines, "KTS_APP,")
     is_meta = pc.starts_with(lines, "KTS_META,")
-    ok1 = pc.match_substring_regex(lines, V1_RE)
-    ok2 = pc.match_substring_regex(lines, V2_RE)
-    frames = []
-    refused = 0
-    for ok, names in ((ok2, V2_COLS), (ok1, V1_COLS)):
-        chosen = lines.filter(ok)
-        if len(chosen):
-            table, n_refused = _read_lines(chosen.to_pylist(), names)
-            refused += n_refused
-            if table is not None:
-                frames.append(_to_frame(table, None))
-    n_valid = (pc.sum(pc.or_(ok1, ok2)).as_py() or 0) - refused
+    is_end = pc.starts_with(lines, "KTS_END,")
+    frames, rejected = [], {}
+    valid = 0
+    for version, names, regex in (("v2", V2_COLS, V2_RE), ("v1", V1_COLS, V1_RE)):
+        chosen = lines.filter(pc.match_substring_regex(lines, regex))
+        if not len(chosen):
+            continue
+        table, refused = _read_lines(chosen.to_pylist(), names)
+        valid += len(chosen) - refused
+        if table is not None:
+            kept, rej, _ = _validate(table, version)
+            for k, v in rej.items():
+                rejected[k] = rejected.get(k, 0) + v
+            frames.append(_to_frame(kept, None))
     n_app = pc.sum(is_app).as_py() or 0
-    malformed = n_app - n_valid
-    other = (pc.sum(nonempty).as_py() or 0) - n_app - (pc.sum(is_meta).as_py() or 0)
-    meta = []
-    for raw in lines.filter(is_meta).to_pylist():
-        try:
-            meta.append(json.loads(raw.split(b",", 2)[2]))
-        except (ValueError, IndexError):
-            malformed += 1
+    malformed = n_app - valid
+    other = (pc.sum(nonempty).as_py() or 0) - n_app - (pc.sum(is_meta).as_py() or 0) - (pc.sum(is_end).as_py() or 0)
+    records: dict[str, list[dict]] = {"meta": [], "end": []}
+    for kind, mask in (("meta", is_meta), ("end", is_end)):
+        for raw in lines.filter(mask).to_pylist():
+            try:
+                records[kind].append(json.loads(raw.split(b",", 2)[2]))
+            except (ValueError, IndexError):
+                malformed += 1
     frame = pd.concat(frames, ignore_index=True) if frames else _empty()
-    return ParsedLog(frame=frame, malformed=int(malformed), other=int(other), meta=meta)
+    return ParsedLog(frame=frame, malformed=int(malformed), other=int(other), meta=records["meta"],
+                     rejected=rejected, ends=records["end"])
 
 
 def _read_lines(lines: list[bytes], names: list[str]) -> tuple[pa.Table | None, int]:
-    """Read lines that match the format; drop (and count) those Arrow still refuses.
-
-    A line can match the regex and yet not convert: a 19-digit value past int64, or
-    undecodable bytes inside a name. Those are malformed lines, not a reason to fail.
-    """
+    """Read lines that match the format; drop (and count) those Arrow still refuses (a 19-digit value past
+    int64, undecodable bytes inside a name)."""
     try:
-        return _read_csv(b"\n".join(lines) + b"\n", names), 0
-    except pa.ArrowInvalid:
+        return _read(b"\n".join(lines) + b"\n", names), 0
+    except (pa.ArrowInvalid, UnicodeDecodeError):
         keep = [ln for ln in lines if _convertible(ln, names)]
-        table = _read_csv(b"\n".join(keep) + b"\n", names) if keep else None
+        table = _read(b"\n".join(keep) + b"\n", names) if keep else None
         return table, len(lines) - len(keep)
 
 
@@ -193,7 +348,32 @@ def _convertible(line: bytes, names: list[str]) -> bool:
     except UnicodeDecodeError:
         return False
     fields = line.split(b",")
-    return all(int(v) <= _INT64_MAX for v, n in zip(fields, names, strict=True) if _TYPES[n] == pa.int64())
+    return all(abs(int(v)) <= 2**63 - 1 for v, n in zip(fields, names, strict=True) if _TYPES[n] == pa.int64())
+
+
+def parse_bytes(data: bytes, *, source: str = "<bytes>", tenant: str | None = None) -> ParsedLog:
+    """Parse one log's bytes. Never raises on junk or on impossible values; returns an empty frame if
+    nothing is valid. Clean ASCII logs take Arrow's typed reader; undecodable bytes the line-by-line path."""
+    version = _sniff_version(data)
+    fast = _fast(data, version) if version is not None and data.isascii() else None
+    if fast is not None:
+        table, rejected, malformed, other, aside = fast
+        rest = _robust(b"\n".join(aside)) if aside else ParsedLog(frame=_empty())
+        frames = [f for f in (_to_frame(table, tenant), _with_tenant(rest.frame, tenant)) if len(f)]
+        out = ParsedLog(frame=pd.concat(frames, ignore_index=True) if len(frames) > 1 else
+                        (frames[0] if frames else _empty()), malformed=rest.malformed + malformed,
+                        other=rest.other + other, meta=rest.meta, ends=rest.ends, rejected=dict(rejected))
+        for k, v in rest.rejected.items():
+            out.rejected[k] = out.rejected.get(k, 0) + v
+    else:
+        out = _robust(data)
+        out.frame = _with_tenant(out.frame, tenant)
+    out.sources = [source]
+    dup = duplicates(out.frame)
+    if dup.any():
+        out.frame = out.frame[~dup].reset_index(drop=True)
+        out.rejected["duplicate"] = out.rejected.get("duplicate", 0) + int(dup.sum())
+    return out
 
 
 def _with_tenant(frame: pd.DataFrame, tenant: str | None) -> pd.DataFrame:
@@ -203,17 +383,10 @@ def _with_tenant(frame: pd.DataFrame, tenant: str | None) -> pd.DataFrame:
     return frame
 
 
-def _strip_cr(lines: pa.Array) -> pa.Array:
-    """Drop a trailing CR (CRLF files) without decoding: undecodable bytes stay bytes."""
-    has_cr = pc.ends_with(lines, "\r")
-    if not pc.any(has_cr).as_py():
-        return lines
-    lengths = pc.subtract(pc.binary_length(lines), pc.cast(has_cr, pa.int32()))
-    return pa.array([b[:n] for b, n in zip(lines.to_pylist(), lengths.to_pylist(), strict=True)], pa.binary())
-
-
 def _to_frame(table: pa.Table, tenant: str | None) -> pd.DataFrame:
     df = table.to_pandas()
+    if df.empty:
+        return _empty()
     if "tenant" not in df:  # v1
         df["workload"] = df["workload"].str.lower()
         df["tenant"] = tenant or df["workload"]
@@ -252,10 +425,7 @@ def parse_files(paths: list[str | os.PathLike], *, require: bool = True) -> Pars
         parsed = parse_file(path)
         parsed.frame["source"] = str(path)
         parts.append(parsed.frame)
-        out.malformed += parsed.malformed
-        out.other += parsed.other
-        out.meta.extend(parsed.meta)
-        out.sources.append(str(path))
+        out.add(parsed)
     if parts:
         out.frame = pd.concat(parts, ignore_index=True)
     if require and out.n == 0:

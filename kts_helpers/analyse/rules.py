@@ -10,10 +10,12 @@
   come from the two-level bootstrap (runs, then iterations).
 * **Baseline matching**: a shared series is compared with the alone series of the same tenant and phase, else
   of the same workload and phase.
-* **DF** = shared q-quantile / alone q-quantile, its interval from resampling both sides independently, and
-  its reading ("degraded", ...) only with enough co-running samples.
-* **The bootstrap choice**: stationary block bootstrap (Politis-White block length) for one run, two-level for
-  repeats, fewer than 2 samples: no interval.
+* **DF** = shared q-quantile / alone q-quantile, its interval from both sides' intervals (MOVER), and its
+  reading ("degraded", ...) only with enough co-running samples and only where the interval's coverage was
+  measured (n >= 300, lag-1 autocorrelation <= 0.9; ``analyse.coverage``), else "insufficient data".
+* **The interval choice**: the order-statistic interval at the exceedance indicator's effective sample size
+  (``orderstat``; repeats pooled, their scatter included); a bootstrap only on request (for comparison, its
+  readings are "insufficient data": its coverage fails at the kit's sizes); fewer than 2 samples: none.
 * **CCDF**: exceedance P(X > x), thinned in the body, every point in the tail.
 """
 
@@ -28,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kts_helpers.analyse import stats
+from kts_helpers.analyse import orderstat, stats
 from kts_helpers.errors import LogParseError, RunError
 from kts_helpers.run.corun import PAD_PHASE
 
@@ -222,8 +224,8 @@ def _usable(runs: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 
 def quantile(runs: Sequence[np.ndarray], q: float, *, n_resamples: int = 2000, seed: int | None = 0,
-             method: str = "stationary", confidence: float = 0.95) -> stats.Interval:
-    """q-quantile of the pooled runs with its interval: two-level bootstrap with repeats, else one series."""
+             method: str = "order", confidence: float = 0.95) -> stats.Interval:
+    """q-quantile of the pooled runs with its interval (the repeats' scatter included), else of one series."""
     runs = _usable(runs)
     if not runs or sum(len(r) for r in runs) < 2:
         return _nan_interval("fewer than 2 samples")
@@ -233,6 +235,37 @@ def quantile(runs: Sequence[np.ndarray], q: float, *, n_resamples: int = 2000, s
         if len(runs) > 1 and all(len(r) >= 2 for r in runs):
             return stats.quantile_ci_runs(runs, q, **opts)
         return stats.quantile_interval(np.concatenate(runs), q, **opts)
+
+
+def jitter(runs: Sequence[np.ndarray], *, method: str = "order", confidence: float = 0.95,
+           n_resamples: int = 2000, seed: int | None = 0) -> stats.Interval | None:
+    """Jitter p99 / p50 of one series (or of repeats pooled) with its interval; None where it has no ratio."""
+    runs = _usable(runs)
+    x = np.concatenate(runs) if runs else np.zeros(0)
+    if len(x) < 2 or x.min() <= 0:
+        return None
+    if method == "order" and len(runs) > 1 and all(len(r) >= 2 for r in runs):
+        return stats.ratio_of(quantile(runs, 0.99, confidence=confidence), quantile(runs, 0.50, confidence=confidence),
+                              confidence, orderstat.quantile_correlation(0.50, 0.99))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.ShortSeriesWarning)
+        return stats.jitter_ci(x, method=method, confidence=confidence, n_resamples=n_resamples, seed=seed)
+
+
+def throughput_change(shared: Sequence[np.ndarray], alone: Sequence[np.ndarray], *, method: str = "order",
+                      confidence: float = 0.95, n_resamples: int = 2000,
+                      seed: int | None = 0) -> stats.Interval | None:
+    """Throughput shared vs alone (1000 / mean latency), as a change (-0.2: 20 % fewer per second), with its
+    interval; repeats are pooled (their series' long-run variance includes the runs' level shifts)."""
+    sh, al = _usable(shared), _usable(alone)
+    if sum(len(r) for r in sh) < 2 or sum(len(r) for r in al) < 2:
+        return None
+    x, y = np.concatenate(sh), np.concatenate(al)
+    if min(x.min(), y.min()) <= 0:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.ShortSeriesWarning)
+        return stats.mean_ratio_ci(x, y, method=method, confidence=confidence, n_resamples=n_resamples, seed=seed)
 
 
 @dataclass(frozen=True)
@@ -247,20 +280,55 @@ class Degradation:
     reading: str
     note: str = ""
     interval: stats.Interval | None = None
+    shared: stats.Interval | None = None  # the two sides' own intervals ("order")
+    alone: stats.Interval | None = None
 
     @property
-    def ci(self) -> list[float] | None:
-        return [self.lo, self.hi] if np.isfinite(self.lo) and np.isfinite(self.hi) else None
+    def ci(self) -> list[float | None] | None:
+        """[lo, hi] with None for a bound the data do not hold; None without an interval."""
+        return ci_pair(self.lo, self.hi)
+
+
+def ci_pair(lo: float, hi: float) -> list[float | None] | None:
+    """An interval as the tables and JSON keep it: [lo, hi], None for a missing bound, None for none at all."""
+    if np.isnan(lo) or np.isnan(hi) or not (np.isfinite(lo) or np.isfinite(hi)):
+        return None
+    return [float(lo) if np.isfinite(lo) else None, float(hi) if np.isfinite(hi) else None]
+
+
+def _untested(method: str, sides: dict[str, stats.Interval]) -> str | None:
+    """Why no reading may rest on these intervals: a bootstrap, or a side outside the tested range."""
+    if method != "order":
+        return f"{stats.INSUFFICIENT_DATA} (the {method} bootstrap's coverage fails at the kit's sizes)"
+    for side, iv in sides.items():
+        n = sum(iv.n) if isinstance(iv.n, tuple) else int(iv.n)
+        why = orderstat.untested(n, float(iv.lag1 or 0.0))
+        if why:
+            return f"{stats.INSUFFICIENT_DATA} ({side}: {why})"
+    return None
+
+
+def _wording(d: stats.Interval, sides: dict[str, stats.Interval], q: float) -> str:
+    """The interval's reading; where a missing bound leaves it open, which side's quantile lacks which bound."""
+    wording = stats.df_wording(d.lo, d.hi)
+    if not wording.startswith(stats.INSUFFICIENT_DATA):
+        return wording
+    missing = [f"the {side} p{100 * q:g} has no {name} bound at n = {sum(iv.n) if isinstance(iv.n, tuple) else iv.n}"
+               for side, iv in sides.items() for name, bound in (("upper", iv.hi), ("lower", iv.lo))
+               if not np.isfinite(bound)]
+    return f"{stats.INSUFFICIENT_DATA} ({'; '.join(missing)})" if missing else wording
 
 
 def degradation(shared: Sequence[np.ndarray], alone: Sequence[np.ndarray], q: float = 0.99, *,
-                interval: bool = True, n_resamples: int = 2000, seed: int | None = 0, method: str = "stationary",
+                interval: bool = True, n_resamples: int = 2000, seed: int | None = 0, method: str = "order",
                 confidence: float = 0.95) -> Degradation:
     """The degradation factor of a shared series against its alone series (each a list of runs/repeats).
 
-    The two sides are resampled independently (two-level bootstrap when both have repeats). The reading
-    ("degraded", "no detectable change", "faster when shared") needs ``MIN_CORUNNING`` shared samples and
-    an interval; ``interval=False`` gives the point estimate only (the summary table before intervals).
+    The interval combines the two sides' own intervals (``quantile``; MOVER on the log scale), the two
+    series being independent. The reading ("degraded", "no detectable change", "faster when shared")
+    needs ``MIN_CORUNNING`` shared samples, and both sides inside the range where the interval's coverage
+    was measured (``orderstat.untested``), else "insufficient data (why)". ``interval=False`` gives the
+    point estimate only (the summary table before intervals).
     """
     sh, al = _usable(shared), _usable(alone)
     n_sh, n_al = sum(len(r) for r in sh), sum(len(r) for r in al)
@@ -273,14 +341,20 @@ def degradation(shared: Sequence[np.ndarray], alone: Sequence[np.ndarray], q: fl
         note = "" if not interval else "fewer than 2 samples or latencies <= 0: no interval"
         return Degradation(est, float("nan"), float("nan"), n_sh, n_al, df_reading(n_sh, None), note)
     opts: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "method": method, "confidence": confidence}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", stats.ShortSeriesWarning)
-        if len(sh) > 1 and len(al) > 1 and all(len(r) >= 2 for r in sh + al):
-            iv = stats.ratio_ci_runs(sh, al, q, **opts)
-        else:
-            iv = stats.ratio_ci(np.concatenate(sh), np.concatenate(al), q, **opts)
-    wording = stats.df_wording(iv.lo, iv.hi) if np.isfinite(iv.lo) and np.isfinite(iv.hi) else None
-    return Degradation(iv.estimate, iv.lo, iv.hi, n_sh, n_al, df_reading(n_sh, wording), iv.note, iv)
+    sides: dict[str, stats.Interval] = {}
+    if method == "order":
+        sides = {"shared": quantile(sh, q, **opts), "alone": quantile(al, q, **opts)}
+        iv = stats.ratio_of(sides["shared"], sides["alone"], confidence)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", stats.ShortSeriesWarning)
+            if len(sh) > 1 and len(al) > 1 and all(len(r) >= 2 for r in sh + al):
+                iv = stats.ratio_ci_runs(sh, al, q, **opts)
+            else:
+                iv = stats.ratio_ci(np.concatenate(sh), np.concatenate(al), q, **opts)
+    wording = _untested(method, sides) or _wording(iv, sides, q)
+    return Degradation(iv.estimate, iv.lo, iv.hi, n_sh, n_al, df_reading(n_sh, wording), iv.note, iv,
+                       sides.get("shared"), sides.get("alone"))
 
 
 def runs_of(rows: pd.DataFrame, col: str) -> list[np.ndarray]:

@@ -1,11 +1,13 @@
 """Confidence intervals for latency quantiles, DF, jitter and throughput; steady state; sample size.
 
-Why this module exists: a tenant's p99 from one run is a noisy number, and consecutive
-iterations of a GPU workload are autocorrelated (a slow time slice makes several iterations
-slow), so an i.i.d. bootstrap under-covers. The default is the stationary (block) bootstrap
-of Politis & Romano with the block length chosen by Politis & White (via ``arch``).
-
-The resampling itself (exact, fast order-statistic resamplers) is ``resample``.
+Why this module exists: a tenant's p99 from one run is a noisy number, consecutive iterations of a GPU
+workload are autocorrelated (a slow time slice makes several iterations slow), and only a handful of
+samples lie beyond a p99. The default method, ``"order"``, is the order-statistic interval with the
+binomial ranks taken at the effective sample size of the exceedance indicator (``orderstat``); where
+the data hold no bound at 95 % it says so (``hi = inf``) instead of printing one that is too tight.
+Ratios (DF, jitter, throughput change) combine two intervals by MOVER on the log scale. The block and
+i.i.d. bootstraps (``"stationary"``, ``"circular"``, ``"iid"``; the engine is ``resample``) remain for
+comparison: their percentile intervals of a p99 under-cover at the kit's sizes (``analyse.coverage``).
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from kts_helpers.analyse import orderstat
 from kts_helpers.analyse.resample import (
     boot_means,
     boot_orders,
@@ -31,16 +34,15 @@ from kts_helpers.analyse.resample import (
 from kts_helpers.errors import KtsError
 
 __all__ = [
-    "METHODS", "SHORT_SERIES_N", "Interval", "ShortSeriesWarning", "StatsError", "df_wording",
+    "BOOTSTRAPS", "INSUFFICIENT_DATA", "METHODS", "SHORT_SERIES_N", "Interval", "ShortSeriesWarning", "StatsError", "df_wording",
     "effective_sample_size", "jitter_ci", "mean_ratio_ci", "min_samples_for_quantile", "percentile",
-    "quantile_ci", "quantile_ci_runs", "quantile_interval", "ratio_ci", "ratio_ci_runs",
+    "quantile_ci", "quantile_ci_runs", "quantile_interval", "ratio_ci", "ratio_ci_runs", "ratio_of",
     "resolve_block_length", "sample_size_warning", "steady_state_start",
 ]
 
-METHODS = ("stationary", "circular", "iid")
+METHODS = ("order", "stationary", "circular", "iid")
+BOOTSTRAPS = METHODS[1:]
 SHORT_SERIES_N = 32  # below this Politis-White is not trusted; block length = ceil(n ** (1/3))
-_CHUNK_ELEMS = 4_000_000  # bound on resample elements held at once by the naive resampler
-_Z_TAIL = 7.0  # tail size safety margin, in standard deviations of the tail count
 
 
 class StatsError(KtsError, ValueError):
@@ -53,7 +55,11 @@ class ShortSeriesWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with its bootstrap percentile interval and how it was obtained."""
+    """A point estimate with its interval and how it was obtained.
+
+    ``lo`` is -inf and ``hi`` inf where the data hold no such bound at this confidence;
+    ``ess`` (n / tau of the exceedance indicator) and ``lag1`` (dependence) per series for ``"order"``.
+    """
 
     estimate: float
     lo: float
@@ -65,13 +71,23 @@ class Interval:
     confidence: float
     degenerate: bool = False  # lo == hi (constant data or fully tied resamples)
     note: str = ""
+    ess: float | tuple[float, ...] | None = None
+    lag1: float | tuple[float, ...] | None = None
+
+    @property
+    def bounded(self) -> bool:
+        """Both bounds exist."""
+        return math.isfinite(self.hi) and math.isfinite(self.lo)
 
     def to_dict(self) -> dict:
-        """JSON-ready form (tuples become lists)."""
+        """JSON-ready form (tuples become lists, a missing bound None)."""
         d = asdict(self)
-        for k in ("block_length", "n"):
+        for k in ("block_length", "n", "ess", "lag1"):
             if isinstance(d[k], tuple):
                 d[k] = list(d[k])
+        for k in ("lo", "hi"):
+            if not math.isfinite(d[k]):
+                d[k] = None
         return d
 
 
@@ -156,13 +172,35 @@ def resolve_block_length(x: np.ndarray, method: str, block_length: float | None 
 
 # ----------------------------------------------------------------------------- public intervals
 
+def _from_bounds(b: orderstat.Bounds, confidence: float) -> Interval:
+    note = "" if math.isfinite(b.hi) else (f"no {100 * confidence:g} % upper bound at n = {b.n} "
+                                            f"(~{b.ess:.0f} effective samples)")
+    if b.lo == b.hi:
+        note = join_notes(note, "constant series" if b.lo == b.estimate else "ties")
+    return Interval(b.estimate, b.lo, b.hi, "order", None, b.n, 0, confidence, b.lo == b.hi, note,
+                    ess=round(b.ess, 1), lag1=round(b.lag1, 3))
+
+
+def ratio_of(num: Interval, den: Interval, confidence: float = 0.95, rho: float = 0.0, *,
+             shift: float = 0.0) -> Interval:
+    """num / den from their two intervals (MOVER on the log scale; ``rho``: their correlation, 0 for two
+    independent series; ``shift`` -1 turns a ratio into a change)."""
+    lo, hi = orderstat.log_ratio((num.estimate, num.lo, num.hi), (den.estimate, den.lo, den.hi), rho)
+    n = (num.n, den.n) if num is not den else num.n
+    note = join_notes(*dict.fromkeys(iv.note for iv in (num, den) if iv.note))
+    return Interval(num.estimate / den.estimate + shift, lo + shift, hi + shift, "order", None, n, 0,
+                    confidence, lo == hi, note, ess=(num.ess, den.ess), lag1=(num.lag1, den.lag1))
+
+
 def quantile_interval(x: Sequence[float] | np.ndarray, q: float, *, n_resamples: int = 10_000,
-                      confidence: float = 0.95, method: str = "stationary", block_length: float | None = None,
+                      confidence: float = 0.95, method: str = "order", block_length: float | None = None,
                       seed: int | np.random.Generator | None = None) -> Interval:
-    """Bootstrap percentile interval for the q-quantile of x (numpy linear quantile)."""
+    """Interval for the q-quantile of x (numpy linear estimate): ``"order"`` (default) or a bootstrap."""
     a = _as_sample(x)
     q = _check_q(q)
     _check_common(method, confidence, n_resamples)
+    if method == "order":
+        return _from_bounds(orderstat.quantile_bounds(a, q, confidence), confidence)
     est = float(np.quantile(a, q))
     if np.ptp(a) == 0:
         return Interval(est, est, est, method, None if method == "iid" else 1, len(a), n_resamples,
@@ -177,9 +215,9 @@ def quantile_interval(x: Sequence[float] | np.ndarray, q: float, *, n_resamples:
 
 
 def quantile_ci(x: Sequence[float] | np.ndarray, q: float, *, n_resamples: int = 10_000,
-                confidence: float = 0.95, method: str = "stationary", block_length: float | None = None,
+                confidence: float = 0.95, method: str = "order", block_length: float | None = None,
                 seed: int | np.random.Generator | None = None) -> tuple[float, float]:
-    """(lo, hi) of the bootstrap percentile interval for the q-quantile; see quantile_interval."""
+    """(lo, hi) of the interval for the q-quantile; see quantile_interval."""
     iv = quantile_interval(x, q, n_resamples=n_resamples, confidence=confidence, method=method,
                            block_length=block_length, seed=seed)
     return iv.lo, iv.hi
@@ -192,12 +230,19 @@ def _positive(a: np.ndarray, name: str) -> np.ndarray:
 
 
 def ratio_ci(shared: Sequence[float] | np.ndarray, baseline: Sequence[float] | np.ndarray, q: float = 0.99, *,
-             n_resamples: int = 10_000, confidence: float = 0.95, method: str = "stationary",
+             n_resamples: int = 10_000, confidence: float = 0.95, method: str = "order",
              block_length: float | None = None, seed: int | np.random.Generator | None = None) -> Interval:
-    """DF = shared q-quantile / baseline q-quantile; the two samples are resampled independently."""
+    """DF = shared q-quantile / baseline q-quantile; each side's own interval, the two series independent.
+
+    ``"order"``: MOVER on the log scale of the two order-statistic intervals; a bootstrap resamples the
+    two samples independently.
+    """
     sh, ba = _positive(_as_sample(shared, "shared"), "shared"), _positive(_as_sample(baseline, "baseline"), "baseline")
     q = _check_q(q)
     _check_common(method, confidence, n_resamples)
+    if method == "order":
+        return ratio_of(quantile_interval(sh, q, confidence=confidence), quantile_interval(ba, q, confidence=confidence),
+                      confidence)
     rng = _rng(seed)
     est = float(np.quantile(sh, q) / np.quantile(ba, q))
     dists, blocks, notes = [], [], []
@@ -213,14 +258,21 @@ def ratio_ci(shared: Sequence[float] | np.ndarray, baseline: Sequence[float] | n
 
 
 def jitter_ci(x: Sequence[float] | np.ndarray, hi: float = 0.99, lo: float = 0.50, *, n_resamples: int = 10_000,
-              confidence: float = 0.95, method: str = "stationary", block_length: float | None = None,
+              confidence: float = 0.95, method: str = "order", block_length: float | None = None,
               seed: int | np.random.Generator | None = None) -> Interval:
-    """Jitter = hi-quantile / lo-quantile (default p99/p50), both from the SAME resample."""
+    """Jitter = hi-quantile / lo-quantile (default p99/p50) of ONE series.
+
+    ``"order"``: MOVER of the two quantiles' intervals with their correlation (they come from the same
+    sample); a bootstrap takes both quantiles from the same resample.
+    """
     a = _positive(_as_sample(x), "x")
     qh, ql = _check_q(hi, "hi"), _check_q(lo, "lo")
     if ql >= qh:
         raise StatsError(f"lo ({lo}) must be below hi ({hi})")
     _check_common(method, confidence, n_resamples)
+    if method == "order":
+        return ratio_of(quantile_interval(a, qh, confidence=confidence), quantile_interval(a, ql, confidence=confidence),
+                      confidence, orderstat.quantile_correlation(ql, qh))
     est = float(np.quantile(a, qh) / np.quantile(a, ql))
     if np.ptp(a) == 0:
         return Interval(est, est, est, method, None if method == "iid" else 1, len(a), n_resamples, confidence,
@@ -236,16 +288,20 @@ def jitter_ci(x: Sequence[float] | np.ndarray, hi: float = 0.99, lo: float = 0.5
 
 
 def mean_ratio_ci(shared: Sequence[float] | np.ndarray, baseline: Sequence[float] | np.ndarray, *,
-                  n_resamples: int = 10_000, confidence: float = 0.95, method: str = "stationary",
+                  n_resamples: int = 10_000, confidence: float = 0.95, method: str = "order",
                   block_length: float | None = None, seed: int | np.random.Generator | None = None) -> Interval:
     """Throughput change when shared: baseline_mean / shared_mean - 1.
 
     Throughput = 1000 / mean(iteration ms) iterations/s, so the change in throughput is
     thr_shared / thr_baseline - 1 = baseline_mean / shared_mean - 1 (-0.3 = 30% fewer
-    iterations/s when shared). Resamples are materialised (cost O(n * n_resamples)).
+    iterations/s when shared). ``"order"``: each mean's Student-t interval with its series' long-run
+    variance, MOVER on the log scale; bootstrap resamples are materialised (O(n * n_resamples)).
     """
     sh, ba = _positive(_as_sample(shared, "shared"), "shared"), _positive(_as_sample(baseline, "baseline"), "baseline")
     _check_common(method, confidence, n_resamples)
+    if method == "order":
+        ba_b, sh_b = orderstat.mean_bounds(ba, confidence), orderstat.mean_bounds(sh, confidence)
+        return ratio_of(_from_bounds(ba_b, confidence), _from_bounds(sh_b, confidence), confidence, shift=-1.0)
     rng = _rng(seed)
     est = float(ba.mean() / sh.mean() - 1)
     means, blocks, notes = [], [], []
@@ -259,14 +315,23 @@ def mean_ratio_ci(shared: Sequence[float] | np.ndarray, baseline: Sequence[float
                     n_resamples, confidence, lo == hi, join_notes(*notes))
 
 
+INSUFFICIENT_DATA = "insufficient data"
+
+
 def df_wording(lo: float, hi: float) -> str:
-    """Plain words for a DF interval: above 1 => degraded; contains 1 => no detectable change."""
-    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
-        raise StatsError(f"DF interval must be finite with lo <= hi, got ({lo}, {hi})")
+    """Plain words for a DF interval: above 1 => degraded; below 1 => faster; around 1 => no detectable change.
+
+    A one-sided interval still decides in its direction ("≥ 1.3": degraded); one that contains 1 and
+    lacks a bound cannot say there was no change: insufficient data.
+    """
+    if math.isnan(lo) or math.isnan(hi) or lo > hi:
+        raise StatsError(f"DF interval must have lo <= hi, got ({lo}, {hi})")
     if lo > 1:
         return "degraded"
     if hi < 1:
         return "faster when shared"
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return f"{INSUFFICIENT_DATA} (no {'upper' if math.isfinite(lo) else 'lower'} bound)"
     return "no detectable change"
 
 
@@ -292,17 +357,20 @@ def _runs_setup(runs: list[np.ndarray], method: str, block_length: float | None)
 
 
 def quantile_ci_runs(runs: Sequence[Sequence[float] | np.ndarray], q: float, *, n_resamples: int = 10_000,
-                     confidence: float = 0.95, method: str = "stationary", block_length: float | None = None,
+                     confidence: float = 0.95, method: str = "order", block_length: float | None = None,
                      seed: int | np.random.Generator | None = None) -> Interval:
-    """Two-level bootstrap over repeats: resample runs, then iterations within each chosen run.
+    """The q-quantile of repeats pooled, with an interval that widens with run-to-run spread.
 
-    The estimate is the q-quantile of all runs pooled; run-to-run spread widens the interval,
-    which a bootstrap of the pooled iterations would hide.
+    ``"order"``: the pooled order-statistic interval with tau also estimated from the runs' scatter
+    (``orderstat.between_runs_tau``); bootstrap: two-level (runs, then iterations within each run).
     """
     rs = _as_runs(runs, "runs")
     q = _check_q(q)
     _check_common(method, confidence, n_resamples)
     pooled = np.concatenate(rs)
+    if method == "order":
+        iv = _from_bounds(orderstat.quantile_bounds(pooled, q, confidence, runs=rs), confidence)
+        return replace(iv, n=tuple(len(x) for x in rs))
     est = float(np.quantile(pooled, q))
     blocks, note = _runs_setup(rs, method, block_length)
     dist = pooled_quantiles(rs, q, n_resamples, method, blocks, _rng(seed))
@@ -313,13 +381,17 @@ def quantile_ci_runs(runs: Sequence[Sequence[float] | np.ndarray], q: float, *, 
 
 def ratio_ci_runs(shared_runs: Sequence[Sequence[float] | np.ndarray],
                   baseline_runs: Sequence[Sequence[float] | np.ndarray], q: float = 0.99, *,
-                  n_resamples: int = 10_000, confidence: float = 0.95, method: str = "stationary",
+                  n_resamples: int = 10_000, confidence: float = 0.95, method: str = "order",
                   block_length: float | None = None, seed: int | np.random.Generator | None = None) -> Interval:
-    """DF over repeats: two-level bootstrap of each side, independently, then their ratio."""
+    """DF over repeats: each side's pooled interval over its runs, independently, then their ratio."""
     sh = [_positive(x, "shared_runs") for x in _as_runs(shared_runs, "shared_runs")]
     ba = [_positive(x, "baseline_runs") for x in _as_runs(baseline_runs, "baseline_runs")]
     q = _check_q(q)
     _check_common(method, confidence, n_resamples)
+    if method == "order":
+        iv = ratio_of(quantile_ci_runs(sh, q, confidence=confidence), quantile_ci_runs(ba, q, confidence=confidence),
+                    confidence)
+        return replace(iv, n=(sum(len(x) for x in sh), sum(len(x) for x in ba)))
     rng = _rng(seed)
     est = float(np.quantile(np.concatenate(sh), q) / np.quantile(np.concatenate(ba), q))
     (bs, ns), (bb, nb) = _runs_setup(sh, method, block_length), _runs_setup(ba, method, block_length)
@@ -407,19 +479,8 @@ def effective_sample_size(x: Sequence[float] | np.ndarray) -> float:
     number of independent samples with the same variance of the mean. Constant data => n.
     """
     a = _as_sample(x)
-    n = len(a)
-    c = a - a.mean()
-    f = np.fft.rfft(c, 2 * n)
-    acov = np.fft.irfft(f * np.conj(f), 2 * n)[:n]
-    if acov[0] <= 0:
-        return float(n)
-    rho = acov / acov[0]
-    npairs = n // 2
-    pairs = rho[: 2 * npairs].reshape(npairs, 2).sum(axis=1)
-    neg = np.flatnonzero(pairs <= 0)
-    k = int(neg[0]) if neg.size else npairs
-    tau = -1.0 + 2.0 * float(pairs[:k].sum())
-    return float(min(n, n / tau)) if tau > 0 else float(n)
+    tau, _ = orderstat.geyer(orderstat.acf(a))
+    return float(len(a) / tau)
 
 
 def sample_size_warning(n: int, q: float = 0.99, *, confidence: float = 0.99, ess: float | None = None) -> str | None:

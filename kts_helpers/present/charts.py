@@ -74,6 +74,22 @@ def _tenant_scale(tenants: list[str]) -> alt.Scale:
     return alt.Scale(domain=tenants, range=TENANT_PALETTE[: max(len(tenants), 1)])
 
 
+def _open_ends(d: pd.DataFrame, lo: str, hi: str, value: str) -> pd.DataFrame:
+    """Draw a bound the data do not hold (-inf / inf) to the edge of the plot, and say so in ``bounds``.
+
+    The interval text comes from ``intervals.fmt_ci`` ("≥ lo; no upper bound"), the same as the tables.
+    """
+    from kts_helpers.analyse.intervals import fmt_ci
+
+    d = d.copy()
+    finite = pd.concat([d[lo], d[hi], d[value]]).astype(float).replace([np.inf, -np.inf], np.nan)
+    top, bottom = finite.max(), finite.min()
+    d["bounds"] = [fmt_ci(v, rules.ci_pair(a, b)) for v, a, b in zip(d[value], d[lo], d[hi], strict=True)]
+    d[hi] = d[hi].astype(float).where(np.isfinite(d[hi].astype(float)), top * 1.15 if top == top else np.nan)
+    d[lo] = d[lo].astype(float).where(np.isfinite(d[lo].astype(float)), bottom / 1.15 if bottom == bottom else np.nan)
+    return d
+
+
 def _label(kind: pd.Series) -> pd.Series:
     return kind.map({"baseline": "alone", "shared": "shared"}).fillna(kind)
 
@@ -193,19 +209,19 @@ def telemetry_chart(tel: pd.DataFrame, columns: list[str] | None = None) -> alt.
 
 def forest(intervals: pd.DataFrame) -> alt.LayerChart:
     """DF with its confidence interval per tenant and metric; the rule at 1 is 'sharing was free'."""
-    d = intervals.copy()
+    d = _open_ends(intervals, "df_lo", "df_hi", "df")
     d["label"] = d["tenant"] + " (" + d["metric"] + ")"
     base = alt.Chart(d).encode(y=alt.Y("label:N", title=None, sort=None))
     bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("df_lo:Q", title="degradation factor (shared p99 / alone "
                                                         "p99)", scale=alt.Scale(zero=False)), x2="df_hi:Q")
     pts = base.mark_point(filled=True, size=60).encode(x="df:Q", color=alt.Color("metric:N", title="metric"),
                                                        tooltip=["tenant", "metric",
-                                                                alt.Tooltip("df:Q", format=".3f"),
-                                                                alt.Tooltip("df_lo:Q", format=".3f"),
-                                                                alt.Tooltip("df_hi:Q", format=".3f")])
+                                                                alt.Tooltip("df:Q", format=".3f"), "bounds",
+                                                                "reading"])
     one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(strokeDash=[4, 4], color="#888").encode(x="x:Q")
     return alt.layer(one, bars, pts).properties(width=WIDTH - 120, height=30 * max(len(d), 2),
-                                                title="Degradation factor with 95% interval")
+                                                title="Degradation factor with 95% interval (a bound the data "
+                                                      "do not hold runs to the edge)")
 
 
 def explore(frame: pd.DataFrame, tenant: str, scenario: str = "shared", metric: str = "wall") -> alt.VConcatChart:
@@ -242,10 +258,13 @@ def _mode_scale(modes: list[str]) -> alt.Scale:
 
 def modes_chart(table: pd.DataFrame, *, log: bool = False, stat: str = "p99") -> alt.FacetChart:
     """p99 wall latency with its 95 % interval per tenant, one row per sharing mode (alone first)."""
+    from kts_helpers.analyse.intervals import fmt_ci
+
     d = table.copy()
     d["value"], d["lo"], d["hi"] = d[f"{stat}_ms"], d[f"{stat}_lo"], d[f"{stat}_hi"]
-    d["df_text"] = d.apply(lambda r: "" if r["df"] != r["df"] else f"DF {r['df']:.2f} [{r['df_lo']:.2f}, "
-                           f"{r['df_hi']:.2f}]", axis=1)
+    d["df_text"] = [("" if df != df else "DF " + fmt_ci(df, rules.ci_pair(lo, hi), 2))
+                    for df, lo, hi in zip(d["df"], d["df_lo"], d["df_hi"], strict=True)]
+    d = _open_ends(d, "lo", "hi", "value")
     modes = list(dict.fromkeys(d["mode"]))
     order = [m for m in MODE_COLORS if m in modes] + [m for m in modes if m not in MODE_COLORS]
     xscale = alt.Scale(type="log") if log else alt.Scale(zero=False)
@@ -257,7 +276,7 @@ def modes_chart(table: pd.DataFrame, *, log: bool = False, stat: str = "p99") ->
     points = base.mark_point(filled=True, size=70).encode(
         x="value:Q", color=alt.Color("mode:N", scale=_mode_scale(order), title="sharing"),
         tooltip=["label", "mode", "scenario", "n", alt.Tooltip("value:Q", format=".3f", title=stat),
-                 alt.Tooltip("lo:Q", format=".3f"), alt.Tooltip("hi:Q", format=".3f"), "df_text", "wording"])
+                 "bounds", "df_text", "wording"])
     return alt.layer(ranges, points).properties(width=WIDTH // 2 - 40, height=28 * max(len(order), 2)).facet(
         column=alt.Column("label:N", title=None, sort=list(dict.fromkeys(d["label"])))).resolve_scale(
         x="independent").properties(title=f"{stat} wall latency by sharing mode (alone = no neighbour)")
@@ -272,7 +291,11 @@ def df_heatmap(matrix: pd.DataFrame, *, all_phases: bool = False) -> alt.Chart:
         d["victim"] = d.apply(lambda r: r["victim"] if r["phase"] in ("op", "") else f"{r['victim']} ({r['phase']})",
                               axis=1)
     d = d[np.isfinite(d["df"].astype(float))].copy()
-    d["text"] = d.apply(lambda r: f"{r['df']:.2f} [{r['df_lo']:.2f}, {r['df_hi']:.2f}]", axis=1)
+    from kts_helpers.analyse.intervals import fmt_ci
+
+    d["text"] = [fmt_ci(df, rules.ci_pair(lo, hi), 2) for df, lo, hi in zip(d["df"], d["df_lo"], d["df_hi"],
+                                                                             strict=True)]
+    d["df_lo"], d["df_hi"] = d["df_lo"].replace(-np.inf, np.nan), d["df_hi"].replace(np.inf, np.nan)
     span = float(np.nanmax(np.abs(np.log(d["df"].clip(lower=1e-6))))) if len(d) else 1.0
     span = max(span, np.log(1.25))
     d["dark"] = np.abs(np.log(d["df"].clip(lower=1e-6))) > 0.6 * span
@@ -339,14 +362,14 @@ def phase_chart(table: pd.DataFrame) -> alt.FacetChart:
     """LLM phases: p50 (hollow circle) and p99 (square), each with its 95 % interval, per scenario."""
     long = pd.concat([table.assign(quantile=q, value=table[f"{q}_ms"], lo=table[f"{q}_lo"], hi=table[f"{q}_hi"])
                       for q in ("p50", "p99")], ignore_index=True)
+    long = _open_ends(long, "lo", "hi", "value")
     long["panel"] = long["tenant"] + ": " + long["stat"]
     order = list(dict.fromkeys(table["scenario"]))
     base = alt.Chart(long).encode(y=alt.Y("scenario:N", sort=order, title=None))
     ranges = base.mark_rule(strokeWidth=2).encode(
         x=alt.X("lo:Q", scale=alt.Scale(zero=False), title="latency (ms) with 95% interval"), x2="hi:Q",
         color=alt.Color("when:N", scale=_scenario_scale(), title="scenario"))
-    tip = ["tenant", "stat", "scenario", "quantile", "n", alt.Tooltip("value:Q", format=".3f"),
-           alt.Tooltip("lo:Q", format=".3f"), alt.Tooltip("hi:Q", format=".3f"), "wording"]
+    tip = ["tenant", "stat", "scenario", "quantile", "n", alt.Tooltip("value:Q", format=".3f"), "bounds", "wording"]
     color = alt.Color("when:N", scale=_scenario_scale(), title="scenario")
     p50 = base.transform_filter("datum.quantile == 'p50'").mark_point(size=60, filled=False, shape="circle").encode(
         x="value:Q", color=color, tooltip=tip)

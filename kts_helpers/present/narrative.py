@@ -207,16 +207,87 @@ def _plain(value: Any) -> str:
     return str(value)
 
 
+def _intervals_text(n_resamples: int | None, method: str | None) -> str:
+    from kts_helpers.analyse.orderstat import TESTED_MAX_LAG1, TESTED_MIN_N
+
+    if not n_resamples and not method:
+        return "No confidence intervals were computed for this rendering."
+    if method in (None, "order"):
+        return ("Intervals are 95 % **order-statistic** intervals: the binomial ranks of the quantile (as "
+                "`scipy.stats.quantile_test`), taken at the effective sample size of the exceedance indicator — its "
+                "autocorrelation summed by Geyer's initial positive sequence, with a Student-t allowance for "
+                "estimating it — so they hold for autocorrelated iterations. Where the data hold no bound at 95 % "
+                "(an upper bound of a p99 needs about 367 effective samples), the tables say \"≥ x; no upper "
+                "bound\" instead of printing one that is too tight. DF, jitter and the throughput change combine "
+                "two such intervals (MOVER on the log scale; the throughput's from Student-t intervals of the "
+                f"means). Their coverage was measured on autocorrelated series at n = 300, 800 and 5000 (README, "
+                f"`make bench`); a DF reading needs both series inside the measured range (n ≥ {TESTED_MIN_N}, "
+                f"lag-1 autocorrelation ≤ {TESTED_MAX_LAG1}) and an interval bounded on the side that decides, "
+                "else it reads \"insufficient data\" and says why.")
+    return (f"Intervals are 95 % percentile **{method}** bootstrap intervals from {n_resamples:,} resamples, "
+            "requested for comparison: their coverage of a p99 fails at the kit's sizes (README), so no DF "
+            "reading rests on them (\"insufficient data\").")
+
+
+def _trim_text(trim_effect: pd.DataFrame | None) -> str:
+    if trim_effect is None:
+        return ""
+    if trim_effect.empty:
+        return " No shared row to compare with and without the cut."
+    from kts_helpers.analyse.intervals import fmt_ci
+
+    moved = trim_effect[trim_effect["differs"]]
+    if moved.empty:
+        return (" Undoing the cut moves no DF by more than its interval's half-width "
+                f"({len(trim_effect)} shared rows compared).")
+    items = "; ".join(f"{esc(r.tenant)} ({esc(r.metric)}, {esc(r.group)}): {fmt_ci(r.df, r.df_ci, 2)} with the "
+                      f"cut, {_fmt(r.df_untrimmed)} without" for r in moved.itertuples())
+    return f" **The cut changes DF by more than its interval's half-width** for {items}."
+
+
+def _projected(r: Any) -> str:
+    n = getattr(r, "projected_n", None)
+    return "" if n is None or pd.isna(n) else f" (≈ {int(n)} for the target)"
+
+
+def stopping_text(stopping: pd.DataFrame) -> str:
+    """The Methods paragraph on how many timed iterations ran: the rule, and (auto) n reached and why per tenant."""
+    if stopping is None or stopping.empty:
+        return ""
+    auto = stopping[stopping["rule"] == "auto"]
+    if auto.empty:
+        ns = sorted({int(n) for n in stopping["n"].dropna()})
+        return ("\n\n**Iterations.** Every tenant ran a fixed number of timed iterations "
+                f"({', '.join(map(str, ns))}).")
+    target = float(auto["target"].dropna().iloc[0]) if auto["target"].notna().any() else float("nan")
+
+    def bound(v: Any) -> str:
+        return "none" if v is None or pd.isna(v) else _fmt(v, 3)
+
+    rows = "\n".join(
+        f"| {esc(r.scenario)} | {esc(r.tenant)} | {int(r.n)} | {esc(r.reason)} | {_fmt(r.elapsed_s, 1)} | "
+        f"{_fmt(r.p99_ms, 3)} [{bound(r.p99_lo_ms)}, {bound(r.p99_hi_ms)}] | "
+        f"{'—' if r.half_width is None or pd.isna(r.half_width) else f'±{100 * r.half_width:.1f} %'}"
+        f"{_projected(r)} |" for r in stopping.itertuples())
+    return f"""
+
+**Iterations (stopping rule).** `iterations=auto`: each tenant, alone and shared alike, ran until the 95 % interval
+of its p99 wall time (every phase; the order-statistic interval of *Statistics* below, computed by the worker
+itself every 5 % of growth from 300 iterations on) lay within ±{100 * target:.0f} % of the estimate on both sides,
+or its time or iteration cap was reached; its neighbours kept padding meanwhile. n reached and why it stopped:
+
+| scenario | tenant | n | stopped because | timed s | p99 ms [95 % interval] at the stop | reached |
+|---|---|---|---|---|---|---|
+{rows}"""
+
+
 def methods(data: RunData, *, trim: int, clip: bool, n_resamples: int | None, method: str | None,
-            warmup: str = "none") -> str:
+            warmup: str = "none", trim_effect: pd.DataFrame | None = None) -> str:
     from kts_helpers.analyse.rules import MIN_CORUNNING
 
     cal = data.manifest.calibration
     floor = cal.get("floor_ms")
-    ci = (f"Intervals are 95 % percentile bootstrap intervals from {n_resamples:,} resamples using the "
-          f"**{method}** bootstrap (blocks of autocorrelated iterations are resampled together; block length "
-          "by Politis–White), DF resampling the alone and shared series independently."
-          if n_resamples else "No confidence intervals were computed for this rendering.")
+    ci = _intervals_text(n_resamples, method)
     dropped = int(data.dropped["dropped"].sum()) if not data.dropped.empty else 0
     unsteady = int((data.dropped["mser5_point"].fillna(0) > 0).sum()) if "mser5_point" in data.dropped else 0
     if warmup == "mser5-paired":
@@ -250,11 +321,11 @@ a p99 exists (0.99^n > 0.05), so its p99 is little more than the sample maximum.
 iterations, {trimming}: {dropped} iterations in all (per series in the table below). A data-driven rule is never
 applied to one series alone: it could cut away the contention being measured, and cut a tenant's alone and shared
 series differently. MSER-5 is computed for every series as a diagnostic; {unsteady} series are not stationary by
-it (column `diagnostic`).
+it (column `diagnostic`).{_trim_text(trim_effect)}
 
 **Statistics.** Percentiles use numpy's default linear interpolation. Jitter = p99 / p50. Throughput is the
 article's proxy, 1000 / mean latency (iterations per second), not a served request rate. The degradation factor
-is DF = shared p99 / alone p99 of the same tenant. {ci}
+is DF = shared p99 / alone p99 of the same tenant. {ci}{stopping_text(data.stopping)}
 """
 
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from kts_helpers.analyse.intervals import add_all_intervals, forest_frame, headline
+from kts_helpers.analyse.intervals import add_all_intervals, fmt_ci, forest_frame, headline, trim_effect
 from kts_helpers.analyse.load import RunData, clocks, load_run
+from kts_helpers.analyse.rules import ci_pair
 from kts_helpers.analyse.summary import (
     efficiency,
     focus,
@@ -78,16 +79,26 @@ class Analysis:
     table: pd.DataFrame
     main_table: pd.DataFrame
     main_iterations: pd.DataFrame
+    trim_effect: pd.DataFrame | None = None  # DF with and without the warm-up cut (when one was made)
 
 
 def analyse(run_dir: str | os.PathLike, *, clip: bool = True, trim: int = 0, warmup: str = "none",
-            n_resamples: int = 2000, seed: int | None = 0, method: str = "stationary") -> Analysis:
-    """Load a run and compute the summary with intervals for wall, device and wait time."""
-    data = load_run(open_run_dir(run_dir), clip=clip, trim=trim, warmup=warmup)
-    table = add_all_intervals(summarize_run(data), data.iterations, ("wall", "device", "wait"),
-                              n_resamples=n_resamples, seed=seed, method=method)
+            n_resamples: int = 2000, seed: int | None = 0, method: str = "order") -> Analysis:
+    """Load a run and compute the summary with intervals for wall, device and wait time.
+
+    With a warm-up cut (``trim`` or ``warmup``), DF is also computed without it (``trim_effect``).
+    """
+    run = open_run_dir(run_dir)
+    data = load_run(run, clip=clip, trim=trim, warmup=warmup)
+    opts = {"n_resamples": n_resamples, "seed": seed, "method": method}
+    table = add_all_intervals(summarize_run(data), data.iterations, ("wall", "device", "wait"), **opts)
     main_table, main_iterations = focus(table, data.iterations)
-    return Analysis(data, table, main_table, main_iterations)
+    effect = None
+    if trim or warmup != "none":
+        raw = load_run(run, clip=clip)
+        untrimmed = add_all_intervals(summarize_run(raw, ("wall", "device")), raw.iterations, **opts)
+        effect = trim_effect(table, untrimmed)
+    return Analysis(data, table, main_table, main_iterations, effect)
 
 
 def metrics(data: RunData) -> tuple[str, ...]:
@@ -134,8 +145,8 @@ def compact(df: pd.DataFrame, max_columns: int = 9) -> pd.DataFrame:
         col = base if base in df else f"{base}_ms" if f"{base}_ms" in df else None
         if col is None:
             continue
-        out[col] = [("—" if v != v else f"{v:.3f} [{lo:.3f}, {hi:.3f}]" if lo == lo else f"{v:.3f}")
-                    for v, lo, hi in zip(df[col], df[lo_col], df[f"{base}_hi"], strict=True)]
+        out[col] = [fmt_ci(v, ci_pair(lo, hi)) for v, lo, hi in zip(df[col], df[lo_col], df[f"{base}_hi"],
+                                                                     strict=True)]
         out = out.drop(columns=[lo_col, f"{base}_hi"])
     if len(out.columns) > max_columns and len(out) > 1:
         constant = [c for c in out.columns if out[c].astype(str).nunique() <= 1]

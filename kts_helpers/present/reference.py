@@ -31,7 +31,8 @@ def reference_markdown(run_dir: str | os.PathLike, *, n_resamples: int = 2000, s
             a = alone.iloc[0]
             for _, r in t[(t["tenant"] == tenant) & (t["kind"] == "shared")].iterrows():
                 lines.append(f"| {tenant} | {metric} | {r['sharing']} | {a['p50_ms']:.3f} → {r['p50_ms']:.3f} "
-                             f"| {fmt_ci(a['p99_ms'], a['p99_ci'])} | {fmt_ci(r['p99_ms'], r['p99_ci'])} "
+                             f"| {fmt_ci(a['p99_ms'], a['p99_ci'], n=int(a['n']))} "
+                             f"| {fmt_ci(r['p99_ms'], r['p99_ci'], n=int(r['n']))} "
                              f"| {fmt_ci(r['df'], r['df_ci'])} | {r['df_reading']} |")
     return "\n".join(lines)
 

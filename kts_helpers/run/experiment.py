@@ -190,5 +190,5 @@ def resume_experiment(run_id_or_path: str, *, root: str | os.PathLike = DEFAULT_
 def describe_plan(spec: ExperimentSpec) -> list[dict[str, Any]]:
     """One row per scenario for the set-up notebook: what will run, with which tenants."""
     return [{"scenario": s.name, "kind": s.kind, "sharing": s.sharing,
-             "tenants": ", ".join(f"{t.name} ({t.workload} N={t.matrix_size}, {t.iterations} it, sleep {t.sleep_ms} ms)"
+             "tenants": ", ".join(f"{t.name} ({t.workload} N={t.matrix_size}, {t.iterations_text} it, sleep {t.sleep_ms} ms)"
                                   for t in s.tenants)} for s in spec.scenarios]

@@ -19,6 +19,10 @@ from kts_helpers.run.probe import DEFAULTS as PROBE_DEFAULTS
 WORKLOAD_KINDS = ("fft", "gemm", "llm", "noop")
 SHARING_MODES = ("timeslice", "mps", "mps-limited")  # mps-limited: MPS + CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
 ARRIVALS = ("closed", "poisson", "fixed")
+AUTO = "auto"  # iterations=auto: each tenant runs until its p99 is known to +-auto_rel_width (workers/kts_worker.py)
+DEFAULT_AUTO_REL_WIDTH = 0.10
+DEFAULT_AUTO_TIME_CAP_S = 600.0  # at most half the scenario timeout
+DEFAULT_AUTO_MAX_ITERATIONS = 100_000
 
 
 @dataclass(frozen=True)
@@ -36,15 +40,27 @@ class TenantSpec:
     rate_hz: float = 0.0
     duration_s: float = 0.0
     mps_thread_percentage: int | None = None
+    auto: bool = False  # iterations=auto: ``iterations`` is then the cap on the count
+    auto_rel_width: float = DEFAULT_AUTO_REL_WIDTH
+    auto_time_cap_s: float = DEFAULT_AUTO_TIME_CAP_S
+
+    @property
+    def iterations_text(self) -> str:
+        return (f"auto (p99 to ±{self.auto_rel_width:.0%}, cap {self.auto_time_cap_s:g} s / {self.iterations})"
+                if self.auto else str(self.iterations))
 
     def env(self) -> dict[str, str]:
         """The worker's knobs as environment variables (what a pod spec would set)."""
         env = {
-            "WORKLOAD": self.workload, "TENANT": self.name, "ITERATIONS": str(self.iterations),
+            "WORKLOAD": self.workload, "TENANT": self.name, "ITERATIONS": AUTO if self.auto else str(self.iterations),
             "MATRIX_SIZE": str(self.matrix_size), "SLEEP_MS": repr(float(self.sleep_ms)),
             "WARMUP": str(self.warmup), "THREADS": str(self.threads), "ARRIVAL": self.arrival,
             "RATE_HZ": repr(float(self.rate_hz)), "DURATION_S": repr(float(self.duration_s)),
         }
+        if self.auto:
+            env.update({"KTS_AUTO_REL_WIDTH": repr(float(self.auto_rel_width)),
+                        "KTS_AUTO_TIME_CAP_S": repr(float(self.auto_time_cap_s)),
+                        "KTS_AUTO_MAX_ITERATIONS": str(self.iterations)})
         if self.mps_thread_percentage is not None:
             env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(self.mps_thread_percentage)
         return env
@@ -73,7 +89,7 @@ class ExperimentParams:
     device: str = "auto"
     backend: str = "local"
     workloads: tuple[str, ...] | None = None
-    iterations: int | None = None
+    iterations: int | str | None = None  # a count, or "auto" (the stopping rule; see the auto_* parameters)
     matrix_size: int | None = None
     fft_size: int | None = None
     gemm_size: int | None = None
@@ -91,9 +107,12 @@ class ExperimentParams:
     arrival: str = "closed"
     rate_hz: float = 0.0
     duration_s: float = 0.0
-    iterations_fft: int | None = None
-    iterations_gemm: int | None = None
-    iterations_llm: int | None = None
+    iterations_fft: int | str | None = None
+    iterations_gemm: int | str | None = None
+    iterations_llm: int | str | None = None
+    auto_rel_width: float | None = None  # iterations=auto: stop when the p99's 95 % bounds lie within +-this
+    auto_time_cap_s: float | None = None  # ... or after this many seconds of timed iterations
+    auto_max_iterations: int | None = None  # ... or after this many timed iterations
     calibrate_iterations: int | None = None
     label: str = ""
 
@@ -246,8 +265,11 @@ class ExperimentSpec:
 
 def _tenant(kind: str, r: dict[str, Any], p: ExperimentParams, name: str | None = None) -> TenantSpec:
     size = r["fft_size"] if kind == "fft" else r["gemm_size"] if kind in ("gemm", "noop") else r["fft_size"]
+    count = r.get(f"iterations_{kind}") or r["iterations"]
+    auto = _is_auto(count)
     return TenantSpec(
-        name=name or kind, workload=kind, iterations=int(r.get(f"iterations_{kind}") or r["iterations"]),
+        name=name or kind, workload=kind, iterations=int(r["auto_max_iterations"] if auto else count),
+        auto=auto, auto_rel_width=float(r["auto_rel_width"]), auto_time_cap_s=float(r["auto_time_cap_s"]),
         matrix_size=size,
         sleep_ms=r.get(f"sleep_ms_{kind}", 0.0), warmup=r["warmup"],
         threads=r["threads"], arrival=p.arrival if kind == "fft" else "closed",
@@ -265,10 +287,13 @@ def resolve(params: ExperimentParams, device_type: str) -> ExperimentSpec:
     r = dict(PROFILES[profile])
     for key in ("workloads", "iterations", "sleep_ms_fft", "sleep_ms_gemm", "sleep_ms_llm", "warmup",
                 "threads", "timeout_s", "pad_limit_s", "calibrate_iterations", "fft_size", "gemm_size", "iterations_fft",
-                "iterations_gemm", "iterations_llm"):
+                "iterations_gemm", "iterations_llm", "auto_rel_width", "auto_time_cap_s", "auto_max_iterations"):
         value = getattr(params, key)
         if value is not None:
             r[key] = value
+    r.setdefault("auto_rel_width", DEFAULT_AUTO_REL_WIDTH)
+    r.setdefault("auto_time_cap_s", min(DEFAULT_AUTO_TIME_CAP_S, float(r["timeout_s"]) / 2))
+    r.setdefault("auto_max_iterations", DEFAULT_AUTO_MAX_ITERATIONS)
     if params.matrix_size is not None:
         r["fft_size"] = r["gemm_size"] = params.matrix_size
         for key in ("fft_size", "gemm_size"):
@@ -321,9 +346,18 @@ def _validate(r: dict[str, Any], p: ExperimentParams) -> None:
         raise SpecError(f"unknown workload(s) {bad}; choose from fft, gemm, llm")
     if not 1 <= len(r["workloads"]) <= 4:
         raise SpecError(f"a scenario takes 1 to 4 tenants, got {len(r['workloads'])}")
-    for key in ("iterations", "fft_size", "gemm_size", "threads"):
+    for key in ("iterations", "iterations_fft", "iterations_gemm", "iterations_llm"):
+        v = r.get(key)
+        if v is not None and not _count_ok(v):
+            raise SpecError(f"{key} must be an integer >= 1 or 'auto', got {v!r}")
+    for key in ("fft_size", "gemm_size", "threads", "auto_max_iterations"):
         if int(r[key]) < 1:
             raise SpecError(f"{key} must be >= 1, got {r[key]}")
+    if not 0 < float(r["auto_rel_width"]) < 1:
+        raise SpecError(f"auto_rel_width must lie in (0, 1) (0.10 = ±10 %), got {r['auto_rel_width']}")
+    if not 0 < float(r["auto_time_cap_s"]) < float(r["timeout_s"]):
+        raise SpecError(f"auto_time_cap_s must be > 0 and below timeout_s ({r['timeout_s']:g} s), "
+                        f"got {r['auto_time_cap_s']}")
     if r["warmup"] < 0:
         raise SpecError(f"warmup must be >= 0, got {r['warmup']}")
     if r.get("pad_limit_s") is not None and not float(r["pad_limit_s"]) > 0:
@@ -350,6 +384,20 @@ def _validate(r: dict[str, Any], p: ExperimentParams) -> None:
         raise SpecError(f"unknown backend {p.backend!r}; choose local or kubernetes")
     if p.device not in ("auto", "cpu", "cuda") and not str(p.device).startswith("cuda:"):
         raise SpecError(f"unknown device {p.device!r}; choose auto, cpu, cuda or cuda:N")
+
+
+def _is_auto(value: Any) -> bool:
+    return isinstance(value, str) and value.strip().lower() == AUTO
+
+
+def _count_ok(value: Any) -> bool:
+    """An iteration count: 'auto' or a whole number >= 1 (also as text: "300")."""
+    if _is_auto(value):
+        return True
+    try:
+        return not isinstance(value, bool) and int(value) >= 1 and float(value) == int(value)
+    except (TypeError, ValueError):
+        return False
 
 
 def scenario_from_dict(d: dict[str, Any]) -> ScenarioSpec:

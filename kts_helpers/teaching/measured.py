@@ -233,7 +233,8 @@ def measured_table(data: RunData, group: str, n_resamples: int = 2000) -> pd.Dat
             rows.append({"tenant": r["tenant"], "clock": clock,
                          "measured_p99_alone_ms": float(base["p99_ms"]) if base is not None else math.nan,
                          "measured_p99_shared_ms": float(r["p99_ms"]), "measured_df": float(r["df"]),
-                         "measured_df_lo": float(ci[0]), "measured_df_hi": float(ci[1]),
+                         "measured_df_lo": -math.inf if ci[0] is None else float(ci[0]),  # None: no bound held
+                         "measured_df_hi": math.inf if ci[1] is None else float(ci[1]),
                          "measured_reading": r["df_reading"], "n_shared": int(r["n"])})
     return pd.DataFrame(rows)
 

@@ -46,12 +46,13 @@ class _Progress:
     """Per-tenant progress bars (tqdm when installed, otherwise silent): timed KTS_APP lines as they land.
 
     The total is the tenant's iterations times the operations per iteration its worker reports in
-    KTS_META (an llm iteration is one prefill and several decode steps).
+    KTS_META (an llm iteration is one prefill and several decode steps); with iterations=auto there is
+    none (the worker decides when to stop), the bar counts up.
     """
 
     def __init__(self, scenario: ScenarioSpec, enabled: bool) -> None:
         self.bars: dict[str, Any] = {}
-        self.iterations = {t.name: t.iterations for t in scenario.tenants}
+        self.iterations = {t.name: None if t.auto else t.iterations for t in scenario.tenants}  # auto: no total
         self.sized: set[str] = set()
         if not enabled:
             return
@@ -60,7 +61,7 @@ class _Progress:
         except ImportError:
             return
         for i, t in enumerate(scenario.tenants):
-            self.bars[t.name] = tqdm(total=t.iterations, desc=f"{scenario.name}/{t.name}", position=i, leave=True,
+            self.bars[t.name] = tqdm(total=self.iterations[t.name], desc=f"{scenario.name}/{t.name}", position=i, leave=True,
                                      unit="op", mininterval=0.5)
 
     def update(self, tenant: str, watch: TenantProgress) -> None:
@@ -68,7 +69,7 @@ class _Progress:
         if bar is None:
             return
         phases = watch.meta.get("phases_per_iteration")
-        if tenant not in self.sized and phases:
+        if tenant not in self.sized and phases and self.iterations[tenant]:
             bar.total = self.iterations[tenant] * int(phases)
             self.sized.add(tenant)
         if watch.timed > bar.n:
