@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Literal
 
 from kts_helpers.errors import SpecError
 from kts_helpers.run.probe import CPU_REFUSAL, PROBE_PROFILE, probe_scenarios
@@ -89,7 +89,7 @@ class ExperimentParams:
     device: str = "auto"
     backend: str = "local"
     workloads: tuple[str, ...] | None = None
-    iterations: int | str | None = None  # a count, or "auto" (the stopping rule; see the auto_* parameters)
+    iterations: int | Literal['auto'] | None = None  # a count, or "auto" (the stopping rule; see the auto_* parameters)
     matrix_size: int | None = None
     fft_size: int | None = None
     gemm_size: int | None = None
@@ -107,9 +107,9 @@ class ExperimentParams:
     arrival: str = "closed"
     rate_hz: float = 0.0
     duration_s: float = 0.0
-    iterations_fft: int | str | None = None
-    iterations_gemm: int | str | None = None
-    iterations_llm: int | str | None = None
+    iterations_fft: int | Literal['auto'] | None = None
+    iterations_gemm: int | Literal['auto'] | None = None
+    iterations_llm: int | Literal['auto'] | None = None
     auto_rel_width: float | None = None  # iterations=auto: stop when the p99's 95 % bounds lie within +-this
     auto_time_cap_s: float | None = None  # ... or after this many seconds of timed iterations
     auto_max_iterations: int | None = None  # ... or after this many timed iterations
@@ -141,6 +141,7 @@ _ACCEPTS: dict[str, tuple[Any, str]] = {
     "float": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
     "bool": (lambda v: isinstance(v, bool), "true or false"),
     "str": (lambda v: isinstance(v, str), "a string"),
+    "Literal['auto']": (lambda v: v == AUTO, "'auto'"),
     "tuple[str, ...]": (lambda v: isinstance(v, tuple) and all(isinstance(x, str) for x in v),
                         "a comma-separated list of names"),
     "dict[str, int]": (lambda v: isinstance(v, dict) and all(isinstance(x, int) and not isinstance(x, bool)
