@@ -433,3 +433,26 @@ def test_forest_keeps_a_df_without_bounds():
     assert fd["df_lo"].tolist() == [-np.inf, 2.1] and np.isinf(fd["df_hi"]).all()
     spec = str(charts.forest(fd).to_dict())
     assert "'fft (wall)'" in spec and "2.300 [≥ 2.100; no upper bound]" in spec
+
+
+def test_every_table_and_the_index_name_an_llm_phase():
+    """An llm tenant has a prefill and a decode row; the index, the headline and the forest plot must tell them
+    apart (the index once read 'llm: 0.95x; llm: 0.90x')."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from kts_helpers.analyse.intervals import forest_frame, headline
+    from kts_helpers.present.pipeline import headline_entry
+
+    rows = [{"kind": "shared", "metric": "wall", "tenant": "llm", "workload": "llm", "phase": ph, "group": "shared-all", "df": df,
+             "df_ci": [df - 0.1, df + 0.1], "df_reading": "degraded", "n": 900, "sharing": "timeslice",
+             "p50_ms": 1.0, "p95_ms": 2.0, "p99_ms": 3.0, "jitter": 3.0, "throughput_per_s": 1.0}
+            for ph, df in (("prefill", 1.2), ("decode", 1.3))]
+    table = pd.DataFrame(rows)
+    data = SimpleNamespace(run=SimpleNamespace(run_id="r"), manifest=SimpleNamespace(
+        created_at="t", device="cuda", device_name="H200", profile="article", label="", status="complete"))
+    assert headline_entry(data, table)["headline"] == ("llm (prefill) · shared-all: 1.20x; "
+                                                       "llm (decode) · shared-all: 1.30x")
+    assert forest_frame(table)["tenant"].tolist() == ["llm (prefill) · shared-all", "llm (decode) · shared-all"]
+    assert headline(table)["tenant"].tolist() == ["llm (prefill)", "llm (decode)"]

@@ -22,7 +22,14 @@ import pandas as pd
 
 from kts_helpers.analyse import stats
 from kts_helpers.analyse.load import RunData
-from kts_helpers.analyse.rules import degradation, match_baseline, quantile, runs_of, scenario_group
+from kts_helpers.analyse.rules import (
+    degradation,
+    match_baseline,
+    quantile,
+    runs_of,
+    scenario_group,
+    series_label,
+)
 
 __all__ = ["MODE_ORDER", "Scenario", "catalogue", "contention_matrix", "has_matrix", "has_modes", "has_phases",
            "modes_table", "phase_table"]
@@ -88,10 +95,6 @@ def _notes(*ivs: stats.Interval) -> str:
     return "; ".join(dict.fromkeys(iv.note for iv in ivs if iv.note))
 
 
-def _phase_label(tenant: str, phase: str) -> str:
-    return tenant if phase in ("op", "") else f"{tenant} ({phase})"
-
-
 # -- 1. sharing modes ---------------------------------------------------------------------------------------
 def has_modes(data: RunData) -> bool:
     """Whether the run's shared scenarios use more than one sharing mode (timeslice, mps, mps-limited)."""
@@ -148,7 +151,7 @@ def modes_table(data: RunData, *, metric: str = "wall", n_resamples: int = 2000,
                       else None)
                 scen_name = scens[0].group if scens else "baseline"
                 rows.append({
-                    "tenant": tenant, "workload": workload, "phase": phase, "label": _phase_label(tenant, phase),
+                    "tenant": tenant, "workload": workload, "phase": phase, "label": series_label(tenant, phase),
                     "mode": mode, "scenario": scen_name,
                     "thread_pct": _thread_pct(data, scens[0].name, tenant) if scens else float("nan"),
                     "n": int(len(r)),

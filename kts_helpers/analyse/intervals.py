@@ -19,6 +19,7 @@ from kts_helpers.analyse.rules import (
     jitter,
     quantile,
     series_groups,
+    series_label,
     throughput_change,
 )
 from kts_helpers.analyse.summary import baseline_row
@@ -116,7 +117,7 @@ def headline(table: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
         shared = r["kind"] == "shared"
         n = int(r["n"])
         rows.append({
-            "tenant": r["tenant"] + ("" if r["phase"] in ("op", "") else f" ({r['phase']})"),
+            "tenant": series_label(r["tenant"], r["phase"]),
             "scenario group": r["group"], "sharing": r["sharing"], "n": r["n"],
             "p50 ms [95% CI]": fmt_ci(r["p50_ms"], r.get("p50_ci"), n=n),
             "p95 ms [95% CI]": fmt_ci(r["p95_ms"], r.get("p95_ci"), n=n),
@@ -137,7 +138,7 @@ def forest_frame(table: pd.DataFrame, metrics: tuple[str, ...] = ("wall", "devic
         ci = r.get("df_ci")
         ci = ci if isinstance(ci, (list, tuple)) and len(ci) == 2 else (None, None)
         if r["df"] == r["df"]:
-            label = r["tenant"] + ("" if r["phase"] in ("op", "") else f" {r['phase']}")
+            label = series_label(r["tenant"], r["phase"])
             scen = "" if r["group"] == "shared" else f" · {r['group']}"
             rows.append({"tenant": label + scen, "metric": r["metric"], "df": r["df"],
                          "df_lo": -np.inf if ci[0] is None else ci[0], "df_hi": np.inf if ci[1] is None else ci[1],

@@ -64,6 +64,12 @@ def scenario_groups(names: pd.Series) -> pd.Series:
 
 
 # -- co-running -----------------------------------------------------------------------------------------------
+def series_label(tenant: str, phase: str) -> str:
+    """How a tenant's series is named everywhere (tables, charts, the index): the phase only where a workload has
+    several (an llm's prefill and decode), so two rows never read the same."""
+    return tenant if phase in ("op", "") else f"{tenant} ({phase})"
+
+
 def mark_overlap(frame: pd.DataFrame, *, clip: bool = True) -> pd.DataFrame:
     """Flag iterations that ran while every tenant of their shared scenario was active (``in_overlap``).
 

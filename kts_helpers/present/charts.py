@@ -288,8 +288,7 @@ def df_heatmap(matrix: pd.DataFrame, *, all_phases: bool = False) -> alt.Chart:
     if not all_phases and "primary" in d:
         d = d[d["primary"].astype(bool)]
     if all_phases or "primary" not in d:
-        d["victim"] = d.apply(lambda r: r["victim"] if r["phase"] in ("op", "") else f"{r['victim']} ({r['phase']})",
-                              axis=1)
+        d["victim"] = d.apply(lambda r: rules.series_label(r["victim"], r["phase"]), axis=1)
     d = d[np.isfinite(d["df"].astype(float))].copy()
     from kts_helpers.analyse.intervals import fmt_ci
 

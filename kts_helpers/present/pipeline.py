@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kts_helpers.analyse.rules import series_label
 from kts_helpers.errors import KtsError
 from kts_helpers.fsutil import atomic_write_json
 from kts_helpers.present.html import render_html, write_index
@@ -141,11 +142,11 @@ def headline_entry(data: Any, table: Any) -> dict[str, Any]:
     parts = []
     for r in shared.itertuples():
         if r.df != r.df:
-            parts.append(f"{r.tenant}: {r.df_reading}")
+            parts.append(f"{series_label(r.tenant, r.phase)}: {r.df_reading}")
             continue
-        where = "" if r.group == "shared" else f" ({r.group})"
+        where = "" if r.group == "shared" else f" · {r.group}"
         caveat = f", {r.df_reading}" if str(r.df_reading).startswith(("insufficient", "no co-running")) else ""
-        parts.append(f"{r.tenant}{where}: {r.df:.2f}x{caveat}")
+        parts.append(f"{series_label(r.tenant, r.phase)}{where}: {r.df:.2f}x{caveat}")
     return {"run_id": data.run.run_id, "created_at": m.created_at, "device": m.device,
             "device_name": m.device_name, "profile": m.profile, "label": m.label, "status": m.status,
             "headline": "; ".join(parts) or "no shared scenario"}
