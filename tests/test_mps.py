@@ -107,8 +107,8 @@ def _mps_run(root: Path, tiny_params):
 
 
 def test_local_backend_mps_scenario(tmp_path, private_tmp, tiny_params, monkeypatch):
-    # a multi-GPU host where the kit was pointed at GPU 1: the daemon must get that GPU, the clients no
-    # CUDA_VISIBLE_DEVICES at all (the server renumbers its GPU as 0; "1" would be no device for them)
+    # a multi-GPU host where the kit was pointed at GPU 1: the daemon must get that GPU, the clients "0" (the
+    # server renumbers its GPU as 0, "1" would be no device for them; unset, torch's NVML count sees every GPU)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     fake, record = _fake_control(tmp_path)
     run, scen = _mps_run(tmp_path / "runs", tiny_params)
@@ -122,7 +122,7 @@ def test_local_backend_mps_scenario(tmp_path, private_tmp, tiny_params, monkeypa
     pipe = recs[0].split()[1].removeprefix("pipe=")
     for t in scen.tenant_names:
         first = run.stderr_path(scen.name, t).read_text().splitlines()[0]
-        assert first.startswith(f"mps-client pipe={pipe} log=") and first.endswith("visible=(unset) control=True")
+        assert first.startswith(f"mps-client pipe={pipe} log=") and first.endswith("visible=0 control=True")
         frame = parse_file(run.log_path(scen.name, t)).frame
         assert (frame["phase"] != "pad").sum() == 5 and (frame["phase"] == "pad").sum() > 0
     m = run.manifest()

@@ -36,17 +36,19 @@ class MpsDaemon:
         """What a tenant needs in its environment to connect to this daemon (None: must be unset).
 
         The server sees only the daemon's GPU, renumbered from 0, so a client that keeps the host's
-        CUDA_VISIBLE_DEVICES (e.g. "1") would ask for a device the server does not have: NVIDIA's MPS
-        guide says not to set it in a client's environment.
+        CUDA_VISIBLE_DEVICES (e.g. "1") would ask for a device the server does not have. Unset is not
+        right either: torch counts devices with NVML, which ignores MPS, and on a two-GPU host a client
+        with nothing set counted 2 while CUDA offered 1 (``device=1, num_gpus=1`` at start-up, on the H200
+        host). "0" is the server's one device for CUDA and one device for NVML's count alike.
         """
         assert self.pipe_dir is not None and self.log_dir is not None
         return {"CUDA_MPS_PIPE_DIRECTORY": str(self.pipe_dir), "CUDA_MPS_LOG_DIRECTORY": str(self.log_dir),
-                "CUDA_VISIBLE_DEVICES": None}
+                "CUDA_VISIBLE_DEVICES": "0"}
 
     def _env(self) -> dict[str, str]:
         """The daemon's environment: its pipe and log directories, and the tenants' GPU by UUID."""
         env = dict(os.environ)
-        env.update({k: v for k, v in self.client_env().items() if v is not None})
+        env.update({k: v for k, v in self.client_env().items() if k != "CUDA_VISIBLE_DEVICES"})
         if self.gpu_uuid:
             env["CUDA_VISIBLE_DEVICES"] = self.gpu_uuid
         return env
