@@ -4,6 +4,7 @@ sweeps, the quantum fit with its interval, and the real-run comparison on synthe
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from pathlib import Path
@@ -347,7 +348,9 @@ def test_from_run_measures_what_the_report_measures(tmp_path: Path) -> None:
         report = add_intervals(summarize_frame(data.iterations, clock), data.iterations, clock)
         for r in report[report["kind"] == "shared"].itertuples():
             assert out.loc[(r.tenant, clock), "measured_df"] == r.df
-            assert [out.loc[(r.tenant, clock), "measured_df_lo"], out.loc[(r.tenant, clock), "measured_df_hi"]] == r.df_ci
+            lo, hi = r.df_ci if r.df_ci is not None else (None, None)  # None: that bound did not hold
+            assert [out.loc[(r.tenant, clock), "measured_df_lo"], out.loc[(r.tenant, clock), "measured_df_hi"]] == [
+                -math.inf if lo is None else lo, math.inf if hi is None else hi]
             assert out.loc[(r.tenant, clock), "measured_reading"] == r.df_reading
 
 

@@ -127,6 +127,18 @@ def check_params(tenants: Sequence[SimTenant], quantum_ms: float, context_switch
     return tenants
 
 
+def start_offsets(tenants: Sequence[Any], duration_ms: float, rng: random.Random,
+                  offsets_ms: Sequence[float] | None) -> list[float]:
+    """When each tenant issues first: the given offsets, checked, or a random phase within one cycle (inside
+    the run, so every tenant issues at least once). One rule for the time-slice and the MPS simulators."""
+    if offsets_ms is None:
+        return [rng.uniform(0.0, min(t.kernel_ms + t.period_ms, duration_ms)) for t in tenants]
+    offsets = [float(o) for o in offsets_ms]
+    if len(offsets) != len(tenants) or any(not math.isfinite(o) or o < 0 for o in offsets):
+        raise SimError(f"offsets_ms needs {len(tenants)} finite values >= 0, got {list(offsets_ms)}")
+    return offsets
+
+
 def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float, duration_ms: float,
          seed: int, offsets_ms: Sequence[float] | None, want_segments: bool, slice_timer: str
          ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
@@ -135,13 +147,7 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
     periodic = slice_timer == "switch-in"
     n = len(tenants)
     rng = random.Random(seed)
-    if offsets_ms is None:
-        # a random phase within one cycle (but inside the run, so every tenant issues at least once)
-        offsets = [rng.uniform(0.0, min(t.kernel_ms + t.period_ms, duration_ms)) for t in tenants]
-    else:
-        offsets = [float(o) for o in offsets_ms]
-        if len(offsets) != n or any(not math.isfinite(o) or o < 0 for o in offsets):
-            raise SimError(f"offsets_ms needs {n} finite values >= 0, got {list(offsets_ms)}")
+    offsets = start_offsets(tenants, duration_ms, rng, offsets_ms)
     inf = math.inf
     q, cs = float(quantum_ms), float(context_switch_ms)
     kernel = [float(t.kernel_ms) for t in tenants]

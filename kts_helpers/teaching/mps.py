@@ -31,7 +31,13 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from kts_helpers.teaching.model import DEFAULT_DURATION_MS, SimError, compare_clocks, finish_columns
+from kts_helpers.teaching.model import (
+    DEFAULT_DURATION_MS,
+    SimError,
+    compare_clocks,
+    finish_columns,
+    start_offsets,
+)
 
 
 @dataclass(frozen=True)
@@ -95,12 +101,7 @@ def simulate_mps(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURA
     tenants = check_tenants(tenants, duration_ms)
     n = len(tenants)
     rng = random.Random(seed)
-    if offsets_ms is None:
-        offsets = [rng.uniform(0.0, min(t.kernel_ms + t.period_ms, duration_ms)) for t in tenants]
-    else:
-        offsets = [float(o) for o in offsets_ms]
-        if len(offsets) != n or any(not math.isfinite(o) or o < 0 for o in offsets):
-            raise SimError(f"offsets_ms needs {n} finite values >= 0, got {list(offsets_ms)}")
+    offsets = start_offsets(tenants, duration_ms, rng, offsets_ms)
     inf = math.inf
     caps = [t.thread_pct / 100.0 for t in tenants]
     nxt = [o if o < duration_ms else inf for o in offsets]
