@@ -221,5 +221,5 @@ def test_bad_set_value_is_one_error_line_naming_key_and_type(tmp_path):
                           "--root", str(tmp_path / "runs"), "--report-dir", str(tmp_path / "r")],
                          capture_output=True, text=True, cwd=REPO, timeout=120)
     assert res.returncode == 2 and res.stdout == ""
-    assert res.stderr.splitlines() == ["kts: error: parameter iterations='abc': expected an integer"]
+    assert res.stderr.splitlines() == ["kts: error: parameter iterations='abc': expected an integer or 'auto'"]
     assert not (tmp_path / "runs").exists()
