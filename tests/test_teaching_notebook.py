@@ -139,7 +139,7 @@ def test_static_run_teaches_every_section_with_svg_charts(static_nb: nbformat.No
     # which slice timer the H200 has, from the committed probe: computed, not typed
     assert re.search(r"Probe `h200-2026-11-30-probe`: measured waits p1 / p50 / p99 = [0-9.]+ / [0-9.]+ / [0-9.]+ ms", text)
     assert "The measured spread is the **switch-in** timer's" in text
-    assert "**EMULATED**" in text and "30 s of image pull and start-up" in text
+    assert "**EMULATED**" in text and "31 s of image pull and start-up" in text  # a 30 s pull + 1 s init
     assert text.count("Your prediction: *") == 3
     assert "No `run_dir` given" in text and "Fitted quantum" not in text
 
