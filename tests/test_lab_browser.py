@@ -140,6 +140,12 @@ def _run_all(browser_path: str, lab: dict, name: str, *, inspect=None) -> tuple[
                 texts = page.evaluate(f"[...document.querySelectorAll('{prompts}')].map(e => e.textContent.trim())")
                 if texts and all(t not in ("[ ]:", "[*]:", "") for t in texts):
                     break
+                if "[*]:" not in texts and "[ ]:" in texts and any(t[1:-2].isdigit() for t in texts):
+                    # Lab stops "Run All" at a cell that raised: say which error rather than wait for the deadline
+                    errors = page.evaluate("""[...document.querySelectorAll(
+                        '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')]
+                        .map(e => e.textContent.slice(0, 600))""")
+                    pytest.fail(f"{name}: Run All stopped after {texts}: {errors}")
                 time.sleep(1)
             else:
                 pytest.fail(f"{name}: cells did not finish: {texts}")

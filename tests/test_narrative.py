@@ -74,3 +74,30 @@ def test_decomposition_claims_follow_the_numbers() -> None:
 def test_run_paths_resolve_from_the_repo_root_and_from_notebooks(where: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO if where == "repo" else REPO / "notebooks")
     assert open_run_dir(REFERENCE).path.resolve() == (REPO / REFERENCE).resolve()
+
+
+@pytest.mark.parametrize("where", ["repo", "notebooks"])
+def test_path_parameters_mean_the_same_folder_from_the_repo_root_and_from_notebooks(
+        where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lab starts a kernel in notebooks/, papermill in the root: the teaching defaults and a runs root must not
+    change meaning with it (the waits example was not found in Lab once)."""
+    from kts_helpers.present.notebook import _runs_root, repo_path
+
+    monkeypatch.chdir(REPO if where == "repo" else REPO / "notebooks")
+    for default in ("data/reference", "data/examples/k8s-emulated-waits"):
+        assert repo_path(default).resolve() == (REPO / default).resolve()
+        assert repo_path(default).is_dir()
+    assert repo_path(None) is None and repo_path("") is None
+    assert repo_path("no/such/dir") == Path("no/such/dir")  # left as given, for the caller's own error
+    assert _runs_root("data/runs") == REPO / "data" / "runs"
+    assert _runs_root("/abs/runs") == Path("/abs/runs")
+
+
+def test_a_path_in_the_current_directory_wins_over_the_repo_root(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from kts_helpers.present.notebook import repo_path
+
+    (tmp_path / "data" / "reference").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert repo_path("data/reference") == Path("data/reference")
+    assert repo_path("data/examples/k8s-emulated-waits").resolve() == (REPO / "data/examples/k8s-emulated-waits")

@@ -74,7 +74,11 @@ def test_the_thread_percentage_caps_a_tenant_and_buys_the_neighbour_back() -> No
     (MpsTenant("a", 1.0, 1.0, thread_pct=0.0), "thread_pct"),
     (MpsTenant("a", 1.0, 1.0, thread_pct=120.0), "thread_pct"),
     (MpsTenant("a", 1.0, 1.0, weight=0.0), "weight"),
-    (MpsTenant("a", -1.0, 1.0), "kernel_ms"),
+    (MpsTenant("a", -1.0, 1.0), "kernel_ms must be > 0"),
+    (MpsTenant("a", 1.0, float("nan")), "period_ms"),
+    (MpsTenant("a", 1.0, 1.0, jitter_ms=-1.0), "jitter_ms must be >= 0"),
+    (MpsTenant("a", 1.0, 1.0, overhead_ms=-0.5), "overhead_ms"),
+    (SimTenant("a", 1.0, 1.0), "tenants must be MpsTenant, got SimTenant"),
 ])
 def test_bad_mps_tenants_are_one_line_errors(tenant: MpsTenant, match: str) -> None:
     with pytest.raises(SimError, match=match) as exc:
@@ -243,3 +247,11 @@ def test_a_prediction_outside_the_choices_is_a_one_line_error(call) -> None:
 def test_change_words() -> None:
     assert [exercises.change(1.0, x) for x in (1.04, 1.5, 2.0, 0.5)] == ["unchanged", "grows", "doubles", "shrinks"]
     assert not math.isnan(exercises.TOLERANCE)
+
+
+def test_a_missing_references_folder_is_an_error_not_an_empty_lesson(tmp_path: Path) -> None:
+    with pytest.raises(RunError, match="references folder .*no-such does not exist"):
+        reference.reference_dirs(tmp_path / "no-such")
+    with pytest.raises(RunError, match="does not exist"):
+        reference.lesson_references(tmp_path / "no-such")
+    assert reference.reference_dirs(tmp_path) == []  # an existing folder without runs: really none

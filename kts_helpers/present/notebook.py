@@ -31,7 +31,7 @@ from kts_helpers.run.params import from_notebook
 from kts_helpers.run.runs import DEFAULT_ROOT, Run, find_run
 
 __all__ = ["Analysis", "analyse", "clocks", "compact", "efficiency", "first_look", "forest_frame", "headline", "md",
-           "metrics", "open_run_dir", "overlap_counts", "run_scenarios", "setup", "show", "table", "victim"]
+           "metrics", "open_run_dir", "overlap_counts", "repo_path", "run_scenarios", "setup", "show", "table", "victim"]
 
 
 # -- the run wing, for notebooks 00-02 ------------------------------------------------------------------------
@@ -39,22 +39,43 @@ def setup(parameters: dict[str, Any], extra_params: dict[str, Any] | None = None
           runs_root: str | os.PathLike = DEFAULT_ROOT,
           backend_options: dict[str, Any] | None = None) -> tuple[Run, Any, dict[str, Any], pd.DataFrame]:
     """Create the run (parameters checked first, host detected, tool calibrated); also the plan as a table."""
-    run, spec, env = experiment.setup_run(from_notebook(parameters, extra_params), run_id=run_id, root=runs_root,
+    run, spec, env = experiment.setup_run(from_notebook(parameters, extra_params), run_id=run_id,
+                                          root=_runs_root(runs_root),
                                           backend_options=backend_options)
     return run, spec, env, pd.DataFrame(experiment.describe_plan(spec))
 
 
-def open_run_dir(run_dir: str | os.PathLike | None, runs_root: str | os.PathLike = DEFAULT_ROOT) -> Run:
-    """The run a notebook works on: a path (from the current directory or the repository root, so
-    ``data/runs/<id>`` works from notebooks/ too) or a run id under ``runs_root``."""
+def repo_path(path: str | os.PathLike | None) -> Path | None:
+    """A notebook's path parameter, from the current directory or else from the repository root.
+
+    Why: a kernel in JupyterLab starts in the notebook's own folder (``notebooks/``), papermill and the CLI in
+    the repository root; the defaults (``data/reference``, ``data/examples/...``) are written from the root and
+    must mean the same folder in both. A path found in neither place is returned as given, for the caller's
+    own error message. None stays None (an optional input left out).
+    """
     from kts_helpers.run.environment import REPO_ROOT
 
+    if path is None or path == "":
+        return None
+    p = Path(path)
+    if not p.is_absolute() and not p.exists() and (REPO_ROOT / p).exists():
+        return REPO_ROOT / p
+    return p
+
+
+def open_run_dir(run_dir: str | os.PathLike | None, runs_root: str | os.PathLike = DEFAULT_ROOT) -> Run:
+    """The run a notebook works on: a path (see ``repo_path``) or a run id under ``runs_root``."""
     if not run_dir:
         raise RunError("no run_dir given: pass run_dir= (papermill -p run_dir ...) or make report RUN=...")
-    p = Path(run_dir)
-    if not p.is_absolute() and not p.exists() and (REPO_ROOT / p).exists():
-        p = REPO_ROOT / p
-    return find_run(str(p), runs_root if Path(runs_root).is_absolute() else REPO_ROOT / runs_root)
+    return find_run(str(repo_path(run_dir)), _runs_root(runs_root))
+
+
+def _runs_root(runs_root: str | os.PathLike) -> Path:
+    """Where a notebook's run ids live: a relative root is the repository's, so 00-setup in Lab (started in
+    notebooks/) and 01-03 under papermill (in the root) create and find the same runs."""
+    from kts_helpers.run.environment import REPO_ROOT
+
+    return Path(runs_root) if Path(runs_root).is_absolute() else REPO_ROOT / runs_root
 
 
 def run_scenarios(run_dir: str | os.PathLike, kind: str) -> tuple[Run, list[Any]]:

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -93,26 +93,35 @@ SLICE_TIMERS = ("switch-in", "contention")  # when the holder's quantum starts (
 DEFAULT_SLICE_TIMER = "contention"
 
 
-def check_params(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float,
-                 duration_ms: float, slice_timer: str = DEFAULT_SLICE_TIMER) -> list[SimTenant]:
-    """The tenants as a list, or a SimError naming the first invalid parameter."""
+def checked_tenants(tenants: Sequence[Any], kind: type, who: str,
+                    rules: Sequence[tuple[str, Callable[[float], bool], str]]) -> list[Any]:
+    """The tenants as a list, or a SimError naming the first invalid one: the one rule both simulators share
+    (at least one, unique names, the simulator's own tenant class, every field finite and within ``rules``:
+    (field, test, "what it must be"))."""
     tenants = list(tenants)
     if not tenants:
-        raise SimError("simulate needs at least one tenant")
-    names = [t.name for t in tenants]
+        raise SimError(f"{who} needs at least one tenant")
+    names = [getattr(t, "name", None) for t in tenants]
     if len(set(names)) != len(names):
         raise SimError(f"tenant names must be unique, got {names}")
     for t in tenants:
-        if not isinstance(t, SimTenant):
-            raise SimError(f"tenants must be SimTenant, got {type(t).__name__}")
-        if not (math.isfinite(t.kernel_ms) and t.kernel_ms > 0):
-            raise SimError(f"tenant {t.name!r}: kernel_ms must be > 0, got {t.kernel_ms}")
-        if not (math.isfinite(t.period_ms) and t.period_ms >= 0):
-            raise SimError(f"tenant {t.name!r}: period_ms must be >= 0, got {t.period_ms}")
-        if not (math.isfinite(t.jitter_ms) and t.jitter_ms >= 0):
-            raise SimError(f"tenant {t.name!r}: jitter_ms must be >= 0, got {t.jitter_ms}")
-        if not (math.isfinite(t.overhead_ms) and t.overhead_ms >= 0):
-            raise SimError(f"tenant {t.name!r}: overhead_ms must be >= 0, got {t.overhead_ms}")
+        if not isinstance(t, kind):
+            raise SimError(f"tenants must be {kind.__name__}, got {type(t).__name__}")
+        for field, ok, must in rules:
+            value = getattr(t, field)
+            if not (math.isfinite(value) and ok(value)):
+                raise SimError(f"tenant {t.name!r}: {field} must be {must}, got {value}")
+    return tenants
+
+
+TENANT_RULES = (("kernel_ms", lambda v: v > 0, "> 0"), ("period_ms", lambda v: v >= 0, ">= 0"),
+                ("jitter_ms", lambda v: v >= 0, ">= 0"), ("overhead_ms", lambda v: v >= 0, ">= 0"))
+
+
+def check_params(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float,
+                 duration_ms: float, slice_timer: str = DEFAULT_SLICE_TIMER) -> list[SimTenant]:
+    """The tenants as a list, or a SimError naming the first invalid parameter."""
+    tenants = checked_tenants(tenants, SimTenant, "simulate", TENANT_RULES)
     if not (math.isfinite(quantum_ms) and quantum_ms > 0):
         raise SimError(f"quantum_ms must be > 0, got {quantum_ms}")
     if not (math.isfinite(context_switch_ms) and context_switch_ms >= 0):

@@ -33,7 +33,9 @@ import pandas as pd
 
 from kts_helpers.teaching.model import (
     DEFAULT_DURATION_MS,
+    TENANT_RULES,
     SimError,
+    checked_tenants,
     compare_clocks,
     finish_columns,
     start_offsets,
@@ -53,24 +55,13 @@ class MpsTenant:
     overhead_ms: float = 0.0
 
 
+MPS_TENANT_RULES = (*TENANT_RULES, ("weight", lambda v: v > 0, "> 0"),
+                    ("thread_pct", lambda v: 0 < v <= 100, "in (0, 100]"))
+
+
 def check_tenants(tenants: Sequence[MpsTenant], duration_ms: float) -> list[MpsTenant]:
     """The tenants as a list, or a SimError naming the first invalid parameter."""
-    tenants = list(tenants)
-    if not tenants:
-        raise SimError("simulate_mps needs at least one tenant")
-    names = [t.name for t in tenants]
-    if len(set(names)) != len(names):
-        raise SimError(f"tenant names must be unique, got {names}")
-    for t in tenants:
-        if not isinstance(t, MpsTenant):
-            raise SimError(f"tenants must be MpsTenant, got {type(t).__name__}")
-        for name, value, ok in (("kernel_ms", t.kernel_ms, t.kernel_ms > 0), ("weight", t.weight, t.weight > 0),
-                                ("period_ms", t.period_ms, t.period_ms >= 0),
-                                ("jitter_ms", t.jitter_ms, t.jitter_ms >= 0),
-                                ("overhead_ms", t.overhead_ms, t.overhead_ms >= 0),
-                                ("thread_pct", t.thread_pct, 0 < t.thread_pct <= 100)):
-            if not (math.isfinite(value) and ok):
-                raise SimError(f"tenant {t.name!r}: invalid {name} {value}")
+    tenants = checked_tenants(tenants, MpsTenant, "simulate_mps", MPS_TENANT_RULES)
     if not (math.isfinite(duration_ms) and duration_ms > 0):
         raise SimError(f"duration_ms must be > 0, got {duration_ms}")
     return tenants

@@ -30,10 +30,14 @@ MODE_COLUMNS = ["reference", "tenant", "mode", "clock", "thread_pct", "n", "p50_
 
 
 def reference_dirs(root: str | os.PathLike = REFERENCE_ROOT, *, probes: bool = False) -> list[Path]:
-    """Committed reference runs under ``root`` (sorted): experiments, or with ``probes=True`` time-slice probes."""
+    """Committed reference runs under ``root`` (sorted): experiments, or with ``probes=True`` time-slice probes.
+
+    A ``root`` that is not a folder is an error, not "no references": a mistyped path (or one read from the
+    wrong folder) would otherwise drop the measured numbers from the lesson without a word.
+    """
     base = Path(root)
     if not base.is_dir():
-        return []
+        raise RunError(f"references folder {root} does not exist (give it from here or from the repository root)")
     out = []
     for d in sorted(p for p in base.iterdir() if (p / "manifest.json").is_file()):
         is_probe = open_run(d).read().profile == PROBE_PROFILE
