@@ -5,7 +5,7 @@
     kts report     [--profile P] [--device D] [--run DIR] [--set ...]   notebooks -> HTML report
     kts summarize  --baseline FILE... --shared FILE... [--metric device|wall|wait] [--trim N]
                    [--no-clip] [--format json|table] [--ci] [--resamples N] [--seed S]
-    kts probe      [--device D] [--run DIR] [--json] [--set ...]       the GPU's time slice and switch cost
+    kts probe      [--device D] [--run DIR] [--multi] [--json] [--set ...]  the GPU's time slice and switch cost
     kts teach      [--run DIR] [--set key=value ...]                    the teaching notebook -> HTML
     kts index                                                           rebuild report/index.html
 
@@ -67,8 +67,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_probe(args: argparse.Namespace) -> int:
     """Run the time-slice probe (or read an existing probe run) and print its reading."""
-    from kts_helpers.analyse.probe import read_probe
-
     if args.run:
         run_dir = Path(args.run)
     else:
@@ -76,13 +74,19 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
         params = {**_params(args), "profile": "probe"}
         params.setdefault("device", "cuda")
+        if args.multi:
+            params["probe_mode"] = "multi"
         run = run_experiment(params, run_id=args.run_id, root=args.root, progress=not args.quiet)
         if run.manifest()["status"] != "complete":
             print(f"kts: error: the probe run {run.path} did not complete; see its manifest", file=sys.stderr)
             return 1
         run_dir = run.path
     try:
-        reading = read_probe(run_dir, n_resamples=args.resamples)
+        from kts_helpers.analyse.load import load_run
+        from kts_helpers.analyse.probe import is_multi_probe, read_multi, read_probe
+
+        data = load_run(run_dir)
+        reading = read_multi(data) if is_multi_probe(data) else read_probe(data, n_resamples=args.resamples)
     except ImportError as exc:  # a bare GPU host runs the probe with torch alone; reading needs the analysis stack
         print(str(run_dir))
         print(f"kts: note: the probe run is complete; reading it needs the kit's analysis packages ({exc}): "
@@ -187,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--root", default="data/runs", help="where run directories live")
     pr.add_argument("--run", help="read this existing probe run instead of running one")
     pr.add_argument("--run-id", help="the new probe run's directory name (default: time, profile, random suffix)")
+    pr.add_argument("--multi", action="store_true", help="the multi-context mode: the tick next to k = 1, 2, 3 "
+                    "busy neighbours with kernels shorter and longer than the quantum (~2.5 min on an H200)")
     pr.add_argument("--json", action="store_true", help="the reading as JSON")
     pr.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples per interval (default: 2000)")
     pr.add_argument("--quiet", action="store_true", help="no progress bars")

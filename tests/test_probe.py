@@ -172,3 +172,70 @@ def test_the_run_per_slice_tells_how_the_switch_is_paid() -> None:
     assert "too short to tell" in agreement(q, Estimate(0.01, 0.0, 0.02), Estimate(2.2, 2.17, 2.23), 50.0)
     assert "paid on top" in agreement(q, s, Estimate(2.3, 2.2, math.nan), 50.0)  # no upper bound: open
     assert "nothing to compare" in agreement(q, s, Estimate(math.nan, note="no contended samples"), 50.0)
+
+
+# -- the multi-context mode (kts probe --multi) ----------------------------------------------------------------
+def test_multi_probe_scenarios_put_the_tick_next_to_one_two_three_short_and_long_neighbours() -> None:
+    from kts_helpers.run.probe import HOG_LONG, HOG_SHORT, MULTI, multi_name
+
+    spec = resolve(ExperimentParams.from_mapping({"profile": "probe", "probe_mode": "multi", "gemm_size": 10752}),
+                   "cuda")
+    by = {s.name: s for s in spec.scenarios}
+    assert {f"baseline-{TICK}", f"baseline-{HOG_SHORT}", f"baseline-{HOG_LONG}"} <= set(by)
+    assert MULTI["contexts"] == (1, 2, 3)
+    for length, size in (("short", 2944), ("long", 10752)):  # 10752 takes ~50 ms on the H200: 1 ms is 2944
+        for k in (1, 2, 3):
+            s = by[multi_name(length, k)]
+            tick, *hogs = s.tenants
+            assert s.kind == "shared" and tick.name == TICK and tick.arrival == "poisson"
+            assert len(hogs) == k and len({h.name for h in hogs}) == k
+            assert all(h.workload == "gemm" and h.sleep_ms == 0 and h.matrix_size == size for h in hogs)
+    assert spec.resolved["duration_s"] == MULTI["duration_s"]
+    with pytest.raises(SpecError, match="probe_mode"):
+        resolve(ExperimentParams.from_mapping({"profile": "probe", "probe_mode": "many"}), "cuda")
+
+
+def test_multi_reading_recovers_a_round_robin_gpu(tmp_path: Path) -> None:
+    """On a simulated round-robin GPU (quantum 2, switch 0.1) the tick waits at most k slices next to k long
+    neighbours and at most k short kernels next to k short ones: the reading shows it, per configuration."""
+    from kts_helpers.analyse.probe import is_multi_probe, read_multi
+    from kts_helpers.teaching.synthetic import write_sim_multi_probe
+
+    run = write_sim_multi_probe(tmp_path / "m", 2.0, 0.1, short_kernel_ms=1.0)
+    assert is_multi_probe(load_run(run)) and not is_probe(load_run(run))
+    r = read_multi(run)
+    assert [(c.length, c.k) for c in r.configs] == [(s, k) for s in ("short", "long") for k in (1, 2, 3)]
+    for c in r.configs:
+        per = (2.0 if c.length == "long" else 1.0) + 0.1
+        assert c.n_ticks > 350 and c.contended_share > 0.95
+        assert abs(c.max_ms - c.k * per) < 0.15, (c.length, c.k, c.max_ms)
+        assert c.quantiles_ms[0.99] <= c.max_ms and len(c.waits_ms) == c.n_ticks
+    assert abs(r.config("long", 1).neighbour_kernel_ms - 50.0) < 1e-6
+    res = subprocess.run([sys.executable, "-m", "kts_helpers", "probe", "--run", str(run), "--json"],
+                         capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 0, res.stderr
+    import json
+
+    out = json.loads(res.stdout)
+    assert [c["k"] for c in out["configs"]] == [1, 2, 3, 1, 2, 3] and "p99" in out["configs"][0]["quantiles_ms"]
+
+
+def test_multi_probe_runs_through_the_real_run_path_on_a_cpu(tmp_path: Path) -> None:
+    """The multi-context scenarios, laid out for a GPU, run by the local backend's workers on a CPU with tiny
+    sizes: every scenario completes, the tick co-ran with all k neighbours, and the reading has six rows."""
+    from dataclasses import replace
+
+    from kts_helpers.analyse.probe import read_multi
+    from kts_helpers.run.backends.local import LocalBackend
+    from kts_helpers.run.runs import create_run
+
+    spec = resolve(ExperimentParams.from_mapping({"profile": "probe", "probe_mode": "multi", "gemm_size": 64,
+                                                  "duration_s": 0.6, "rate_hz": 100.0, "warmup": 1}), "cuda")
+    d = replace(spec, device="cpu").to_dict()
+    run = create_run(d, {"note": "test"}, root=tmp_path, run_id="multi")
+    backend = LocalBackend(device="cpu", telemetry=False)
+    for s in spec.scenarios:
+        assert backend.run_scenario(run, s, timeout_s=60, progress=False).status == "complete"
+    r = read_multi(run.path)
+    assert [(c.length, c.k) for c in r.configs] == [(s, k) for s in ("short", "long") for k in (1, 2, 3)]
+    assert all(c.n_ticks > 20 for c in r.configs)

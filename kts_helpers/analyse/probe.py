@@ -44,7 +44,17 @@ from kts_helpers.analyse import stats
 from kts_helpers.analyse.load import RunData, load_run
 from kts_helpers.analyse.rules import match_baseline, min_corunning_samples, quantile
 from kts_helpers.errors import RunError
-from kts_helpers.run.probe import HOG, HOG_POISSON, PROBE_PROFILE, TICK, TICK_BB
+from kts_helpers.run.probe import (
+    HOG,
+    HOG_LONG,
+    HOG_POISSON,
+    HOG_SHORT,
+    LENGTHS,
+    MULTI_PREFIX,
+    PROBE_PROFILE,
+    TICK,
+    TICK_BB,
+)
 
 FORWARD, REVERSE = "shared", "shared-reverse"
 CONTENDED_FLOOR_MS = 0.05  # a wait this far above the tick's own alone noise counts as "found the GPU busy"
@@ -267,3 +277,101 @@ def agreement(quantum: Estimate, switch: Estimate, run: Estimate, hog_kernel_ms:
         return f"the two readings agree ({nums}); the switch is too short to tell how it is paid"
     return (f"the readings disagree ({nums}, intervals apart): the round-robin model does not describe this "
             "GPU's scheduler; trust the tick's waits, which measure directly")
+
+
+# -- the multi-context probe (``kts probe --multi``) ------------------------------------------------------------
+WAIT_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
+
+
+@dataclass(frozen=True)
+class MultiConfig:
+    """The tick's waits next to ``k`` busy neighbours whose kernels take ``neighbour_kernel_ms`` alone.
+
+    ``waits_ms``: every co-running tick's excess wait (wall - device - awake overhead), contended or not: the
+    empirical distribution the planner draws from (``plan.engine``), in arrival order.
+    """
+
+    length: str
+    k: int
+    neighbour_kernel_ms: float
+    n_ticks: int
+    n_contended: int
+    quantiles_ms: dict[float, float]
+    max_ms: float
+    waits_ms: np.ndarray = field(repr=False, default_factory=lambda: np.empty(0))
+
+    @property
+    def contended_share(self) -> float:
+        return self.n_contended / self.n_ticks if self.n_ticks else math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"length": self.length, "k": self.k, "neighbour_kernel_ms": self.neighbour_kernel_ms,
+                "n_ticks": self.n_ticks, "n_contended": self.n_contended,
+                "quantiles_ms": {f"p{round(q * 100)}": v for q, v in self.quantiles_ms.items()}, "max_ms": self.max_ms}
+
+
+@dataclass(frozen=True)
+class MultiReading:
+    """The multi-context probe: one :class:`MultiConfig` per (neighbour length, k)."""
+
+    run_id: str
+    gpu: str
+    overhead_ms: float
+    configs: tuple[MultiConfig, ...]
+
+    def config(self, length: str, k: int) -> MultiConfig | None:
+        return next((c for c in self.configs if c.length == length and c.k == k), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "gpu": self.gpu, "overhead_ms": self.overhead_ms,
+                "configs": [c.to_dict() for c in self.configs]}
+
+    def table(self) -> pd.DataFrame:
+        rows = []
+        for c in self.configs:
+            row: dict[str, Any] = {"neighbours": f"{c.k} x {c.length} ({c.neighbour_kernel_ms:.2f} ms)",
+                                   "ticks": c.n_ticks, "busy share": c.contended_share}
+            row.update({f"wait p{round(q * 100)} ms": v for q, v in c.quantiles_ms.items()})
+            row["wait max ms"] = c.max_ms
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def lines(self) -> list[str]:
+        head = (f"multi-context probe of run {self.run_id} on {self.gpu}: the tick's wait (wall - device - "
+                f"{self.overhead_ms:.3f} ms awake overhead) next to k busy neighbours")
+        return [head, self.table().to_string(index=False, float_format=lambda v: f"{v:.3f}")]
+
+
+def is_multi_probe(data: RunData) -> bool:
+    """Whether the run is a multi-context probe (``kts probe --multi``)."""
+    return data.manifest.profile == PROBE_PROFILE and any(s.name.startswith(MULTI_PREFIX)
+                                                           for s in data.manifest.scenarios)
+
+
+def read_multi(run_dir: str | os.PathLike | RunData) -> MultiReading:
+    """Per (neighbour length, k): the co-running tick's wait quantiles (empirical; no model assumed)."""
+    data = run_dir if isinstance(run_dir, RunData) else load_run(run_dir)
+    if not is_multi_probe(data):
+        raise RunError(f"run {data.run_id} is not a multi-context probe (make it with: kts probe --multi)")
+    awake = _alone(data, HOG_SHORT, "gemm")
+    alone_wait = (awake["wall_ms"] - awake["device_ms"]).to_numpy(float)
+    if not len(alone_wait):
+        raise RunError("the multi-context probe has no short neighbour alone: cannot tell overhead from waiting")
+    overhead = float(np.median(alone_wait))
+    kernel = {length: float(_alone(data, name, "gemm")["device_ms"].median())
+              for length, name in (("short", HOG_SHORT), ("long", HOG_LONG))}
+    configs = []
+    for s in data.manifest.scenarios:
+        if not s.name.startswith(MULTI_PREFIX):
+            continue
+        length, k_text = s.name.removeprefix(MULTI_PREFIX).rsplit("-k", 1)
+        if length not in LENGTHS:
+            continue
+        tick = _rows(data, s.name, TICK, corunning=True)
+        excess, contended, _noise = contended_waits(tick, awake)
+        qs = {q: float(np.quantile(excess, q)) if len(excess) else math.nan for q in WAIT_QUANTILES}
+        configs.append(MultiConfig(length, int(k_text), kernel[length], int(len(excess)), int(len(contended)), qs,
+                                   float(excess.max()) if len(excess) else math.nan, excess))
+    gpu = str(data.manifest.environment.get("gpu_name") or data.manifest.device or "unknown GPU")
+    configs.sort(key=lambda c: (LENGTHS.index(c.length), c.k))
+    return MultiReading(data.run_id, gpu, overhead, tuple(configs))

@@ -15,6 +15,16 @@ workers' own clocks, never changing a GPU setting:
 
 The hog's GEMM size is found by a short calibration on the GPU at hand (``size_hog``): the size whose
 kernel takes ``hog_kernel_ms`` (default 50 ms). On a CPU there is no time slice to measure: refused.
+
+**Multi-context mode** (``probe_mode=multi``, ``kts probe --multi``): what the driver does with three or more
+contexts. The same Poisson tick next to k = 1, 2, 3 busy neighbours (back-to-back GEMMs, each its own
+process), once with neighbours whose kernels are *longer* than any plausible quantum (the calibrated hog,
+~50 ms) and once with kernels *shorter* than it (~1 ms, the cube law from the hog's size): scenarios
+``multi-long-k1`` ... ``multi-short-k3``. The tick's wait distribution per configuration is the reading
+(``analyse.probe.read_multi``): a round-robin scheduler predicts waits up to k slices (long neighbours) or
+k short kernels (short ones); the data say whether the GPU does that. The short neighbour alone
+(``baseline-hog-short``) is the awake-GPU overhead taken off the waits; both neighbours alone give their
+kernel lengths. About 2.5 minutes on an H200.
 """
 
 from __future__ import annotations
@@ -34,6 +44,11 @@ TICK, HOG, TICK_BB, HOG_POISSON = "tick", "hog", "tick-bb", "hog-poisson"
 DEFAULTS = {"rate_hz": 40.0, "duration_s": 20.0, "reverse_rate_hz": 8.0, "reverse_duration_s": 10.0,
             "hog_kernel_ms": 50.0, "tick_bb_kernel_ms": 0.5, "tick_bb_iterations": 3000,
             "sizing_size": 4096, "sizing_iterations": 6}
+PROBE_MODES = ("pair", "multi")
+MULTI = {"contexts": (1, 2, 3), "short_kernel_ms": 1.0, "duration_s": 12.0, "hog_iterations": 20}
+MULTI_PREFIX = "multi-"
+LENGTHS = ("short", "long")
+HOG_SHORT, HOG_LONG = "hog-short", "hog-long"
 CPU_REFUSAL = ("the time-slice probe needs a CUDA GPU: on a CPU the operating system schedules threads and "
                "there is no GPU time slice to measure (run it on a GPU host: kts probe --device cuda)")
 
@@ -54,7 +69,7 @@ def probe_scenarios(r: dict[str, Any], params: Any) -> tuple[Any, ...]:
     # the back-to-back tick of the reverse roles: a GEMM of ~0.5 ms (the hog's size scaled by the cube law),
     # short against any plausible quantum but long enough that its log stays small (a noop back to back would
     # write a million lines in 20 s)
-    bb_n = max(256, int(round(hog_n * (DEFAULTS["tick_bb_kernel_ms"] / DEFAULTS["hog_kernel_ms"]) ** (1 / 3) / 128)) * 128)
+    bb_n = cube_law_size(hog_n, float(DEFAULTS["tick_bb_kernel_ms"]))
     tick_bb = TenantSpec(TICK_BB, "gemm", iterations=int(DEFAULTS["tick_bb_iterations"]), matrix_size=bb_n,
                          sleep_ms=0.0, **common)
     hog_poisson = TenantSpec(HOG_POISSON, "gemm", iterations=1_000_000, matrix_size=hog_n, sleep_ms=0.0,
@@ -66,6 +81,42 @@ def probe_scenarios(r: dict[str, Any], params: Any) -> tuple[Any, ...]:
             ScenarioSpec(f"baseline-{TICK_BB}", "baseline", (tick_bb,)),
             ScenarioSpec(f"baseline-{HOG_POISSON}", "baseline", (hog_poisson,)),
             ScenarioSpec("shared-reverse", "shared", (hog_poisson, tick_bb)))
+
+
+def cube_law_size(hog_n: int, target_ms: float, hog_ms: float = DEFAULTS["hog_kernel_ms"]) -> int:
+    """The GEMM size whose kernel takes ``target_ms`` when ``hog_n`` takes ``hog_ms`` (time grows as N^3)."""
+    return max(256, int(round(hog_n * (target_ms / hog_ms) ** (1 / 3) / 128)) * 128)
+
+
+def multi_name(length: str, k: int) -> str:
+    """The scenario of the tick next to ``k`` neighbours of kernel ``length`` ("short" or "long")."""
+    return f"{MULTI_PREFIX}{length}-k{k}"
+
+
+def multi_scenarios(r: dict[str, Any], params: Any) -> tuple[Any, ...]:
+    """The multi-context probe: tick and short neighbour alone, then the tick next to k short / long hogs."""
+    from kts_helpers.run.spec import ScenarioSpec, TenantSpec
+
+    rate = float(params.rate_hz or DEFAULTS["rate_hz"])
+    duration = float(params.duration_s or MULTI["duration_s"])
+    hog_n = int(r["gemm_size"])
+    common = {"warmup": r["warmup"], "threads": r["threads"]}
+    tick = TenantSpec(TICK, "noop", iterations=1_000_000, matrix_size=1, sleep_ms=0.0, arrival="poisson",
+                      rate_hz=rate, duration_s=duration, **common)
+    # few timed kernels each: the hogs pad (the same GEMM, back to back) until the tick's window has passed
+    sizes = {"long": hog_n, "short": cube_law_size(hog_n, float(MULTI["short_kernel_ms"]))}
+    short_alone = TenantSpec(HOG_SHORT, "gemm", iterations=500, matrix_size=sizes["short"], sleep_ms=0.0, **common)
+    long_alone = TenantSpec(HOG_LONG, "gemm", iterations=int(MULTI["hog_iterations"]), matrix_size=sizes["long"],
+                            sleep_ms=0.0, **common)
+    out = [ScenarioSpec(f"baseline-{TICK}", "baseline", (tick,)),
+           ScenarioSpec(f"baseline-{HOG_SHORT}", "baseline", (short_alone,)),
+           ScenarioSpec(f"baseline-{HOG_LONG}", "baseline", (long_alone,))]
+    for length in LENGTHS:
+        for k in MULTI["contexts"]:
+            hogs = tuple(TenantSpec(f"hog-{length}-{i + 1}", "gemm", iterations=int(MULTI["hog_iterations"]),
+                                    matrix_size=sizes[length], sleep_ms=0.0, **common) for i in range(k))
+            out.append(ScenarioSpec(multi_name(length, k), "shared", (tick, *hogs)))
+    return tuple(out)
 
 
 def size_hog(*, python: str = sys.executable, worker: Path | None = None, target_ms: float = DEFAULTS["hog_kernel_ms"],

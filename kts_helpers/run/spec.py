@@ -13,8 +13,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from kts_helpers.errors import SpecError
-from kts_helpers.run.probe import CPU_REFUSAL, PROBE_PROFILE, probe_scenarios
+from kts_helpers.run.probe import CPU_REFUSAL, PROBE_MODES, PROBE_PROFILE, multi_scenarios, probe_scenarios
 from kts_helpers.run.probe import DEFAULTS as PROBE_DEFAULTS
+from kts_helpers.run.probe import MULTI as MULTI_DEFAULTS
 
 WORKLOAD_KINDS = ("fft", "gemm", "llm", "noop")
 SHARING_MODES = ("timeslice", "mps", "mps-limited")  # mps-limited: MPS + CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
@@ -114,6 +115,7 @@ class ExperimentParams:
     auto_time_cap_s: float | None = None  # ... or after this many seconds of timed iterations
     auto_max_iterations: int | None = None  # ... or after this many timed iterations
     calibrate_iterations: int | None = None
+    probe_mode: str = "pair"  # the time-slice probe: "pair" (quantum and switch) or "multi" (k = 1..3 neighbours)
     label: str = ""
 
     @classmethod
@@ -303,10 +305,14 @@ def resolve(params: ExperimentParams, device_type: str) -> ExperimentSpec:
     if profile == PROBE_PROFILE:
         if device_type != "cuda":
             raise SpecError(CPU_REFUSAL)
+        if params.probe_mode not in PROBE_MODES:
+            raise SpecError(f"probe_mode={params.probe_mode!r}: choose one of {', '.join(PROBE_MODES)}")
+        multi = params.probe_mode == "multi"
         r.update(repeats=1, sharing=["timeslice"], rate_hz=params.rate_hz or PROBE_DEFAULTS["rate_hz"],
-                 duration_s=params.duration_s or PROBE_DEFAULTS["duration_s"])
+                 duration_s=params.duration_s or (MULTI_DEFAULTS["duration_s"] if multi else PROBE_DEFAULTS["duration_s"]),
+                 probe_mode=params.probe_mode)
         return ExperimentSpec(params=params, profile=profile, device=device_type, resolved=r,
-                              scenarios=probe_scenarios(r, params))
+                              scenarios=(multi_scenarios if multi else probe_scenarios)(r, params))
     _validate(r, params)
     tenants = []
     counts: dict[str, int] = {}

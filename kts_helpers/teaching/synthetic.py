@@ -117,3 +117,32 @@ def write_sim_probe(path: str | os.PathLike, quantum_ms: float, context_switch_m
     return _write(Path(path), scenarios, workloads, quantum_ms=quantum_ms, context_switch_ms=context_switch_ms,
                   seed=seed, status="complete", profile="probe", device=SIMULATED_DEVICE,
                   resolved={"hog_kernel_ms": hog_kernel_ms, "tick_kernel_ms": tick_kernel_ms})
+
+
+def write_sim_multi_probe(path: str | os.PathLike, quantum_ms: float, context_switch_ms: float = 0.0, *,
+                          long_kernel_ms: float = 50.0, short_kernel_ms: float = 1.0, tick_kernel_ms: float = 0.05,
+                          tick_gap_ms: float = 25.0, duration_ms: float = 12_000.0, seed: int = 0) -> Path:
+    """A simulated multi-context probe (``run/probe.py``'s ``multi-*`` scenarios) on a round-robin GPU.
+
+    What a GPU that follows the simulator's round robin would log: the tick next to k = 1, 2, 3 back-to-back
+    neighbours of ``short_kernel_ms`` and of ``long_kernel_ms``, plus the neighbours alone.
+    """
+    from kts_helpers.run.probe import HOG_LONG, HOG_SHORT, LENGTHS, MULTI, TICK, multi_name
+
+    tick = SimTenant(TICK, tick_kernel_ms, tick_gap_ms, tick_gap_ms)
+    kernel = {"short": short_kernel_ms, "long": long_kernel_ms}
+    check_params([tick, SimTenant(HOG_LONG, long_kernel_ms, 0.0)], quantum_ms, context_switch_ms, duration_ms)
+    scenarios: list[tuple[str, str, Sequence[SimTenant], float]] = [
+        (f"baseline-{TICK}", "baseline", [tick], duration_ms),
+        (f"baseline-{HOG_SHORT}", "baseline", [SimTenant(HOG_SHORT, short_kernel_ms, 0.0)], 500 * short_kernel_ms),
+        (f"baseline-{HOG_LONG}", "baseline", [SimTenant(HOG_LONG, long_kernel_ms, 0.0)], 20 * long_kernel_ms)]
+    workloads = {TICK: "noop", HOG_SHORT: "gemm", HOG_LONG: "gemm"}
+    for length in LENGTHS:
+        for k in MULTI["contexts"]:
+            hogs = [SimTenant(f"hog-{length}-{i + 1}", kernel[length], 0.0) for i in range(k)]
+            workloads.update({h.name: "gemm" for h in hogs})
+            scenarios.append((multi_name(length, k), "shared", [tick, *hogs], duration_ms))
+    return _write(Path(path), scenarios, workloads, quantum_ms=quantum_ms, context_switch_ms=context_switch_ms,
+                  seed=seed, status="complete", profile="probe", device=SIMULATED_DEVICE,
+                  resolved={"probe_mode": "multi", "long_kernel_ms": long_kernel_ms,
+                            "short_kernel_ms": short_kernel_ms})
