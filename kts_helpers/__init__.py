@@ -1,6 +1,6 @@
 """kts_helpers: the helper package behind the kts notebooks.
 
-Data flows one way, through three wings (a test enforces the import rule):
+Data flows one way, through four wings (a test enforces the import rule):
 
 **run** — what runs, and how (works on a bare GPU host: torch and the standard library)
 
@@ -51,6 +51,14 @@ Data flows one way, through three wings (a test enforces the import rule):
 * ``analyse.waits`` — waiting on a cluster: admission, placement, start-up, barrier, timed loop; clock skew
 * ``analyse.probe`` — the probe's reading: effective quantum and switch cost, each with an interval
 
+**plan** — the one prediction engine, for the planner, the report and the lesson alike
+
+* ``plan.timeslice`` — the time-slicing simulator (round robin, quantum, switch, the event rule)
+* ``plan.mps`` — a fluid model of MPS (spatial sharing) and its thread percentage
+* ``plan.engine`` — predictions from alone distributions, the probe and the sharing mode, with intervals
+* ``plan.capacity`` — how many replicas of a mix meet every goal; the device plugin's ConfigMap for that N
+* ``plan.validation`` — predicted against measured on committed runs; the README's validation table
+
 **present** — what a person reads
 
 * ``present.charts`` — Altair figures of the report
@@ -63,10 +71,10 @@ Data flows one way, through three wings (a test enforces the import rule):
 
 **teaching** — the lesson (``make teach``), reading runs through the analyse wing:
 
-* ``teaching.model`` — the time-slicing simulator, with the event rule (which clock sees what)
+* ``teaching.model`` — the lesson's name for ``plan.timeslice`` (the same module)
 * ``teaching.fit`` — its quantum fitted to measured waits, with a bootstrap interval
 * ``teaching.measured`` — a real run next to it: fit only where the data allow, both clocks compared
-* ``teaching.mps`` — a fluid model of MPS (spatial sharing) and its thread percentage
+* ``teaching.mps`` — the lesson's name for ``plan.mps`` (the same module)
 * ``teaching.reference`` — the H200 reference numbers shown next to the models
 * ``teaching.waiting`` — the three kinds of waiting (admission, placement, in service) and their budget
 * ``teaching.exercises`` — predict-then-check exercises answered by the models

@@ -1,8 +1,9 @@
 """The package's shape: wings with a one-way import rule, modules of a readable size, one home per rule.
 
-run (spec, runs, backends) -> analyse (parse, load, rules, statistics) -> present (charts, narrative, report);
-teaching sits beside present. present may import analyse and run, analyse may import run, never the other
-way; notebooks import only present and teaching.
+run (spec, runs, backends) -> analyse (parse, load, rules, statistics) -> plan (the simulators and the planner)
+-> present (charts, narrative, report); teaching sits beside present. present and teaching may import plan,
+analyse and run; plan may import analyse and run; analyse may import run; never the other way; notebooks
+import only present and teaching.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 PKG = REPO / "kts_helpers"
 # which wings a module of each wing may import (besides the shared errors/fsutil and itself)
-ALLOWED = {"common": set(), "run": {"run"}, "analyse": {"analyse", "run"},
-           "present": {"present", "analyse", "run"}, "teaching": {"teaching", "analyse", "run"},
-           "top": {"run", "analyse", "present", "teaching", "top"}}
+ALLOWED = {"common": set(), "run": {"run"}, "analyse": {"analyse", "run"}, "plan": {"plan", "analyse", "run"},
+           "present": {"present", "plan", "analyse", "run"}, "teaching": {"teaching", "plan", "analyse", "run"},
+           "top": {"run", "analyse", "plan", "present", "teaching", "top"}}
 COMMON = {"kts_helpers.errors", "kts_helpers.fsutil"}
 
 
@@ -28,7 +29,7 @@ def _wing(module: str) -> str:
     parts = module.split(".")
     if module in COMMON:
         return "common"
-    if len(parts) > 1 and parts[1] in ("run", "analyse", "present", "teaching"):
+    if len(parts) > 1 and parts[1] in ("run", "analyse", "plan", "present", "teaching"):
         return parts[1]
     return "top"
 
@@ -73,6 +74,8 @@ def test_the_rule_would_catch_a_backwards_import(tmp_path: Path) -> None:
     bad.write_text("def f():\n    from kts_helpers.present.charts import ccdf\n    return ccdf\n")
     assert "kts_helpers.present.charts" in _imports(bad)
     assert "present" not in ALLOWED[_wing("kts_helpers.analyse.rules")]
+    assert "teaching" not in ALLOWED[_wing("kts_helpers.plan.engine")]  # the planner never imports the lesson
+    assert "plan" not in ALLOWED[_wing("kts_helpers.analyse.rules")]
 
 
 def test_notebooks_import_only_present_and_teaching() -> None:

@@ -1,0 +1,163 @@
+"""A fluid model of MPS (spatial sharing): explicitly a model, much simpler than a GPU.
+
+Why: under time-slicing a tenant waits for the GPU *outside* its CUDA events (or, preempted mid-way,
+has a neighbour's slice inside them); under MPS the tenants' kernels run *at the same time* on shared
+SMs, so there is nothing to wait for and the interference lands *inside* every kernel's events, as a
+slower kernel. This model makes that difference, and what ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` changes,
+small enough to reason about:
+
+* each tenant is a closed loop like ``plan.timeslice`` (``kernel_ms`` is its kernel's length alone on the
+  whole GPU, ``period_ms`` its sleep, ``jitter_ms``, the host's ``overhead_ms``);
+* the GPU's capacity (its SMs and the memory bandwidth that feeds them, pooled into one resource) is
+  divided among the kernels in flight in proportion to their ``weight``: how hard a kernel claims SMs when
+  others want them (a GEMM whose long thread blocks fill every SM claims much more than a short FFT
+  kernel that must wait for blocks to retire);
+* no tenant gets more than its cap, ``thread_pct / 100`` (the thread percentage); capacity a capped
+  tenant cannot use goes to the others (water-filling), and a capped tenant is slower even alone;
+* a kernel of ``kernel_ms`` at share ``s`` progresses ``s`` ms of work per ms: no waiting before it starts,
+  only slower running. So ``wait_ms`` is 0 and ``device_ms`` (the events) carries all the interference.
+* Alone (the baseline, as the kit runs it, without MPS) a tenant has the whole GPU.
+
+Left out: kernels too small to fill the GPU alone, caches, clocks, the MPS server's own cost. The
+weight of a tenant is not known a priori; ``teaching.reference`` calibrates it from one measured number.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+import pandas as pd
+
+from kts_helpers.plan.timeslice import (
+    DEFAULT_DURATION_MS,
+    TENANT_RULES,
+    SimError,
+    checked_tenants,
+    compare_clocks,
+    finish_columns,
+    start_offsets,
+)
+
+
+@dataclass(frozen=True)
+class MpsTenant:
+    """One tenant under MPS: its closed loop, how hard its kernels claim SMs, and its thread percentage."""
+
+    name: str
+    kernel_ms: float
+    period_ms: float
+    jitter_ms: float = 0.0
+    weight: float = 1.0
+    thread_pct: float = 100.0
+    overhead_ms: float = 0.0
+
+
+MPS_TENANT_RULES = (*TENANT_RULES, ("weight", lambda v: v > 0, "> 0"),
+                    ("thread_pct", lambda v: 0 < v <= 100, "in (0, 100]"))
+
+
+def check_tenants(tenants: Sequence[MpsTenant], duration_ms: float) -> list[MpsTenant]:
+    """The tenants as a list, or a SimError naming the first invalid parameter."""
+    tenants = checked_tenants(tenants, MpsTenant, "simulate_mps", MPS_TENANT_RULES)
+    if not (math.isfinite(duration_ms) and duration_ms > 0):
+        raise SimError(f"duration_ms must be > 0, got {duration_ms}")
+    return tenants
+
+
+def shares(weights: Sequence[float], caps: Sequence[float]) -> list[float]:
+    """Split a capacity of 1 in proportion to ``weights``, nobody above its cap (water-filling)."""
+    out = [0.0] * len(weights)
+    free, left = 1.0, set(range(len(weights)))
+    while left:
+        total = sum(weights[i] for i in left)
+        capped = [i for i in left if free * weights[i] / total >= caps[i]]
+        if not capped:
+            for i in left:
+                out[i] = free * weights[i] / total
+            break
+        for i in capped:
+            out[i] = caps[i]
+            free -= caps[i]
+            left.discard(i)
+        free = max(free, 0.0)
+    return out
+
+
+def simulate_mps(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
+                 offsets_ms: Sequence[float] | None = None) -> pd.DataFrame:
+    """Simulate the tenants under MPS; one row per completed kernel, the columns of ``model.simulate``."""
+    tenants = check_tenants(tenants, duration_ms)
+    n = len(tenants)
+    rng = random.Random(seed)
+    offsets = start_offsets(tenants, duration_ms, rng, offsets_ms)
+    inf = math.inf
+    caps = [t.thread_pct / 100.0 for t in tenants]
+    nxt = [o if o < duration_ms else inf for o in offsets]
+    rem: list[float | None] = [None] * n  # remaining work of the kernel in flight (None: none)
+    arrival = [0.0] * n
+    iteration = [0] * n
+    rows: list[tuple] = []
+    t = 0.0
+    while True:
+        active = [i for i in range(n) if rem[i] is not None]
+        rate = dict(zip(active, shares([tenants[i].weight for i in active], [caps[i] for i in active]),
+                        strict=True))
+        t_done = min((t + rem[i] / rate[i] for i in active), default=inf)  # type: ignore[operator]
+        t_arr = min((nxt[i] for i in range(n) if rem[i] is None), default=inf)
+        te = min(t_done, t_arr)
+        if te == inf:
+            break
+        for i in active:
+            rem[i] -= rate[i] * (te - t)  # type: ignore[operator]
+            if rem[i] <= 1e-9 * tenants[i].kernel_ms:  # type: ignore[operator]
+                rows.append((i, iteration[i], arrival[i], arrival[i], te, tenants[i].kernel_ms))
+                iteration[i] += 1
+                rem[i] = None
+                gap = tenants[i].period_ms + (rng.uniform(-tenants[i].jitter_ms, tenants[i].jitter_ms)
+                                              if tenants[i].jitter_ms > 0 else 0.0)
+                issue = te + max(gap, 0.0)
+                nxt[i] = issue if issue < duration_ms else inf
+        for i in range(n):
+            if rem[i] is None and nxt[i] <= te:
+                rem[i], arrival[i], nxt[i] = float(tenants[i].kernel_ms), nxt[i], inf
+        t = te
+    names = [tn.name for tn in tenants]
+    df = pd.DataFrame(rows, columns=["_i", "iteration", "arrival_ms", "start_ms", "end_ms", "work_ms"])
+    df.insert(0, "tenant", pd.Series([names[i] for i in df["_i"]], dtype=object))
+    return finish_columns(df.drop(columns="_i"), {tn.name: tn.overhead_ms for tn in tenants})
+
+
+def mps_degradation(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURATION_MS,
+                    seed: int = 0) -> pd.DataFrame:
+    """Per tenant, both clocks: alone (whole GPU, no MPS, as the kit's baselines) vs shared under MPS."""
+    tenants = check_tenants(tenants, duration_ms)
+    shared = simulate_mps(tenants, duration_ms, seed)
+    alone = {t.name: simulate_mps([replace(t, thread_pct=100.0)], duration_ms, seed) for t in tenants}
+    return compare_clocks(shared, alone, [t.name for t in tenants])
+
+
+def thread_sweep(tenants: Sequence[MpsTenant], who: str, thread_pcts: Iterable[float],
+                 duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0) -> pd.DataFrame:
+    """``mps_degradation`` for each thread percentage of tenant ``who`` (long: thread_pct, tenant, ...)."""
+    tenants = list(tenants)
+    if who not in [t.name for t in tenants]:
+        raise SimError(f"unknown tenant {who!r}; tenants are {[t.name for t in tenants]}")
+    parts = []
+    for pct in thread_pcts:
+        d = mps_degradation([replace(t, thread_pct=float(pct)) if t.name == who else t for t in tenants],
+                            duration_ms, seed)
+        d.insert(0, "thread_pct", float(pct))
+        parts.append(d)
+    if not parts:
+        raise SimError("thread_sweep needs at least one thread percentage")
+    return pd.concat(parts, ignore_index=True)
+
+
+def weight_for_share(share: float) -> float:
+    """The weight that gives a tenant ``share`` of the GPU next to one always-busy neighbour of weight 1."""
+    if not (math.isfinite(share) and 0 < share < 1):
+        raise SimError(f"a share must lie in (0, 1), got {share}")
+    return share / (1.0 - share)

@@ -1,0 +1,401 @@
+"""The time-slicing simulator: one GPU shared round-robin by tenants, with a time-slice quantum.
+
+One engine for the lesson (``teaching.model`` is this module under the lesson's name) and the planner
+(``plan.engine`` drives it with each tenant's measured alone distributions).
+
+Why it exists: the measured numbers (DF, p99, the gap between wall and device time) are easier
+to trust once you have seen them come out of a model small enough to check by hand. The model:
+
+* Each tenant is a closed loop, like ``workers/kts_worker.py``: issue one kernel, wait for it to
+  complete, sleep ``period_ms`` (plus a uniform +/- ``jitter_ms``), repeat. ``period_ms=0`` issues
+  back to back. Tenants start at random offsets (drawn from ``seed``) unless given ``offsets_ms``.
+* The GPU runs one context at a time. The context holding it keeps it until its kernel completes,
+  or until its quantum expires *while another context has pending work*; then the next pending
+  context in round-robin order gets it. A lone context is never preempted. When the holder's quantum
+  starts is ``slice_timer``:
+
+  - ``"switch-in"`` (what the H200 probe measured, ``data/reference/h200-*-probe``; ``teaching.measured``
+    models real runs with it): the
+    holder's slices are counted from its switch-in, the switch included (the holder pays for it), and
+    follow each other every quantum while it holds the GPU. A kernel that arrives while another runs
+    waits until the holder's current slice ends: between 0 and one quantum, spread evenly;
+  - ``"contention"`` (the default: the lesson's case to check by hand): the quantum starts when another
+    context starts waiting (or at the switch-in if one already waits), so such a kernel always waits
+    ``min(holder's remaining work, quantum)``: the worst case of the two, every time.
+* Changing the resident context costs ``context_switch_ms`` of idle GPU before the new one runs.
+
+It is event-driven and exact (no time steps): the state changes only at arrivals, completions
+and quantum expiries, so 10^5 kernels take about a second of pure Python.
+
+**The event rule.** A tenant times a kernel with two CUDA events recorded in its own stream; both
+are processed when *its* context runs. So waiting *before the kernel's first instruction* (another
+context holds the GPU) is outside the interval, while a kernel *preempted mid-way* keeps its start
+event behind it and has the neighbour's slice (and the switches) inside it. A short kernel (shorter
+than the quantum) is never preempted: its events see nothing of the neighbour. A long one is: its
+events stretch. The columns keep the clocks apart, with the names the kit's logs use:
+
+* ``arrival_ms``: when the tenant issued the kernel (the host's launch).
+* ``start_ms``: when the kernel first ran on the GPU (its context got the GPU, switch paid).
+* ``end_ms``: when it completed.
+* ``work_ms``: the GPU time the kernel itself ran: its own work, never a wait or a neighbour's slice.
+* ``device_ms``: ``end - start``: what the pair of CUDA events records (the kit's ``device_ms``).
+  Equal to ``work_ms`` unless the kernel was preempted mid-way; then it includes the time it was
+  switched out.
+* ``wall_ms``: ``end - arrival`` (plus the tenant's host ``overhead_ms``, 0 by default): what the host
+  sees (the kit's ``wall_ms``).
+* ``wait_ms``: ``start - arrival`` (= wall - device - overhead): waiting before the first instruction,
+  what the kit's wait clock measures (wall - device less its overhead floor).
+
+Its chart builders are in ``teaching.charts``; ``teaching.fit`` fits its quantum to measured waits,
+``teaching.measured`` puts a real run next to it, ``teaching.synthetic`` writes simulated run
+directories (the kit's log format, a known quantum behind them) and ``plan.mps`` (``teaching.mps``) is its
+counterpart for spatial sharing (MPS).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kts_helpers.analyse.rules import degradation as degradation_factor
+from kts_helpers.errors import KtsError
+
+
+class SimError(KtsError, ValueError):
+    """A simulator parameter is invalid (negative length, unknown sweep parameter, ...)."""
+
+
+@dataclass(frozen=True)
+class SimTenant:
+    """One simulated tenant: its kernel length and its sleep between kernels (closed loop).
+
+    ``overhead_ms``: the host's own launch and synchronisation cost per kernel, outside the GPU: it is in
+    the tenant's wall clock (alone and shared alike) and nowhere else (0 in the lesson's hand-made cases; a
+    real run's tenant pays its alone median of wall - device).
+    """
+
+    name: str
+    kernel_ms: float
+    period_ms: float
+    jitter_ms: float = 0.0
+    overhead_ms: float = 0.0
+
+
+KERNEL_COLUMNS = ["tenant", "iteration", "arrival_ms", "start_ms", "end_ms", "work_ms", "device_ms",
+                  "wall_ms", "wait_ms"]
+CLOCKS = ("wall", "device")  # the two clocks a tenant has: the host's and its CUDA events'
+SEGMENT_COLUMNS = ["tenant", "start_ms", "end_ms", "what"]
+DEFAULT_DURATION_MS = 20_000.0
+SLICE_TIMERS = ("switch-in", "contention")  # when the holder's quantum starts (see the module doc)
+DEFAULT_SLICE_TIMER = "contention"
+
+
+def checked_tenants(tenants: Sequence[Any], kind: type, who: str,
+                    rules: Sequence[tuple[str, Callable[[float], bool], str]]) -> list[Any]:
+    """The tenants as a list, or a SimError naming the first invalid one: the one rule both simulators share
+    (at least one, unique names, the simulator's own tenant class, every field finite and within ``rules``:
+    (field, test, "what it must be"))."""
+    tenants = list(tenants)
+    if not tenants:
+        raise SimError(f"{who} needs at least one tenant")
+    names = [getattr(t, "name", None) for t in tenants]
+    if len(set(names)) != len(names):
+        raise SimError(f"tenant names must be unique, got {names}")
+    for t in tenants:
+        if not isinstance(t, kind):
+            raise SimError(f"tenants must be {kind.__name__}, got {type(t).__name__}")
+        for field, ok, must in rules:
+            value = getattr(t, field)
+            if not (math.isfinite(value) and ok(value)):
+                raise SimError(f"tenant {t.name!r}: {field} must be {must}, got {value}")
+    return tenants
+
+
+TENANT_RULES = (("kernel_ms", lambda v: v > 0, "> 0"), ("period_ms", lambda v: v >= 0, ">= 0"),
+                ("jitter_ms", lambda v: v >= 0, ">= 0"), ("overhead_ms", lambda v: v >= 0, ">= 0"))
+
+
+def check_params(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float,
+                 duration_ms: float, slice_timer: str = DEFAULT_SLICE_TIMER) -> list[SimTenant]:
+    """The tenants as a list, or a SimError naming the first invalid parameter."""
+    tenants = checked_tenants(tenants, SimTenant, "simulate", TENANT_RULES)
+    if not (math.isfinite(quantum_ms) and quantum_ms > 0):
+        raise SimError(f"quantum_ms must be > 0, got {quantum_ms}")
+    if not (math.isfinite(context_switch_ms) and context_switch_ms >= 0):
+        raise SimError(f"context_switch_ms must be >= 0, got {context_switch_ms}")
+    if slice_timer not in SLICE_TIMERS:
+        raise SimError(f"slice_timer must be one of {', '.join(SLICE_TIMERS)}, got {slice_timer!r}")
+    if slice_timer == "switch-in" and not context_switch_ms < quantum_ms:
+        raise SimError(f"with slice_timer 'switch-in' the switch is paid inside the slice: context_switch_ms "
+                       f"({context_switch_ms}) must be < quantum_ms ({quantum_ms})")
+    if not (math.isfinite(duration_ms) and duration_ms > 0):
+        raise SimError(f"duration_ms must be > 0, got {duration_ms}")
+    return tenants
+
+
+def start_offsets(tenants: Sequence[Any], duration_ms: float, rng: random.Random,
+                  offsets_ms: Sequence[float] | None) -> list[float]:
+    """When each tenant issues first: the given offsets, checked, or a random phase within one cycle (inside
+    the run, so every tenant issues at least once). One rule for the time-slice and the MPS simulators."""
+    if offsets_ms is None:
+        return [rng.uniform(0.0, min(t.kernel_ms + t.period_ms, duration_ms)) for t in tenants]
+    offsets = [float(o) for o in offsets_ms]
+    if len(offsets) != len(tenants) or any(not math.isfinite(o) or o < 0 for o in offsets):
+        raise SimError(f"offsets_ms needs {len(tenants)} finite values >= 0, got {list(offsets_ms)}")
+    return offsets
+
+
+def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float, duration_ms: float,
+         seed: int, offsets_ms: Sequence[float] | None, want_segments: bool, slice_timer: str
+         ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """The event loop. Returns (one row per kernel, the GPU's occupancy segments or None)."""
+    tenants = check_params(tenants, quantum_ms, context_switch_ms, duration_ms, slice_timer)
+    periodic = slice_timer == "switch-in"
+    n = len(tenants)
+    rng = random.Random(seed)
+    offsets = start_offsets(tenants, duration_ms, rng, offsets_ms)
+    inf = math.inf
+    q, cs = float(quantum_ms), float(context_switch_ms)
+    kernel = [float(t.kernel_ms) for t in tenants]
+    period = [float(t.period_ms) for t in tenants]
+    jitter = [float(t.jitter_ms) for t in tenants]
+    nxt = [o if o < duration_ms else inf for o in offsets]  # next issue time of idle tenants
+    pending = [False] * n
+    rem = [0.0] * n  # remaining work of the pending kernel
+    arrival = [0.0] * n
+    started = [-1.0] * n
+    iteration = [0] * n
+    rows: list[tuple] = []
+    segs: list[list] = []
+    cur, last = -1, -1  # context holding the GPU (-1: idle) and the last resident one
+    run_from = 0.0  # when the holder starts making progress (after a switch)
+    slice_end = inf  # when the holder's quantum expires (inf: nobody else is waiting)
+    origin = 0.0  # "switch-in": when the holder's slices began (they follow each other every quantum)
+    t = 0.0
+
+    def give(i: int, now: float) -> None:
+        nonlocal cur, last, run_from, slice_end, origin
+        switch = last not in (-1, i)
+        run_from = now + cs if switch else now
+        if want_segments and switch and cs > 0:
+            segs.append([i, now, run_from, "switch"])
+        if switch or last == -1:
+            origin = now  # the slice starts with the switch-in; the same context keeps its timer
+        cur, last = i, i
+        if started[i] < 0:
+            started[i] = run_from
+        others = any(pending[j] for j in range(n) if j != i)
+        slice_end = (next_boundary(now) if periodic else run_from + q) if others else inf
+
+    def next_boundary(now: float) -> float:
+        """The end of the holder's current slice (switch-in timer): the first origin + k q after now."""
+        return origin + (math.floor((now - origin) / q) + 1) * q
+
+    def pick(after: int, now: float) -> None:
+        for k in range(1, n + 1):
+            j = (after + k) % n
+            if pending[j]:
+                give(j, now)
+                return
+
+    while True:
+        t_arr = min((nxt[i] for i in range(n) if not pending[i]), default=inf)
+        if cur >= 0:
+            busy_from = max(t, run_from)
+            t_done = busy_from + rem[cur]
+        else:
+            busy_from, t_done = inf, inf
+        te = min(t_arr, t_done, slice_end)
+        if te == inf:
+            break
+        done = False
+        if cur >= 0:
+            ran = te - busy_from
+            if ran > 0:
+                rem[cur] -= ran
+                if want_segments:
+                    if segs and segs[-1][0] == cur and segs[-1][2] == busy_from and segs[-1][3] == "run":
+                        segs[-1][2] = te
+                    else:
+                        segs.append([cur, busy_from, te, "run"])
+            if te >= t_done:  # completion (wins ties with expiries and arrivals)
+                done = True
+                i = cur
+                rows.append((i, iteration[i], arrival[i], started[i], te, kernel[i]))
+                iteration[i] += 1
+                pending[i] = False
+                gap = period[i] + (rng.uniform(-jitter[i], jitter[i]) if jitter[i] > 0 else 0.0)
+                issue = te + max(gap, 0.0)
+                nxt[i] = issue if issue < duration_ms else inf
+                cur, slice_end = -1, inf
+        t = te
+        for i in range(n):  # arrivals at te (a back-to-back tenant re-arrives at its own completion)
+            if not pending[i] and nxt[i] <= te:
+                pending[i], rem[i], arrival[i], started[i] = True, kernel[i], nxt[i], -1.0
+                nxt[i] = inf
+                if cur >= 0 and i != cur and slice_end == inf:
+                    # contention starts: the holder's quantum runs (or its current slice ends)
+                    slice_end = next_boundary(te) if periodic else max(te, run_from) + q
+        if done:
+            pick(last, te)
+        elif cur >= 0 and te >= slice_end:  # quantum expired while others wait: round robin
+            pick(cur, te)
+        elif cur < 0:
+            pick(last if last >= 0 else n - 1, te)
+    names = [tn.name for tn in tenants]
+    df = pd.DataFrame(rows, columns=["_i", "iteration", "arrival_ms", "start_ms", "end_ms", "work_ms"])
+    df.insert(0, "tenant", pd.Series([names[i] for i in df["_i"]], dtype=object))
+    df = df.drop(columns="_i")
+    overheads = {tn.name: float(tn.overhead_ms) for tn in tenants}
+    return finish_columns(df, overheads), _segments(segs, names) if want_segments else None
+
+
+def finish_columns(df: pd.DataFrame, overhead_ms: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """The derived clocks (device = events, wall, wait) from arrival/start/end/work, in KERNEL_COLUMNS order.
+
+    ``overhead_ms`` per tenant is added to the wall clock only (the host's launch/sync cost).
+    """
+    df = df.copy()
+    df["device_ms"] = df["end_ms"] - df["start_ms"]
+    # float dust (< 1 fs) is neither a preemption nor a wait
+    df["device_ms"] = df["device_ms"].where((df["device_ms"] - df["work_ms"]).abs() > 1e-9, df["work_ms"])
+    df["wall_ms"] = df["end_ms"] - df["arrival_ms"]
+    if overhead_ms:
+        df["wall_ms"] += df["tenant"].map(overhead_ms).fillna(0.0).astype(float)
+    wait = df["start_ms"] - df["arrival_ms"]
+    df["wait_ms"] = wait.where(wait.abs() > 1e-9, 0.0)
+    df = df.sort_values(["arrival_ms", "tenant"], kind="stable").reset_index(drop=True)
+    return df[KERNEL_COLUMNS]
+
+
+def _segments(segs: list[list], names: list[str]) -> pd.DataFrame:
+    seg_df = pd.DataFrame(segs, columns=["_i", "start_ms", "end_ms", "what"])
+    seg_df.insert(0, "tenant", pd.Series([names[i] for i in seg_df["_i"]], dtype=object))
+    return seg_df.drop(columns="_i")
+
+
+def simulate(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
+             duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
+             offsets_ms: Sequence[float] | None = None, *, slice_timer: str = DEFAULT_SLICE_TIMER) -> pd.DataFrame:
+    """Simulate the tenants sharing one GPU; one row per completed kernel (see the module doc)."""
+    return _run(tenants, quantum_ms, context_switch_ms, duration_ms, seed, offsets_ms, False, slice_timer)[0]
+
+
+def timeline(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
+             duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
+             offsets_ms: Sequence[float] | None = None, *,
+             slice_timer: str = DEFAULT_SLICE_TIMER) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Like :func:`simulate`, plus who held the GPU when: segments (tenant, start, end, run/switch)."""
+    kernels, segs = _run(tenants, quantum_ms, context_switch_ms, duration_ms, seed, offsets_ms, True, slice_timer)
+    assert segs is not None
+    return kernels, segs
+
+
+def _pct(values: np.ndarray, p: float) -> float:
+    return float(np.percentile(values, p)) if len(values) else math.nan
+
+
+def summarize_sim(df: pd.DataFrame) -> pd.DataFrame:
+    """p50/p95/p99 of wall, device (CUDA events) and wait per tenant (numpy's linear-interpolation percentiles).
+
+    ``device`` is the event clock (``device_ms``), which includes a neighbour's slice when a kernel was
+    preempted mid-way; the tenant's own GPU work is ``work_ms`` in the kernel table.
+    """
+    missing = {"tenant", "wall_ms", "device_ms", "wait_ms"} - set(df.columns)
+    if missing:
+        raise SimError(f"summarize_sim needs simulate()'s columns; missing {sorted(missing)}")
+    out = []
+    for tenant, g in df.groupby("tenant", sort=True):
+        row: dict[str, Any] = {"tenant": tenant, "n": len(g)}
+        for col in ("wall_ms", "device_ms", "wait_ms"):
+            v = g[col].to_numpy(float)
+            for p in (50, 95, 99):
+                row[f"{col[:-3]}_p{p}_ms"] = _pct(v, p)
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def compare_clocks(shared: pd.DataFrame, alone: Mapping[str, pd.DataFrame], names: Sequence[str]) -> pd.DataFrame:
+    """Per tenant and clock: p50/p99 alone and shared, DF = shared p99 / alone p99 (``rules.degradation``).
+
+    Columns: tenant, then for each clock in ``CLOCKS`` (``wall``: ``p50_alone_ms`` ... ``df``; ``device``:
+    the same names prefixed ``device_``). ``alone`` maps a tenant to its kernels when it ran alone.
+    """
+    out = []
+    for name in names:
+        mine = shared[shared["tenant"] == name]
+        if mine.empty:
+            raise SimError(f"tenant {name!r} completed no kernel; lengthen duration_ms")
+        row: dict[str, Any] = {"tenant": name}
+        for clock in CLOCKS:
+            pre = "" if clock == "wall" else f"{clock}_"
+            a = alone[name][f"{clock}_ms"].to_numpy(float)
+            s = mine[f"{clock}_ms"].to_numpy(float)
+            row.update({f"{pre}p50_alone_ms": _pct(a, 50), f"{pre}p99_alone_ms": _pct(a, 99),
+                        f"{pre}p50_shared_ms": _pct(s, 50), f"{pre}p99_shared_ms": _pct(s, 99),
+                        f"{pre}df": degradation_factor([s], [a], 0.99, interval=False).estimate})
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def degradation(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
+                duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0, *,
+                slice_timer: str = DEFAULT_SLICE_TIMER) -> pd.DataFrame:
+    """Per tenant, both clocks: p50/p99 alone and shared and DF (wall: ``df``; CUDA events: ``device_df``).
+
+    A short tenant's ``device_df`` stays 1 (its kernels are never preempted mid-way); a long tenant's grows
+    with the neighbour's slices that land inside its events.
+    """
+    tenants = check_params(tenants, quantum_ms, context_switch_ms, duration_ms, slice_timer)
+    shared = simulate(tenants, quantum_ms, context_switch_ms, duration_ms, seed, slice_timer=slice_timer)
+    alone = {t.name: simulate([t], quantum_ms, context_switch_ms, duration_ms, seed, slice_timer=slice_timer)
+             for t in tenants}
+    return compare_clocks(shared, alone, [t.name for t in tenants])
+
+
+SWEEP_PARAMS = ("quantum_ms", "context_switch_ms", "<tenant>.kernel_ms", "<tenant>.period_ms")
+
+
+def sweep(tenants: Sequence[SimTenant], param: str, values: Iterable[float], *, quantum_ms: float = 2.0,
+          context_switch_ms: float = 0.0, duration_ms: float = DEFAULT_DURATION_MS,
+          seed: int = 0, slice_timer: str = DEFAULT_SLICE_TIMER) -> pd.DataFrame:
+    """DF per tenant for each value of one parameter (long format: param, value, tenant, df, device_df, p99s).
+
+    ``param`` is ``quantum_ms``, ``context_switch_ms``, or ``<tenant>.kernel_ms`` /
+    ``<tenant>.period_ms`` to vary one tenant's kernel length or cadence.
+    """
+    tenants = list(tenants)
+    names = [t.name for t in tenants]
+    who, field = None, param
+    if "." in param:
+        who, field = param.rsplit(".", 1)
+        if who not in names or field not in ("kernel_ms", "period_ms"):
+            raise SimError(f"unknown sweep parameter {param!r}; use one of {', '.join(SWEEP_PARAMS)} "
+                           f"with a tenant among {names}")
+    elif param not in ("quantum_ms", "context_switch_ms"):
+        raise SimError(f"unknown sweep parameter {param!r}; use one of {', '.join(SWEEP_PARAMS)}")
+    values = [float(v) for v in values]
+    if not values:
+        raise SimError("sweep needs at least one value")
+    parts = []
+    for v in values:
+        q, cs, ts = quantum_ms, context_switch_ms, tenants
+        if param == "quantum_ms":
+            q = v
+        elif param == "context_switch_ms":
+            cs = v
+        else:
+            ts = [replace(t, **{field: v}) if t.name == who else t for t in tenants]
+        d = degradation(ts, q, cs, duration_ms, seed, slice_timer=slice_timer)[["tenant", "p99_alone_ms", "p99_shared_ms", "df",
+                                                         "device_p99_shared_ms", "device_df"]]
+        d.insert(0, "value", v)
+        d.insert(0, "param", param)
+        parts.append(d)
+    return pd.concat(parts, ignore_index=True)
+
