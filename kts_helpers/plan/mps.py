@@ -33,6 +33,8 @@ import pandas as pd
 
 from kts_helpers.plan.timeslice import (
     DEFAULT_DURATION_MS,
+    Draw,
+    Op,
     TENANT_RULES,
     SimError,
     checked_tenants,
@@ -87,9 +89,15 @@ def shares(weights: Sequence[float], caps: Sequence[float]) -> list[float]:
 
 
 def simulate_mps(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
-                 offsets_ms: Sequence[float] | None = None) -> pd.DataFrame:
-    """Simulate the tenants under MPS; one row per completed kernel, the columns of ``model.simulate``."""
+                 offsets_ms: Sequence[float] | None = None, *, draws: Sequence[Draw] | None = None) -> pd.DataFrame:
+    """Simulate the tenants under MPS; one row per completed kernel, the columns of ``timeslice.simulate``.
+
+    ``draws`` (the planner): each tenant's next operation drawn from its alone run (as in ``timeslice``).
+    """
     tenants = check_tenants(tenants, duration_ms)
+    if draws is not None and len(draws) != len(tenants):
+        raise SimError(f"draws needs one per tenant ({len(tenants)}), got {len(draws)}")
+    op: list[Op | None] = [None] * len(tenants)
     n = len(tenants)
     rng = random.Random(seed)
     offsets = start_offsets(tenants, duration_ms, rng, offsets_ms)
@@ -112,22 +120,36 @@ def simulate_mps(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURA
             break
         for i in active:
             rem[i] -= rate[i] * (te - t)  # type: ignore[operator]
-            if rem[i] <= 1e-9 * tenants[i].kernel_ms:  # type: ignore[operator]
-                rows.append((i, iteration[i], arrival[i], arrival[i], te, tenants[i].kernel_ms))
+            o = op[i]
+            work = tenants[i].kernel_ms if o is None else o.kernel_ms
+            if rem[i] <= 1e-9 * work:  # type: ignore[operator]
+                rows.append((i, iteration[i], arrival[i], arrival[i], te, work, "op" if o is None else o.phase,
+                             tenants[i].overhead_ms if o is None else o.overhead_ms))
                 iteration[i] += 1
                 rem[i] = None
-                gap = tenants[i].period_ms + (rng.uniform(-tenants[i].jitter_ms, tenants[i].jitter_ms)
-                                              if tenants[i].jitter_ms > 0 else 0.0)
+                if o is None:
+                    gap = tenants[i].period_ms + (rng.uniform(-tenants[i].jitter_ms, tenants[i].jitter_ms)
+                                                  if tenants[i].jitter_ms > 0 else 0.0)
+                else:
+                    gap = o.gap_ms
                 issue = te + max(gap, 0.0)
                 nxt[i] = issue if issue < duration_ms else inf
         for i in range(n):
             if rem[i] is None and nxt[i] <= te:
-                rem[i], arrival[i], nxt[i] = float(tenants[i].kernel_ms), nxt[i], inf
+                if draws is not None:
+                    op[i] = draws[i]()
+                work = tenants[i].kernel_ms if op[i] is None else op[i].kernel_ms  # type: ignore[union-attr]
+                rem[i], arrival[i], nxt[i] = float(work), nxt[i], inf
         t = te
     names = [tn.name for tn in tenants]
-    df = pd.DataFrame(rows, columns=["_i", "iteration", "arrival_ms", "start_ms", "end_ms", "work_ms"])
+    df = pd.DataFrame(rows, columns=["_i", "iteration", "arrival_ms", "start_ms", "end_ms", "work_ms", "phase",
+                                     "overhead_ms"])
     df.insert(0, "tenant", pd.Series([names[i] for i in df["_i"]], dtype=object))
-    return finish_columns(df.drop(columns="_i"), {tn.name: tn.overhead_ms for tn in tenants})
+    if draws is None:
+        return finish_columns(df.drop(columns="_i"), {tn.name: tn.overhead_ms for tn in tenants})
+    out = finish_columns(df.drop(columns="_i"), None, keep=("phase", "overhead_ms"))
+    out["wall_ms"] += out["overhead_ms"]
+    return out
 
 
 def mps_degradation(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURATION_MS,

@@ -151,11 +151,38 @@ def start_offsets(tenants: Sequence[Any], duration_ms: float, rng: random.Random
     return offsets
 
 
+@dataclass(frozen=True)
+class Op:
+    """One operation a tenant issues (the planner's draw from its alone run): its kernel's GPU time, the host's
+    launch/sync overhead (wall clock only), the host time before the next operation, and the log's phase."""
+
+    kernel_ms: float
+    overhead_ms: float
+    gap_ms: float
+    phase: str = "op"
+
+
+Draw = Callable[[], Op]
+# the multi-context rule: (contexts with work besides the arriving one, the holder's kernel length) -> the
+# arriving kernel's wait before it runs, or None to leave it to the round robin
+MultiWait = Callable[[int, float], "float | None"]
+
+
 def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float, duration_ms: float,
-         seed: int, offsets_ms: Sequence[float] | None, want_segments: bool, slice_timer: str
-         ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """The event loop. Returns (one row per kernel, the GPU's occupancy segments or None)."""
+         seed: int, offsets_ms: Sequence[float] | None, want_segments: bool, slice_timer: str,
+         draws: Sequence[Draw] | None = None, multi_wait: MultiWait | None = None,
+         idle_resets_slice: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """The event loop. Returns (one row per kernel, the GPU's occupancy segments or None).
+
+    ``draws`` (the planner): each tenant's next operation drawn from its measured alone run instead of the fixed
+    kernel and sleep (the rows then carry each draw's phase and overhead). ``multi_wait``: a kernel arriving
+    while two or more other contexts have work waits what the rule says (the multi-context probe's measured
+    waits), then preempts the holder. ``idle_resets_slice``: a context that finds the GPU idle starts a new
+    slice (its timer restarts), as when a lone closed-loop neighbour syncs between its kernels.
+    """
     tenants = check_params(tenants, quantum_ms, context_switch_ms, duration_ms, slice_timer)
+    if draws is not None and len(draws) != len(tenants):
+        raise SimError(f"draws needs one per tenant ({len(tenants)}), got {len(draws)}")
     periodic = slice_timer == "switch-in"
     n = len(tenants)
     rng = random.Random(seed)
@@ -171,6 +198,8 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
     arrival = [0.0] * n
     started = [-1.0] * n
     iteration = [0] * n
+    op: list[Op | None] = [None] * n  # the operation in flight (planner draws)
+    prio = -1  # the tenant the multi-context rule hands the GPU to next (-1: round robin)
     rows: list[tuple] = []
     segs: list[list] = []
     cur, last = -1, -1  # context holding the GPU (-1: idle) and the last resident one
@@ -185,7 +214,7 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
         run_from = now + cs if switch else now
         if want_segments and switch and cs > 0:
             segs.append([i, now, run_from, "switch"])
-        if switch or last == -1:
+        if switch or last == -1 or (idle_resets_slice and cur == -1):
             origin = now  # the slice starts with the switch-in; the same context keeps its timer
         cur, last = i, i
         if started[i] < 0:
@@ -198,6 +227,12 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
         return origin + (math.floor((now - origin) / q) + 1) * q
 
     def pick(after: int, now: float) -> None:
+        nonlocal prio
+        if prio >= 0:
+            j, prio = prio, -1
+            if pending[j]:
+                give(j, now)
+                return
         for k in range(1, n + 1):
             j = (after + k) % n
             if pending[j]:
@@ -227,21 +262,36 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
             if te >= t_done:  # completion (wins ties with expiries and arrivals)
                 done = True
                 i = cur
-                rows.append((i, iteration[i], arrival[i], started[i], te, kernel[i]))
+                o = op[i]
+                rows.append((i, iteration[i], arrival[i], started[i], te, kernel[i] if o is None else o.kernel_ms,
+                             "op" if o is None else o.phase, float(tenants[i].overhead_ms) if o is None
+                             else o.overhead_ms))
                 iteration[i] += 1
                 pending[i] = False
-                gap = period[i] + (rng.uniform(-jitter[i], jitter[i]) if jitter[i] > 0 else 0.0)
+                if o is None:
+                    gap = period[i] + (rng.uniform(-jitter[i], jitter[i]) if jitter[i] > 0 else 0.0)
+                else:
+                    gap = o.gap_ms
                 issue = te + max(gap, 0.0)
                 nxt[i] = issue if issue < duration_ms else inf
                 cur, slice_end = -1, inf
         t = te
         for i in range(n):  # arrivals at te (a back-to-back tenant re-arrives at its own completion)
             if not pending[i] and nxt[i] <= te:
-                pending[i], rem[i], arrival[i], started[i] = True, kernel[i], nxt[i], -1.0
+                if draws is not None:
+                    op[i] = draws[i]()
+                pending[i], arrival[i], started[i] = True, nxt[i], -1.0
+                rem[i] = kernel[i] if op[i] is None else op[i].kernel_ms  # type: ignore[union-attr]
                 nxt[i] = inf
                 if cur >= 0 and i != cur and slice_end == inf:
                     # contention starts: the holder's quantum runs (or its current slice ends)
                     slice_end = next_boundary(te) if periodic else max(te, run_from) + q
+                busy = sum(1 for j in range(n) if j != i and pending[j])
+                if multi_wait is not None and cur >= 0 and i != cur and busy >= 2 and prio < 0:
+                    w = multi_wait(busy, rem[cur])
+                    if w is not None:  # the measured rule: the holder is preempted so that i starts after w
+                        slice_end = max(min(slice_end, te + max(w - cs, 0.0)), run_from)
+                        prio = i
         if done:
             pick(last, te)
         elif cur >= 0 and te >= slice_end:  # quantum expired while others wait: round robin
@@ -249,17 +299,24 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
         elif cur < 0:
             pick(last if last >= 0 else n - 1, te)
     names = [tn.name for tn in tenants]
-    df = pd.DataFrame(rows, columns=["_i", "iteration", "arrival_ms", "start_ms", "end_ms", "work_ms"])
+    df = pd.DataFrame(rows, columns=["_i", "iteration", "arrival_ms", "start_ms", "end_ms", "work_ms", "phase",
+                                     "overhead_ms"])
     df.insert(0, "tenant", pd.Series([names[i] for i in df["_i"]], dtype=object))
     df = df.drop(columns="_i")
-    overheads = {tn.name: float(tn.overhead_ms) for tn in tenants}
-    return finish_columns(df, overheads), _segments(segs, names) if want_segments else None
+    if draws is None:
+        overheads = {tn.name: float(tn.overhead_ms) for tn in tenants}
+        return finish_columns(df, overheads), _segments(segs, names) if want_segments else None
+    out = finish_columns(df, None, keep=("phase", "overhead_ms"))
+    out["wall_ms"] += out["overhead_ms"]
+    return out, _segments(segs, names) if want_segments else None
 
 
-def finish_columns(df: pd.DataFrame, overhead_ms: Mapping[str, float] | None = None) -> pd.DataFrame:
+def finish_columns(df: pd.DataFrame, overhead_ms: Mapping[str, float] | None = None,
+                   keep: Sequence[str] = ()) -> pd.DataFrame:
     """The derived clocks (device = events, wall, wait) from arrival/start/end/work, in KERNEL_COLUMNS order.
 
-    ``overhead_ms`` per tenant is added to the wall clock only (the host's launch/sync cost).
+    ``overhead_ms`` per tenant is added to the wall clock only (the host's launch/sync cost); ``keep``: further
+    columns kept after those (the planner's phase and per-operation overhead).
     """
     df = df.copy()
     df["device_ms"] = df["end_ms"] - df["start_ms"]
@@ -271,7 +328,7 @@ def finish_columns(df: pd.DataFrame, overhead_ms: Mapping[str, float] | None = N
     wait = df["start_ms"] - df["arrival_ms"]
     df["wait_ms"] = wait.where(wait.abs() > 1e-9, 0.0)
     df = df.sort_values(["arrival_ms", "tenant"], kind="stable").reset_index(drop=True)
-    return df[KERNEL_COLUMNS]
+    return df[KERNEL_COLUMNS + list(keep)]
 
 
 def _segments(segs: list[list], names: list[str]) -> pd.DataFrame:
@@ -282,9 +339,12 @@ def _segments(segs: list[list], names: list[str]) -> pd.DataFrame:
 
 def simulate(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
              duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
-             offsets_ms: Sequence[float] | None = None, *, slice_timer: str = DEFAULT_SLICE_TIMER) -> pd.DataFrame:
-    """Simulate the tenants sharing one GPU; one row per completed kernel (see the module doc)."""
-    return _run(tenants, quantum_ms, context_switch_ms, duration_ms, seed, offsets_ms, False, slice_timer)[0]
+             offsets_ms: Sequence[float] | None = None, *, slice_timer: str = DEFAULT_SLICE_TIMER,
+             draws: Sequence[Draw] | None = None, multi_wait: MultiWait | None = None,
+             idle_resets_slice: bool = False) -> pd.DataFrame:
+    """Simulate the tenants sharing one GPU; one row per completed kernel (see the module doc and ``_run``)."""
+    return _run(tenants, quantum_ms, context_switch_ms, duration_ms, seed, offsets_ms, False, slice_timer,
+                draws, multi_wait, idle_resets_slice)[0]
 
 
 def timeline(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,

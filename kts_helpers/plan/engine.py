@@ -1,0 +1,400 @@
+"""The prediction engine: what each tenant would measure when sharing, from its alone run and the GPU's probe.
+
+Why one engine: the planner (``kts plan``), the report's "Capacity" section and the lesson's exercise must
+give the same numbers for the same question, and a prediction only counts when it is checked against runs
+that did not tune it (``plan.validation``). Its inputs are exactly those a user has *before* sharing:
+
+* each tenant's **alone distributions** (:class:`AloneProfile`, from its baseline logs only): the GPU time of
+  every operation (CUDA events), the host's launch/sync overhead (wall - device) and the host time before
+  the next operation (the sleep with its real jitter, the closed loop's own gaps). Operations are drawn by
+  resampling whole alone iterations (an LLM's prefill and decode steps stay together), so no fixed sleep
+  can phase-lock two tenants the way the lesson's noiseless simulator does;
+* the **GPU model** (:class:`GpuModel`, from the time-slice probe): quantum and switch cost with their
+  intervals, the slice timer ("switch-in", measured), and the **multi-context rule**: where a multi-context
+  probe (``kts probe --multi``) exists, a kernel arriving while two or more other contexts have work waits a
+  draw from the probe's measured waits for that many busy neighbours and that kernel length (empirical: no
+  simple rule is assumed); without one, the round robin decides (and the prediction says so);
+* the **sharing mode**: time-slicing (``plan.timeslice``), MPS and MPS with thread caps (``plan.mps``, the
+  fluid model; a workload's weight is :data:`MPS_WEIGHTS`).
+
+Intervals: ``replicates`` simulated runs of the scenario's actual iteration counts, each with its own
+quantum and switch drawn from the probe's intervals and its own bootstrap resample of the alone iterations:
+the spread of their p50s and p99s holds parameter uncertainty and finite-run noise together (2.5-97.5 %).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kts_helpers.analyse.logparse import parse_file
+from kts_helpers.errors import RunError
+from kts_helpers.plan.mps import MpsTenant, simulate_mps
+from kts_helpers.plan.timeslice import Op, SimTenant, simulate
+from kts_helpers.run.corun import PAD_PHASE
+from kts_helpers.run.runs import Run, open_run
+
+REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "data" / "reference"
+# How hard a workload's kernels claim SMs under MPS next to a GEMM (weight 1): the FFT's share next to the
+# saturating GEMM on the H200 (device p50 0.36 ms alone -> 7.9 ms under MPS: a share of 4.6 %; tuned on
+# data/reference/h200-2026-11-30-saturating). The LLM's small launch-bound kernels are taken to claim like
+# the FFT's (not measured: a prediction to check).
+MPS_WEIGHTS = {"gemm": 1.0, "fft": 0.048, "llm": 0.048, "noop": 0.048}
+MODES = ("timeslice", "mps", "mps-limited")
+DEFAULT_REPLICATES = 24
+LEVEL = 0.95
+
+
+# -- inputs -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AloneProfile:
+    """One tenant alone: its iterations, each a tuple of operations (phase, GPU ms, overhead ms, gap after ms)."""
+
+    name: str
+    workload: str
+    iterations: tuple[tuple[Op, ...], ...]
+    thread_pct: float = 100.0
+
+    @property
+    def phases(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for it in self.iterations:
+            for op in it:
+                seen.setdefault(op.phase, None)
+        return list(seen)
+
+    def column(self, what: str, phase: str) -> np.ndarray:
+        """One field of every operation of ``phase`` ("kernel_ms", "overhead_ms", "gap_ms", "wall_ms")."""
+        ops = [op for it in self.iterations for op in it if op.phase == phase]
+        if what == "wall_ms":
+            return np.array([op.kernel_ms + op.overhead_ms for op in ops], float)
+        return np.array([getattr(op, what) for op in ops], float)
+
+    def cycle_ms(self) -> float:
+        """The mean time of one iteration alone (GPU, host and gaps): how long n iterations take."""
+        return float(np.mean([sum(op.kernel_ms + op.overhead_ms + op.gap_ms for op in it) for it in self.iterations]))
+
+    def drawer(self, rng: random.Random, pool: Sequence[int] | None = None) -> Callable[[], Op]:
+        """Draw operations: a random alone iteration (from ``pool``, a bootstrap resample), its ops in order."""
+        idx = list(pool if pool is not None else range(len(self.iterations)))
+        state: list[Op] = []
+
+        def draw() -> Op:
+            if not state:
+                state.extend(reversed(self.iterations[idx[rng.randrange(len(idx))]]))
+            return state.pop()
+
+        return draw
+
+
+def profile_from_log(path: str | os.PathLike, name: str, workload: str, thread_pct: float = 100.0) -> AloneProfile:
+    """The tenant's alone profile from its baseline log (timed lines only, in the order they ran)."""
+    frame = parse_file(path).frame
+    frame = frame[frame["phase"] != PAD_PHASE].sort_values("start_ns", kind="stable")
+    if frame.empty:
+        raise RunError(f"{path}: no timed iteration alone; cannot predict {name} sharing")
+    start = frame["start_ns"].to_numpy(np.int64)
+    end = frame["end_ns"].to_numpy(np.int64)
+    gaps = np.empty(len(frame))
+    gaps[:-1] = np.maximum(start[1:] - end[:-1], 0) / 1e6
+    its = frame["iteration"].to_numpy()
+    last_of_it = np.r_[its[1:] != its[:-1], True]
+    # the last line has no successor: it takes the median gap of the other iterations' last lines
+    ends = gaps[:-1][last_of_it[:-1]]
+    gaps[-1] = float(np.median(ends)) if len(ends) else 0.0
+    device = frame["device_ms"].to_numpy(float)
+    overhead = np.maximum(frame["wall_ms"].to_numpy(float) - device, 0.0)
+    phases = frame["phase"].astype(str).to_numpy()
+    iterations: list[tuple[Op, ...]] = []
+    cur: list[Op] = []
+    for k in range(len(frame)):
+        cur.append(Op(float(device[k]), float(overhead[k]), float(gaps[k]), str(phases[k])))
+        if last_of_it[k]:
+            iterations.append(tuple(cur))
+            cur = []
+    return AloneProfile(name, workload, tuple(iterations), float(thread_pct))
+
+
+@dataclass(frozen=True)
+class Estimate3:
+    """A value with its interval (either bound may be nan: no bound)."""
+
+    value: float
+    lo: float
+    hi: float
+
+    def draw(self, rng: random.Random, floor: float = 0.0) -> float:
+        """A value drawn from the interval read as a normal 95 % interval (parameter uncertainty)."""
+        if not (math.isfinite(self.lo) and math.isfinite(self.hi)) or self.hi <= self.lo:
+            return self.value
+        return max(floor, rng.gauss(self.value, (self.hi - self.lo) / 3.92))
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """What the probe says about the GPU: quantum, switch cost (ms, intervals), slice timer, multi-context waits.
+
+    ``multi_waits[(length, k)]``: the tick's measured waits next to k busy neighbours of kernel ``length``
+    ("short"/"long" against the quantum); empty without a multi-context probe (the round robin decides).
+    """
+
+    quantum_ms: Estimate3
+    switch_ms: Estimate3
+    source: str
+    slice_timer: str = "switch-in"
+    multi_waits: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)
+    multi_source: str = ""
+
+    @property
+    def multi_rule(self) -> str:
+        if not self.multi_waits:
+            return "round robin (no multi-context probe)"
+        return f"empirical: the measured waits of the multi-context probe {self.multi_source}"
+
+    def multi_wait(self, rng: random.Random, quantum_ms: float) -> Callable[[int, float], float | None] | None:
+        """The multi-context rule for one simulated run: a wait drawn from the probe's configuration nearest
+        to (k busy contexts, the holder's remaining kernel against the quantum)."""
+        if not self.multi_waits:
+            return None
+        ks = sorted({k for _l, k in self.multi_waits})
+
+        def rule(busy: int, holder_ms: float) -> float | None:
+            length = "long" if holder_ms > quantum_ms else "short"
+            k = min(ks, key=lambda x: abs(x - busy))
+            waits = self.multi_waits.get((length, k))
+            if waits is None or not len(waits):
+                return None
+            return max(float(waits[rng.randrange(len(waits))]), 0.0)
+
+        return rule
+
+
+@lru_cache(maxsize=8)
+def gpu_model_from_probe(probe_dir: str, multi_dir: str = "") -> GpuModel:
+    """The GPU model from a time-slice probe run (and, if given, a multi-context probe run)."""
+    from kts_helpers.analyse.probe import read_multi, read_probe
+
+    r = read_probe(probe_dir, n_resamples=300, seed=0)
+    if not (r.quantum.has_value and r.switch.has_value):
+        raise RunError(f"the probe {probe_dir} gives no quantum or switch cost ({r.quantum.text()}); "
+                       "the planner needs both")
+    timer = "switch-in" if "holder pays" in r.agreement else "contention" if "on top" in r.agreement else "switch-in"
+    waits: dict[tuple[str, int], np.ndarray] = {}
+    if multi_dir:
+        m = read_multi(multi_dir)
+        waits = {(c.length, c.k): np.asarray(c.waits_ms, float) for c in m.configs if c.n_ticks}
+    return GpuModel(Estimate3(r.quantum.value, r.quantum.lo, r.quantum.hi),
+                    Estimate3(r.switch.value, r.switch.lo, r.switch.hi), str(probe_dir), timer, waits,
+                    str(multi_dir) if multi_dir else "")
+
+
+def _gpu_name(run: Run) -> str:
+    return str(run.read().environment.get("gpu_name") or "")
+
+
+def committed_probes(gpu_name: str, root: Path = REFERENCE_ROOT) -> tuple[str, str]:
+    """(pair probe, multi-context probe or "") committed for this GPU model, newest first."""
+    from kts_helpers.run.probe import MULTI_PREFIX
+
+    pair = multi = ""
+    for d in sorted(root.glob("*"), reverse=True):
+        if not (d / "manifest.json").exists():
+            continue
+        try:
+            m = open_run(d).read()
+        except Exception:  # noqa: BLE001 - a folder that is not a run is not a probe
+            continue
+        if m.profile != "probe" or str(m.environment.get("gpu_name") or "") != gpu_name:
+            continue
+        names = [s.name for s in m.scenarios]
+        if any(n.startswith(MULTI_PREFIX) for n in names):
+            multi = multi or str(d)
+        elif "shared-reverse" in names:
+            pair = pair or str(d)
+    return pair, multi
+
+
+def gpu_model_for(run_dir: str | os.PathLike, probe: str | os.PathLike | None = None,
+                  multi: str | os.PathLike | None = None) -> GpuModel:
+    """The GPU model for a run: the given probe(s), else the committed probes of the run's GPU model."""
+    run = open_run(run_dir)
+    gpu = _gpu_name(run)
+    found_pair, found_multi = committed_probes(gpu) if gpu else ("", "")
+    pair = str(probe) if probe else found_pair
+    if not pair:
+        raise RunError(f"no time-slice probe for {gpu or 'this run''s GPU'} under {REFERENCE_ROOT}; "
+                       "give one with --probe (make one with: kts probe)")
+    if multi is None:
+        multi = found_multi
+    return gpu_model_from_probe(pair, str(multi or ""))
+
+
+# -- one shared scenario ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Prediction:
+    """One tenant, clock and phase of one predicted scenario, each number with its prediction interval."""
+
+    scenario: str
+    tenant: str
+    workload: str
+    metric: str
+    phase: str
+    sharing: str
+    n: int
+    p50_ms: float
+    p50_lo: float
+    p50_hi: float
+    p99_ms: float
+    p99_lo: float
+    p99_hi: float
+    threshold_ms: float
+    share_above: float
+    share_lo: float
+    share_hi: float
+    wait_p50_ms: float = math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What to predict: tenants (alone profiles), how many timed iterations each, and the sharing mode."""
+
+    name: str
+    tenants: tuple[AloneProfile, ...]
+    n: tuple[int, ...]
+    sharing: str = "timeslice"
+    thresholds_ms: dict[str, float] = field(default_factory=dict)  # tenant -> slow-iteration threshold (wall)
+
+
+def _quantiles(values: np.ndarray) -> tuple[float, float]:
+    return (float(np.quantile(values, 0.5)), float(np.quantile(values, 0.99))) if len(values) else (math.nan,) * 2
+
+
+def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, duration_ms: float | None = None,
+                  ) -> Any:
+    """One simulated run of the scenario (pandas rows, ``timeslice.simulate``'s columns + phase, overhead).
+
+    ``vary``: draw quantum and switch from their intervals and bootstrap the alone iterations (a replicate);
+    otherwise the point values and every alone iteration.
+    """
+    if sc.sharing not in MODES:
+        raise RunError(f"unknown sharing mode {sc.sharing!r}; choose one of {', '.join(MODES)}")
+    rng = random.Random(seed)
+    pools = [[rng.randrange(len(t.iterations)) for _ in t.iterations] if vary else None for t in sc.tenants]
+    draws = [t.drawer(random.Random(rng.random()), pool) for t, pool in zip(sc.tenants, pools, strict=True)]
+    cycles = [t.cycle_ms() for t in sc.tenants]
+    duration = duration_ms or 1.25 * max(n * c for n, c in zip(sc.n, cycles, strict=True)) + 50.0
+    mean_k = [max(float(np.mean([op.kernel_ms for it in t.iterations for op in it])), 1e-6) for t in sc.tenants]
+    mean_gap = [float(np.mean([op.gap_ms for it in t.iterations for op in it])) for t in sc.tenants]
+    if sc.sharing == "timeslice":
+        q = gpu.quantum_ms.draw(rng, 0.05) if vary else gpu.quantum_ms.value
+        s = min(gpu.switch_ms.draw(rng, 0.0) if vary else gpu.switch_ms.value, 0.5 * q)
+        tenants = [SimTenant(t.name, k, g) for t, k, g in zip(sc.tenants, mean_k, mean_gap, strict=True)]
+        return simulate(tenants, q, s, duration, seed, slice_timer=gpu.slice_timer, draws=draws,
+                        multi_wait=gpu.multi_wait(random.Random(rng.random()), q))
+    caps = [t.thread_pct if sc.sharing == "mps-limited" else 100.0 for t in sc.tenants]
+    tenants = [MpsTenant(t.name, k, g, weight=MPS_WEIGHTS.get(t.workload, 1.0), thread_pct=c)
+               for t, k, g, c in zip(sc.tenants, mean_k, mean_gap, caps, strict=True)]
+    return simulate_mps(tenants, duration, seed, draws=draws)
+
+
+def predict(sc: Scenario, gpu: GpuModel, *, replicates: int = DEFAULT_REPLICATES, seed: int = 0
+            ) -> list[Prediction]:
+    """Each tenant's wall and device p50/p99 (and wait, share above threshold) with prediction intervals."""
+    per: dict[tuple[str, str, str], list[tuple[float, float, float, float]]] = {}
+    for r in range(replicates):
+        rows = simulate_once(sc, gpu, seed * 1_000_003 + r)
+        for t, n in zip(sc.tenants, sc.n, strict=True):
+            mine = rows[rows["tenant"] == t.name]
+            for phase in t.phases:
+                ph = mine[mine["phase"] == phase]
+                per_it = max(1, sum(1 for op in t.iterations[0] if op.phase == phase))
+                ph = ph.iloc[: n * per_it]
+                wall = ph["wall_ms"].to_numpy(float)
+                thr = sc.thresholds_ms.get(t.name, float(np.quantile(t.column("wall_ms", phase), 0.99)))
+                wait = (ph["wall_ms"] - ph["device_ms"] - ph["overhead_ms"]).to_numpy(float)
+                share = float(np.mean(wall > thr)) if len(wall) else math.nan
+                for metric, values in (("wall", wall), ("device", ph["device_ms"].to_numpy(float))):
+                    p50, p99 = _quantiles(values)
+                    per.setdefault((t.name, phase, metric), []).append(
+                        (p50, p99, share, float(np.median(wait)) if len(wait) else math.nan))
+    out = []
+    lo_q, hi_q = (1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2
+    for t, n in zip(sc.tenants, sc.n, strict=True):
+        thr = sc.thresholds_ms.get(t.name)
+        for phase in t.phases:
+            for metric in ("wall", "device"):
+                a = np.array(per[(t.name, phase, metric)], float)
+                finite = a[np.isfinite(a[:, 1])]
+                if not len(finite):
+                    continue
+                med = np.median(finite, axis=0)
+                lo = np.quantile(finite, lo_q, axis=0)
+                hi = np.quantile(finite, hi_q, axis=0)
+                threshold = thr if thr is not None else float(np.quantile(t.column("wall_ms", phase), 0.99))
+                out.append(Prediction(sc.name, t.name, t.workload, metric, phase, sc.sharing, int(n),
+                                      float(med[0]), float(lo[0]), float(hi[0]), float(med[1]), float(lo[1]),
+                                      float(hi[1]), threshold, float(med[2]), float(lo[2]), float(hi[2]),
+                                      float(med[3])))
+    return out
+
+
+# -- a run's shared scenarios, from its manifest and alone logs only --------------------------------------------
+def _baseline_for(manifest: Any, tenant: Any, repeat: int) -> tuple[str, str]:
+    """(baseline scenario, tenant name in it) for a shared tenant: same name and repeat, else same workload."""
+    base = [s for s in manifest.scenarios if s.kind == "baseline"]
+    for rule in (lambda s, t: t.name == tenant.name and s.repeat == repeat,
+                 lambda s, t: (t.workload, t.matrix_size) == (tenant.workload, tenant.matrix_size) and s.repeat == repeat,
+                 lambda s, t: t.workload == tenant.workload and s.repeat == repeat,
+                 lambda s, t: t.workload == tenant.workload):
+        for s in base:
+            for t in s.tenants:
+                if rule(s, t):
+                    return s.name, t.name
+    raise RunError(f"no alone baseline for tenant {tenant.name!r} ({tenant.workload}); cannot predict it")
+
+
+def scenarios_of_run(run_dir: str | os.PathLike, *, thresholds_ms: dict[str, float] | None = None
+                     ) -> list[Scenario]:
+    """Every shared scenario of a run, with its tenants' alone profiles: read from the manifest and the
+    *baseline* logs only (the shared logs are never opened: a prediction must not see what it predicts)."""
+    run = open_run(run_dir)
+    m = run.read()
+    cache: dict[tuple[str, str], AloneProfile] = {}
+    out = []
+    for s in m.scenarios:
+        if s.kind != "shared":
+            continue
+        profiles, counts = [], []
+        for t in s.tenants:
+            key = _baseline_for(m, t, s.repeat)
+            if key not in cache:
+                cache[key] = profile_from_log(run.log_path(*key), t.name, t.workload)
+            pct = float(t.mps_thread_percentage) if t.mps_thread_percentage else 100.0
+            profiles.append(replace(cache[key], name=t.name, thread_pct=pct))
+            counts.append(len(cache[key].iterations) if t.auto or t.arrival != "closed" else int(t.iterations))
+        out.append(Scenario(s.name, tuple(profiles), tuple(counts), s.sharing, dict(thresholds_ms or {})))
+    if not out:
+        raise RunError(f"run {run.run_id} has no shared scenario to predict")
+    return out
+
+
+def predict_run(run_dir: str | os.PathLike, probe: str | os.PathLike | None = None, *,
+                multi: str | os.PathLike | None = None, replicates: int = DEFAULT_REPLICATES, seed: int = 0
+                ) -> list[Prediction]:
+    """``kts plan --from-run``: every shared scenario of the run predicted from its manifest and alone logs."""
+    gpu = gpu_model_for(run_dir, probe, multi)
+    out: list[Prediction] = []
+    for sc in scenarios_of_run(run_dir):
+        out += predict(sc, gpu, replicates=replicates, seed=seed)
+    return out
