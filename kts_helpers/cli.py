@@ -6,6 +6,10 @@
     kts summarize  --baseline FILE... --shared FILE... [--metric device|wall|wait] [--trim N]
                    [--no-clip] [--format json|table] [--ci] [--resamples N] [--seed S]
     kts probe      [--device D] [--run DIR] [--multi] [--json] [--set ...]  the GPU's time slice and switch cost
+    kts plan       --from-run RUN [--probe P] [--format json|table]    predict a run's shared scenarios from alone
+    kts plan       --capacity --from-run RUN --slo fft=1.0 [--max-slow-share X] [--sleep fft=50] [--rate w=H]
+                   [--configmap-out FILE]                               how many replicas meet every goal
+    kts plan       --validate --from-run RUN --slo ...                  run the recommended N and N+1, check them
     kts teach      [--run DIR] [--set key=value ...]                    the teaching notebook -> HTML
     kts index                                                           rebuild report/index.html
 
@@ -97,6 +101,58 @@ def cmd_probe(args: argparse.Namespace) -> int:
     else:
         print(str(run_dir))
         print("\n".join(reading.lines()))
+    return 0
+
+
+def _pairs(items: list[str] | None, what: str) -> dict[str, float]:
+    """``["fft=1.0", ...]`` (or one comma-separated string) as {name: number}; a bad one is a one-line error."""
+    out: dict[str, float] = {}
+    for item in ",".join(items or []).split(","):
+        if not item.strip():
+            continue
+        name, sep, value = item.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise SpecError(f"{what} takes workload=number (e.g. fft=1.0), got {item!r}")
+    return out
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Predict shared scenarios from alone runs (--from-run), answer a capacity question, or validate it."""
+    from kts_helpers.plan import engine
+
+    if not args.from_run:
+        raise SpecError("kts plan needs --from-run RUN (a run whose alone baselines describe the tenants)")
+    if not Path(args.from_run).is_dir():
+        raise SpecError(f"--from-run {args.from_run}: no such run directory")
+    if args.capacity or args.validate:
+        from kts_helpers.plan.capacity import capacity, parse_goals, profiles_of_run, with_cadence
+
+        sleeps, rates = _pairs(args.sleep, "--sleep"), _pairs(args.rate, "--rate")
+        mix = [with_cadence(p, sleeps.get(p.workload), rates.get(p.workload)) for p in profiles_of_run(args.from_run)]
+        goals = parse_goals(_pairs(args.slo, "--slo"), args.max_slow_share, [p.workload for p in mix])
+        answer = capacity(mix, goals, engine.gpu_model_for(args.from_run, args.probe, args.multi_probe),
+                          max_n=args.max_n)
+        if args.configmap_out:
+            from kts_helpers.fsutil import atomic_write_text
+
+            atomic_write_text(Path(args.configmap_out), answer.configmap)
+        if args.validate:
+            from kts_helpers.plan.live import validate_capacity
+
+            print(validate_capacity(answer, args.from_run, root=args.root, progress=not args.quiet))
+            return 0
+        print(json.dumps(answer.to_dict(), indent=2) if args.format == "json" else answer.table())
+        return 0
+    rows = engine.predict_run(args.from_run, args.probe, multi=args.multi_probe, replicates=args.replicates)
+    if args.format == "json":
+        keys = ("scenario", "tenant", "metric", "phase", "p50_ms", "p99_ms", "p99_lo", "p99_hi")
+        print(json.dumps([{**{k: r.to_dict()[k] for k in keys}, **r.to_dict()} for r in rows], indent=2))
+    else:
+        print(engine.predictions_table(rows))
     return 0
 
 
@@ -197,6 +253,27 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples per interval (default: 2000)")
     pr.add_argument("--quiet", action="store_true", help="no progress bars")
     pr.set_defaults(func=cmd_probe)
+
+    pl = sub.add_parser("plan", help="predict sharing from alone runs; how many replicas meet every goal")
+    pl.add_argument("--from-run", help="the run whose manifest and alone baselines describe the tenants")
+    pl.add_argument("--probe", help="a time-slice probe run (default: the committed probe of the run's GPU model)")
+    pl.add_argument("--multi-probe", help="a multi-context probe run (default: the committed one, if any)")
+    pl.add_argument("--format", choices=["json", "table"], default="table", help="output (default: table)")
+    pl.add_argument("--replicates", type=int, default=24, help="simulated runs per scenario (default: 24)")
+    pl.add_argument("--capacity", action="store_true", help="N = 1..8 pods from the run's workloads in turn: "
+                    "the largest N meeting every goal under time-slicing and MPS")
+    pl.add_argument("--slo", action="append", metavar="WORKLOAD=MS", help="a wall-clock p99 goal, e.g. fft=1.0")
+    pl.add_argument("--max-slow-share", type=float, help="at most this share of iterations above the SLO "
+                    "(or the tenant's alone p99)")
+    pl.add_argument("--sleep", action="append", metavar="WORKLOAD=MS", help="another cadence: the sleep (ms)")
+    pl.add_argument("--rate", action="append", metavar="WORKLOAD=HZ", help="another cadence: Poisson arrivals")
+    pl.add_argument("--max-n", type=int, default=8, help="the largest N tried (default: 8)")
+    pl.add_argument("--configmap-out", help="write the device plugin's ConfigMap for the recommended N here")
+    pl.add_argument("--validate", action="store_true", help="run the recommended N and N+1 on this GPU (through "
+                    "kts run) and print predicted against measured")
+    pl.add_argument("--root", default="data/runs", help="where --validate's run directories go")
+    pl.add_argument("--quiet", action="store_true", help="no progress bars")
+    pl.set_defaults(func=cmd_plan)
 
     t = sub.add_parser("teach", help="render the teaching notebook (time-slicing simulator)")
     t.add_argument("--run", help="fit the simulator to this run directory")

@@ -33,9 +33,9 @@ import pandas as pd
 
 from kts_helpers.plan.timeslice import (
     DEFAULT_DURATION_MS,
+    TENANT_RULES,
     Draw,
     Op,
-    TENANT_RULES,
     SimError,
     checked_tenants,
     compare_clocks,

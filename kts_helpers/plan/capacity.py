@@ -1,0 +1,246 @@
+"""How many replicas can this mix take? The capacity question, answered with the prediction engine.
+
+An operator's question behind time-slicing: with these workloads and their latency goals, what may
+``replicas:`` be in the device plugin's time-slicing config, and would MPS serve them better? For N = 1..8
+pods sharing one GPU (filled from the mix in turn: fft, gemm, fft, gemm, ...), ``plan.engine`` predicts
+every pod's wall p50/p99 and its share of slow iterations, with intervals; a goal is met when the predicted
+value is (``meets``) and the interval says how sure that is (``sure``: the upper bound meets it too).
+
+Sharing modes as Kubernetes offers them: **time-slicing** (the device plugin's ``timeSlicing`` replicas:
+every pod sees the whole GPU, taking turns) and **MPS** (the device plugin's ``mps`` replicas: every pod
+limited to 1/N of the SMs, ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` = 100/N; the fluid model with thread caps).
+
+The largest N is the largest for which every N' ≤ N meets every goal (a planner that recommends 5 where 3
+fails is no help). Its ConfigMap is the committed overlay's with ``replicas`` set to N (the same schema,
+read from ``manifests/``; there is no TimeSlicingConfig custom resource).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kts_helpers.errors import SpecError
+from kts_helpers.plan.engine import AloneProfile, GpuModel, Prediction, Scenario, predict
+
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests" / "overlays"
+OVERLAYS = {"timeslice": "device-plugin-timeslicing", "mps": "device-plugin-mps"}
+CONFIG_FILES = {"timeslice": "time-slicing-config.yaml", "mps": "mps-config.yaml"}
+MAX_N = 8
+CAPACITY_REPLICATES = 6  # per N and mode: 8 N x 2 modes x 6 runs in <= 10 s on 2 cores (make bench)
+CAPACITY_ITERATIONS = 300  # each pod's predicted run: the kit's smallest design with a p99 bound
+
+
+@dataclass(frozen=True)
+class Goal:
+    """A tenant type's goal: its wall p99 at most ``slo_ms``, and/or at most ``max_slow_share`` of its
+    iterations slower than ``slo_ms`` (or, without an SLO, than its own alone p99)."""
+
+    workload: str
+    slo_ms: float | None = None
+    max_slow_share: float | None = None
+
+    def text(self) -> str:
+        parts = []
+        if self.slo_ms is not None:
+            parts.append(f"p99 ≤ {self.slo_ms:g} ms")
+        if self.max_slow_share is not None:
+            over = f"{self.slo_ms:g} ms" if self.slo_ms is not None else "its alone p99"
+            parts.append(f"≤ {self.max_slow_share:.1%} of iterations above {over}")
+        return f"{self.workload}: " + " and ".join(parts)
+
+
+@dataclass(frozen=True)
+class PodRow:
+    """One pod at one N and mode: its predicted wall p50/p99 and slow share, each with its interval."""
+
+    n: int
+    mode: str
+    tenant: str
+    workload: str
+    p50_ms: float
+    p50_lo: float
+    p50_hi: float
+    p99_ms: float
+    p99_lo: float
+    p99_hi: float
+    slow_share: float
+    slow_lo: float
+    slow_hi: float
+    meets: bool
+    sure: bool
+
+
+@dataclass(frozen=True)
+class CapacityAnswer:
+    """The capacity table, the largest N per mode (0: not even one pod meets its goals), and the ConfigMap."""
+
+    mix: tuple[str, ...]
+    goals: tuple[Goal, ...]
+    rows: tuple[PodRow, ...]
+    largest: dict[str, int]
+    gpu_rule: str
+    configmap: str = field(repr=False, default="")
+
+    @property
+    def best_mode(self) -> str:
+        return max(OVERLAYS, key=lambda m: (self.largest.get(m, 0), m == "timeslice"))
+
+    @property
+    def overlay(self) -> str:
+        return f"manifests/overlays/{OVERLAYS[self.best_mode]}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mix": list(self.mix), "goals": [asdict(g) for g in self.goals],
+                "largest_n": dict(self.largest), "recommended_mode": self.best_mode, "overlay": self.overlay,
+                "multi_context_rule": self.gpu_rule, "rows": [asdict(r) for r in self.rows],
+                "configmap": self.configmap}
+
+    def table(self) -> str:
+        head = f"{'N':>2} {'mode':<9} {'pod':<8} {'p50 [PI] ms':<22} {'p99 [PI] ms':<22} {'slow share [PI]':<22} goal"
+        lines = [head]
+        for r in self.rows:
+            goal = "met" if r.meets and r.sure else "met (interval crosses)" if r.meets else "MISSED"
+            lines.append(f"{r.n:>2} {r.mode:<9} {r.tenant:<8} {r.p50_ms:6.2f} [{r.p50_lo:.2f}, {r.p50_hi:.2f}]"
+                         f"{'':<3} {r.p99_ms:6.2f} [{r.p99_lo:.2f}, {r.p99_hi:.2f}]{'':<3} "
+                         f"{r.slow_share:6.1%} [{r.slow_lo:.1%}, {r.slow_hi:.1%}]  {goal}")
+        lines.append("")
+        lines += [f"goal {g.text()}" for g in self.goals]
+        for mode in OVERLAYS:
+            lines.append(f"largest N meeting every goal under {mode}: {self.largest.get(mode, 0)}")
+        lines.append(f"recommended: {self.best_mode} with replicas {self.largest.get(self.best_mode, 0)} "
+                     f"({self.overlay}); multi-context rule: {self.gpu_rule}")
+        return "\n".join(lines)
+
+
+def parse_goals(slo: dict[str, float] | None, max_slow_share: float | None, mix: Sequence[str]) -> tuple[Goal, ...]:
+    """Goals per tenant type from ``slo_ms={"fft": 1.0}`` and a maximum share of slow iterations."""
+    slo = dict(slo or {})
+    unknown = sorted(set(slo) - set(mix))
+    if unknown:
+        raise SpecError(f"an SLO for {', '.join(unknown)}, which is not in the mix ({', '.join(mix)})")
+    if any(not (isinstance(v, (int, float)) and v > 0) for v in slo.values()):
+        raise SpecError(f"an SLO must be a positive number of ms, got {slo}")
+    if max_slow_share is not None and not 0 <= max_slow_share < 1:
+        raise SpecError(f"max_slow_share must lie in [0, 1), got {max_slow_share}")
+    if not slo and max_slow_share is None:
+        raise SpecError('give a goal: an SLO (e.g. slo_ms={"fft": 1.0}) or a maximum share of slow iterations')
+    types = list(dict.fromkeys(mix))
+    return tuple(Goal(w, slo.get(w), max_slow_share) for w in types if w in slo or max_slow_share is not None)
+
+
+def with_cadence(profile: AloneProfile, sleep_ms: float | None = None, rate_hz: float | None = None,
+                 seed: int = 0) -> AloneProfile:
+    """The profile at another cadence: its sleep replaced (the jitter kept), or Poisson arrivals at ``rate_hz``
+    (exponential gaps; a closed-loop approximation of open-loop arrivals)."""
+    if sleep_ms is None and rate_hz is None:
+        return profile
+    old = float(np.median([it[-1].gap_ms for it in profile.iterations]))
+    rng = np.random.default_rng(seed)
+    its = []
+    for it in profile.iterations:
+        if rate_hz is not None:
+            gap = float(rng.exponential(1000.0 / rate_hz))
+        else:
+            gap = max(it[-1].gap_ms - old + float(sleep_ms), 0.0)  # type: ignore[arg-type]
+        its.append((*it[:-1], replace(it[-1], gap_ms=gap)))
+    return replace(profile, iterations=tuple(its))
+
+
+def pods(mix: Sequence[AloneProfile], n: int) -> tuple[AloneProfile, ...]:
+    """N pods filled from the mix in turn, named <workload>-<k>."""
+    counts: dict[str, int] = {}
+    out = []
+    for i in range(n):
+        p = mix[i % len(mix)]
+        counts[p.workload] = counts.get(p.workload, 0) + 1
+        out.append(replace(p, name=f"{p.workload}-{counts[p.workload]}"))
+    return tuple(out)
+
+
+def _meets(pred: Prediction, goal: Goal | None, slow: tuple[float, float, float]) -> tuple[bool, bool]:
+    if goal is None:
+        return True, True
+    ok, sure = True, True
+    if goal.slo_ms is not None:
+        ok &= pred.p99_ms <= goal.slo_ms
+        sure &= pred.p99_hi <= goal.slo_ms
+    if goal.max_slow_share is not None:
+        ok &= slow[0] <= goal.max_slow_share
+        sure &= slow[2] <= goal.max_slow_share
+    return ok, sure and ok
+
+
+def capacity(mix: Sequence[AloneProfile], goals: Sequence[Goal], gpu: GpuModel, *, max_n: int = MAX_N,
+             replicates: int = CAPACITY_REPLICATES, iterations: int = CAPACITY_ITERATIONS,
+             seed: int = 0) -> CapacityAnswer:
+    """For N = 1..max_n under time-slicing and MPS: every pod's predictions and whether the goals hold."""
+    if not mix:
+        raise SpecError("the mix needs at least one tenant type")
+    if not 1 <= max_n <= 16:
+        raise SpecError(f"max_n must be in 1..16, got {max_n}")
+    by_type = {g.workload: g for g in goals}
+    rows: list[PodRow] = []
+    largest: dict[str, int] = {}
+    for mode in OVERLAYS:
+        failed = False
+        for n in range(1, max_n + 1):
+            group = pods(mix, n)
+            sharing = "timeslice" if mode == "timeslice" or n == 1 else "mps-limited"
+            cap = 100.0 / n
+            group = tuple(replace(p, thread_pct=cap) for p in group) if sharing == "mps-limited" else group
+            thresholds = {p.name: by_type[p.workload].slo_ms for p in group
+                          if p.workload in by_type and by_type[p.workload].slo_ms is not None}
+            sc = Scenario(f"{mode}-n{n}", group, (iterations,) * n, sharing, thresholds)  # type: ignore[arg-type]
+            all_ok = True
+            for pred in predict(sc, gpu, replicates=replicates, seed=seed):
+                if pred.metric != "wall":
+                    continue
+                goal = by_type.get(pred.workload)
+                slow = (pred.share_above, pred.share_lo, pred.share_hi)
+                ok, sure = _meets(pred, goal, slow)
+                all_ok &= ok
+                rows.append(PodRow(n, mode, pred.tenant, pred.workload, pred.p50_ms, pred.p50_lo, pred.p50_hi,
+                                   pred.p99_ms, pred.p99_lo, pred.p99_hi, *slow, ok, sure))
+            if all_ok and not failed:
+                largest[mode] = n
+            failed |= not all_ok
+        largest.setdefault(mode, 0)
+    answer = CapacityAnswer(tuple(p.workload for p in mix), tuple(goals), tuple(rows), largest, gpu.multi_rule)
+    return replace(answer, configmap=device_plugin_configmap(answer.best_mode, max(answer.largest[answer.best_mode], 1)))
+
+
+def device_plugin_configmap(mode: str, replicas: int, manifests: Path = MANIFESTS) -> str:
+    """The device plugin's ConfigMap for ``replicas`` pods per GPU: the committed overlay's, replicas changed."""
+    if mode not in OVERLAYS:
+        raise SpecError(f"unknown sharing mode {mode!r}; choose one of {', '.join(OVERLAYS)}")
+    if not 1 <= replicas <= 64:
+        raise SpecError(f"replicas must be in 1..64, got {replicas}")
+    text = (manifests / OVERLAYS[mode] / CONFIG_FILES[mode]).read_text()
+    new, count = re.subn(r"(\n\s+replicas: )\d+", rf"\g<1>{replicas}", text)
+    if count != 1:
+        raise SpecError(f"{OVERLAYS[mode]}/{CONFIG_FILES[mode]} does not hold exactly one replicas: line")
+    return new
+
+
+def profiles_of_run(run_dir: Any) -> list[AloneProfile]:
+    """One alone profile per workload of a run (its first baseline of each), the mix's tenant types."""
+    from kts_helpers.plan.engine import profile_from_log
+    from kts_helpers.run.runs import open_run
+
+    run = open_run(run_dir)
+    m = run.read()
+    out: dict[str, AloneProfile] = {}
+    for s in m.scenarios:
+        if s.kind == "baseline":
+            for t in s.tenants:
+                if t.workload not in out and t.workload != "noop":
+                    out[t.workload] = profile_from_log(run.log_path(s.name, t.name), t.workload, t.workload)
+    if not out:
+        raise SpecError(f"run {run.run_id} has no alone baseline to take tenant types from")
+    return list(out.values())
