@@ -159,3 +159,19 @@ def readme_block(readme: str | os.PathLike) -> str:
     if START not in text or END not in text:
         raise ValueError(f"{readme} has no {START} ... {END} block")
     return text.split(START, 1)[1].split(END, 1)[0].strip()
+
+
+def readme_markdown(runs: tuple[tuple[str, bool], ...] = VALIDATION_RUNS, root: Path = REFERENCE_ROOT) -> str:
+    """What belongs between the README's validation markers (``VALIDATION_RUNS`` that exist, fixed seeds)."""
+    return validation_markdown(validation_checks(runs, root))
+
+
+def write_readme_block(readme: str | os.PathLike, markdown: str) -> None:
+    """Replace the README's validation block with ``markdown`` (atomically; the markers must exist)."""
+    from kts_helpers.fsutil import atomic_write_text
+
+    text = Path(readme).read_text()
+    readme_block(readme)  # the markers exist
+    head, rest = text.split(START, 1)
+    tail = rest.split(END, 1)[1]
+    atomic_write_text(Path(readme), f"{head}{START}\n{markdown}\n{END}{tail}")
