@@ -235,3 +235,38 @@ def test_only_co_running_iterations_are_counted(tmp_path):
     inside = data.iterations.query("scenario == 'shared' and tenant == 'fft'")["in_overlap"]
     assert len(inside) == len(frame) + len(after)
     assert fft.share.n == int(inside.sum()) <= len(frame)  # none of the lines written after the window
+
+
+# -- the report section ---------------------------------------------------------------------------------------
+def test_report_section_on_the_article_reference_agrees_with_its_table_and_draws_offline():
+    import vl_convert
+
+    from kts_helpers.present import sections
+
+    data = load_run(ARTICLE)
+    sec = sections.collisions_section(data)
+    assert sec is not None and sec.markdown.startswith("### Collisions: the physical cause of the tail")
+    assert [s.markdown for s in sections.build(data, n_resamples=200)].count(sec.markdown) == 1
+    table, chart = sec.items
+    assert table["tenant"].tolist() == ["fft", "gemm"]
+    for found in col.run_collisions(data):  # every sentence is generated from the same results as its row
+        assert f"* {col.summary_sentence(found)}" in sec.markdown
+        row = table[table["tenant"] == found.label].iloc[0]
+        assert row["collided"] == found.share.text()
+    fft = table[table["tenant"] == "fft"].iloc[0]
+    assert fft["collided_beyond_p95"].startswith("12/14")
+    assert "fft: 14 of 800 launches found gemm in flight" in sec.markdown and "it matches" in sec.markdown
+    spec = chart.to_dict()
+    assert sum(len(v) for v in spec["datasets"].values()) == 1600  # every co-running launch of both tenants
+    assert vl_convert.vegalite_to_svg(chart.to_json()).lstrip().startswith("<svg")  # no network needed
+
+
+def test_no_rows_and_no_section_without_co_running_shared_iterations(tmp_path):
+    run = write_sim_run(tmp_path / "sim", [SimTenant("fft", 0.5, 100.0), SimTenant("gemm", 3.0, 150.0)],
+                        duration_ms=5_000)
+    from kts_helpers.present import sections
+
+    data = load_run(run)
+    assert sections.collisions_section(data) is not None
+    data.iterations = data.iterations[data.iterations["kind"] != "shared"]
+    assert col.run_collisions(data) == [] and sections.collisions_section(data) is None

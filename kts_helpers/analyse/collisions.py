@@ -8,7 +8,9 @@ scenario:
 * **the collision share**: of the tenant's co-running timed iterations, the fraction *launched* while some
   neighbour's operation was in flight, with a 95 % interval that allows for collisions coming in bursts;
 * **the wait** (``rules.add_clocks``: wall - device - overhead floor) of collided and other iterations:
-  median and p95, each with the kit's order-statistic interval (``rules.quantile``);
+  median and p95, each with the kit's order-statistic interval (``rules.quantile``), and how many collided
+  launches waited longer than the others' p95 (a binomial test against the 5 % chance would give: decisive
+  with a dozen collisions, where a median of a dozen samples has no bound);
 * **the beat**: whether collisions recur with a period set by the tenants' cadences (the expected period
   from the measured cadences, and the period the collision indicator itself shows, or none).
 
@@ -50,12 +52,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import binom
 from scipy.stats import t as student_t
 
 from kts_helpers.analyse import orderstat, rules, stats
@@ -139,6 +142,8 @@ class WaitSplit:
     median_without: stats.Interval
     p95_with: stats.Interval
     p95_without: stats.Interval
+    beyond: int = 0  # collided launches that waited longer than the other launches' p95
+    p_beyond: float = float("nan")  # P(at least ``beyond`` of n_with, were each beyond it 5 % of the time)
 
 
 @dataclass(frozen=True)
@@ -184,6 +189,8 @@ class TenantCollisions:
     wait: WaitSplit
     beats: tuple[Beat, ...]
     periodicity: Periodicity
+    collided: tuple[bool, ...] = field(default=(), repr=False)  # per launch, in time order (for charts)
+    wait_ms: tuple[float, ...] = field(default=(), repr=False)
 
     @property
     def label(self) -> str:
@@ -201,6 +208,7 @@ class TenantCollisions:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: intervals as dicts (a missing bound None)."""
         d = asdict(self)
+        del d["collided"], d["wait_ms"]
         d["wait"] = {k: (v.to_dict() if isinstance(v, stats.Interval) else v)
                      for k, v in ((f.name, getattr(self.wait, f.name)) for f in self.wait.__dataclass_fields__.values())}
         d["share"]["ess"] = self.share.ess
@@ -336,7 +344,12 @@ def _wait_split(wait_ms: np.ndarray, collided: np.ndarray, confidence: float) ->
     def q(x: np.ndarray, level: float) -> stats.Interval:
         return rules.quantile([x], level, confidence=confidence)
 
-    return WaitSplit(int(c.sum()), int((~c).sum()), q(w[c], 0.5), q(w[~c], 0.5), q(w[c], 0.95), q(w[~c], 0.95))
+    p95_without = q(w[~c], 0.95)
+    beyond = int(np.count_nonzero(w[c] > p95_without.estimate)) if math.isfinite(p95_without.estimate) else 0
+    p_beyond = float(binom.sf(beyond - 1, int(c.sum()), 0.05)) if c.any() and math.isfinite(p95_without.estimate) \
+        else float("nan")
+    return WaitSplit(int(c.sum()), int((~c).sum()), q(w[c], 0.5), q(w[~c], 0.5), q(w[c], 0.95), p95_without,
+                     beyond, p_beyond)
 
 
 def tenant_collisions(own: pd.DataFrame, neighbours: Mapping[str, pd.DataFrame], *, scenario: str = "shared",
@@ -369,7 +382,8 @@ def tenant_collisions(own: pd.DataFrame, neighbours: Mapping[str, pd.DataFrame],
         phase=str(own["phase"].iloc[0]) if len(own) else "", neighbours=tuple(neighbours),
         share=share_interval(collided, confidence), expected_share=expected,
         wait=_wait_split(own["wait_ms"].to_numpy(np.float64), collided, confidence),
-        beats=tuple(beats), periodicity=periodicity(collided, mine.period_ms, seed=seed))
+        beats=tuple(beats), periodicity=periodicity(collided, mine.period_ms, seed=seed),
+        collided=tuple(bool(v) for v in collided), wait_ms=tuple(float(v) for v in own["wait_ms"]))
 
 
 def run_collisions(data: RunData, *, confidence: float = CONFIDENCE, seed: int = 0) -> list[TenantCollisions]:
@@ -399,6 +413,47 @@ def run_collisions(data: RunData, *, confidence: float = CONFIDENCE, seed: int =
     return out
 
 
+def collisions_frame(found: list[TenantCollisions]) -> pd.DataFrame:
+    """One row per launch: scenario, tenant (label), launch number, wait and whether it collided."""
+    parts = [pd.DataFrame({"scenario": f.scenario, "tenant": f.label, "launch": np.arange(len(f.collided)),
+                           "wait_ms": f.wait_ms, "collided": f.collided}) for f in found if f.collided]
+    cols = ["scenario", "tenant", "launch", "wait_ms", "collided"]
+    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+
+
+def summary_sentence(f: TenantCollisions) -> str:
+    """One generated sentence per series: the share, the waits and the beat, from the results alone."""
+    nb = ", ".join(f.neighbours)
+    if f.share.n == 0:
+        return f"{f.label}: no co-running iteration."
+    s = (f"{f.label}: {f.share.collided} of {f.share.n} launches found {nb} in flight "
+         f"({100 * f.share.estimate:.2f} %, 95 % interval {100 * f.share.lo:.2f}–{100 * f.share.hi:.2f} %)")
+    if math.isfinite(f.expected_share):
+        inside = f.share.lo <= f.expected_share <= f.share.hi
+        s += (f"; launches at a random phase of {nb}'s cycle would collide {100 * f.expected_share:.2f} % of the time"
+              + (" (inside the interval)" if inside else " (outside the interval)"))
+    mw, mo = f.wait.median_with, f.wait.median_without
+    if f.wait.n_with and f.wait.n_without and math.isfinite(mw.estimate) and math.isfinite(mo.estimate):
+        s += f". Median wait {mw.estimate:.3f} ms with a collision, {mo.estimate:.3f} ms without"
+        if math.isfinite(mw.lo) and math.isfinite(mo.hi) and mw.lo > mo.hi:
+            s += " (the intervals do not overlap)"
+        elif math.isfinite(mo.lo) and math.isfinite(mw.hi) and mw.hi < mo.lo:
+            s += " (collided launches waited less: the intervals do not overlap)"
+        else:
+            s += " (the intervals overlap or lack a bound: too few collisions to separate them)"
+    if f.wait.n_with and math.isfinite(f.wait.p_beyond):
+        s += (f"; {f.wait.beyond} of the {f.wait.n_with} collided launches waited longer than the others' p95 "
+              f"({f.wait.p95_without.estimate:.3f} ms), where 5 % would by chance (p = {f.wait.p_beyond:.2g})")
+    s += f". {f.periodicity.verdict[0].upper()}{f.periodicity.verdict[1:]}"
+    predicted = [b for b in f.beats if b.lag is not None]
+    if predicted:
+        s += "; the cadences predict " + ", ".join(f"{b.lag} launches ({b.period_ms:.0f} ms) with {b.neighbour}"
+                                                   for b in predicted)
+        if f.beat_matches is not None:
+            s += " — it matches" if f.beat_matches else " — it does not match"
+    return s + "."
+
+
 def collisions_table(found: list[TenantCollisions]) -> pd.DataFrame:
     """One row per series: the share with its interval, the waits with and without, the beat."""
 
@@ -417,5 +472,7 @@ def collisions_table(found: list[TenantCollisions]) -> pd.DataFrame:
                      "collided": f.share.text(), "random_phase_share": f"{100 * f.expected_share:.2f} %",
                      "wait_p50_with_ms": iv(f.wait.median_with), "wait_p50_without_ms": iv(f.wait.median_without),
                      "wait_p95_with_ms": iv(f.wait.p95_with), "wait_p95_without_ms": iv(f.wait.p95_without),
+                     "collided_beyond_p95": (f"{f.wait.beyond}/{f.wait.n_with} (p = {f.wait.p_beyond:.2g})"
+                                             if f.wait.n_with else ""),
                      "expected_beat": expected, "observed_beat": f.periodicity.verdict})
     return pd.DataFrame(rows)
