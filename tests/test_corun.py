@@ -230,3 +230,19 @@ def test_worker_pad_limit_exit_3(start_worker):
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__]))
+
+
+def test_lead_in_waits_for_a_neighbour_that_never_starts_then_says_so(start_worker, tmp_path):
+    """A neighbour that reached the barrier but never printed a line: no timed iteration, one clear line."""
+    import time
+
+    (tmp_path / "ready-b").write_text("1")
+    (tmp_path / "go").write_text(str(time.time_ns()))
+    proc = start_worker({"WORKLOAD": "fft", "TENANT": "a", "ITERATIONS": "3", "SLEEP_MS": "5",
+                         "KTS_BARRIER_DIR": str(tmp_path), "KTS_BARRIER_TIMEOUT_S": "1", "KTS_LEAD_IN_S": "0"})
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert "tenant(s) b printed no line within 1s of the barrier" in err and "no timed iteration" in err
+    phases = [ln.split(",")[5] for ln in out.splitlines() if ln.startswith("KTS_APP,")]
+    assert phases and set(phases) == {"pad"}  # it padded (its load was on) but timed nothing
+    assert (tmp_path / "started-a").exists()
