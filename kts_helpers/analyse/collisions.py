@@ -473,6 +473,6 @@ def collisions_table(found: list[TenantCollisions]) -> pd.DataFrame:
                      "wait_p50_with_ms": iv(f.wait.median_with), "wait_p50_without_ms": iv(f.wait.median_without),
                      "wait_p95_with_ms": iv(f.wait.p95_with), "wait_p95_without_ms": iv(f.wait.p95_without),
                      "collided_beyond_p95": (f"{f.wait.beyond}/{f.wait.n_with} (p = {f.wait.p_beyond:.2g})"
-                                             if f.wait.n_with else ""),
+                                             if math.isfinite(f.wait.p_beyond) else ""),
                      "expected_beat": expected, "observed_beat": f.periodicity.verdict})
     return pd.DataFrame(rows)
