@@ -46,6 +46,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``analyse.resample`` — the bootstrap engine (exact, fast order-statistic resamplers), kept for comparison
 * ``analyse.intervals`` — intervals for every summary row; the headline and forest tables
 * ``analyse.compare`` — beyond the article: sharing modes, contention matrix, LLM phases
+* ``analyse.collisions`` — launches while a neighbour was in flight: share with interval, waits with and without, the beat
 * ``analyse.openloop`` — open-loop arrivals: offered vs achieved rate, response vs service time, overload
 * ``analyse.telemetry`` — telemetry read back, joined to iterations; the clock checks
 * ``analyse.waits`` — waiting on a cluster: admission, placement, start-up, barrier, timed loop; clock skew

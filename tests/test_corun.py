@@ -95,6 +95,36 @@ def test_fast_tenant_pads_until_the_slow_one_is_done(tmp_path, tiny_params):
     assert m["scenarios"]["shared"]["corun"]["gemm"]["pad_lines"] == got["shared/gemm"][2]
 
 
+@pytest.mark.parametrize("late", ["gemm", "fft"])
+def test_a_design_of_n_iterations_yields_n_co_running_samples_when_a_neighbour_wakes_late(tmp_path, tiny_params, late):
+    """Issue 19 item 6: no clipping. One tenant wakes 1.5 s after the barrier (far past the 0.25 s lead-in, as a
+    late pod would); the other pads until it has printed its first line, so all 300 timed iterations co-ran."""
+    run, spec = _run(tmp_path, tiny_params, iterations=300, sleep_ms_fft=1.0, sleep_ms_gemm=1.0)
+    wrapper = _wrapper(tmp_path, f"""
+        import os, sys
+        if os.environ.get("TENANT") == {late!r}:
+            os.environ["KTS_START_DELAY_S"] = "1.5"
+        os.execv(sys.executable, [sys.executable, WORKER])
+    """)
+    LocalBackend(device="cpu", worker=wrapper, telemetry=False).run_scenario(
+        run, spec.scenario("shared"), timeout_s=120, progress=False)
+    got = corunning_fractions(run.path)  # the independent judge: raw logs only
+    assert got["shared/fft"][:2] == (300, 300) and got["shared/gemm"][:2] == (300, 300)
+    early = "fft" if late == "gemm" else "gemm"
+    lines = (run.path / "logs" / "shared" / f"{early}.log").read_text().splitlines()
+    app = [ln.split(",") for ln in lines if ln.startswith("KTS_APP,")]
+    first_timed = next(i for i, f in enumerate(app) if f[5] != "pad")
+    lead_s = (int(app[first_timed][7]) - int(app[0][7])) / 1e9
+    assert lead_s > 1.0  # it padded while its neighbour was late
+    from kts_helpers.analyse.load import load_run
+
+    data = load_run(run.path)  # the analysis: the same 300 each, and no padding line among the statistics
+    shared = data.iterations[data.iterations["scenario"] == "shared"]
+    assert shared.groupby("tenant")["in_overlap"].sum().to_dict() == {"fft": 300, "gemm": 300}
+    assert not shared["phase"].eq("pad").any() and data.padding["phase"].eq("pad").all()
+    assert len(data.padding[data.padding["scenario"] == "shared"]) == got["shared/fft"][2] + got["shared/gemm"][2]
+
+
 def test_neighbour_crash_during_padding_fails_the_scenario_and_keeps_timed_lines(tmp_path, tiny_params):
     # the fft needs 8 s for its 400 iterations, the gemm 40 ms for its 40: it crashes long before the fft is
     # done even when a loaded machine starts the two seconds apart
@@ -200,3 +230,19 @@ def test_worker_pad_limit_exit_3(start_worker):
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__]))
+
+
+def test_lead_in_waits_for_a_neighbour_that_never_starts_then_says_so(start_worker, tmp_path):
+    """A neighbour that reached the barrier but never printed a line: no timed iteration, one clear line."""
+    import time
+
+    (tmp_path / "ready-b").write_text("1")
+    (tmp_path / "go").write_text(str(time.time_ns()))
+    proc = start_worker({"WORKLOAD": "fft", "TENANT": "a", "ITERATIONS": "3", "SLEEP_MS": "5",
+                         "KTS_BARRIER_DIR": str(tmp_path), "KTS_BARRIER_TIMEOUT_S": "1", "KTS_LEAD_IN_S": "0"})
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert "tenant(s) b printed no line within 1s of the barrier" in err and "no timed iteration" in err
+    phases = [ln.split(",")[5] for ln in out.splitlines() if ln.startswith("KTS_APP,")]
+    assert phases and set(phases) == {"pad"}  # it padded (its load was on) but timed nothing
+    assert (tmp_path / "started-a").exists()

@@ -18,7 +18,10 @@ shared scenario can prove its tenants shared one physical GPU), work per op.
 
 Co-running by construction: a shared scenario's statistics may only use iterations that ran while every
 neighbour was active. So after the start barrier a worker first runs ``--lead-in-s`` of *padding* (the
-same operation at the same cadence, printed with phase ``pad``), then its timed iterations, then, with
+same operation at the same cadence, printed with phase ``pad``) and, with a barrier directory, goes on
+padding until every neighbour has printed its first line (``LeadIn``: however late a neighbour wakes, no
+timed iteration falls before the co-running window, so n timed iterations are n co-running samples),
+then its timed iterations, then, with
 ``--pad``, padding again until the orchestrator stops it with SIGTERM once every tenant has finished its
 timed iterations. Padding lines are never timed statistics; they prove in the log that the tenant's load
 was on the GPU. SIGTERM ends the current iteration cleanly (its line is printed), so no line is lost.
@@ -241,6 +244,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="safety limit: stop padding (exit 3) after this many seconds without a SIGTERM")
     p.add_argument("--pad-limit-exit", type=int, default=int(_env("KTS_PAD_LIMIT_EXIT", EXIT_PAD_LIMIT)),
                    help="exit code at the padding limit (Kubernetes: 0, so a Job can complete without its client)")
+    p.add_argument("--start-delay-s", type=float, default=float(_env("KTS_START_DELAY_S", 0)),
+                   help=argparse.SUPPRESS)  # tests: a tenant that wakes late after the barrier (a late pod)
     p.add_argument("--crash-after", type=int, default=int(_env("KTS_CRASH_AFTER", -1)), help=argparse.SUPPRESS)
     p.add_argument("--crash-after-pad", type=int, default=int(_env("KTS_CRASH_AFTER_PAD", -1)),
                    help=argparse.SUPPRESS)
@@ -383,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     meta["barrier_reached_ns"] = time.time_ns()  # start-up (CUDA init, warm-up) ends, the barrier wait begins
     start_at = wait_for_start(args, stop)
+    stop.sleep(args.start_delay_s)
     if stop.requested:  # stopped during set-up: nothing was timed
         return EXIT_STOPPED_EARLY
     meta["start_at_ns"] = start_at
@@ -417,6 +423,50 @@ class Arrivals:
             self.stop.sleep(max(0.0, self.args.sleep_ms / 1000.0 - spent_s))
 
 
+class LeadIn:
+    """When the lead-in padding ends: after ``--lead-in-s`` and, with a barrier directory, once every tenant
+    that reached the barrier has printed its first line.
+
+    Each tenant marks its first printed line with ``started-<tenant>`` in the barrier directory (the
+    ``ready-*`` files name every tenant: the orchestrator wrote ``go`` only when all were there). A tenant
+    starts timing only when all are marked, so its first timed iteration starts after every neighbour's first
+    line: the co-running window's lower edge (the latest first start) never cuts a timed iteration, however
+    late a neighbour woke, and a design of n iterations yields n co-running samples. Without a barrier
+    directory (Kubernetes: pods share no files) the lead-in is the time alone.
+    """
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.until = time.time_ns() + int(args.lead_in_s * 1e9)
+        self.dir = Path(args.barrier_dir) if args.barrier_dir else None
+        self.tenant = args.tenant
+        self.limit_s = args.barrier_timeout_s
+        self.deadline = time.monotonic() + args.barrier_timeout_s
+        self.marked = False
+
+    def mark_started(self) -> None:
+        """Say this tenant's first line is out (call after flushing it)."""
+        if self.dir is None or self.marked:
+            return
+        tmp = self.dir / f".started-{self.tenant}.tmp"
+        tmp.write_text(str(os.getpid()))
+        tmp.rename(self.dir / f"started-{self.tenant}")
+        self.marked = True
+
+    def over(self, now_ns: int) -> bool:
+        if now_ns < self.until:
+            return False
+        if self.dir is None:
+            return True
+        neighbours = [p.name.removeprefix("ready-") for p in self.dir.glob("ready-*")]
+        waiting = [t for t in neighbours if t != self.tenant and not (self.dir / f"started-{t}").exists()]
+        if not waiting:
+            return True
+        if time.monotonic() > self.deadline:
+            raise SystemExit(f"kts_worker: tenant(s) {', '.join(sorted(waiting))} printed no line within "
+                             f"{self.limit_s:.0f}s of the barrier; no timed iteration was run")
+        return False
+
+
 def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: StopRequest | None = None) -> int:
     """The one timing loop: lead-in padding, the timed iterations, then padding until stopped.
 
@@ -427,7 +477,7 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
     arrivals = Arrivals(args, stop)
     rule = StopRule.from_args(args)
     out = sys.stdout
-    lead_until = time.time_ns() + int(args.lead_in_s * 1e9)
+    lead_in = LeadIn(args)
     timed_from: int | None = None
     timed = pads = tail = 0
     pad_deadline: float | None = None
@@ -435,7 +485,7 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
         if stop.requested:
             return 0 if pad_deadline is not None else EXIT_STOPPED_EARLY
         now = time.time_ns()
-        if timed_from is None and now >= lead_until:
+        if timed_from is None and lead_in.over(now):
             timed_from = now
         if timed_from is not None and pad_deadline is None and (
                 rule.done(timed, timed_from, now) or _timed_done(args, timed, timed_from, arrivals)):
@@ -463,6 +513,7 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
                 rule.record(phase, wall_ms)
             intended = None if args.arrival == "closed" else end_ns  # later phases are due when the last ended
         out.flush()
+        lead_in.mark_started()
         if padding:
             pads += 1
             if pad_deadline is not None:

@@ -395,3 +395,18 @@ def probe_waits(reading: object) -> alt.LayerChart:
     rules = alt.Chart(edges).mark_rule(strokeDash=[4, 3], color="black").encode(
         x="ms:Q", tooltip=["edge", alt.Tooltip("ms:Q", format=".3f")])
     return (hist + rules).properties(width=WIDTH - 40, height=220, title="Time-slice probe: how long a tick waited")
+
+
+def collision_chart(frame: pd.DataFrame) -> alt.Chart:
+    """Each launch's wait against its launch number, collided launches (a neighbour in flight) marked:
+    one row per tenant (``analyse.collisions.collisions_frame``)."""
+    d = frame.assign(launched=np.where(frame["collided"], "while a neighbour was in flight", "GPU free"))
+    return alt.Chart(d).mark_circle(size=14, opacity=0.7).encode(
+        x=alt.X("launch:Q", title="launch (co-running timed iterations, in time order)"),
+        y=alt.Y("wait_ms:Q", title="wait (ms)"),
+        color=alt.Color("launched:N", title="launched", scale=alt.Scale(
+            domain=["GPU free", "while a neighbour was in flight"],
+            range=[SCENARIO_COLORS["alone"], SCENARIO_COLORS["shared"]])),
+        tooltip=["tenant", "launch", alt.Tooltip("wait_ms:Q", format=".3f"), "launched"],
+    ).properties(width=WIDTH - 120, height=140).facet(
+        row=alt.Row("tenant:N", title=None)).properties(title="Collisions: wait of each launch")

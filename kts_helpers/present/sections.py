@@ -27,6 +27,9 @@ def build(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0) -> li
     probe = probe_section(data, n_resamples=n_resamples, seed=seed)
     if probe is not None:
         out.append(probe)
+    found = collisions_section(data)
+    if found is not None:
+        out.append(found)
     out.extend(_compare_sections(data, n_resamples=n_resamples, seed=seed))
     waits = kubernetes_waits(data)
     if waits is not None:
@@ -71,6 +74,36 @@ def _compare_sections(data: RunData, *, n_resamples: int, seed: int | None) -> l
                            "transformer with random weights: one prefill over the prompt (time to first token), then "
                            "token-by-token decode.", [t, charts.phase_chart(t)]))
     return out
+
+
+def collisions_section(data: RunData) -> Section | None:
+    """Which shared launches found a neighbour in flight, what they waited, and whether collisions follow a beat
+    of the cadences (``analyse.collisions``); for every shared scenario with two or more tenants."""
+    from kts_helpers.analyse import collisions
+
+    found = collisions.run_collisions(data)
+    if not found:
+        return None
+    from kts_helpers.present import charts
+
+    where = ("" if data.on_gpu else " On a CPU the tenants share cores, not a GPU: a collision is a launch while "
+             "the neighbour was computing.")
+    if any(scen.sharing.startswith("mps") for scen in data.manifest.scenarios if scen.kind == "shared"):
+        where += (" Under MPS kernels of different tenants run at the same time, so a collision there need not "
+                  "mean a wait.")
+    sentences = "\n".join(f"* {collisions.summary_sentence(f)}" for f in found)
+    frame = collisions.collisions_frame([f for f in found if 0 < f.share.collided < f.share.n])
+    items: list[Any] = [collisions.collisions_table(found)]
+    if len(frame) and frame["scenario"].nunique() == 1:
+        items.append(charts.collision_chart(frame))
+    return Section("### Collisions: the physical cause of the tail\n\nA shared launch *collides* when it starts "
+                   "while a neighbour's operation is in flight: inside the neighbour's [start, end] host window "
+                   "(launch to synchronize), padding lines included. Counted from both tenants' raw timestamps, "
+                   "only over the co-running timed iterations the statistics use. The share's interval allows "
+                   "for collisions coming in bursts; the waits are the wait clock (wall - device - floor) with "
+                   "the kit's order-statistic intervals; the beat is the period, in launches, after which the "
+                   "two cadences line up again (predicted from the measured cadences, and tested on the "
+                   "collisions themselves against random placement)." + where + "\n\n" + sentences, items)
 
 
 def probe_section(data: RunData, *, n_resamples: int, seed: int | None) -> Section | None:

@@ -7,7 +7,8 @@ printed with phase ``pad`` — until the orchestrator stops it. :class:`CoRunWat
 logs as they grow and says when that is safe: every tenant has finished its timed iterations *and*
 has a line that ends after the last timed iteration of any tenant. Then the window in which all were
 active, [latest first start, earliest last end], holds every timed iteration (the lead-in padding
-covers the start). Both backends use it: the local one feeds it the log files, the Kubernetes one
+covers the start: locally a worker pads until every neighbour has printed a line, see the worker's
+``LeadIn``; on Kubernetes, where pods share no files, for ``lead_in_s``). Both backends use it: the local one feeds it the log files, the Kubernetes one
 the streamed pod logs. Imports only the standard library (the runner works on a bare GPU host).
 """
 
