@@ -331,7 +331,7 @@ def test_df_reading_needs_enough_corunning_samples(make_log, capsys):
     from kts_helpers.analyse.rules import MIN_CORUNNING
     from kts_helpers.cli import main
 
-    assert MIN_CORUNNING == 299  # 0.99 ** 298 > 0.05 >= 0.99 ** 299
+    assert MIN_CORUNNING == 368  # 0.99 ** 367 > 0.025 >= 0.99 ** 368: two-sided 95 %
     alone = make_log("alone.log", _raw("v", "fft", [("op", 5 * i, 1.0 + (i % 7) / 10) for i in range(400)]))
     few = make_log("few.log", _raw("v", "fft", [("op", 5 * i, 2.0 + (i % 5) / 10) for i in range(50)]))
     nbr = make_log("nbr.log", _raw("n", "gemm", [("op", 5 * i, 1.0) for i in range(51)]))
@@ -339,7 +339,7 @@ def test_df_reading_needs_enough_corunning_samples(make_log, capsys):
                  "--format", "json", "--ci", "--resamples", "200", "--seed", "1"]) == 0
     rows = {(r["kind"], r["tenant"]): r for r in json.loads(capsys.readouterr().out)}
     assert rows[("shared", "v")]["df"] > 1.4  # the number is shown ...
-    assert rows[("shared", "v")]["df_reading"] == "insufficient co-running data (n = 50 < 299)"  # ... not read
+    assert rows[("shared", "v")]["df_reading"] == "insufficient co-running data (n = 50 < 368)"  # ... not read
     assert "df_reading" not in rows[("baseline", "v")]
     # enough samples: the interval decides
     many = make_log("many.log", _raw("v", "fft", [("op", 5 * i, 2.0 + (i % 5) / 10) for i in range(400)]))

@@ -279,7 +279,7 @@ def test_matrix_with_repeats_pools_runs_and_matches_numpy(tmp_path):
     assert r["n_shared"] == len(x) and r["n_alone"] == 120
     assert r["df"] == pytest.approx(np.quantile(x, 0.99) / np.quantile(a, 0.99))
     assert 2.4 < r["df"] < 3.6 and np.isinf(r["df_lo"]) and r["df_hi"] > r["df"]  # 120 + 120 samples: one-sided
-    assert r["wording"] == f"insufficient co-running data (n = {len(x)} < 299)"  # too few to read it
+    assert r["wording"] == f"insufficient co-running data (n = {len(x)} < 368)"  # too few to read it
     allr = prim[(prim["victim"] == "fft") & (prim["neighbours"] == "all others")].iloc[0]
     assert allr["df"] > r["df"]  # effects multiply in this synthetic run: 3.0 x 1.5
     table = compare.phase_table(data, n_resamples=NR)

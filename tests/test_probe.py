@@ -39,7 +39,7 @@ def _within(est: object, truth: float, tol: float) -> bool:
 def test_reading_recovers_the_simulated_quantum_and_switch(probes: dict[str, Path], name: str, quantum: float,
                                                            switch: float) -> None:
     r = read_probe(probes[name], n_resamples=500)
-    assert r.n_contended >= 299 and r.n_contended <= r.n_ticks
+    assert r.n_contended >= 368 and r.n_contended <= r.n_ticks
     assert _within(r.upper_edge, quantum + switch, 0.02)
     assert _within(r.quantum, quantum, 0.05 * quantum)
     assert _within(r.switch, switch, 0.15 * switch)
@@ -71,10 +71,10 @@ def test_no_contended_samples_gives_no_estimate(probes: dict[str, Path]) -> None
 
 
 def test_thin_contention_is_insufficient_not_an_estimate(tmp_path: Path) -> None:
-    """Fewer contended ticks than a p99 needs (299): 'insufficient data', never an edge from a handful."""
+    """Fewer contended ticks than a p99 needs (368): 'insufficient data', never an edge from a handful."""
     run = write_sim_probe(tmp_path / "short", 2.0, 0.1, duration_ms=3_000, reverse_duration_ms=2_000)
     r = read_probe(run, n_resamples=200)
-    assert 0 < r.n_contended < 299
+    assert 0 < r.n_contended < 368
     assert not r.quantum.has_value and r.quantum.note.startswith("insufficient data (n = ")
 
 

@@ -543,6 +543,8 @@ def _timed_done(args: argparse.Namespace, timed: int, timed_from: int, arrivals:
 # ----------------------------------------------------------------------------- iterations=auto
 
 K_BEYOND = 40  # as analyse/orderstat.K_BEYOND: tau is also estimated where >= 40 samples lie beyond
+CLUSTER_GAP = 2  # as analyse/orderstat.CLUSTER_GAP
+RARE = 0.05  # as analyse/orderstat.RARE
 AUTO_MIN_N = 300  # no check before: a p99 has no 95 % upper bound below ~370 samples anyway
 AUTO_GROWTH = 1.05  # check again when n has grown by 5 % (the check costs O(n log n), spent in the sleep)
 _NORMAL = statistics.NormalDist()
@@ -631,22 +633,16 @@ def _quantile(s: list[float], q: float) -> float:
     return s[i] if i + 1 >= len(s) else s[i] + (h - i) * (s[i + 1] - s[i])
 
 
-def _normal_score_lags(x: list[float]) -> int:
-    """As orderstat.dependence(x)[1]: the lags Geyer's rule keeps for the normal scores (average ranks)."""
-    n = len(x)
-    if n < 3 or min(x) == max(x):
-        return 0
-    order = sorted(range(n), key=x.__getitem__)
-    ranks = [0.0] * n
-    i = 0
-    while i < n:
-        j = i
-        while j + 1 < n and x[order[j + 1]] == x[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    return geyer([_NORMAL.inv_cdf((r - 0.5) / n) for r in ranks])[1]
+def _cluster_sizes(y: list[float]) -> list[int]:
+    """As orderstat.cluster_sizes: runs of exceedances at most CLUSTER_GAP iterations apart."""
+    idx = [j for j, v in enumerate(y) if v]
+    sizes: list[int] = []
+    for j, i in enumerate(idx):
+        if j and i - idx[j - 1] <= CLUSTER_GAP + 1:
+            sizes[-1] += 1
+        else:
+            sizes.append(1)
+    return sizes
 
 
 def p99_bounds(x: list[float], q: float = 0.99, confidence: float = 0.95) -> tuple[float, float, float, float]:
@@ -654,16 +650,24 @@ def p99_bounds(x: list[float], q: float = 0.99, confidence: float = 0.95) -> tup
     n = len(x)
     s = sorted(x)
     est = _quantile(s, q)
-    near = min(q, max(0.5, 1 - K_BEYOND / n))
-    tau, lags = 1.0, 0
-    for level in dict.fromkeys((q, near)):
+    beyond = n * (1 - q)
+    top = max(0.5, 1 - max(2.0, beyond / 2) / n)
+    levels = (q, min(q, max(0.5, 1 - 2 * beyond / n)), min(q, max(0.5, 1 - K_BEYOND / n)), top)
+    tau, nu = 1.0, math.inf  # as orderstat.indicator_tau
+    for level in dict.fromkeys(levels):
         thr = _quantile(s, level)
         y = [1.0 if v > thr else 0.0 for v in x]
-        if 0 < sum(y) < n:
-            t, L = geyer(y)
-            if t > tau:
-                tau, lags = t, L
-    nu = n / (2 * max(lags, _normal_score_lags(x)) + 1)
+        k = sum(y)
+        if 0 < k < n:
+            g_tau, lags = geyer(y)
+            tau = max(tau, g_tau)
+            if k <= RARE * n:
+                sizes = _cluster_sizes(y)
+                tau = max(tau, sum(z * z for z in sizes) / k)
+                if math.isinf(nu):
+                    nu = max(1.0, n * (1 - level) * len(sizes) / k - 1.0)
+            elif math.isinf(nu):
+                nu = n / (2 * lags + 1)
     conf = t_widened(confidence, nu)
     a2 = (1 - conf) / 2
     m = n / tau

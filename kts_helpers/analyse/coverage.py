@@ -228,3 +228,163 @@ def markdown(cells: Iterable[Cell]) -> str:
                      f"| {c.unbounded / c.reps:.2f}, {pct(c.one_sided)} | {c.below / c.reps:.3f} / "
                      f"{c.above / c.reps:.3f} | {deg} | {c.verdict} |")
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- the wider grid (issue 19)
+# Series like the ones a GPU time-slice produces: a tight lognormal bulk (the article's FFT: median 0.56 ms,
+# 5 % spread) plus collisions with a neighbour that add U[0, 2.4 ms] to 1.7 % of the iterations -- at random,
+# in Markov bursts, or on the beat of two fixed cadences -- and heavy tails and slowly drifting levels. Every
+# generator knows its true marginal quantiles, so the p99, DF and tail-share truths are exact.
+
+ARTICLE_MEDIAN_MS = 0.56
+ARTICLE_SPREAD = 0.05  # log-scale standard deviation of the uncontended bulk
+COLLISION_SHARE = 0.017
+COLLISION_WAIT_MS = 2.4
+BEAT = 35  # iterations between collisions at the article's cadences (100 ms vs 150 ms sleeps)
+
+
+@dataclass(frozen=True)
+class Generator:
+    """A family of series: ``draw(rng, reps, n)`` gives a (reps, n) array, ``quantile(q)`` the true marginal one."""
+
+    name: str
+    draw: Callable[[np.random.Generator, int, int], np.ndarray]
+    quantile: Callable[[float], float]
+    exceed: Callable[[float], float]  # P(X > x): the true tail share above a threshold
+
+
+def _log_ar1_matrix(rng: np.random.Generator, reps: int, n: int, phi: float, sigma: float) -> np.ndarray:
+    e = rng.normal(0.0, sigma * math.sqrt(1 - phi * phi), (reps, n))
+    e[:, 0] = rng.normal(0.0, sigma, reps)
+    if phi == 0:
+        return e
+    from scipy.signal import lfilter
+
+    return lfilter([1.0], [1.0, -phi], e, axis=1)  # z_0 = e_0 ~ N(0, sigma): started stationary
+
+
+def lognormal(phi: float = 0.0, *, median: float = ARTICLE_MEDIAN_MS, spread: float = ARTICLE_SPREAD,
+              scale: float = 1.0) -> Generator:
+    """median * exp(AR(1)) with lag-1 autocorrelation phi (0: i.i.d.): a bulk that drifts slowly when phi ~ 0.9."""
+    from scipy.stats import norm
+
+    m = median * scale
+    return Generator(f"lognormal φ {phi:g}" + ("" if scale == 1 else f" ×{scale:g}"),
+                     lambda rng, reps, n: m * np.exp(_log_ar1_matrix(rng, reps, n, phi, spread)),
+                     lambda q: float(m * math.exp(norm.ppf(q) * spread)),
+                     lambda x: float(norm.sf(math.log(x / m) / spread)) if x > 0 else 1.0)
+
+
+def heavy_tailed(df: float = 3.0, *, median: float = ARTICLE_MEDIAN_MS, spread: float = 0.1) -> Generator:
+    """median * exp(spread * t_df): a tail far heavier than lognormal."""
+    from scipy.stats import t
+
+    return Generator(f"log-t{df:g}", lambda rng, reps, n: median * np.exp(spread * rng.standard_t(df, (reps, n))),
+                     lambda q: float(median * math.exp(spread * t.ppf(q, df))),
+                     lambda x: float(t.sf(math.log(x / median) / spread, df)) if x > 0 else 1.0)
+
+
+def _mixture_cdf(x: float, share: float, wait: float, median: float, spread: float) -> float:
+    """P(X <= x) for lognormal bulk + (with prob. share) U[0, wait]."""
+    from scipy.stats import norm
+
+    def bulk(v: np.ndarray) -> np.ndarray:
+        out = np.zeros_like(v)
+        pos = v > 0
+        out[pos] = norm.cdf(np.log(v[pos] / median) / spread)
+        return out
+
+    u = (np.arange(2000) + 0.5) / 2000 * wait
+    return float((1 - share) * bulk(np.array([x]))[0] + share * bulk(x - u).mean())
+
+
+def collisions(kind: str = "random", *, share: float = COLLISION_SHARE, wait: float = COLLISION_WAIT_MS,
+               burst: float = 3.0, median: float = ARTICLE_MEDIAN_MS, spread: float = ARTICLE_SPREAD) -> Generator:
+    """The article's bulk plus collisions that add U[0, wait] ms to a ``share`` of iterations.
+
+    ``kind``: "random" (independent), "bursty" (a Markov chain with mean burst ``burst``), "periodic" (on a
+    phase that advances 1 / ``BEAT`` per iteration with a little jitter: collisions 35 or 70 iterations
+    apart, the wait set by where in the neighbour's busy window the launch falls). The marginal law is the
+    same for all three: only how the collisions cluster differs.
+    """
+    from scipy.optimize import brentq
+
+    def draw(rng: np.random.Generator, reps: int, n: int) -> np.ndarray:
+        bulk = median * np.exp(rng.normal(0.0, spread, (reps, n)))
+        if kind == "random":
+            hit = rng.random((reps, n)) < share
+            extra = rng.uniform(0.0, wait, (reps, n))
+        elif kind == "bursty":
+            stay = 1 - 1 / burst
+            enter = share * (1 - stay) / (1 - share)
+            hit = np.empty((reps, n), bool)
+            hit[:, 0] = rng.random(reps) < share
+            u = rng.random((reps, n))
+            for i in range(1, n):
+                hit[:, i] = np.where(hit[:, i - 1], u[:, i] < stay, u[:, i] < enter)
+            extra = rng.uniform(0.0, wait, (reps, n))
+        elif kind == "periodic":
+            step = 1 / BEAT + rng.normal(0.0, 0.002, (reps, n))
+            step[:, 0] = rng.random(reps)
+            phase = np.cumsum(step, axis=1) % 1.0
+            hit = phase < share
+            extra = (share - phase) / share * wait
+        else:
+            raise ValueError(f"unknown collision kind {kind!r}")
+        return bulk + np.where(hit, extra, 0.0)
+
+    def quantile(q: float) -> float:
+        return float(brentq(lambda x: _mixture_cdf(x, share, wait, median, spread) - q, median * 0.5,
+                            median * 3 + wait, xtol=1e-10))
+
+    label = f"{kind} collisions {100 * share:g} %" + (f" (burst {burst:g})" if kind == "bursty" else "")
+    return Generator(label, draw, quantile, lambda x: 1.0 - _mixture_cdf(x, share, wait, median, spread))
+
+
+def _matrix_cell(statistic: str, n: object, phi: object, truth: float, rows: Iterable[tuple[float, float, str | None]],
+                 reps: int) -> Cell:
+    covered = below = above = unbounded = one = degraded = 0
+    for lo, hi, reading in rows:
+        hit = lo <= truth <= hi
+        open_ = not (math.isfinite(lo) and math.isfinite(hi))
+        covered += hit
+        below += truth < lo
+        above += truth > hi
+        unbounded += open_
+        one += hit and open_
+        degraded += reading == "degraded"
+    return Cell(statistic, str(n), str(phi), reps, covered, below, above, unbounded, one, degraded)
+
+
+def series_quantile_cell(gen: Generator, n: int, reps: int, *, q: float = 0.99, seed: int = 0,
+                         method: str = "order", n_resamples: int = 1000) -> Cell:
+    """Coverage of the q-quantile's interval (``stats.quantile_interval``) on one generator's series."""
+    from kts_helpers.analyse.stats import quantile_interval
+
+    xs = gen.draw(np.random.default_rng(seed), reps, n)
+
+    def rows() -> Iterable[tuple[float, float, None]]:
+        for i, x in enumerate(xs):
+            iv = quantile_interval(x, q, method=method, n_resamples=n_resamples, seed=seed + i)
+            yield iv.lo, iv.hi, None
+
+    label = f"p{100 * q:g}" + ("" if method == "order" else f" ({method} bootstrap)")
+    return _matrix_cell(label, n, gen.name, gen.quantile(q), rows(), reps)
+
+
+def series_df_cell(alone: Generator, shared: Generator, n: int, reps: int, *, q: float = 0.99, seed: int = 0,
+                   method: str = "order", n_resamples: int = 1000) -> Cell:
+    """Coverage of DF's interval (``rules.degradation``) with alone and shared from two generators."""
+    from kts_helpers.analyse.rules import degradation
+
+    rng = np.random.default_rng(seed)
+    xa, xs = alone.draw(rng, reps, n), shared.draw(rng, reps, n)
+    truth = shared.quantile(q) / alone.quantile(q)
+
+    def rows() -> Iterable[tuple[float, float, str]]:
+        for i in range(reps):
+            d = degradation([xs[i]], [xa[i]], q, method=method, n_resamples=n_resamples, seed=seed + i)
+            yield d.lo, d.hi, d.reading
+
+    label = f"DF = {truth:.3g}" + ("" if method == "order" else f" ({method} bootstrap)")
+    return _matrix_cell(label, n, f"{alone.name} / {shared.name}", truth, rows(), reps)

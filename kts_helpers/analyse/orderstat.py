@@ -52,6 +52,8 @@ from dataclasses import dataclass
 import numpy as np
 
 K_BEYOND = 40  # tau is also estimated at the level with at least this many samples beyond it
+RARE = 0.05  # beyond this share of the samples exceedances are excursions that cluster (the tail)
+CLUSTER_GAP = 2  # exceedances at most this many iterations apart belong to one cluster (one excursion)
 TESTED_MIN_N = 300  # coverage measured from here up (below it a p99 has no 95 % upper bound anyway)
 TESTED_MAX_LAG1 = 0.9  # ... and up to this lag-1 autocorrelation (of the normal scores)
 
@@ -117,18 +119,65 @@ def dependence(x: np.ndarray) -> tuple[float, int]:
     return float(rho[1]), geyer(rho)[1]
 
 
-def indicator_tau(x: np.ndarray, q: float) -> tuple[float, int]:
-    """(tau, L) of the exceedance indicator at q and at the level with ``K_BEYOND`` samples beyond it."""
+def tail_levels(n: int, q: float) -> tuple[float, ...]:
+    """q and the levels around it whose exceedance indicators tell how the tail's excursions cluster.
+
+    At q itself a p99 from 800 samples has 8 exceedances, too few to see a cluster reliably; at twice
+    as many beyond (p98) collisions that make the p99 still dominate the indicator, at ``K_BEYOND``
+    beyond slow drift of the level shows, and at half as many (p99.5, at least 2) a burst of the
+    largest values. Never past the median.
+    """
+    beyond = n * (1 - q) if q >= 0.5 else n * q
+
+    def level(k: float) -> float:
+        return min(q, max(0.5, 1 - k / n)) if q >= 0.5 else max(q, min(0.5, k / n))
+
+    top = max(0.5, 1 - max(2.0, beyond / 2) / n) if q >= 0.5 else min(0.5, max(2.0, beyond / 2) / n)
+    return tuple(dict.fromkeys((q, level(2 * beyond), level(K_BEYOND), top)))
+
+
+def cluster_sizes(y: np.ndarray) -> np.ndarray:
+    """Sizes of the clusters of a 0/1 exceedance indicator: runs of ones apart by at most ``CLUSTER_GAP`` zeros."""
+    idx = np.flatnonzero(y)
+    if idx.size == 0:
+        return np.zeros(0, np.int64)
+    cuts = np.flatnonzero(np.diff(idx) > CLUSTER_GAP + 1)
+    return np.diff(np.concatenate(([0], cuts + 1, [idx.size])))
+
+
+def indicator_tau(x: np.ndarray, q: float) -> tuple[float, float]:
+    """(tau, nu) of the q-quantile's exceedance indicator, read from the tail (``tail_levels``).
+
+    tau is the largest, over the levels, of Geyer's sum over the indicator's autocorrelations and of the
+    clusters' sum(size^2) / sum(size) -- the variance factor of a count made of independent clusters
+    (compound Poisson), which sees bursts of collisions that a few autocorrelations at one level miss.
+    Clusters only make sense for rare exceedances (at most ``RARE`` of the samples); for a central quantile
+    nu is the lag window's n / (2L + 1). In the tail nu, the degrees of freedom of tau, is the number of
+    independent clusters beyond the quantile less one: the
+    information about how excursions cluster is in how many of them there are, not in the series'
+    length (nor in the bulk's drift, which would leave 4 degrees of freedom where the tail is nearly
+    independent).
+    """
     n = len(x)
-    near = min(q, max(0.5, 1 - K_BEYOND / n)) if q >= 0.5 else max(q, min(0.5, K_BEYOND / n))
-    best = (1.0, 0)
-    for level in dict.fromkeys((q, near)):
-        y = (x > np.quantile(x, level)).astype(np.float64)
-        if 0 < y.sum() < n:
-            est = geyer(acf(y))
-            if est[0] > best[0]:
-                best = est
-    return best
+    s = np.sort(x)
+    tau, nu = 1.0, math.inf  # no exceedance at all (a constant series): nothing to estimate
+    for level in tail_levels(n, q):
+        thr = float(np.interp(level * (n - 1), np.arange(n), s))
+        y = (x > thr) if q >= 0.5 else (x <= thr)
+        k = int(y.sum())
+        if not 0 < k < n:
+            continue
+        g_tau, lags = geyer(acf(y.astype(np.float64)))
+        tau = max(tau, g_tau)
+        if k <= RARE * n:  # excursions: clusters are the independent units
+            sizes = cluster_sizes(y)
+            tau = max(tau, float(np.sum(sizes**2)) / k)
+            if math.isinf(nu):  # the clusters expected beyond the quantile itself (ties leave fewer samples)
+                beyond = n * (1 - level if q >= 0.5 else level)
+                nu = max(1.0, beyond * len(sizes) / k - 1.0)
+        elif math.isinf(nu):  # a central quantile: the lag window's equivalent degrees of freedom
+            nu = n / (2 * lags + 1)
+    return tau, nu
 
 
 def between_runs_tau(runs: Sequence[np.ndarray], q: float) -> float:
@@ -187,15 +236,14 @@ def quantile_bounds(x: np.ndarray, q: float, confidence: float = 0.95, *,
         taus = [indicator_tau(r, q) for r in runs]
         deps = [dependence(r) for r in runs]
         tau = max(t for t, _ in taus)
-        nu = sum(len(r) / (2 * max(L, d[1]) + 1) for r, (_, L), d in zip(runs, taus, deps, strict=True))
+        nu = sum(v for _, v in taus)
         tb = between_runs_tau(runs, q)
         if tb > tau:
             tau, nu = tb, float(len(runs) - 1)
         dep = max(d[0] for d in deps)
     else:
-        tau, L = indicator_tau(x, q)
-        dep, lags = dependence(x)
-        nu = n / (2 * max(L, lags) + 1)
+        tau, nu = indicator_tau(x, q)
+        dep = dependence(x)[0]
     lo_r, hi_r = rank_bounds(n, q, tau, t_widened(confidence, nu))
     s = np.sort(x)
     lo = at_rank(s, lo_r) if lo_r is not None else -math.inf

@@ -98,15 +98,16 @@ def split_padding(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def min_corunning_samples(q: float = 0.99, confidence: float = 0.95) -> int:
-    """The fewest co-running samples from which a shared series' q-quantile gets a DF reading.
+    """The fewest co-running samples from which a shared series' q-quantile gets a reading.
 
-    Below n = ln(1 - confidence) / ln(q) samples (299 for a p99 at 95 %) the chance that *no* sample
-    lies above the true quantile exceeds 1 - confidence, so no distribution-free upper bound exists
-    and the sample p99 is little more than the maximum; a bootstrap interval then only resamples the
-    few largest values. Such a series gets "insufficient co-running data" instead of a reading.
-    (The stricter 662-sample rule for a two-sample 99 % bound stays a warning in the sample notes.)
+    The interval is two-sided at ``confidence``: its upper bound exists only when the chance that *no*
+    sample lies above the true quantile, q^n, is below (1 - confidence) / 2 -- n >= 368 for a p99 at 95 %
+    (0.99^367 = 0.0251). Below that the sample p99 is little more than the maximum. Such a series gets
+    "insufficient co-running data" instead of a reading. (The stricter 662-sample rule for a two-sample
+    99 % bound stays a warning in the sample notes.)
     """
-    return int(np.ceil(np.log(1.0 - confidence) / np.log(q)))
+    t = max(q, 1 - q)
+    return int(np.floor(np.log((1.0 - confidence) / 2) / np.log(t))) + 1
 
 
 MIN_CORUNNING = min_corunning_samples()
