@@ -189,8 +189,12 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     table = summarize_frame(frame, args.metric)
     if args.ci:
         from kts_helpers.analyse.intervals import add_intervals
+        from kts_helpers.run.params import parse_sets, split_analysis
 
-        table = add_intervals(table, frame, args.metric, n_resamples=args.resamples, seed=args.seed)
+        _, opts = split_analysis({"interval": args.interval, "margin": args.margin,
+                                  **({"slo_ms": parse_sets(args.slo)} if args.slo else {})})
+        table = add_intervals(table, frame, args.metric, n_resamples=args.resamples, seed=args.seed,
+                              method=opts["ci_method"], margin=opts["margin"], slo_ms=opts.get("slo_ms"))
     if parsed.malformed or parsed.other or parsed.n_rejected:
         why = "; ".join(f"{v} {k}" for k, v in parsed.rejected.items())
         rejected = f", {parsed.n_rejected} impossible one(s) ({why})" if parsed.n_rejected else ""
@@ -205,7 +209,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 def format_table(table: Any) -> str:
     cols = [c for c in ("workload", "tenant", "kind", "phase", "metric", "n", "p50_ms", "p95_ms", "p99_ms",
-                        "mean_ms", "jitter", "throughput_per_s", "df", "df_reading") if c in table]
+                        "mean_ms", "jitter", "throughput_per_s", "df", "reading") if c in table]
     shown = table[cols].copy()
     if "phase" in shown and shown["phase"].nunique() <= 1:
         shown = shown.drop(columns="phase")
@@ -299,10 +303,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-clip", action="store_true", help="keep shared iterations outside the overlap window")
     s.add_argument("--format", choices=["json", "table"], default="table",
                    help="table: aligned text for a terminal (default); json: one object per row")
-    s.add_argument("--ci", action="store_true", help="add bootstrap confidence intervals")
-    s.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples per interval with --ci "
-                   "(default: 10000)")
-    s.add_argument("--seed", type=int, default=None, help="random seed of the bootstrap (default: a fresh one "
+    s.add_argument("--ci", action="store_true", help="add 95 %% intervals (order-statistic, coverage-tested) and "
+                   "each shared row's verdict ('reading': degraded / faster when shared / no change within "
+                   "±margin / inconclusive)")
+    s.add_argument("--interval", choices=["order", "bootstrap", "stationary", "circular", "iid"], default="order",
+                   help="with --ci: the interval method; a bootstrap only for comparison (default: order)")
+    s.add_argument("--margin", type=float, default=0.10, help="with --ci: 'no change' only within 1 ± margin "
+                   "(default: 0.10)")
+    s.add_argument("--slo", action="append", metavar="TENANT=MS", help="with --ci: count slow iterations beyond "
+                   "this latency goal instead of the tenant's alone p99 (repeatable)")
+    s.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples per interval with "
+                   "--interval bootstrap (default: 10000)")
+    s.add_argument("--seed", type=int, default=None, help="random seed of a bootstrap (default: a fresh one "
                    "each time)")
     s.set_defaults(func=cmd_summarize)
     return p

@@ -418,8 +418,8 @@ def test_forest_keeps_a_df_without_bounds():
     import numpy as np
     import pandas as pd
 
-    from kts_helpers.analyse.intervals import forest_frame
     from kts_helpers.present import charts
+    from kts_helpers.present.tables import forest_frame
 
     table = pd.DataFrame([
         {"kind": "shared", "metric": "wall", "tenant": "fft", "phase": "op", "group": "shared", "df": 1.1,
@@ -442,8 +442,8 @@ def test_every_table_and_the_index_name_an_llm_phase():
 
     import pandas as pd
 
-    from kts_helpers.analyse.intervals import forest_frame, headline
     from kts_helpers.present.pipeline import headline_entry
+    from kts_helpers.present.tables import forest_frame, headline
 
     rows = [{"kind": "shared", "metric": "wall", "tenant": "llm", "workload": "llm", "phase": ph, "group": "shared-all", "df": df,
              "df_ci": [df - 0.1, df + 0.1], "df_reading": "degraded", "n": 900, "sharing": "timeslice",

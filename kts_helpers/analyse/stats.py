@@ -492,7 +492,7 @@ def sample_size_warning(n: int, q: float = 0.99, *, confidence: float = 0.99, es
                 f"{100 * confidence:g}%-confidence bound; treat it as indicative")
     if ess is not None and ess < need:
         return (f"{n} samples but only ~{ess:.0f} effective (autocorrelated); a {name} needs {need} "
-                f"independent samples for a {100 * confidence:g}% bound; the block bootstrap interval accounts "
-                "for this, but the estimate is fragile")
+                f"independent samples for a {100 * confidence:g}% bound; the interval, taken at the effective "
+                "sample size, accounts for this, but the estimate is fragile")
     return None
 

@@ -14,15 +14,35 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from kts_helpers.analyse import verdict
 from kts_helpers.analyse.rules import (
     METRICS,
     PERCENTILES,
+    ci_pair,
     degradation,
     df_reading,
     match_baseline,
     scenario_groups,
     series_groups,
 )
+
+# The verdict of a shared row (``analyse.verdict``): the reading, its reason, and the tail-exceedance estimand.
+VERDICT_COLUMNS = ("reading", "reading_detail", "iterations_needed", "slow_threshold_ms", "slow_threshold_source",
+                   "slow_shared", "slow_shared_ci", "slow_alone", "slow_alone_ci", "slow_ratio", "slow_ratio_ci")
+
+
+def verdict_columns(v: verdict.Verdict) -> dict[str, object]:
+    """A verdict as the summary table keeps it (``df_reading`` is the same words, kept as an alias)."""
+    out: dict[str, object] = {"reading": v.reading, "df_reading": v.reading, "reading_detail": v.words,
+                              "iterations_needed": v.iterations_needed}
+    ex = v.exceedance
+    if ex is not None:
+        out.update(slow_threshold_ms=ex.threshold_ms, slow_threshold_source=ex.source,
+                   slow_shared=ex.shared.estimate, slow_shared_ci=ci_pair(ex.shared.lo, ex.shared.hi),
+                   slow_alone=ex.alone.estimate, slow_alone_ci=ci_pair(ex.alone.lo, ex.alone.hi),
+                   slow_ratio=ex.ratio, slow_ratio_ci=ci_pair(ex.lo, ex.hi))
+    return out
+
 
 if TYPE_CHECKING:
     from kts_helpers.analyse.load import RunData
@@ -64,12 +84,13 @@ def summarize_frame(frame: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
         return table
     table["df"] = np.nan
     table["df_reading"] = None
+    table["reading"] = None
     for i, row in table[table["kind"] == "shared"].iterrows():
         base = baseline_row(table, row)
         alone = samples[table.index.get_loc(base.name)] if base is not None else []
         d = degradation(samples[table.index.get_loc(i)], alone, 0.99, interval=False)
         table.loc[i, "df"] = d.estimate
-        table.loc[i, "df_reading"] = d.reading
+        table.loc[i, "df_reading"] = table.loc[i, "reading"] = d.reading
     return table
 
 
@@ -78,13 +99,14 @@ def summarize_run(data: RunData, metrics: tuple[str, ...] = METRICS) -> pd.DataF
 
 
 def summary_records(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """JSON-ready rows; ``df`` and ``df_reading`` only on shared rows; NaN becomes null."""
+    """JSON-ready rows; ``df``, the verdict (``reading``, its alias ``df_reading``, and the slow-iteration
+    estimand) only on shared rows; NaN becomes null."""
     out = []
     for rec in table.to_dict(orient="records"):
         clean = {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in rec.items()}
         if clean.get("kind") != "shared":
-            clean.pop("df", None)
-            clean.pop("df_reading", None)
+            for col in ("df", "df_reading", *VERDICT_COLUMNS):
+                clean.pop(col, None)
         out.append(clean)
     return out
 

@@ -15,6 +15,8 @@ import pandas as pd
 
 from kts_helpers.analyse.load import RunData
 from kts_helpers.analyse.summary import baseline_row
+from kts_helpers.analyse.verdict import DEGRADED, FASTER
+from kts_helpers.present.tables import fmt_ci
 
 
 def esc(value: Any) -> str:
@@ -47,7 +49,8 @@ def summary_paragraph(data: RunData, table: pd.DataFrame) -> str:
         a, s = a.iloc[0], s.iloc[0]
         d = dev[(dev["tenant"] == tenant) & (dev["kind"] == "shared") & (dev["group"] == s["group"])]
         dev_df = d["df"].iloc[0] if not d.empty else float("nan")
-        verdict = f" ({s['df_reading']})" if isinstance(s.get("df_reading"), str) else ""
+        reading = s.get("reading") or s.get("df_reading")
+        verdict = f" ({esc(reading)})" if isinstance(reading, str) else ""
         on_gpu = data.on_gpu
         device_part = (f"measured by device time (CUDA events) alone the factor would be {_fmt(dev_df)}×, and "
                        if on_gpu else "")
@@ -108,8 +111,8 @@ def at_a_glance(table: pd.DataFrame, metric: str = "wall") -> str:
                         f"{_pct(s['p99_ms'], a['p99_ms'])}, throughput {_pct(s['throughput_per_s'], a['throughput_per_s'])}"
                         for a, s in pairs)
     out = [f"From alone to shared ({metric} time): {changes}."]
-    worse = [(a, s) for a, s in pairs if s.get("df_reading") == "degraded"]
-    better = [s["tenant"] for _, s in pairs if s.get("df_reading") == "faster when shared"]
+    worse = [(a, s) for a, s in pairs if _reading(s) == DEGRADED]
+    better = [s["tenant"] for _, s in pairs if _reading(s) == FASTER]
     if worse:
         def rel(new: float, old: float) -> float:
             return abs(new / old - 1) if old else float("nan")
@@ -126,12 +129,28 @@ def at_a_glance(table: pd.DataFrame, metric: str = "wall") -> str:
             out.append(f"Throughput, a mean, moved less than half as much as the p99 for {_names(hidden)}: it "
                        "hides the cost in the tail.")
     else:
-        out.append("No tenant's p99 rose beyond its noise (no DF interval lies above 1): in this run sharing "
-                   "cost no detectable tail latency.")
+        out.append("No tenant's verdict is *degraded* (neither a DF interval above 1 nor more slow iterations "
+                   "than alone): in this run sharing cost no detectable tail latency.")
     if better:
-        out.append(f"{_names(better)} ran faster when shared (DF interval below 1); the clocks section says "
+        out.append(f"{_names(better)} ran faster when shared (by the verdict's rule); the clocks section says "
                    "whether an idle baseline ran at lower clocks.")
     return " ".join(out)
+
+
+def _reading(row: pd.Series | dict) -> str | None:
+    """A shared row's verdict (``reading``; tables made before the verdict carry ``df_reading`` only)."""
+    return row.get("reading") or row.get("df_reading")
+
+
+def sample_size(table: pd.DataFrame) -> str:
+    """The sample-size notes of the wall-time rows, each note said once with the series it applies to."""
+    notes = table[(table["metric"] == "wall") & table["sample_note"].notna()] if "sample_note" in table else table[:0]
+    if notes.empty:
+        return ""
+    by_note: dict[str, list[str]] = {}
+    for r in notes.itertuples():
+        by_note.setdefault(str(r.sample_note), []).append(f"{r.tenant} ({r.group})")
+    return "**Sample size.** " + " ".join(f"{esc(', '.join(who))}: {esc(note)}." for note, who in by_note.items())
 
 
 def _names(tenants: list[str]) -> str:
@@ -234,7 +253,7 @@ def _trim_text(trim_effect: pd.DataFrame | None) -> str:
         return ""
     if trim_effect.empty:
         return " No shared row to compare with and without the cut."
-    from kts_helpers.analyse.intervals import fmt_ci
+
 
     moved = trim_effect[trim_effect["differs"]]
     if moved.empty:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from kts_helpers.analyse.intervals import add_all_intervals, fmt_ci, forest_frame, headline, trim_effect
+from kts_helpers.analyse.intervals import add_all_intervals, trim_effect
 from kts_helpers.analyse.load import RunData, clocks, load_run
 from kts_helpers.analyse.rules import ci_pair
 from kts_helpers.analyse.summary import (
@@ -26,6 +26,7 @@ from kts_helpers.analyse.summary import (
     summarize_run,
 )
 from kts_helpers.errors import RunError
+from kts_helpers.present.tables import fmt_ci, forest_frame, headline
 from kts_helpers.run import experiment
 from kts_helpers.run.params import from_notebook
 from kts_helpers.run.runs import DEFAULT_ROOT, Run, find_run
@@ -104,14 +105,15 @@ class Analysis:
 
 
 def analyse(run_dir: str | os.PathLike, *, clip: bool = True, trim: int = 0, warmup: str = "none",
-            n_resamples: int = 2000, seed: int | None = 0, method: str = "order") -> Analysis:
-    """Load a run and compute the summary with intervals for wall, device and wait time.
+            n_resamples: int = 2000, seed: int | None = 0, method: str = "order", margin: float = 0.10,
+            slo_ms: dict[str, float] | None = None) -> Analysis:
+    """Load a run and compute the summary with intervals and verdicts for wall, device and wait time.
 
     With a warm-up cut (``trim`` or ``warmup``), DF is also computed without it (``trim_effect``).
     """
     run = open_run_dir(run_dir)
     data = load_run(run, clip=clip, trim=trim, warmup=warmup)
-    opts = {"n_resamples": n_resamples, "seed": seed, "method": method}
+    opts = {"n_resamples": n_resamples, "seed": seed, "method": method, "margin": margin, "slo_ms": slo_ms}
     table = add_all_intervals(summarize_run(data), data.iterations, ("wall", "device", "wait"), **opts)
     main_table, main_iterations = focus(table, data.iterations)
     effect = None

@@ -18,7 +18,7 @@ from kts_helpers.analyse.rules import series_label
 from kts_helpers.errors import KtsError
 from kts_helpers.fsutil import atomic_write_json
 from kts_helpers.present.html import render_html, write_index
-from kts_helpers.run.params import split_for_notebook
+from kts_helpers.run.params import split_analysis, split_for_notebook
 from kts_helpers.run.runs import DEFAULT_ROOT, new_run_id, open_run
 
 NOTEBOOKS = ("00-setup.ipynb", "01-baseline.ipynb", "02-shared.ipynb", "03-analysis.ipynb")
@@ -82,9 +82,14 @@ def _probe_profile(params: dict[str, Any]) -> str:
 def build_report(params: dict[str, Any], *, run_dir: str | os.PathLike | None = None,
                  runs_root: str | os.PathLike = DEFAULT_ROOT, report_dir: str | os.PathLike = "report",
                  notebooks_dir: str | os.PathLike = "notebooks", cwd: str | os.PathLike | None = None) -> Path:
-    """Run (or re-analyse) and render; returns the path of the HTML report."""
+    """Run (or re-analyse) and render; returns the path of the HTML report.
+
+    Analysis options among ``params`` (``interval``, ``margin``, ``slo_ms``: ``run.params.split_analysis``) go to
+    03-analysis and to the index entry, never to the run.
+    """
     import papermill as pm
 
+    params, analysis = split_analysis(params)
     nb_dir = Path(notebooks_dir).resolve()
     report_dir = Path(report_dir).resolve()
     workdir = Path(cwd).resolve() if cwd else Path.cwd()
@@ -103,10 +108,10 @@ def build_report(params: dict[str, Any], *, run_dir: str | os.PathLike | None = 
         _execute(nb_dir / NOTEBOOKS[0], build / NOTEBOOKS[0], setup, workdir)
         for name in NOTEBOOKS[1:3]:
             _execute(nb_dir / name, build / name, {"run_dir": str(run_path)}, workdir)
-    _execute(nb_dir / NOTEBOOKS[3], build / NOTEBOOKS[3], {"run_dir": str(run_path), "static_charts": True},
-             workdir)
+    _execute(nb_dir / NOTEBOOKS[3], build / NOTEBOOKS[3],
+             {"run_dir": str(run_path), "static_charts": True, **analysis}, workdir)
     html_path = render_html(build / NOTEBOOKS[3], report_dir / f"{run_id}.html")
-    write_entry(report_dir, run_path, html_path, build)
+    write_entry(report_dir, run_path, html_path, build, analysis)
     write_index(report_dir)
     return html_path
 
@@ -121,13 +126,17 @@ def build_teaching(parameters: dict[str, Any] | None = None, *, report_dir: str 
     return render_html(executed, report_dir / "teaching-timeslice.html")
 
 
-def write_entry(report_dir: Path, run_path: Path, html_path: Path, build: Path) -> dict[str, Any]:
+def write_entry(report_dir: Path, run_path: Path, html_path: Path, build: Path,
+                analysis: dict[str, Any] | None = None) -> dict[str, Any]:
     """The index's line for a run, and the derived tables, computed from the run's data."""
+    from kts_helpers.analyse.intervals import add_all_intervals
     from kts_helpers.analyse.load import load_run
     from kts_helpers.analyse.summary import summarize_run, write_summary
 
+    opts = dict(analysis or {})
     data = load_run(run_path)
-    table = summarize_run(data)
+    table = add_all_intervals(summarize_run(data), data.iterations, method=opts.get("ci_method", "order"),
+                              margin=opts.get("margin", 0.10), slo_ms=opts.get("slo_ms"))
     write_summary(table, build)
     entry = {**headline_entry(data, table), "html": html_path.name,
              "rendered_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -141,12 +150,12 @@ def headline_entry(data: Any, table: Any) -> dict[str, Any]:
     shared = table[(table["kind"] == "shared") & (table["metric"] == "wall")]
     parts = []
     for r in shared.itertuples():
+        reading = getattr(r, "reading", None) or r.df_reading
         if r.df != r.df:
-            parts.append(f"{series_label(r.tenant, r.phase)}: {r.df_reading}")
+            parts.append(f"{series_label(r.tenant, r.phase)}: {reading}")
             continue
         where = "" if r.group == "shared" else f" · {r.group}"
-        caveat = f", {r.df_reading}" if str(r.df_reading).startswith(("insufficient", "no co-running")) else ""
-        parts.append(f"{series_label(r.tenant, r.phase)}{where}: {r.df:.2f}x{caveat}")
+        parts.append(f"{series_label(r.tenant, r.phase)}{where}: {r.df:.2f}x, {reading}")
     return {"run_id": data.run.run_id, "created_at": m.created_at, "device": m.device,
             "device_name": m.device_name, "profile": m.profile, "label": m.label, "status": m.status,
             "headline": "; ".join(parts) or "no shared scenario"}

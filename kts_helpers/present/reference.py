@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 
-from kts_helpers.analyse.intervals import add_all_intervals, fmt_ci
+from kts_helpers.analyse.intervals import add_all_intervals
 from kts_helpers.analyse.load import RunData, load_run
 from kts_helpers.analyse.probe import is_probe, read_probe
 from kts_helpers.analyse.summary import summarize_run
+from kts_helpers.present.tables import fmt_ci
 
 
 def reference_markdown(run_dir: str | os.PathLike, *, n_resamples: int = 2000, seed: int = 0) -> str:

@@ -67,3 +67,37 @@ def backend_options_from_env(backend: str, options: Mapping[str, Any] | None = N
             if env.get(var):
                 out.setdefault(key, env[var])
     return out
+
+
+# Analysis options: how a run is *read* (03-analysis), never how it is run; ``make report SET='interval=bootstrap'``.
+INTERVALS = {"order": "order", "bootstrap": "stationary", "stationary": "stationary", "circular": "circular",
+             "iid": "iid"}
+ANALYSIS_KEYS = frozenset({"interval", "margin", "slo_ms"})
+
+
+def split_analysis(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(run parameters, analysis options as 03-analysis takes them: ci_method, margin, slo_ms), checked here.
+
+    Why here: ``--set`` carries both, and an analysis option that reached the experiment's spec would be
+    refused there as an unknown parameter (or, worse, a run would be made to change how it is read).
+    """
+    run = {k: v for k, v in params.items() if k not in ANALYSIS_KEYS}
+    out: dict[str, Any] = {}
+    if "interval" in params:
+        name = str(params["interval"])
+        if name not in INTERVALS:
+            raise SpecError(f"interval={name!r}: choose one of {', '.join(INTERVALS)}")
+        out["ci_method"] = INTERVALS[name]
+    if "margin" in params:
+        m = params["margin"]
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0 < m < 1:
+            raise SpecError(f"margin={m!r}: expected a number between 0 and 1 (0.1 for ±10 %)")
+        out["margin"] = float(m)
+    if "slo_ms" in params:
+        slo = params["slo_ms"]
+        if not isinstance(slo, Mapping) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in slo.values()):
+            raise SpecError(f"slo_ms={slo!r}: expected an object of tenant -> milliseconds > 0, e.g. "
+                            "slo_ms={\"fft\": 1.0}")
+        out["slo_ms"] = {str(k): float(v) for k, v in slo.items()}
+    return run, out

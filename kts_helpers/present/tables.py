@@ -1,0 +1,98 @@
+"""How a number with its interval, and a verdict with its evidence, read in every table, chart and sentence.
+
+Why one module: an interval travels from ``analyse`` as ``[lo, hi]`` (None for a bound the data do not hold,
+``rules.ci_pair``); it is turned into words here and nowhere else, so the headline, the README's reference
+tables, the charts' tooltips and the prose cannot print the same interval two ways.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from kts_helpers.analyse.rules import series_label
+from kts_helpers.analyse.summary import baseline_row
+
+
+def fmt_ci(v: float, ci: list[float | None] | None, digits: int = 3, *, n: int | None = None,
+           scale: float = 1.0, unit: str = "") -> str:
+    """"v [lo, hi]", or "v [≥ lo; no upper bound at n = N]" where the data hold no upper bound (and the
+    mirror for a lower one), "v" without an interval, "—" without a value: how every table shows a number."""
+    if v is None or v != v:
+        return "—"
+
+    def f(x: float) -> str:
+        return f"{scale * x:{'+' if unit else ''}.{digits}f}{unit}"
+
+    if not ci:
+        return f(v)
+    lo, hi = ci
+    at = f" at n = {n}" if n else ""
+    if lo is not None and hi is not None:
+        return f"{f(v)} [{f(lo)}, {f(hi)}]"
+    if lo is not None:
+        return f"{f(v)} [≥ {f(lo)}; no upper bound{at}]"
+    return f"{f(v)} [≤ {f(hi)}; no lower bound{at}]"
+
+
+def _present(value: object) -> bool:
+    return value is not None and not (isinstance(value, float) and np.isnan(value))
+
+
+def fmt_slow(r: pd.Series | dict) -> str:
+    """The tail-exceedance estimand of a shared row: "2.0 % vs 0.25 % alone slower than the alone p99
+    (0.70 ms): 8.0× [2.1, 30]" — how often a request was slow, shared against alone, and the ratio."""
+    get = r.get
+    if not _present(get("slow_shared")):
+        return "—"
+
+    def pct(v: float, ci: list[float | None] | None) -> str:
+        return fmt_ci(v, ci, 1, scale=100) + " %"
+
+    ratio = get("slow_ratio")
+    ratio_text = fmt_ci(ratio, get("slow_ratio_ci"), 2) + "×" if _present(ratio) and np.isfinite(ratio) else \
+        "no alone iteration beyond it"
+    return (f"{pct(get('slow_shared'), get('slow_shared_ci'))} shared vs {pct(get('slow_alone'), get('slow_alone_ci'))} "
+            f"alone beyond {get('slow_threshold_source')} ({get('slow_threshold_ms'):.3g} ms): {ratio_text}")
+
+
+def headline(table: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
+    """The report's headline table: one row per tenant and scenario group, numbers with their intervals and,
+    on shared rows, the verdict and the estimand that decided it."""
+    t = table[table["metric"] == metric]
+    rows = []
+    for _, r in t.iterrows():
+        base = baseline_row(table, r) if r["kind"] == "shared" else None
+        change = (r["throughput_per_s"] / base["throughput_per_s"] - 1 if base is not None else float("nan"))
+        shared = r["kind"] == "shared"
+        n = int(r["n"])
+        reading = r.get("reading_detail") or r.get("reading") or r.get("df_reading")
+        rows.append({
+            "tenant": series_label(r["tenant"], r["phase"]),
+            "scenario group": r["group"], "sharing": r["sharing"], "n": r["n"],
+            "p50 ms [95% CI]": fmt_ci(r["p50_ms"], r.get("p50_ci"), n=n),
+            "p95 ms [95% CI]": fmt_ci(r["p95_ms"], r.get("p95_ci"), n=n),
+            "p99 ms [95% CI]": fmt_ci(r["p99_ms"], r.get("p99_ci"), n=n),
+            "jitter p99/p50": fmt_ci(r["jitter"], r.get("jitter_ci"), n=n),
+            "throughput change [95% CI]": fmt_ci(change, r.get("throughput_change_ci"), 1, scale=100, unit=" %"),
+            "DF [95% CI]": fmt_ci(r["df"], r.get("df_ci")) if shared else "—",
+            "slow iterations [95% CI]": fmt_slow(r) if shared else "—",
+            "verdict": (reading or "—") if shared else "—",
+        })
+    return pd.DataFrame(rows)
+
+
+def forest_frame(table: pd.DataFrame, metrics: tuple[str, ...] = ("wall", "device")) -> pd.DataFrame:
+    """DF and its interval per shared tenant and metric, for the forest plot; a DF whose data hold no bound on a
+    side (or none at all, at n = 300) is drawn with that side open, not left out."""
+    rows = []
+    for _, r in table[(table["kind"] == "shared") & table["metric"].isin(metrics)].iterrows():
+        ci = r.get("df_ci")
+        ci = ci if isinstance(ci, (list, tuple)) and len(ci) == 2 else (None, None)
+        if r["df"] == r["df"]:
+            label = series_label(r["tenant"], r["phase"])
+            scen = "" if r["group"] == "shared" else f" · {r['group']}"
+            rows.append({"tenant": label + scen, "metric": r["metric"], "df": r["df"],
+                         "df_lo": -np.inf if ci[0] is None else ci[0], "df_hi": np.inf if ci[1] is None else ci[1],
+                         "reading": r.get("reading") or r.get("df_reading")})
+    return pd.DataFrame(rows)
