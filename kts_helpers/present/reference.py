@@ -8,34 +8,58 @@ from __future__ import annotations
 
 import os
 
+import pandas as pd
+
 from kts_helpers.analyse.intervals import add_all_intervals
 from kts_helpers.analyse.load import RunData, load_run
 from kts_helpers.analyse.probe import is_probe, read_probe
-from kts_helpers.analyse.summary import summarize_run
-from kts_helpers.present.tables import fmt_ci
+from kts_helpers.analyse.rules import series_label
+from kts_helpers.analyse.summary import baseline_row, summarize_run
+from kts_helpers.present.tables import fmt_ci, fmt_slow
 
 
 def reference_markdown(run_dir: str | os.PathLike, *, n_resamples: int = 2000, seed: int = 0) -> str:
-    """One Markdown row per shared tenant, scenario and metric: p50, p99 with intervals, DF and its reading."""
+    """One Markdown row per shared tenant, scenario and metric (p50, p99 with intervals, DF, the slow-iteration
+    estimand and the verdict), then one generated sentence per tenant: the README's words about a result."""
     data = load_run(run_dir)
     if is_probe(data):
         return probe_markdown(data, n_resamples=n_resamples, seed=seed)
     table = add_all_intervals(summarize_run(data), data.iterations, n_resamples=n_resamples, seed=seed)
     lines = ["| tenant | metric | sharing | p50 alone → shared (ms) | p99 alone [95% CI] (ms) "
-             "| p99 shared [95% CI] (ms) | DF [95% CI] | reading |", "|---|---|---|---|---|---|---|---|"]
+             "| p99 shared [95% CI] (ms) | DF [95% CI] | slow iterations [95% CI] | verdict |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for metric in ("wall", "device"):
-        t = table[table["metric"] == metric]
-        for tenant in dict.fromkeys(t["tenant"]):
-            alone = t[(t["tenant"] == tenant) & (t["kind"] == "baseline")]
-            if alone.empty:
-                continue
-            a = alone.iloc[0]
-            for _, r in t[(t["tenant"] == tenant) & (t["kind"] == "shared")].iterrows():
-                lines.append(f"| {tenant} | {metric} | {r['sharing']} | {a['p50_ms']:.3f} → {r['p50_ms']:.3f} "
-                             f"| {fmt_ci(a['p99_ms'], a['p99_ci'], n=int(a['n']))} "
-                             f"| {fmt_ci(r['p99_ms'], r['p99_ci'], n=int(r['n']))} "
-                             f"| {fmt_ci(r['df'], r['df_ci'])} | {r['df_reading']} |")
-    return "\n".join(lines)
+        for a, r in _shared_rows(table, metric):
+            lines.append(f"| {series_label(r['tenant'], r['phase'])} | {metric} | {r['sharing']} "
+                         f"| {a['p50_ms']:.3f} → {r['p50_ms']:.3f} "
+                         f"| {fmt_ci(a['p99_ms'], a['p99_ci'], n=int(a['n']))} "
+                         f"| {fmt_ci(r['p99_ms'], r['p99_ci'], n=int(r['n']))} "
+                         f"| {fmt_ci(r['df'], r['df_ci'])} | {fmt_slow(r)} | **{r['reading']}** |")
+    return "\n".join(lines + ["", *verdict_sentences(table)])
+
+
+def _shared_rows(table: pd.DataFrame, metric: str) -> list[tuple[pd.Series, pd.Series]]:
+    """(alone row, shared row) per tenant and sharing mode of one clock, in the table's order."""
+    t = table[table["metric"] == metric]
+    out = []
+    for _, r in t[t["kind"] == "shared"].iterrows():
+        a = baseline_row(table, r)
+        if a is not None:
+            out.append((a, r))
+    return out
+
+
+def verdict_sentences(table: pd.DataFrame) -> list[str]:
+    """Per shared tenant and sharing mode: its wall-time verdict and its device-time verdict, with the evidence
+    that decided each (``Verdict.words``). Generated, so the README's prose cannot contradict its table."""
+    device = {(r["tenant"], r["phase"], r["group"]): r for _, r in _shared_rows(table, "device")}
+    out = []
+    for _, r in _shared_rows(table, "wall"):
+        d = device.get((r["tenant"], r["phase"], r["group"]))
+        dev = f"; by device time (CUDA events): {d['reading_detail']}" if d is not None else ""
+        out.append(f"- **{series_label(r['tenant'], r['phase'])}** ({r['sharing']}), by wall time: "
+                   f"{r['reading_detail']}{dev}.")
+    return out
 
 
 def probe_markdown(data: RunData, *, n_resamples: int = 2000, seed: int = 0) -> str:
