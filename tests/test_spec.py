@@ -252,3 +252,14 @@ def test_cpu_quick_gives_each_tenant_one_thread():
     assert {t.threads for s in spec.scenarios for t in s.tenants} == {1}
     assert spec.scenario("shared").tenants[0].env()["THREADS"] == "1"
     assert spec.resolved["iterations"] >= 662  # enough samples for a distribution-free bound on each p99
+
+
+def test_cpu_stand_in_pins_every_tenant_to_one_core_only_on_a_cpu():
+    cpu = _resolve("cpu")
+    assert {t.env().get("KTS_CPU_CORE") for s in cpu.scenarios for t in s.tenants} == {"-1"}
+    gpu = resolve(ExperimentParams.from_mapping({"profile": "cpu-quick", "cpu_core": 0}), "cuda")
+    assert all("KTS_CPU_CORE" not in t.env() for s in gpu.scenarios for t in s.tenants)
+    chosen = resolve(ExperimentParams.from_mapping({"cpu_core": 0}), "cpu")
+    assert {t.env()["KTS_CPU_CORE"] for s in chosen.scenarios for t in s.tenants} == {"0"}
+    with pytest.raises(SpecError, match="cpu_core=-5"):
+        resolve(ExperimentParams.from_mapping({"cpu_core": -5}), "cpu")

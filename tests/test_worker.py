@@ -45,6 +45,9 @@ def runs(start_worker, tmp_path_factory):
                                                {"WORKLOAD": "noop", "TENANT": "second", "ITERATIONS": "4"}]),
                     "KTS_PAD": "1", "KTS_PAD_LIMIT_S": "0.1", "KTS_PAD_LIMIT_EXIT": "0"},
         "bad-index": {"JOB_COMPLETION_INDEX": "2", "KTS_TENANTS": json.dumps([{"WORKLOAD": "noop"}])},
+        # the CPU stand-in: every tenant on one core (-1: the last this process may use)
+        "pinned": {"WORKLOAD": "noop", "ITERATIONS": "2", "KTS_CPU_CORE": "-1"},
+        "bad-core": {"WORKLOAD": "noop", "ITERATIONS": "2", "KTS_CPU_CORE": "100000"},
     }
     procs = {k: start_worker(env) for k, env in configs.items()}
     out = {}
@@ -132,6 +135,17 @@ def test_indexed_job_without_an_entry_for_its_index_fails_clearly(runs):
     res = runs["bad-index"]
     assert res.returncode != 0 and "KTS_TENANTS has no entry for JOB_COMPLETION_INDEX='2'" in res.stderr
     assert "Traceback" not in res.stderr and "KTS_APP" not in res.stdout
+
+
+def test_cpu_stand_in_pins_the_tenant_to_one_core(runs):
+    import os
+
+    res = runs["pinned"]
+    assert res.returncode == 0, res.stderr
+    assert _parse(res.stdout).meta[0]["cpu_affinity"] == [max(os.sched_getaffinity(0))]
+    bad = runs["bad-core"]
+    assert bad.returncode != 0 and "KTS_CPU_CORE=100000: core 100000 is not among" in bad.stderr
+    assert "Traceback" not in bad.stderr and "KTS_APP" not in bad.stdout
 
 
 def test_open_loop_fixed_rate(runs):

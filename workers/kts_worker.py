@@ -355,8 +355,22 @@ def gpu_identity(torch, device) -> dict:
     return out
 
 
+def pin_to_core(environ=os.environ) -> None:
+    """The CPU stand-in's time-slicing: ``KTS_CPU_CORE`` pins this tenant to one core (-1: the last it may
+    use), as every tenant of the scenario is, so they take turns on it as GPU tenants take turns on a GPU."""
+    raw = environ.get("KTS_CPU_CORE")
+    if not raw or not hasattr(os, "sched_setaffinity"):
+        return
+    allowed = sorted(os.sched_getaffinity(0))
+    core = allowed[-1] if int(raw) == -1 else int(raw)
+    if core not in allowed:
+        raise SystemExit(f"kts_worker: KTS_CPU_CORE={raw}: core {core} is not among this process's cores {allowed}")
+    os.sched_setaffinity(0, {core})
+
+
 def main(argv: list[str] | None = None) -> int:
     own_tenant_env()
+    pin_to_core()
     args = parse_args(argv)
     stop = StopRequest()
     stop.install()
@@ -384,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         "mps_thread_percentage": os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
         "lead_in_s": args.lead_in_s, "pad": args.pad, "pad_limit_s": args.pad_limit_s,
         "stopping": StopRule.from_args(args).describe(),
+        "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         **gpu_identity(torch, device),
     }
     meta["barrier_reached_ns"] = time.time_ns()  # start-up (CUDA init, warm-up) ends, the barrier wait begins
