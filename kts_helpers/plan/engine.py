@@ -434,7 +434,9 @@ def scenarios_of_run(run_dir: str | os.PathLike, *, thresholds_ms: dict[str, flo
                 cache[key] = profile_from_log(run.log_path(*key), t.name, t.workload)
             pct = float(t.mps_thread_percentage) if t.mps_thread_percentage else 100.0
             profiles.append(replace(cache[key], name=t.name, thread_pct=pct))
-            counts.append(len(cache[key].iterations) if t.auto or t.arrival != "closed" else int(t.iterations))
+            # a count the manifest does not fix (auto, open loop, a simulated run): as many as it ran alone
+            fixed = not t.auto and t.arrival == "closed" and t.iterations > 0
+            counts.append(int(t.iterations) if fixed else len(cache[key].iterations))
         out.append(Scenario(s.name, tuple(profiles), tuple(counts), s.sharing, dict(thresholds_ms or {})))
     if not out:
         raise RunError(f"run {run.run_id} has no shared scenario to predict")
