@@ -264,3 +264,32 @@ def test_the_engine_is_not_a_second_simulator() -> None:
     assert lesson_ts is plan_ts and lesson_mps is plan_mps
     assert engine.simulate is plan_ts.simulate and engine.simulate_mps is plan_mps.simulate_mps
     assert math.isfinite(engine.MPS_WEIGHTS["fft"])
+
+
+# -- the lesson and the report ask the planner the same question ------------------------------------------------
+def test_the_lesson_and_the_report_give_the_same_capacity_answer() -> None:
+    """The report's "Capacity" section and the lesson's exercise 4 are the planner's answer, number for number."""
+    from kts_helpers.analyse.load import load_run
+    from kts_helpers.present.sections import capacity_section
+    from kts_helpers.teaching.exercises import how_many_replicas
+
+    run = REF / "h200-2026-11-30-article"
+    section = capacity_section(load_run(run))
+    assert section is not None and section.markdown.startswith("### Capacity")
+    planner = cap.capacity_frame(cap.capacity_of_run(run))
+    assert section.items[0].equals(planner)
+    ex = how_many_replicas(str(run), 2, slo_ms={"fft": 1.0})
+    answer = cap.capacity_of_run(run, slo_ms={"fft": 1.0})
+    assert ex.evidence.equals(cap.capacity_frame(answer))
+    assert ex.answer == str(answer.largest["timeslice"]) and ex.correct == (answer.largest["timeslice"] == 2)
+    with pytest.raises(Exception, match="whole number"):
+        how_many_replicas(str(run), -1)
+
+
+def test_no_capacity_section_without_a_probe_for_the_gpu(tmp_path: Path) -> None:
+    from kts_helpers.analyse.load import load_run
+    from kts_helpers.present.sections import capacity_section
+
+    run = write_sim_run(tmp_path / "r", [SimTenant("fft", 0.4, 30.0), SimTenant("gemm", 5.0, 0.0)], 2.0,
+                        duration_ms=2_000)
+    assert capacity_section(load_run(run)) is None
