@@ -293,3 +293,30 @@ def test_no_capacity_section_without_a_probe_for_the_gpu(tmp_path: Path) -> None
     run = write_sim_run(tmp_path / "r", [SimTenant("fft", 0.4, 30.0), SimTenant("gemm", 5.0, 0.0)], 2.0,
                         duration_ms=2_000)
     assert capacity_section(load_run(run)) is None
+
+
+# -- phase-lock: a fixed sleep next to busy neighbours ------------------------------------------------------------
+def _saturating_scenario(k: int) -> engine.Scenario:
+    fft, gemm = cap.profiles_of_run(REF / "h200-2026-11-30-saturating")
+    gemms = tuple(replace(gemm, name=f"gemm-{i + 1}") for i in range(k))
+    return engine.Scenario("x", (fft, *gemms), (300,) * (k + 1))
+
+
+def test_one_simulated_run_spreads_the_ffts_waits_next_to_one_gemm() -> None:
+    """Next to one closed-loop GEMM the GPU idles at each GEMM sync and the slice clock restarts, so within one
+    run the FFT's 100 ms sleep does not lock to it: its waits spread over the slice (H200, one run: waits p5 to
+    p95 of 0.41 to 2.30 ms), not in a narrow band."""
+    gpu = engine.gpu_model_for(REF / "h200-2026-11-30-saturating")
+    for seed in (1, 2, 3):
+        rows = engine.simulate_once(_saturating_scenario(1), gpu, seed)
+        wall = rows[rows["tenant"] == "fft"]["wall_ms"].to_numpy(float)[:300]
+        assert np.quantile(wall, 0.95) - np.quantile(wall, 0.05) > 1.5, seed
+
+
+def test_the_lock_phase_next_to_two_busy_gemms_is_unknown_and_the_interval_says_so() -> None:
+    """Next to two back-to-back GEMMs the GPU never idles; the FFT's sleep locks to the slice clock at a phase no
+    probe can pin down (45 slices per sleep): the replicates draw it, so the p50's interval spans most of a slice."""
+    gpu = engine.gpu_model_for(REF / "h200-2026-11-30-saturating")
+    fft = _rows(engine.predict(_saturating_scenario(2), gpu, replicates=12))[("x", "fft", "wall", "op")]
+    assert fft.p50_hi - fft.p50_lo > 0.8, (fft.p50_lo, fft.p50_hi)
+    assert fft.p99_hi < 0.7 + 2 * (2.29 + 0.17) + 0.5  # at most two slices and switches on top of the FFT
