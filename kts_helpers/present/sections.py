@@ -79,8 +79,16 @@ def _compare_sections(data: RunData, *, n_resamples: int, seed: int | None) -> l
 
 def probe_section(data: RunData, *, n_resamples: int, seed: int | None) -> Section | None:
     """The GPU's effective time slice and switch cost, when the run is a time-slice probe (``kts probe``)."""
-    from kts_helpers.analyse.probe import is_probe, read_probe
+    from kts_helpers.analyse.probe import is_multi_probe, is_probe, read_multi, read_probe
 
+    if is_multi_probe(data):
+        multi = read_multi(data)
+        return Section("### Several contexts (multi-context probe)\n\nThe same tick at random times next to k = 1, 2, "
+                       "3 busy neighbours whose kernels are shorter or longer than the quantum: its wait (wall - "
+                       f"device - {multi.overhead_ms:.3f} ms launch overhead of an awake GPU) per configuration. A "
+                       "round robin predicts waits up to k slices (long neighbours) or k kernels (short ones); "
+                       "`kts plan` checks that per configuration and draws the measured waits where it misses.",
+                       [multi.table()])
     if not is_probe(data):
         return None
     from kts_helpers.present import charts
