@@ -197,7 +197,7 @@ def test_run_without_shared_scenario_renders_the_simulator_and_says_why(lone_nb,
     _no_errors(lone_nb)
     text = _markdown(lone_nb)
     assert "Quantum fit skipped: run run has no shared scenario" in text
-    assert _svgs(lone_nb) == _svgs(static_nb) and text.count("Your prediction: *") == 3
+    assert _svgs(lone_nb) == _svgs(static_nb) and text.count("Your prediction: *") == 4
 
 
 def test_interactive_mode_builds_sliders_that_redraw(tmp_path: Path) -> None:
