@@ -239,3 +239,11 @@ def test_multi_probe_runs_through_the_real_run_path_on_a_cpu(tmp_path: Path) -> 
     r = read_multi(run.path)
     assert [(c.length, c.k) for c in r.configs] == [(s, k) for s in ("short", "long") for k in (1, 2, 3)]
     assert all(c.n_ticks > 20 for c in r.configs)
+
+
+def test_the_report_shows_the_multi_context_table(tmp_path: Path) -> None:
+    from kts_helpers.teaching.synthetic import write_sim_multi_probe
+
+    run = write_sim_multi_probe(tmp_path / "m", 2.0, 0.1)
+    secs = [s for s in sections.build(load_run(run), n_resamples=100) if s.markdown.startswith("### Several contexts")]
+    assert len(secs) == 1 and len(secs[0].items[0]) == 6 and "wait p99 ms" in secs[0].items[0].columns

@@ -114,7 +114,8 @@ def test_committed_notebook_is_clean_and_parameterised() -> None:
     assert len(params) == 1
     for name in ("quantum_ms", "fft_kernel_ms", "fft_period_ms", "gemm_kernel_ms", "gemm_period_ms",
                  "duration_ms", "seed", "run_dir", "probe_dir", "references_dir", "waits_example", "predict_p50",
-                 "predict_p99", "predict_clock", "predict_wait", "requests_per_pod", "interactive"):
+                 "predict_p99", "predict_clock", "predict_wait", "requests_per_pod", "predict_replicas", "capacity_run",
+                 "capacity_slo_ms", "interactive"):
         assert re.search(rf"^{name} = ", params[0].source, re.M), name
 
 
@@ -140,7 +141,8 @@ def test_static_run_teaches_every_section_with_svg_charts(static_nb: nbformat.No
     assert re.search(r"Probe `h200-2026-11-30-probe`: measured waits p1 / p50 / p99 = [0-9.]+ / [0-9.]+ / [0-9.]+ ms", text)
     assert "The measured spread is the **switch-in** timer's" in text
     assert "**EMULATED**" in text and "31 s of image pull and start-up" in text  # a 30 s pull + 1 s init
-    assert text.count("Your prediction: *") == 3
+    assert text.count("Your prediction: *") == 4
+    assert "How many replicas can this mix (fft, gemm, filled in turn) take with fft: p99 ≤ 1 ms?" in text
     assert "No `run_dir` given" in text and "Fitted quantum" not in text
 
 
@@ -195,7 +197,7 @@ def test_run_without_shared_scenario_renders_the_simulator_and_says_why(lone_nb,
     _no_errors(lone_nb)
     text = _markdown(lone_nb)
     assert "Quantum fit skipped: run run has no shared scenario" in text
-    assert _svgs(lone_nb) == _svgs(static_nb) and text.count("Your prediction: *") == 3
+    assert _svgs(lone_nb) == _svgs(static_nb) and text.count("Your prediction: *") == 4
 
 
 def test_interactive_mode_builds_sliders_that_redraw(tmp_path: Path) -> None:

@@ -244,3 +244,32 @@ def profiles_of_run(run_dir: Any) -> list[AloneProfile]:
     if not out:
         raise SpecError(f"run {run.run_id} has no alone baseline to take tenant types from")
     return list(out.values())
+
+
+SHOWN_MAX_N, SHOWN_REPLICATES = 4, 3  # the report's section and the lesson's exercise: the same small question
+DEFAULT_SLOW_SHARE = 0.05  # without a user's SLO: at most 5 % of iterations slower than the tenant's alone p99
+
+
+def capacity_of_run(run_dir: Any, *, slo_ms: dict[str, float] | None = None, max_slow_share: float | None = None,
+                    max_n: int = SHOWN_MAX_N, replicates: int = SHOWN_REPLICATES) -> CapacityAnswer:
+    """The capacity question for a run's own workloads, as the report and the lesson ask it (one function, so
+    the two cannot differ): the committed probe of the run's GPU, the run's alone baselines, the given goals
+    (default: at most 5 % of iterations slower than the alone p99)."""
+    from kts_helpers.plan.engine import gpu_model_for
+
+    mix = profiles_of_run(run_dir)
+    share = max_slow_share if max_slow_share is not None or slo_ms else DEFAULT_SLOW_SHARE
+    goals = parse_goals(slo_ms, share, [p.workload for p in mix])
+    return capacity(mix, goals, gpu_model_for(run_dir), max_n=max_n, replicates=replicates)
+
+
+def capacity_frame(answer: CapacityAnswer) -> Any:
+    """The answer's rows as a table (N, mode, pod, p50/p99 with intervals, slow share, goal)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"N": r.n, "mode": r.mode, "pod": r.tenant,
+                          "p50 ms [PI]": f"{r.p50_ms:.2f} [{r.p50_lo:.2f}, {r.p50_hi:.2f}]",
+                          "p99 ms [PI]": f"{r.p99_ms:.2f} [{r.p99_lo:.2f}, {r.p99_hi:.2f}]",
+                          "slow share [PI]": f"{r.slow_share:.1%} [{r.slow_lo:.1%}, {r.slow_hi:.1%}]",
+                          "goal": "met" if r.meets and r.sure else "met (interval crosses)" if r.meets else "missed"}
+                         for r in answer.rows])

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from kts_helpers.analyse.logparse import parse_file
-from kts_helpers.errors import RunError
+from kts_helpers.errors import KtsError, RunError
 from kts_helpers.plan.mps import MpsTenant, simulate_mps
 from kts_helpers.plan.timeslice import Op, SimTenant, simulate
 from kts_helpers.run.corun import PAD_PHASE
@@ -242,7 +242,7 @@ def committed_probes(gpu_name: str, root: Path = REFERENCE_ROOT) -> tuple[str, s
             continue
         try:
             m = open_run(d).read()
-        except Exception:  # noqa: BLE001 - a folder that is not a run is not a probe
+        except KtsError:  # a folder that is not a run is not a probe
             continue
         if m.profile != "probe" or str(m.environment.get("gpu_name") or "") != gpu_name:
             continue
@@ -262,7 +262,8 @@ def gpu_model_for(run_dir: str | os.PathLike, probe: str | os.PathLike | None = 
     found_pair, found_multi = committed_probes(gpu) if gpu else ("", "")
     pair = str(probe) if probe else found_pair
     if not pair:
-        raise RunError(f"no time-slice probe for {gpu or 'this run''s GPU'} under {REFERENCE_ROOT}; "
+        who = gpu or "the run's GPU"
+        raise RunError(f"no time-slice probe for {who} under {REFERENCE_ROOT}; "
                        "give one with --probe (make one with: kts probe)")
     if multi is None:
         multi = found_multi
@@ -434,7 +435,9 @@ def scenarios_of_run(run_dir: str | os.PathLike, *, thresholds_ms: dict[str, flo
                 cache[key] = profile_from_log(run.log_path(*key), t.name, t.workload)
             pct = float(t.mps_thread_percentage) if t.mps_thread_percentage else 100.0
             profiles.append(replace(cache[key], name=t.name, thread_pct=pct))
-            counts.append(len(cache[key].iterations) if t.auto or t.arrival != "closed" else int(t.iterations))
+            # a count the manifest does not fix (auto, open loop, a simulated run): as many as it ran alone
+            fixed = not t.auto and t.arrival == "closed" and t.iterations > 0
+            counts.append(int(t.iterations) if fixed else len(cache[key].iterations))
         out.append(Scenario(s.name, tuple(profiles), tuple(counts), s.sharing, dict(thresholds_ms or {})))
     if not out:
         raise RunError(f"run {run.run_id} has no shared scenario to predict")

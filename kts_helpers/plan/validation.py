@@ -87,9 +87,9 @@ def check_run(run_dir: str | os.PathLike, tuned: bool, *, replicates: int = 24) 
     run_dir = Path(run_dir)
     predictions = [p for p in predict_run(run_dir, replicates=replicates) if p.metric == "wall"]
     measured = measured_wall(run_dir).set_index(["group", "tenant", "phase"])
-    sizes: dict[str, int] = {}
+    sizes: dict[str, set[str]] = {}
     for p in predictions:
-        sizes.setdefault(p.scenario, set()).add(p.tenant)  # type: ignore[arg-type]
+        sizes.setdefault(p.scenario, set()).add(p.tenant)
     out = []
     for p in predictions:
         key = (scenario_group(p.scenario), p.tenant, p.phase)

@@ -3,7 +3,8 @@
 Each section is Markdown plus tables/charts; the analysis notebook renders them in order.
 Sharing modes, contention matrix and LLM phases come from ``compare``, open-loop arrivals from ``openloop``;
 Kubernetes runs add the layered waits (admission, placement, start-up) next to the GPU wait; a
-time-slice probe run adds the GPU's quantum and switch cost (``analyse.probe``).
+time-slice probe run adds the GPU's quantum and switch cost (``analyse.probe``); a GPU run whose GPU model
+has a committed probe adds "Capacity" (``plan.capacity``: how many replicas of its workloads would meet a goal).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ def build(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0) -> li
     waits = kubernetes_waits(data)
     if waits is not None:
         out.append(waits)
+    capacity = capacity_section(data)
+    if capacity is not None:
+        out.append(capacity)
     if not out:
         out.append(Section("This run holds one sharing mode, one pair of tenants and closed-loop workers only: "
                            "no further comparison to show."))
@@ -108,8 +112,16 @@ def collisions_section(data: RunData) -> Section | None:
 
 def probe_section(data: RunData, *, n_resamples: int, seed: int | None) -> Section | None:
     """The GPU's effective time slice and switch cost, when the run is a time-slice probe (``kts probe``)."""
-    from kts_helpers.analyse.probe import is_probe, read_probe
+    from kts_helpers.analyse.probe import is_multi_probe, is_probe, read_multi, read_probe
 
+    if is_multi_probe(data):
+        multi = read_multi(data)
+        return Section("### Several contexts (multi-context probe)\n\nThe same tick at random times next to k = 1, 2, "
+                       "3 busy neighbours whose kernels are shorter or longer than the quantum: its wait (wall - "
+                       f"device - {multi.overhead_ms:.3f} ms launch overhead of an awake GPU) per configuration. A "
+                       "round robin predicts waits up to k slices (long neighbours) or k kernels (short ones); "
+                       "`kts plan` checks that per configuration and draws the measured waits where it misses.",
+                       [multi.table()])
     if not is_probe(data):
         return None
     from kts_helpers.present import charts
@@ -152,3 +164,25 @@ def kubernetes_waits(data: RunData) -> Section | None:
                    "happens inside every iteration, in milliseconds. ``late_start_s``: how long after the "
                    "shared start a tenant's timed loop began. Where two clocks disagree (an interval would be "
                    "negative) the layer is left empty and ``clock_skew`` names both clocks.", [table])
+
+
+def capacity_section(data: RunData) -> Section | None:
+    """How many replicas of the run's workloads would meet the default goal, predicted from its alone runs
+    (``plan.capacity.capacity_of_run``, the lesson's exercise asks the same): when the run is on a GPU whose
+    model has a committed probe, and is not itself a probe."""
+    from kts_helpers.analyse.probe import is_multi_probe, is_probe
+    from kts_helpers.errors import KtsError
+    from kts_helpers.plan.capacity import DEFAULT_SLOW_SHARE, capacity_frame, capacity_of_run
+
+    if not data.on_gpu or is_probe(data) or is_multi_probe(data) or data.manifest.profile == "simulated":
+        return None
+    try:
+        answer = capacity_of_run(data.run.path)
+    except KtsError:
+        return None  # no committed probe for this GPU, no alone baseline: nothing to plan from
+    best = ", ".join(f"{mode}: {n}" for mode, n in answer.largest.items())
+    return Section("### Capacity\n\nHow many pods of this run's workloads (filled in turn) could share the GPU "
+                   f"with at most {DEFAULT_SLOW_SHARE:.0%} of each pod's iterations slower than its alone p99 — "
+                   "predicted from the alone baselines and the GPU's probe by `kts plan` (the shared logs are not "
+                   f"used). Largest N meeting the goal: {best}; recommended: {answer.best_mode} "
+                   f"(`{answer.overlay}`). Multi-context rule: {answer.gpu_rule}.", [capacity_frame(answer)])

@@ -140,3 +140,26 @@ def dominant_wait(row: pd.Series, in_service_ms_per_request: float, requests: in
                  "pull is fixed on the node (a pre-pulled or smaller image), not by a quota or the time slice.",
                  table)
 
+
+
+def how_many_replicas(run_dir: str, predict: int, *, slo_ms: dict[str, float] | None = None,
+                      max_slow_share: float | None = None) -> Check:
+    """How many pods of this run's workloads (filled in turn) can share the GPU and still meet the goal?
+
+    Answered by the planner (``plan.capacity.capacity_of_run``, the report's "Capacity" section asks the same),
+    from the run's alone baselines and the GPU's probe; the answer is the largest N under time-slicing.
+    """
+    from kts_helpers.plan.capacity import capacity_frame, capacity_of_run
+
+    if isinstance(predict, bool) or not isinstance(predict, int) or predict < 0:
+        raise SimError(f"predict_replicas must be a whole number of pods >= 0, got {predict!r}")
+    answer = capacity_of_run(run_dir, slo_ms=slo_ms, max_slow_share=max_slow_share)
+    n_ts, n_mps = answer.largest["timeslice"], answer.largest["mps"]
+    goals = "; ".join(g.text() for g in answer.goals)
+    return Check(f"How many replicas can this mix ({', '.join(answer.mix)}, filled in turn) take with {goals}?",
+                 str(predict), str(n_ts), predict == n_ts,
+                 f"The planner predicts every pod's wall p50/p99 for N = 1..{max(r.n for r in answer.rows)} from the "
+                 f"alone runs and the GPU's probe: under time-slicing N = {n_ts} meets the goal, under MPS (each pod "
+                 f"capped at 100/N % of the SMs, as the device plugin does) N = {n_mps}. A pod waits for the others' "
+                 "slices (time-slicing) or runs on fewer SMs (MPS): the short tenant's p99 is what breaks first.",
+                 capacity_frame(answer))
