@@ -102,6 +102,10 @@ def test_the_article_reference_reads_fft_wall_degraded_and_device_not() -> None:
         print(clock, out[clock].words)
     assert out["wall"].reading == "degraded"
     assert out["device"].reading != "degraded"
+    # item 1 on the same data: the alone FFT's p99 bound comes from its tail (7 clusters), not from the drift of
+    # its bulk (Geyer kept 99 lags of the normal scores: nu = 4, upper bound 2.437 ms, past the 2nd-largest sample)
+    alone = out["wall"].df.alone
+    assert alone is not None and alone.hi < 1.38 and alone.hi < 2 * alone.estimate
 
 
 # ---------------------------------------------------------------- the rule's measured error rates (fast subset)
@@ -150,6 +154,12 @@ def test_tail_tau_sees_bursts_and_not_the_bulk() -> None:
     assert np.median([t for t, _ in ti]) <= 1.25
     assert max(nu for _, nu in ti) < 40  # about the 20 exceedances' clusters, not n / (2L + 1)
     _holds(C.series_quantile_cell(C.collisions("bursty"), 2000, 200, seed=42))
+    # excursions of three exceedances, three iterations apart: Geyer's pairs stop after lag 3 (tau ~ 2.3), the
+    # clusters' sum(size^2) / sum(size) is the count's variance factor, 3
+    x = rng.normal(0.0, 1.0, 3000)
+    for start in rng.choice(np.arange(0, 3000 - 10, 60), 10, replace=False):
+        x[[start, start + 3, start + 6]] = 10.0
+    assert O.indicator_tau(x, 0.99)[0] >= 2.8
 
 
 @pytest.mark.parametrize("gen", [C.collisions("random"), C.collisions("periodic"), C.heavy_tailed(),

@@ -14,6 +14,13 @@ cell itself (its Wilson 95 % interval must reach into ``TARGET``; at 1000 replic
 p99 from 300 samples has no 95 % upper bound: 0.99^300 > 0.025), the interval is one-sided by design and
 its one bound alone should cover at least 97.5 %: those must cover at least ``TARGET[0]``. A cell whose
 intervals are almost all one-sided (``NO_BOUND_SHARE``) reads "no bound".
+
+The wider grid (issue 19) adds series like a time-sliced GPU makes them -- the article's tight bulk plus
+collisions at random, in Markov bursts or on the beat of two cadences, t3 tails, slowly drifting levels --
+judged by ``holds`` (coverage >= 0.93 with an open side counting as covering, each side's miss <= 3.5 %),
+and ``decisions``: how often ``verdict.decide`` and each of its two rules read what, under DF = 1 (false
+alarms) and true effects (power). Longer than 500 lines: both grids share the cell machinery here, and the
+generators must know their exact quantiles, so they live next to it.
 """
 
 from __future__ import annotations
