@@ -182,3 +182,16 @@ def test_bootstrap_method_still_runs_and_is_not_a_verdict() -> None:
     assert v.df.interval is not None and v.df.interval.method == "stationary"
     assert v.reading in ("inconclusive", "degraded", "faster when shared")
     assert v.reading != V.no_change()
+
+
+def test_edge_cases_give_a_reading_not_an_error() -> None:
+    rng = np.random.default_rng(81)
+    a, s = C.lognormal().draw(rng, 2, 800)
+    assert V.decide([np.full(800, 0.56)], [np.full(800, 0.56)]).reading == "no change within ±10 %"
+    assert V.decide([], [a]).missing.startswith("shared: n = 0 < 368")
+    none_beyond = V.exceedance([s], [a], slo_ms=50.0)  # nobody slower than the SLO: no ratio, no evidence
+    assert math.isnan(none_beyond.ratio) and none_beyond.p_more == 1.0 and none_beyond.p_less == 1.0
+    all_beyond = V.exceedance([s], [a], slo_ms=0.01)  # everybody slower: no evidence either way
+    assert all_beyond.p_more > 0.5 and all_beyond.p_less > 0.5
+    halves = V.decide([s[:400], s[400:]], [a[:400], a[400:]])  # repeats pool
+    assert halves.df.n_shared == 800 and halves.reading in V.readings()

@@ -114,7 +114,7 @@ class Exceedance:
     def words(self) -> str:
         """"slow requests 2.3× as often (1.1–4.9×)": shared beyond the threshold, relative to alone."""
         def f(v: float) -> str:
-            return "∞" if not math.isfinite(v) else f"{v:.2g}"
+            return "—" if math.isnan(v) else "∞" if not math.isfinite(v) else f"{v:.2g}"
         return (f"{self.shared.count} of {self.shared.n} shared iterations slower than {self.source} "
                 f"{self.threshold_ms:.3g} ms vs {self.alone.count} of {self.alone.n} alone: "
                 f"{f(self.ratio)}× as often ({f(self.lo)}–{f(self.hi)}×)")
@@ -168,8 +168,8 @@ def _beta_nodes(a: float, b: float) -> tuple[np.ndarray, np.ndarray]:
     """
     from scipy.special import betainc, betaincinv
 
-    if a <= 0 or b <= 0:
-        return np.zeros(1), np.ones(1)
+    if a <= 0 or b <= 0:  # no alone sample beyond the threshold, or every one: U is 0 or 1
+        return np.full(1, 0.0 if a <= 0 else 1.0), np.ones(1)
     lo, hi = betaincinv(a, b, 1e-12), betaincinv(a, b, 1 - 1e-12)
     edges = np.geomspace(max(lo, 1e-300), hi, _QUAD + 1)
     w = np.diff(betainc(a, b, edges))
@@ -195,6 +195,8 @@ def _p_less(k: float, m: float, nodes: tuple[np.ndarray, np.ndarray], ratio: flo
     u, w = nodes
     if k >= m or not u.any():
         return 1.0
+    if k <= 0 and u.min() >= 1.0:
+        return 0.0
     return float(np.dot(w, 1.0 - betainc(k + 1.0, m - k, np.minimum(1.0, ratio * u))))
 
 
@@ -224,7 +226,8 @@ def _welch(k: int, m: int, tau_s: float, nu_s: float, r: int, n: int, tau_a: flo
     (nu clusters) counts as much as that side contributes to the variance of the difference."""
     v_s = tau_s * (k + 0.5) / m**2
     v_a = tau_a * (r + 0.5) / n**2
-    return (v_s + v_a) ** 2 / (v_s**2 / nu_s + v_a**2 / nu_a)
+    den = v_s**2 / nu_s + v_a**2 / nu_a
+    return (v_s + v_a) ** 2 / den if den > 0 else math.inf
 
 
 def _share(count: int, n: int, tau: float, a2: float) -> Share:
@@ -276,7 +279,7 @@ def exceedance(shared: Sequence[np.ndarray], alone: Sequence[np.ndarray], *, q: 
             hi = _solve(lambda R, ke=ke, me=me, down=down: _p_less(ke, me, down, ratio=R), a2, False)
             first = (thr, _share(k, m, tau_s, a2), _share(r, n, tau_a, a2), lo, hi)
     thr, s_sh, s_al, lo, hi = first
-    ratio = s_sh.estimate / s_al.estimate if s_al.count else math.inf
+    ratio = s_sh.estimate / s_al.estimate if s_al.count else (math.inf if s_sh.count else math.nan)
     p_more = min(1.0, len(steps) * min(s.p_more for s in steps))
     return Exceedance(thr, source, s_sh, s_al, ratio, lo, hi, p_more, steps[0].p_less, tuple(steps), confidence)
 
@@ -295,7 +298,8 @@ def _open_sides(d: rules.Degradation, q: float) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _projection(d: rules.Degradation, ex: Exceedance | None, n: int, margin: float, alpha: float) -> int | None:
+def _projection(d: rules.Degradation | None, ex: Exceedance | None, n: int, margin: float,
+                alpha: float) -> int | None:
     """About how many iterations per side would decide, from how far each estimand is from deciding.
 
     Interval half-widths shrink as 1 / sqrt(n): n * (width now / width needed)^2, the smallest over the
@@ -304,8 +308,8 @@ def _projection(d: rules.Degradation, ex: Exceedance | None, n: int, margin: flo
     from scipy.stats import norm
 
     cands = []
-    est = d.estimate
-    if math.isfinite(est) and est > 0:
+    est = d.estimate if d is not None else math.nan
+    if d is not None and math.isfinite(est) and est > 0:
         e = math.log(est)
         need_bound = rules.min_corunning_samples() * max(
             (iv.n if isinstance(iv.n, int) else sum(iv.n)) / (iv.ess if isinstance(iv.ess, float) and iv.ess else 1)
@@ -387,7 +391,8 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
         missing = (f"DF {d.estimate:.2f} [{d.lo:.2f}, {d.hi:.2f}] neither excludes 1 nor lies within "
                    f"±{100 * margin:g} %, and the exceedance test (p = {ex.p_more:.2g}) does not decide")
     return Verdict(INCONCLUSIVE, "nothing decides", d, ex, missing,
-                   _projection(d, ex, min(d.n_shared, d.n_alone), margin, alpha), opened, **common)
+                   _projection(d if usable else None, ex, min(d.n_shared, d.n_alone), margin, alpha), opened,
+                   **common)
 
 
 def _fmt(v: float) -> str:
