@@ -9,7 +9,8 @@ p99, where 8 are expected. The rule, at ``confidence`` (default 95 %, each direc
 2. **degraded** when DF's lower bound > 1 (the shared p99's lower bound above the alone p99's upper bound,
    combined by MOVER: ``rules.degradation``, the one DF) *or* the exceedance test finds the shared series
    slower than the alone tail more often than the alone series itself (``exceedance``); **faster when
-   shared** for the mirror image (DF's upper bound < 1, or fewer shared exceedances). Where one p99 bound
+   shared** for the mirror image (DF's upper bound < 1, or fewer shared iterations than expected beyond the
+   alone p99 itself). Where one p99 bound
    is open (no upper bound at this n) the other side still decides, and ``Verdict.open_sides`` says which.
    Evidence both ways (possible with an SLO threshold): "inconclusive".
 3. **no change within ±10 %** only when DF's whole interval lies inside [1 - margin, 1 + margin].
@@ -22,11 +23,17 @@ of the test: with r alone samples beyond it, the alone tail probability there is
 effective size n / tau (clustered exceedances, ``orderstat.indicator_tau``), its uncertainty through the
 t-widening over nu clusters (Welch-Satterthwaite over the two sides). Both sides take the larger of the two
 taus: a series with few bursts shows little clustering by chance, and under "no change" both series come
-from one process (measured: false alarms with bursty collisions on both sides 3.3 % with each side's own
-tau, 1.7 % with the larger). Collisions put the shared excess far beyond the alone p99, so the test also
+from one process (measured on 300 pairs at n = 800: false alarms with bursty collisions on both sides
+3.3 % with each side's own tau, 1.7 % with the larger). Collisions put the shared excess far beyond the alone p99, so the test also
 asks at the alone p99.75 (the alone order statistic with r / 4 beyond) and takes the smaller p-value
 times two (Bonferroni): the false-alarm rate stays at most (1 - confidence) / 2. A user's SLO
 (``slo_ms``) is one fixed threshold and is asked alone.
+
+Measured (``coverage.decisions``, ``make bench``): false "degraded" at most 2.4 % under DF = 1 (bursty,
+periodic and random collisions on both sides, t3 tails, slow drift on either side; n = 800 and 2000), power
+0.87 at n = 800 on the article-like mixture (1.00 at 2000). Known limit: collisions in Markov bursts of mean
+3 at n = 800 are seen only 24 % of the time, and 2.5 % of such shared series (those that happen to hold
+almost no burst) read "no change within ±10 %": no interval can see bursts the sample does not contain.
 """
 
 from __future__ import annotations
