@@ -42,6 +42,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``analyse.summary`` — the summary table, co-running counts, efficiency, what the main figures show
 * ``analyse.stats`` — intervals for quantiles, DF, jitter, throughput; steady state; sample size
 * ``analyse.orderstat`` — the interval method: order statistics at the effective sample size, ratios by MOVER
+* ``analyse.verdict`` — one reading per tenant and clock from DF and the tail-exceedance test, or what is missing
 * ``analyse.coverage`` — how often the intervals cover, measured where the kit uses them (tests, ``make bench``)
 * ``analyse.resample`` — the bootstrap engine (exact, fast order-statistic resamplers), kept for comparison
 * ``analyse.intervals`` — intervals for every summary row; the headline and forest tables

@@ -678,7 +678,7 @@ def p99_bounds(x: list[float], q: float = 0.99, confidence: float = 0.95) -> tup
             tau = max(tau, g_tau)
             if k <= RARE * n:
                 sizes = _cluster_sizes(y)
-                tau = max(tau, sum(z * z for z in sizes) / k)
+                tau = max(tau, sum(z * z for z in sizes) / k - 2 * (CLUSTER_GAP + 1) * k / n)
                 if math.isinf(nu):
                     nu = max(1.0, n * (1 - level) * len(sizes) / k - 1.0)
             elif math.isinf(nu):

@@ -14,6 +14,13 @@ cell itself (its Wilson 95 % interval must reach into ``TARGET``; at 1000 replic
 p99 from 300 samples has no 95 % upper bound: 0.99^300 > 0.025), the interval is one-sided by design and
 its one bound alone should cover at least 97.5 %: those must cover at least ``TARGET[0]``. A cell whose
 intervals are almost all one-sided (``NO_BOUND_SHARE``) reads "no bound".
+
+The wider grid (issue 19) adds series like a time-sliced GPU makes them -- the article's tight bulk plus
+collisions at random, in Markov bursts or on the beat of two cadences, t3 tails, slowly drifting levels --
+judged by ``holds`` (coverage >= 0.93 with an open side counting as covering, each side's miss <= 3.5 %),
+and ``decisions``: how often ``verdict.decide`` and each of its two rules read what, under DF = 1 (false
+alarms) and true effects (power). Longer than 500 lines: both grids share the cell machinery here, and the
+generators must know their exact quantiles, so they live next to it.
 """
 
 from __future__ import annotations
@@ -112,18 +119,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 def _cell(statistic: str, n: object, phi: object, reps: int, truth: float,
           draw: Callable[[np.random.Generator], tuple[float, float, str | None]], seed: int) -> Cell:
     rng = np.random.default_rng(seed)
-    covered = below = above = unbounded = one = degraded = 0
-    for _ in range(reps):
-        lo, hi, reading = draw(rng)
-        hit = lo <= truth <= hi
-        open_ = not (math.isfinite(lo) and math.isfinite(hi))
-        covered += hit
-        below += truth < lo
-        above += truth > hi
-        unbounded += open_
-        one += hit and open_
-        degraded += reading == "degraded"
-    return Cell(statistic, str(n), str(phi), reps, covered, below, above, unbounded, one, degraded)
+    return _matrix_cell(statistic, n, phi, truth, (draw(rng) for _ in range(reps)), reps)
 
 
 def quantile_cell(q: float, n: int, phi: float, reps: int, *, seed: int = 0, method: str = "order",
@@ -388,3 +384,144 @@ def series_df_cell(alone: Generator, shared: Generator, n: int, reps: int, *, q:
 
     label = f"DF = {truth:.3g}" + ("" if method == "order" else f" ({method} bootstrap)")
     return _matrix_cell(label, n, f"{alone.name} / {shared.name}", truth, rows(), reps)
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """How often each rule and the combined verdict decided what, on pairs of series with a known truth."""
+
+    alone: str
+    shared: str
+    n: int
+    reps: int
+    true_df: float
+    df_degraded: int  # DF rule alone: lower bound > 1
+    df_faster: int  # upper bound < 1
+    ex_degraded: int  # exceedance test alone (ladder-corrected p <= (1 - confidence) / 2)
+    ex_faster: int
+    degraded: int  # the combined verdict
+    faster: int
+    no_change: int
+    inconclusive: int
+    ex_ratio_covered: int  # the exceedance ratio's interval held the true ratio at the true alone p99
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def decisions(alone: Generator, shared: Generator, n: int, reps: int, *, seed: int = 0, q: float = 0.99,
+              margin: float = 0.10) -> Decisions:
+    """Run ``verdict.decide`` on ``reps`` independent pairs and count what each rule said."""
+    import time
+
+    from kts_helpers.analyse.verdict import DEGRADED, FASTER, INCONCLUSIVE, decide
+
+    rng = np.random.default_rng(seed)
+    xa, xs = alone.draw(rng, reps, n), shared.draw(rng, reps, n)
+    thr = alone.quantile(q)
+    true_ratio = shared.exceed(thr) / alone.exceed(thr)
+    counts = dict.fromkeys(("dd", "df", "ed", "ef", "d", "f", "e", "i", "rc"), 0)
+    t0 = time.perf_counter()
+    alpha = 0.025
+    for i in range(reps):
+        v = decide([xs[i]], [xa[i]], q=q, margin=margin)
+        counts["dd"] += v.df.lo > 1
+        counts["df"] += v.df.hi < 1
+        ex = v.exceedance
+        if ex is not None:
+            counts["ed"] += ex.p_more <= alpha
+            counts["ef"] += ex.p_less <= alpha
+            counts["rc"] += ex.lo <= true_ratio <= ex.hi
+        counts["d"] += v.reading == DEGRADED
+        counts["f"] += v.reading == FASTER
+        counts["i"] += v.reading == INCONCLUSIVE
+        counts["e"] += v.reading not in (DEGRADED, FASTER, INCONCLUSIVE)
+    dt = time.perf_counter() - t0
+    return Decisions(alone.name, shared.name, n, reps, shared.quantile(q) / alone.quantile(q), counts["dd"],
+                     counts["df"], counts["ed"], counts["ef"], counts["d"], counts["f"], counts["e"], counts["i"],
+                     counts["rc"], round(dt, 2))
+
+
+# ----------------------------------------------------------------------------- the issue-19 grid and decisions
+WIDE_N = (300, 800, 2000)
+MIN_COVERAGE = 0.93  # each cell at n >= 800: two-sided coverage (an open side counts as covering) ...
+MAX_SIDE_MISS = 0.035  # ... and neither side missing more often than this
+
+
+def wide_series() -> list[Generator]:
+    """The generators of the wider p99 grid."""
+    return [collisions("random"), collisions("bursty"), collisions("periodic"), heavy_tailed(),
+            lognormal(0.0), lognormal(0.9), lognormal(0.95)]
+
+
+def df_pairs() -> list[tuple[Generator, Generator]]:
+    """(alone, shared) pairs of the DF grid: DF = 1 under dependence of every kind, then true effects."""
+    iid = lognormal()
+    return [(collisions("bursty"), collisions("bursty")), (collisions("periodic"), collisions("periodic")),
+            (heavy_tailed(), heavy_tailed()), (lognormal(0.95), lognormal(0.95)), (lognormal(0.9), iid),
+            (iid, lognormal(0.9)), (collisions("random"), collisions("random")),
+            (iid, collisions("random")), (iid, collisions("bursty")), (iid, collisions("periodic")),
+            (lognormal(0.5), lognormal(0.5, scale=1.3)), (iid, lognormal(scale=0.85))]
+
+
+def holds(cell: Cell) -> bool:
+    """The issue-19 criterion: coverage >= MIN_COVERAGE and each side's miss <= MAX_SIDE_MISS."""
+    return (cell.coverage >= MIN_COVERAGE and cell.below / cell.reps <= MAX_SIDE_MISS
+            and cell.above / cell.reps <= MAX_SIDE_MISS)
+
+
+def wide_grid(reps: int, *, ns: Iterable[int] = WIDE_N, seed: int = 0, bootstrap_reps: int = 0) -> list[Cell]:
+    """p99 and DF coverage on the wider generators; ``bootstrap_reps`` > 0 adds the stationary bootstrap's rows."""
+    cells = []
+    for n in ns:
+        for j, g in enumerate(wide_series()):
+            cells.append(series_quantile_cell(g, n, reps, seed=seed + 100 * j + n))
+            if bootstrap_reps:
+                cells.append(series_quantile_cell(g, n, bootstrap_reps, seed=seed + 100 * j + n, method="stationary"))
+        for j, (a, s) in enumerate(df_pairs()):
+            cells.append(series_df_cell(a, s, n, reps, seed=seed + 100 * j + n + 7))
+    return cells
+
+
+def decision_pairs() -> list[tuple[str, Generator, Generator]]:
+    """(what it measures, alone, shared): false alarms under DF = 1, then power."""
+    iid = lognormal()
+    return [("false alarm", collisions("bursty"), collisions("bursty")),
+            ("false alarm", lognormal(0.95), lognormal(0.95)),
+            ("false alarm", lognormal(0.9), iid), ("false alarm", iid, lognormal(0.9)),
+            ("false alarm", collisions("periodic"), collisions("periodic")),
+            ("false alarm", collisions("random"), collisions("random")),
+            ("false alarm", heavy_tailed(), heavy_tailed()), ("false alarm", iid, iid),
+            ("power", iid, collisions("random")), ("power", iid, collisions("bursty")),
+            ("power", iid, collisions("periodic")), ("power", lognormal(0.5), lognormal(0.5, scale=1.3)),
+            ("power (faster)", iid, lognormal(scale=0.85))]
+
+
+def decision_grid(reps: int, *, ns: Iterable[int] = (800, 2000), seed: int = 0) -> list[tuple[str, Decisions]]:
+    return [(kind, decisions(a, s, n, reps, seed=seed + 100 * j + n))
+            for n in ns for j, (kind, a, s) in enumerate(decision_pairs())]
+
+
+def wide_markdown(cells: Iterable[Cell]) -> str:
+    lines = ["| statistic | n | series (alone / shared) | coverage | below / above | open side | holds (≥ 0.93, "
+             "each side ≤ 3.5 %) |", "|---|---|---|---|---|---|---|"]
+    for c in cells:
+        judged = int(c.n) >= 800 if c.n.isdigit() else True
+        mark = ("yes" if holds(c) else "**no**") if judged else ("(yes)" if holds(c) else "(no)")
+        lines.append(f"| {c.statistic} | {c.n} | {c.phi} | {c.coverage:.3f} | {c.below / c.reps:.3f} / "
+                     f"{c.above / c.reps:.3f} | {c.unbounded / c.reps:.2f} | {mark} |")
+    return "\n".join(lines)
+
+
+def decisions_markdown(rows: Iterable[tuple[str, Decisions]]) -> str:
+    lines = ["| measures | alone / shared | n | true DF | DF rule: degraded / faster | exceedance: degraded / "
+             "faster | verdict: degraded / faster / no change / inconclusive | exceedance ratio covers |",
+             "|---|---|---|---|---|---|---|---|"]
+    for kind, d in rows:
+        r = d.reps
+        lines.append(f"| {kind} | {d.alone} / {d.shared} | {d.n} | {d.true_df:.3g} | {d.df_degraded / r:.3f} / "
+                     f"{d.df_faster / r:.3f} | {d.ex_degraded / r:.3f} / {d.ex_faster / r:.3f} | {d.degraded / r:.3f} / "
+                     f"{d.faster / r:.3f} / {d.no_change / r:.3f} / {d.inconclusive / r:.3f} | "
+                     f"{d.ex_ratio_covered / r:.3f} |")
+    return "\n".join(lines)

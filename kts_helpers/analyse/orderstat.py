@@ -150,7 +150,8 @@ def indicator_tau(x: np.ndarray, q: float) -> tuple[float, float]:
 
     tau is the largest, over the levels, of Geyer's sum over the indicator's autocorrelations and of the
     clusters' sum(size^2) / sum(size) -- the variance factor of a count made of independent clusters
-    (compound Poisson), which sees bursts of collisions that a few autocorrelations at one level miss.
+    (compound Poisson), which sees bursts of collisions that a few autocorrelations at one level miss --
+    less the 2 (gap + 1) p that independent exceedances at rate p cluster by chance.
     Clusters only make sense for rare exceedances (at most ``RARE`` of the samples); for a central quantile
     nu is the lag window's n / (2L + 1). In the tail nu, the degrees of freedom of tau, is the number of
     independent clusters beyond the quantile less one: the
@@ -171,7 +172,8 @@ def indicator_tau(x: np.ndarray, q: float) -> tuple[float, float]:
         tau = max(tau, g_tau)
         if k <= RARE * n:  # excursions: clusters are the independent units
             sizes = cluster_sizes(y)
-            tau = max(tau, float(np.sum(sizes**2)) / k)
+            # less what independent exceedances would give by chance: a neighbour within the gap, 2 (gap + 1) k / n
+            tau = max(tau, float(np.sum(sizes**2)) / k - 2 * (CLUSTER_GAP + 1) * k / n)
             if math.isinf(nu):  # the clusters expected beyond the quantile itself (ties leave fewer samples)
                 beyond = n * (1 - level if q >= 0.5 else level)
                 nu = max(1.0, beyond * len(sizes) / k - 1.0)

@@ -11,8 +11,11 @@
 * **Baseline matching**: a shared series is compared with the alone series of the same tenant and phase, else
   of the same workload and phase.
 * **DF** = shared q-quantile / alone q-quantile, its interval from both sides' intervals (MOVER), and its
-  reading ("degraded", ...) only with enough co-running samples and only where the interval's coverage was
-  measured (n >= 300, lag-1 autocorrelation <= 0.9; ``analyse.coverage``), else "insufficient data".
+  reading ("degraded", ...) only with enough co-running samples (``MIN_CORUNNING`` = 368 for a two-sided p99
+  at 95 %) and only where the interval's coverage was measured (n >= 300, lag-1 autocorrelation <= 0.9;
+  ``analyse.coverage``), else "insufficient data". The verdict over DF and the tail-exceedance test
+  (degraded / faster when shared / no change within ±10 % / inconclusive) is ``analyse.verdict.decide``;
+  it calls ``degradation`` here, the one DF.
 * **The interval choice**: the order-statistic interval at the exceedance indicator's effective sample size
   (``orderstat``; repeats pooled, their scatter included); a bootstrap only on request (for comparison, its
   readings are "insufficient data": its coverage fails at the kit's sizes); fewer than 2 samples: none.
