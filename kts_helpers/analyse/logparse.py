@@ -47,24 +47,39 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from kts_helpers.errors import LogParseError
+from kts_helpers.run.logformat import (
+    APP_TAG,
+    END_TAG,
+    FIELDS,
+    FLOAT_FIELDS,
+    INT_FIELDS,
+    META_TAG,
+    PAD_PHASE,
+)
 
 _INT = r"-?\d{1,19}"
 _NUM = r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _NOT_A_NUMBER = r"[-+]?(?:[Nn]a[Nn]|NAN|NA|[Ii]nf(?:inity)?|INF)"  # what Arrow reads as null or inf: rejected
 _NAME = r"[^,\s]+"
 _FLOAT = rf"(?:{_NUM}|{_NOT_A_NUMBER})"
-V1_RE = rf"^KTS_APP,v1,{_NAME},{_INT},{_INT},{_INT},{_FLOAT},[^,]*$"
-V2_RE = rf"^KTS_APP,v2,{_NAME},{_NAME},{_INT},[^,]*,{_INT},{_INT},{_INT},{_FLOAT},{_FLOAT}$"
-V1_COLS = ["tag", "version", "workload", "iteration", "start_ns", "end_ns", "device_ms", "phase"]
-V2_COLS = ["tag", "version", "workload", "tenant", "iteration", "phase", "intended_ns", "start_ns", "end_ns",
-           "device_ms", "wall_ms"]
-_TYPES = {"tag": pa.string(), "version": pa.string(), "workload": pa.string(), "tenant": pa.string(),
-          "iteration": pa.int64(), "phase": pa.string(), "intended_ns": pa.int64(), "start_ns": pa.int64(),
-          "end_ns": pa.int64(), "device_ms": pa.float64(), "wall_ms": pa.float64()}
+V1_COLS, V2_COLS = list(FIELDS["v1"]), list(FIELDS["v2"])  # the line's layout: run.logformat's
+
+
+def _field_type(name: str) -> pa.DataType:
+    return pa.int64() if name in INT_FIELDS else pa.float64() if name in FLOAT_FIELDS else pa.string()
+
+
+def _field_re(name: str, version: str) -> str:
+    """What a possible value of a field looks like (names: no comma or space; a phase may be empty)."""
+    fixed = {"tag": APP_TAG, "version": version, "workload": _NAME, "tenant": _NAME, "phase": "[^,]*"}
+    return fixed.get(name, _INT if name in INT_FIELDS else _FLOAT)
+
+
+V1_RE, V2_RE = (f"^{','.join(_field_re(n, v) for n in FIELDS[v])}$" for v in ("v1", "v2"))
+_TYPES = {name: _field_type(name) for name in V2_COLS}
 _INT64_MAX = str(2**63 - 1)
 COLUMNS = ["workload", "tenant", "iteration", "phase", "intended_ns", "start_ns", "end_ns", "device_ms",
            "wall_ms", "version"]
-PAD_PHASE = "pad"  # the run wing's padding phase (run.corun.PAD_PHASE): its own iteration counter
 
 DEVICE_TOL_MS, DEVICE_TOL_REL = 0.05, 0.01  # device may exceed wall by this much (event vs host clock resolution)
 SPAN_TOL_MS, SPAN_TOL_REL = 1.0, 0.01  # v2: end - start may fall short of wall by this (clock resolution, slew)
@@ -179,7 +194,7 @@ def _validate(table: pa.Table, version: str) -> tuple[pa.Table, dict[str, int], 
     if n == 0:
         return table, {}, 0
     ours = np.ones(n, bool)
-    for name, want in (("tag", "KTS_APP"), ("version", version)):
+    for name, want in (("tag", APP_TAG), ("version", version)):
         if pc.count_distinct(table[name]).as_py() != 1 or table[name][0].as_py() != want:
             ours &= pc.equal(table[name], want).to_numpy(zero_copy_only=False)
     names = _names_ok(table["workload"])
@@ -256,15 +271,17 @@ def duplicates(frame: pd.DataFrame) -> np.ndarray:
 # ----------------------------------------------------------------------------- the two paths
 
 def _sniff_version(data: bytes) -> str | None:
-    i = data.find(b"KTS_APP,v")
+    head = f"{APP_TAG},v".encode()
+    i = data.find(head)
     if i < 0:
         return None
-    return {b"v1": "v1", b"v2": "v2"}.get(data[i + 8: i + 10])
+    version = data[i + len(head) - 1: i + len(head) + 1].decode("ascii", "replace")
+    return version if version in FIELDS else None
 
 
 def _split_tags(tags: pa.Array | pa.ChunkedArray) -> tuple[int, int]:
     """(malformed, other) among rows set apart by their tag: KTS_APP-like ones are malformed, the rest junk."""
-    app = pc.sum(pc.starts_with(tags, "KTS_APP")).as_py() or 0
+    app = pc.sum(pc.starts_with(tags, APP_TAG)).as_py() or 0
     return int(app), len(tags) - int(app)
 
 
@@ -288,7 +305,7 @@ def _fast(data: bytes, version: str) -> tuple[pa.Table, dict[str, int], int, int
         return None
     table, dropped = _typed_from_strings(table, text) if text else (table, pa.array([], pa.string()))
     kept, rejected, _ = _validate(table, version)
-    ours = pc.fill_null(pc.and_(pc.equal(table["tag"], "KTS_APP"), pc.equal(table["version"], version)), False)
+    ours = pc.fill_null(pc.and_(pc.equal(table["tag"], APP_TAG), pc.equal(table["version"], version)), False)
     malformed, other = _split_tags(pa.chunked_array([dropped, *table.filter(pc.invert(ours))["tag"].chunks],
                                                     pa.string()))
     return kept, rejected, malformed, other, aside
@@ -300,9 +317,9 @@ def _robust(data: bytes) -> ParsedLog:
     if pc.any(pc.ends_with(lines, "\r")).as_py():
         lines = pa.array([b[:-1] if b.endswith(b"\r") else b for b in lines.to_pylist()], pa.binary())
     nonempty = pc.greater(pc.binary_length(lines), 0)
-    is_app = pc.starts_with(lines, "KTS_APP,")
-    is_meta = pc.starts_with(lines, "KTS_META,")
-    is_end = pc.starts_with(lines, "KTS_END,")
+    is_app = pc.starts_with(lines, f"{APP_TAG},")
+    is_meta = pc.starts_with(lines, f"{META_TAG},")
+    is_end = pc.starts_with(lines, f"{END_TAG},")
     frames, rejected = [], {}
     valid = 0
     for version, names, regex in (("v2", V2_COLS, V2_RE), ("v1", V1_COLS, V1_RE)):

@@ -16,7 +16,7 @@ from typing import Any
 
 from kts_helpers.errors import SpecError
 from kts_helpers.run.backends import Backend, ScenarioResult, get_backend
-from kts_helpers.run.corun import PAD_PHASE
+from kts_helpers.run.logformat import AppLine, parse_line
 from kts_helpers.run.params import backend_options_from_env
 from kts_helpers.run.probe import CPU_REFUSAL, PROBE_PROFILE
 from kts_helpers.run.runs import DEFAULT_ROOT, Run, create_run
@@ -93,14 +93,10 @@ def calibration_floor(log: str | os.PathLike) -> dict[str, Any]:
     walls, devices = [], []
     with open(log, "rb") as fh:
         for raw in fh:
-            f = raw.rstrip(b"\r\n").split(b",")
-            if len(f) != 11 or f[:2] != [b"KTS_APP", b"v2"] or f[5] == PAD_PHASE.encode():
-                continue
-            try:
-                devices.append(float(f[9]))
-                walls.append(float(f[10]))
-            except ValueError:
-                continue
+            rec = parse_line(raw)
+            if isinstance(rec, AppLine) and rec.version == "v2" and not rec.padding:
+                devices.append(rec.device_ms)
+                walls.append(rec.wall_ms)
     if not walls:
         return {"floor_ms": 0.0, "n": 0, "note": "no calibration samples"}
     gaps = sorted(w - d for w, d in zip(walls, devices, strict=True))

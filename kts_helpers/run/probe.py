@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kts_helpers.errors import DeviceError, SpecError
+from kts_helpers.run.logformat import AppLine, parse_line
 
 PROBE_PROFILE = "probe"
 TICK, HOG, TICK_BB, HOG_POISSON = "tick", "hog", "tick-bb", "hog-poisson"
@@ -89,8 +90,8 @@ def size_hog(*, python: str = sys.executable, worker: Path | None = None, target
     if res.returncode != 0:
         tail = (res.stderr.strip().splitlines() or ["(no stderr)"])[-1]
         raise DeviceError(f"the probe's GEMM timing failed (exit {res.returncode}): {tail}")
-    device_ms = [float(line.split(",")[9]) for line in res.stdout.splitlines()
-                 if line.startswith("KTS_APP,v2,") and line.split(",")[5] == "op"]
+    lines = [parse_line(raw) for raw in res.stdout.splitlines()]
+    device_ms = [r.device_ms for r in lines if isinstance(r, AppLine) and r.version == "v2" and r.phase == "op"]
     if not device_ms:
         raise DeviceError("the probe's GEMM timing printed no iteration")
     t0 = statistics.median(device_ms)
