@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from kts_helpers.errors import SpecError, run_command
+from kts_helpers.run.experiment import resume_experiment, run_experiment
+from kts_helpers.run.params import parse_sets
+from kts_helpers.run.runs import find_run
 
 
 def _params(args: argparse.Namespace) -> dict[str, Any]:
-    from kts_helpers.run.params import parse_sets
-
     params = parse_sets(args.set)
     for key in ("profile", "device", "backend", "label"):
         val = getattr(args, key, None)
@@ -35,16 +36,12 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from kts_helpers.run.experiment import resume_experiment, run_experiment
-
     if args.resume:
         given = [f"--{k.replace('_', '-')}" for k in ("profile", "device", "label", "set", "run_id")
                  if getattr(args, k, None)]
         if given:
             raise SpecError(f"--resume continues a run with its own parameters; drop {', '.join(given)}")
         if args.backend:
-            from kts_helpers.run.runs import find_run
-
             used = find_run(args.resume, args.root).read().backend
             if used != args.backend:
                 raise SpecError(f"run {args.resume} used the {used} backend, not {args.backend}")
@@ -57,7 +54,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from kts_helpers.present.pipeline import build_report
+    from kts_helpers.present.pipeline import build_report  # pandas: absent on a bare GPU host
 
     html = build_report(_params(args), run_dir=args.run, runs_root=args.root, report_dir=args.report_dir,
                         notebooks_dir=args.notebooks)
@@ -67,13 +64,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_probe(args: argparse.Namespace) -> int:
     """Run the time-slice probe (or read an existing probe run) and print its reading."""
-    from kts_helpers.analyse.probe import read_probe
+    from kts_helpers.analyse.probe import read_probe  # pandas: absent on a bare GPU host
 
     if args.run:
         run_dir = Path(args.run)
     else:
-        from kts_helpers.run.experiment import run_experiment
-
         params = {**_params(args), "profile": "probe"}
         params.setdefault("device", "cuda")
         run = run_experiment(params, run_id=args.run_id, root=args.root, progress=not args.quiet)
@@ -97,8 +92,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_teach(args: argparse.Namespace) -> int:
-    from kts_helpers.present.pipeline import build_teaching
-    from kts_helpers.run.params import parse_sets
+    from kts_helpers.present.pipeline import build_teaching  # pandas: absent on a bare GPU host
 
     params = parse_sets(args.set)
     if args.run:
@@ -108,27 +102,30 @@ def cmd_teach(args: argparse.Namespace) -> int:
 
 
 def cmd_reference_table(args: argparse.Namespace) -> int:
-    from kts_helpers.present.reference import reference_markdown
+    from kts_helpers.present.reference import reference_markdown  # pandas: absent on a bare GPU host
 
     print(reference_markdown(args.run))
     return 0
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from kts_helpers.present.html import write_index
+    from kts_helpers.present.html import write_index  # pandas: absent on a bare GPU host
 
     print(write_index(args.report_dir))
     return 0
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from kts_helpers.analyse.load import load_logs
-    from kts_helpers.analyse.summary import summarize_frame, summary_records
+    from kts_helpers.analyse.load import load_logs  # pandas: absent on a bare GPU host
+    from kts_helpers.analyse.summary import (  # pandas: absent on a bare GPU host
+        summarize_frame,
+        summary_records,
+    )
 
     frame, parsed = load_logs(args.baseline or [], args.shared or [], clip=not args.no_clip, trim=args.trim)
     table = summarize_frame(frame, args.metric)
     if args.ci:
-        from kts_helpers.analyse.intervals import add_intervals
+        from kts_helpers.analyse.intervals import add_intervals  # pandas: absent on a bare GPU host
 
         table = add_intervals(table, frame, args.metric, n_resamples=args.resamples, seed=args.seed)
     if parsed.malformed or parsed.other or parsed.n_rejected:

@@ -7,13 +7,15 @@ repeats: ``shared`` for ``shared-r1``...) and, in the iterations, ``scenario`` (
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from kts_helpers.analyse.load import RunData
 from kts_helpers.analyse.rules import (
     METRICS,
     PERCENTILES,
@@ -23,9 +25,7 @@ from kts_helpers.analyse.rules import (
     scenario_groups,
     series_groups,
 )
-
-if TYPE_CHECKING:
-    from kts_helpers.analyse.load import RunData
+from kts_helpers.fsutil import atomic_write_text
 
 
 def series_stats(x: np.ndarray) -> dict[str, float]:
@@ -91,10 +91,6 @@ def summary_records(table: pd.DataFrame) -> list[dict[str, Any]]:
 
 def write_summary(table: pd.DataFrame, out_dir: str | os.PathLike) -> tuple[Path, Path]:
     """summary.csv and summary.json, written atomically (into a report's build directory, not the run)."""
-    import json
-
-    from kts_helpers.fsutil import atomic_write_text
-
     out = Path(out_dir)
     csv = atomic_write_text(out / "summary.csv", table.to_csv(index=False))
     js = atomic_write_text(out / "summary.json", json.dumps(summary_records(table), indent=2) + "\n")
@@ -107,8 +103,6 @@ def overlap_counts(data_or_frame: RunData | pd.DataFrame) -> pd.DataFrame:
     Every timed iteration of a shared scenario should co-run (the workers pad until all are done);
     ``outside`` > 0 means a tenant started late or stopped early, and those iterations are left out.
     """
-    from kts_helpers.analyse.load import RunData
-
     frame = data_or_frame.iterations if isinstance(data_or_frame, RunData) else data_or_frame
     pads = data_or_frame.padding if isinstance(data_or_frame, RunData) else pd.DataFrame()
     cols = ["scenario", "tenant", "timed", "co_running", "outside", "padding"]

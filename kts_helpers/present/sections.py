@@ -13,7 +13,11 @@ from typing import Any
 
 import pandas as pd
 
+from kts_helpers.analyse import compare, openloop
 from kts_helpers.analyse.load import RunData
+from kts_helpers.analyse.probe import is_probe, read_probe
+from kts_helpers.analyse.waits import layered_waits
+from kts_helpers.present import charts
 
 
 @dataclass
@@ -38,9 +42,6 @@ def build(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0) -> li
 
 
 def _compare_sections(data: RunData, *, n_resamples: int, seed: int | None) -> list[Section]:
-    from kts_helpers.analyse import compare, openloop
-    from kts_helpers.present import charts
-
     out = []
     if compare.has_modes(data):
         t = compare.modes_table(data, n_resamples=n_resamples, seed=seed)
@@ -75,12 +76,8 @@ def _compare_sections(data: RunData, *, n_resamples: int, seed: int | None) -> l
 
 def probe_section(data: RunData, *, n_resamples: int, seed: int | None) -> Section | None:
     """The GPU's effective time slice and switch cost, when the run is a time-slice probe (``kts probe``)."""
-    from kts_helpers.analyse.probe import is_probe, read_probe
-
     if not is_probe(data):
         return None
-    from kts_helpers.present import charts
-
     reading = read_probe(data, n_resamples=n_resamples, seed=seed)
     table = pd.DataFrame([{"reading": name, "value": est.text()} for name, est in reading.rows()])
     items: list[Any] = [table]
@@ -103,8 +100,6 @@ def kubernetes_waits(data: RunData) -> Section | None:
     """Admission (Kueue), placement, start-up, barrier wait and timed loop per pod, next to the GPU wait."""
     if "kubernetes" not in data.manifest.backends():
         return None
-    from kts_helpers.analyse.waits import layered_waits
-
     waits = layered_waits(data.manifest)
     gpu = (data.iterations.groupby(["scenario", "tenant"])["wait_ms"].quantile(0.99).rename("gpu_wait_p99_ms")
            .reset_index())

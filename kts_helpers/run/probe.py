@@ -15,6 +15,7 @@ workers' own clocks, never changing a GPU setting:
 
 The hog's GEMM size is found by a short calibration on the GPU at hand (``size_hog``): the size whose
 kernel takes ``hog_kernel_ms`` (default 50 ms). On a CPU there is no time slice to measure: refused.
+The scenarios themselves are resolved in ``run.spec`` like every profile's, from the names and defaults here.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kts_helpers.errors import DeviceError, SpecError
+from kts_helpers.run.environment import WORKER
 from kts_helpers.run.logformat import AppLine, parse_line
 
 PROBE_PROFILE = "probe"
@@ -39,36 +41,6 @@ CPU_REFUSAL = ("the time-slice probe needs a CUDA GPU: on a CPU the operating sy
                "there is no GPU time slice to measure (run it on a GPU host: kts probe --device cuda)")
 
 
-def probe_scenarios(r: dict[str, Any], params: Any) -> tuple[Any, ...]:
-    """The probe's scenarios: tick and hog alone, tick (Poisson) next to hog, hog (Poisson) next to tick."""
-    from kts_helpers.run.spec import ScenarioSpec, TenantSpec
-
-    rate = float(params.rate_hz or DEFAULTS["rate_hz"])
-    duration = float(params.duration_s or DEFAULTS["duration_s"])
-    hog_n = int(r["gemm_size"])
-    # enough timed iterations to cover the tick's window; the tenant that finishes first pads (co-running)
-    hog_iterations = int(r.get("iterations_gemm") or r["iterations"])
-    common = {"warmup": r["warmup"], "threads": r["threads"]}
-    tick = TenantSpec(TICK, "noop", iterations=1_000_000, matrix_size=1, sleep_ms=0.0, arrival="poisson",
-                      rate_hz=rate, duration_s=duration, **common)
-    hog = TenantSpec(HOG, "gemm", iterations=hog_iterations, matrix_size=hog_n, sleep_ms=0.0, **common)
-    # the back-to-back tick of the reverse roles: a GEMM of ~0.5 ms (the hog's size scaled by the cube law),
-    # short against any plausible quantum but long enough that its log stays small (a noop back to back would
-    # write a million lines in 20 s)
-    bb_n = max(256, int(round(hog_n * (DEFAULTS["tick_bb_kernel_ms"] / DEFAULTS["hog_kernel_ms"]) ** (1 / 3) / 128)) * 128)
-    tick_bb = TenantSpec(TICK_BB, "gemm", iterations=int(DEFAULTS["tick_bb_iterations"]), matrix_size=bb_n,
-                         sleep_ms=0.0, **common)
-    hog_poisson = TenantSpec(HOG_POISSON, "gemm", iterations=1_000_000, matrix_size=hog_n, sleep_ms=0.0,
-                             arrival="poisson", rate_hz=float(DEFAULTS["reverse_rate_hz"]),
-                             duration_s=float(DEFAULTS["reverse_duration_s"]), **common)
-    return (ScenarioSpec(f"baseline-{TICK}", "baseline", (tick,)),
-            ScenarioSpec(f"baseline-{HOG}", "baseline", (hog,)),
-            ScenarioSpec("shared", "shared", (tick, hog)),
-            ScenarioSpec(f"baseline-{TICK_BB}", "baseline", (tick_bb,)),
-            ScenarioSpec(f"baseline-{HOG_POISSON}", "baseline", (hog_poisson,)),
-            ScenarioSpec("shared-reverse", "shared", (hog_poisson, tick_bb)))
-
-
 def size_hog(*, python: str = sys.executable, worker: Path | None = None, target_ms: float = DEFAULTS["hog_kernel_ms"],
              device: str = "cuda", timeout_s: float = 300.0) -> dict[str, Any]:
     """Time a GEMM on this GPU and pick the size whose kernel runs ``target_ms`` (GEMM time grows as N^3).
@@ -77,8 +49,6 @@ def size_hog(*, python: str = sys.executable, worker: Path | None = None, target
     """
     if not device.startswith("cuda"):
         raise SpecError(CPU_REFUSAL)
-    from kts_helpers.run.backends.local import WORKER
-
     n0, iters = int(DEFAULTS["sizing_size"]), int(DEFAULTS["sizing_iterations"])
     env = {**os.environ, "WORKLOAD": "gemm", "MATRIX_SIZE": str(n0), "ITERATIONS": str(iters), "SLEEP_MS": "0",
            "WARMUP": "2", "DEVICE": device, "TENANT": "sizing"}

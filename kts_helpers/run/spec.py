@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from kts_helpers.errors import SpecError
-from kts_helpers.run.probe import CPU_REFUSAL, PROBE_PROFILE, probe_scenarios
+from kts_helpers.run.probe import CPU_REFUSAL, HOG, HOG_POISSON, PROBE_PROFILE, TICK, TICK_BB
 from kts_helpers.run.probe import DEFAULTS as PROBE_DEFAULTS
 
 WORKLOAD_KINDS = ("fft", "gemm", "llm", "noop")
@@ -306,7 +306,7 @@ def resolve(params: ExperimentParams, device_type: str) -> ExperimentSpec:
         r.update(repeats=1, sharing=["timeslice"], rate_hz=params.rate_hz or PROBE_DEFAULTS["rate_hz"],
                  duration_s=params.duration_s or PROBE_DEFAULTS["duration_s"])
         return ExperimentSpec(params=params, profile=profile, device=device_type, resolved=r,
-                              scenarios=probe_scenarios(r, params))
+                              scenarios=_probe_scenarios(r, params))
     _validate(r, params)
     tenants = []
     counts: dict[str, int] = {}
@@ -339,6 +339,34 @@ def resolve(params: ExperimentParams, device_type: str) -> ExperimentSpec:
     r["sharing"] = list(params.sharing)
     return ExperimentSpec(params=params, profile=profile, device=device_type, resolved=r,
                           scenarios=tuple(scenarios))
+
+
+def _probe_scenarios(r: dict[str, Any], params: ExperimentParams) -> tuple[ScenarioSpec, ...]:
+    """The probe's scenarios: tick and hog alone, tick (Poisson) next to hog, hog (Poisson) next to tick."""
+    rate = float(params.rate_hz or PROBE_DEFAULTS["rate_hz"])
+    duration = float(params.duration_s or PROBE_DEFAULTS["duration_s"])
+    hog_n = int(r["gemm_size"])
+    # enough timed iterations to cover the tick's window; the tenant that finishes first pads (co-running)
+    hog_iterations = int(r.get("iterations_gemm") or r["iterations"])
+    common = {"warmup": r["warmup"], "threads": r["threads"]}
+    tick = TenantSpec(TICK, "noop", iterations=1_000_000, matrix_size=1, sleep_ms=0.0, arrival="poisson",
+                      rate_hz=rate, duration_s=duration, **common)
+    hog = TenantSpec(HOG, "gemm", iterations=hog_iterations, matrix_size=hog_n, sleep_ms=0.0, **common)
+    # the back-to-back tick of the reverse roles: a GEMM of ~0.5 ms (the hog's size scaled by the cube law),
+    # short against any plausible quantum but long enough that its log stays small (a noop back to back would
+    # write a million lines in 20 s)
+    bb_n = max(256, int(round(hog_n * (PROBE_DEFAULTS["tick_bb_kernel_ms"] / PROBE_DEFAULTS["hog_kernel_ms"]) ** (1 / 3) / 128)) * 128)
+    tick_bb = TenantSpec(TICK_BB, "gemm", iterations=int(PROBE_DEFAULTS["tick_bb_iterations"]), matrix_size=bb_n,
+                         sleep_ms=0.0, **common)
+    hog_poisson = TenantSpec(HOG_POISSON, "gemm", iterations=1_000_000, matrix_size=hog_n, sleep_ms=0.0,
+                             arrival="poisson", rate_hz=float(PROBE_DEFAULTS["reverse_rate_hz"]),
+                             duration_s=float(PROBE_DEFAULTS["reverse_duration_s"]), **common)
+    return (ScenarioSpec(f"baseline-{TICK}", "baseline", (tick,)),
+            ScenarioSpec(f"baseline-{HOG}", "baseline", (hog,)),
+            ScenarioSpec("shared", "shared", (tick, hog)),
+            ScenarioSpec(f"baseline-{TICK_BB}", "baseline", (tick_bb,)),
+            ScenarioSpec(f"baseline-{HOG_POISSON}", "baseline", (hog_poisson,)),
+            ScenarioSpec("shared-reverse", "shared", (hog_poisson, tick_bb)))
 
 
 def _validate(r: dict[str, Any], p: ExperimentParams) -> None:

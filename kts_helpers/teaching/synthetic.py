@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from kts_helpers.analyse.probe import HOG, HOG_POISSON, TICK, TICK_BB
 from kts_helpers.errors import RunError
 from kts_helpers.run.logformat import META_TAG, AppLine, format_line, format_record
 from kts_helpers.teaching.model import (
@@ -102,8 +103,6 @@ def write_sim_probe(path: str | os.PathLike, quantum_ms: float, context_switch_m
     0.04 ms no tick waits above its own noise: the "no contended samples" case). The reverse scenario pairs a hog arriving about
     every 200 ms with a back-to-back tick.
     """
-    from kts_helpers.run.probe import HOG, HOG_POISSON, TICK, TICK_BB
-
     tick = SimTenant(TICK, tick_kernel_ms, tick_gap_ms, tick_gap_ms)
     hog = SimTenant(HOG, hog_kernel_ms, 0.0) if hog_busy else SimTenant(HOG, 0.01, 100.0)
     tick_bb = SimTenant(TICK_BB, bb_kernel_ms, 0.0)
