@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import pytest
 
 from kts_helpers.analyse.logparse import V1_COLS, V2_COLS, parse_bytes
 from kts_helpers.run import logformat as lf
-from kts_helpers.run.backends.local import WORKER
 
 BIG_NS = 1_767_225_600_123_456_789  # 19 digits, above 2**53: a float round-trip would corrupt it
-
-
-@pytest.fixture(scope="module")
-def worker():
-    spec = importlib.util.spec_from_file_location("kts_worker_logformat", WORKER)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up while the file executes
-    try:
-        spec.loader.exec_module(mod)
-        yield mod
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 LINES = [
@@ -34,14 +19,14 @@ LINES = [
 ]
 
 
-def test_the_worker_copies_the_contract(worker) -> None:
-    assert (worker.APP_TAG, worker.META_TAG, worker.END_TAG) == (lf.APP_TAG, lf.META_TAG, lf.END_TAG)
-    assert worker.LINE_VERSION == lf.VERSION and worker.PAD_PHASE == lf.PAD_PHASE
+def test_the_worker_copies_the_contract(worker_module) -> None:
+    assert (worker_module.APP_TAG, worker_module.META_TAG, worker_module.END_TAG) == (lf.APP_TAG, lf.META_TAG, lf.END_TAG)
+    assert worker_module.LINE_VERSION == lf.VERSION and worker_module.PAD_PHASE == lf.PAD_PHASE
 
 
 @pytest.mark.parametrize("line", LINES, ids=lambda x: x.phase)
-def test_worker_lines_round_trip_through_the_contract(worker, line: lf.AppLine) -> None:
-    text = worker.app_line(line.workload, line.tenant, line.iteration, line.phase, line.intended_ns, line.start_ns,
+def test_worker_lines_round_trip_through_the_contract(worker_module, line: lf.AppLine) -> None:
+    text = worker_module.app_line(line.workload, line.tenant, line.iteration, line.phase, line.intended_ns, line.start_ns,
                            line.end_ns, line.device_ms, line.wall_ms)
     assert text == lf.format_line(line)  # the same bytes from either writer
     back = lf.parse_line(text + "\r\n")
@@ -52,10 +37,10 @@ def test_worker_lines_round_trip_through_the_contract(worker, line: lf.AppLine) 
     assert fields[lf.position("start_ns")] == str(line.start_ns) and fields[lf.position("phase")] == line.phase
 
 
-def test_worker_records_round_trip(worker) -> None:
+def test_worker_records_round_trip(worker_module) -> None:
     meta = {"workload": "fft", "tenant": "a", "gpu_uuid": None, "lead_in_s": 0.25, "notes": "x, y"}
     for tag in (lf.META_TAG, lf.END_TAG):
-        text = worker.record_line(tag, meta)
+        text = worker_module.record_line(tag, meta)
         assert text == lf.format_record(tag, meta)
         assert lf.parse_line(text) == lf.LogRecord(tag, meta)
     with pytest.raises(ValueError, match="not a record tag"):
