@@ -14,7 +14,9 @@ side, 10,000 resamples of a p99 interval from 100,000 samples:
 and the parse speed of ``kts_helpers.analyse.logparse.parse_bytes`` on 2,000,000 KTS_APP v2 lines
 (with junk lines and one odd value: the kit's real input), against ``pandas.read_csv`` with explicit
 dtypes on the same lines without junk (pandas cannot skip junk lines of another shape; it is given the
-easy input). Every timing, ours and the baselines, is the median of ``--repeats`` runs.
+easy input). Every timing, ours and the baselines, is the median of ``--repeats`` runs; the parser and
+pandas run in turns after one untimed warm-up each, and their CPU seconds are kept too (the machine may be
+shared: wall time depends on the neighbours' load, CPU time much less).
 """
 
 from __future__ import annotations
@@ -45,6 +47,23 @@ def _median(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
         out = fn()
         times.append(time.perf_counter() - t0)
     return float(np.median(times)), out
+
+
+def _in_turns(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, tuple[float, float, object]]:
+    """Median wall and CPU seconds of each (and its last result), after one untimed warm-up each, run in turns:
+    on a shared machine the others' load then falls on every contender alike (CPU time, all threads, is the
+    cost that load does not change)."""
+    for fn in fns.values():
+        fn()  # first touch of the allocator's memory: the same one-off cost for every contender
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in fns}
+    out: dict[str, object] = {}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            c0, t0 = time.process_time(), time.perf_counter()
+            out[name] = fn()
+            times[name].append((time.perf_counter() - t0, time.process_time() - c0))
+    return {name: (float(np.median([w for w, _ in t])), float(np.median([c for _, c in t])), out[name])
+            for name, t in times.items()}
 
 
 def bench_iid(x: np.ndarray, repeats: int) -> dict:
@@ -104,27 +123,30 @@ def bench_logparse(n_lines: int, repeats: int) -> dict:
     from kts_helpers.analyse.logparse import V2_COLS
 
     blob, intended, clean = _log_blob(n_lines)
-    secs, parsed = _median(lambda: parse_bytes(blob), repeats)
-    frame = parsed.frame  # type: ignore[attr-defined]
-    exact = len(frame) == n_lines and bool(np.array_equal(frame["intended_ns"].to_numpy(np.int64), intended))
     lines = blob.split(b"\n")  # one odd value (a nan) in the middle: the same path, the line rejected
     k = len(lines) // 2
     lines[k] = lines[k].rsplit(b",", 1)[0] + b",nan"
     odd = b"\n".join(lines)
-    odd_s, odd_parsed = _median(lambda: parse_bytes(odd), repeats)
+    del lines
     dtypes = {"tag": "string", "version": "string", "workload": "string", "tenant": "string", "iteration": "int64",
               "phase": "string", "intended_ns": "int64", "start_ns": "int64", "end_ns": "int64",
               "device_ms": "float64", "wall_ms": "float64"}
-    pd_s, pd_frame = _median(lambda: pd.read_csv(io.BytesIO(clean), header=None, names=V2_COLS, dtype=dtypes,
-                                                 engine="c"), repeats)
+    timed = _in_turns({"ours": lambda: parse_bytes(blob), "one_nan": lambda: parse_bytes(odd),
+                       "pandas": lambda: pd.read_csv(io.BytesIO(clean), header=None, names=V2_COLS, dtype=dtypes,
+                                                     engine="c")}, repeats)
+    (secs, cpu, parsed), (odd_s, _, odd_parsed), (pd_s, pd_cpu, pd_frame) = timed["ours"], timed["one_nan"], timed["pandas"]
+    frame = parsed.frame  # type: ignore[attr-defined]
+    exact = len(frame) == n_lines and bool(np.array_equal(frame["intended_ns"].to_numpy(np.int64), intended))
     return {"lines": n_lines, "bytes": len(blob), "seconds": secs, "lines_per_s": n_lines / secs,
             "goal_lines_per_s": GOAL_LINES_PER_S, "goal_met": n_lines / secs >= GOAL_LINES_PER_S,
+            "cpu_seconds": cpu, "lines_per_cpu_s": n_lines / cpu,
             "rows": len(frame), "malformed": parsed.malformed, "other": parsed.other,  # type: ignore[attr-defined]
             "epoch_ns_19_digits_exact": exact,
             "one_nan_seconds": odd_s, "one_nan_lines_per_s": n_lines / odd_s,
             "one_nan_rejected": odd_parsed.n_rejected,  # type: ignore[attr-defined]
             "pandas_read_csv": "pandas.read_csv(engine='c', explicit dtypes) on the same lines without junk",
             "pandas_seconds": pd_s, "pandas_lines_per_s": n_lines / pd_s, "pandas_rows": len(pd_frame),
+            "pandas_cpu_seconds": pd_cpu, "pandas_lines_per_cpu_s": n_lines / pd_cpu,
             "speedup_vs_pandas": pd_s / secs}
 
 
@@ -164,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
           f"(goal {GOAL_LINES_PER_S:,.0f}: {'met' if lp['goal_met'] else 'NOT met'}); "
           f"19-digit epoch ns exact: {lp['epoch_ns_19_digits_exact']}; one nan: {lp['one_nan_lines_per_s']:,.0f} "
           f"lines/s; pandas.read_csv (explicit dtypes, no junk): {lp['pandas_lines_per_s']:,.0f} lines/s "
-          f"(ours {lp['speedup_vs_pandas']:.2f}x)")
+          f"(ours {lp['speedup_vs_pandas']:.2f}x); per CPU second (all threads): ours {lp['lines_per_cpu_s']:,.0f}, "
+          f"pandas {lp['pandas_lines_per_cpu_s']:,.0f}")
     print(f"order-statistic p99 interval (the kit's default), n=100k: {res['order_statistic']['seconds']:.3f} s")
     print(f"quantile goals (<= {GOAL_SECONDS} s and >= {GOAL_RATIO}x) met: {res['goals_met']}")
     out = Path(args.out)

@@ -9,6 +9,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``run.runs`` — immutable run directories, created atomically, never overwritten
 * ``run.manifest`` — a run's manifest read once into typed objects
 * ``run.experiment`` — the one runner: set up, calibrate, run scenarios (notebooks, CLI, smoke, scale-out)
+* ``run.logformat`` — the log line's contract: tags, versions, fields, ``parse_line`` / ``format_line``
 * ``run.corun`` — co-running by construction: when padders may stop; one GPU UUID per shared scenario
 * ``run.capacity`` — will a scenario's tenants fit in GPU memory
 * ``run.environment`` — what the host is: device, driver, CUDA, torch, git commit

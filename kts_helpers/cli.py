@@ -25,11 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from kts_helpers.errors import SpecError, run_command
+from kts_helpers.fsutil import atomic_write_text
+from kts_helpers.run.experiment import resume_experiment, run_experiment
+from kts_helpers.run.params import parse_sets, split_analysis
+from kts_helpers.run.runs import find_run
 
 
 def _params(args: argparse.Namespace) -> dict[str, Any]:
-    from kts_helpers.run.params import parse_sets
-
     params = parse_sets(args.set)
     for key in ("profile", "device", "backend", "label"):
         val = getattr(args, key, None)
@@ -39,16 +41,12 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from kts_helpers.run.experiment import resume_experiment, run_experiment
-
     if args.resume:
         given = [f"--{k.replace('_', '-')}" for k in ("profile", "device", "label", "set", "run_id")
                  if getattr(args, k, None)]
         if given:
             raise SpecError(f"--resume continues a run with its own parameters; drop {', '.join(given)}")
         if args.backend:
-            from kts_helpers.run.runs import find_run
-
             used = find_run(args.resume, args.root).read().backend
             if used != args.backend:
                 raise SpecError(f"run {args.resume} used the {used} backend, not {args.backend}")
@@ -61,7 +59,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from kts_helpers.present.pipeline import build_report
+    from kts_helpers.present.pipeline import build_report  # pandas: absent on a bare GPU host
 
     html = build_report(_params(args), run_dir=args.run, runs_root=args.root, report_dir=args.report_dir,
                         notebooks_dir=args.notebooks)
@@ -74,8 +72,6 @@ def cmd_probe(args: argparse.Namespace) -> int:
     if args.run:
         run_dir = Path(args.run)
     else:
-        from kts_helpers.run.experiment import run_experiment
-
         params = {**_params(args), "profile": "probe"}
         params.setdefault("device", "cuda")
         if args.multi:
@@ -86,8 +82,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
             return 1
         run_dir = run.path
     try:
-        from kts_helpers.analyse.load import load_run
-        from kts_helpers.analyse.probe import is_multi_probe, read_multi, read_probe
+        from kts_helpers.analyse.load import load_run  # pandas: absent on a bare GPU host
+        from kts_helpers.analyse.probe import is_multi_probe, read_multi, read_probe  # pandas, likewise
 
         data = load_run(run_dir)
         reading = read_multi(data) if is_multi_probe(data) else read_probe(data, n_resamples=args.resamples)
@@ -122,14 +118,19 @@ def _pairs(items: list[str] | None, what: str) -> dict[str, float]:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Predict shared scenarios from alone runs (--from-run), answer a capacity question, or validate it."""
-    from kts_helpers.plan import engine
+    from kts_helpers.plan import engine  # pandas: absent on a bare GPU host
 
     if not args.from_run:
         raise SpecError("kts plan needs --from-run RUN (a run whose alone baselines describe the tenants)")
     if not Path(args.from_run).is_dir():
         raise SpecError(f"--from-run {args.from_run}: no such run directory")
     if args.capacity or args.validate:
-        from kts_helpers.plan.capacity import capacity, parse_goals, profiles_of_run, with_cadence
+        from kts_helpers.plan.capacity import (  # pandas: absent on a bare GPU host
+            capacity,
+            parse_goals,
+            profiles_of_run,
+            with_cadence,
+        )
 
         sleeps, rates = _pairs(args.sleep, "--sleep"), _pairs(args.rate, "--rate")
         mix = [with_cadence(p, sleeps.get(p.workload), rates.get(p.workload)) for p in profiles_of_run(args.from_run)]
@@ -137,11 +138,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         answer = capacity(mix, goals, engine.gpu_model_for(args.from_run, args.probe, args.multi_probe),
                           max_n=args.max_n)
         if args.configmap_out:
-            from kts_helpers.fsutil import atomic_write_text
-
             atomic_write_text(Path(args.configmap_out), answer.configmap)
         if args.validate:
-            from kts_helpers.plan.live import validate_capacity
+            from kts_helpers.plan.live import validate_capacity  # pandas: absent on a bare GPU host
 
             print(validate_capacity(answer, args.from_run, root=args.root, progress=not args.quiet))
             return 0
@@ -157,8 +156,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_teach(args: argparse.Namespace) -> int:
-    from kts_helpers.present.pipeline import build_teaching
-    from kts_helpers.run.params import parse_sets
+    from kts_helpers.present.pipeline import build_teaching  # pandas: absent on a bare GPU host
 
     params = parse_sets(args.set)
     if args.run:
@@ -168,28 +166,30 @@ def cmd_teach(args: argparse.Namespace) -> int:
 
 
 def cmd_reference_table(args: argparse.Namespace) -> int:
-    from kts_helpers.present.reference import reference_markdown
+    from kts_helpers.present.reference import reference_markdown  # pandas: absent on a bare GPU host
 
     print(reference_markdown(args.run))
     return 0
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from kts_helpers.present.html import write_index
+    from kts_helpers.present.html import write_index  # pandas: absent on a bare GPU host
 
     print(write_index(args.report_dir))
     return 0
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from kts_helpers.analyse.load import load_logs
-    from kts_helpers.analyse.summary import summarize_frame, summary_records
+    from kts_helpers.analyse.load import load_logs  # pandas: absent on a bare GPU host
+    from kts_helpers.analyse.summary import (  # pandas: absent on a bare GPU host
+        summarize_frame,
+        summary_records,
+    )
 
     frame, parsed = load_logs(args.baseline or [], args.shared or [], clip=not args.no_clip, trim=args.trim)
     table = summarize_frame(frame, args.metric)
     if args.ci:
-        from kts_helpers.analyse.intervals import add_intervals
-        from kts_helpers.run.params import parse_sets, split_analysis
+        from kts_helpers.analyse.intervals import add_intervals  # pandas: absent on a bare GPU host
 
         _, opts = split_analysis({"interval": args.interval, "margin": args.margin,
                                   **({"slo_ms": parse_sets(args.slo)} if args.slo else {})})

@@ -15,8 +15,12 @@ import os
 import sys
 from collections.abc import Sequence
 
+from kts_helpers.analyse.waits import layered_waits
 from kts_helpers.errors import KtsError, run_command
+from kts_helpers.run.backends.kubernetes import KubernetesBackend
+from kts_helpers.run.experiment import run_kind, setup_run
 from kts_helpers.run.runs import DEFAULT_ROOT
+from kts_helpers.run.spec import ExperimentParams
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,11 +51,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _smoke(args: argparse.Namespace) -> int:
-    from kts_helpers.analyse.waits import layered_waits
-    from kts_helpers.run.backends.kubernetes import KubernetesBackend
-    from kts_helpers.run.experiment import run_kind, setup_run
-    from kts_helpers.run.spec import ExperimentParams
-
     backend = KubernetesBackend(namespace=args.namespace, image=args.image, kubeconfig=args.kubeconfig,
                                 context=args.context, node_selector=args.node_selector, queue_name=args.queue,
                                 runtime_class=args.runtime_class, start_delay_s=args.start_delay)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import importlib.util
 import os
 import socket
 import stat
@@ -25,6 +26,19 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # the venv's editable-install finder lists kts_helpers as a namespace package, which hides __init__.py.
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+
+@pytest.fixture(scope="session")
+def worker_module():
+    """workers/kts_worker.py imported as a module (it imports torch only when it runs)."""
+    spec = importlib.util.spec_from_file_location("kts_worker_under_test", WORKER)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up while the file executes
+    try:
+        spec.loader.exec_module(mod)
+        yield mod
+    finally:
+        sys.modules.pop(spec.name, None)
 
 
 @pytest.fixture(scope="session")

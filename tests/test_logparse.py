@@ -218,11 +218,29 @@ def test_fast_and_robust_paths_agree(version):
 ])
 def test_lines_the_format_forbids_rejected_by_both_paths(bad):
     valid = _lines(4)
+    clean = parse_bytes(_blob(valid)).frame
     for extra in ([], [b"\xff"]):
         p = parse_bytes(_blob(valid + [bad] + extra))
         assert p.n == 4, (bad, extra)
         assert p.malformed + p.n_rejected == 1
-        assert not p.frame[["device_ms", "wall_ms"]].isna().any().any()
+        pd.testing.assert_frame_equal(p.frame, clean)  # the rest exact: int64 epochs, no NaN
+
+
+@pytest.mark.parametrize("bad", ["ten ant", ""])
+def test_a_log_whose_lines_all_carry_one_bad_name_keeps_none(bad):
+    """The usual log names one tenant throughout, and the name is checked once: a bad one rejects every line."""
+    lines = [_v2(i, T0 + i * 10**8, T0 + i * 10**8 + 2_000_000, 1.0, 2.0, tenant=bad) for i in range(5)]
+    p = parse_bytes(_blob(lines))
+    assert p.n == 0 and p.rejected == {"bad name or iteration": 5} and p.malformed == p.other == 0
+
+
+def test_rows_of_the_lines_shape_with_another_tag_or_version_are_not_lines():
+    valid = _lines(5)
+    odd = ["KTS_APX,v2,gemm,gemm-a,9,op,1,2,3,1.0,1.0", "KTS_APP,v9,gemm,gemm-a,9,op,1,2,3,1.0,1.0",
+           "csv,print,a,b,1,op,1,2,3,1.0,1.0"]
+    p = parse_bytes(_blob(valid[:2] + odd + valid[2:]))
+    assert (p.n, p.malformed, p.other, p.n_rejected) == (5, 1, 2, 0)
+    pd.testing.assert_frame_equal(p.frame, parse_bytes(_blob(valid)).frame)
 
 
 # ---------------------------------------------------------------- lines that parse but cannot be true

@@ -26,7 +26,7 @@ def test_unknown_parameter_listed_before_any_work(tmp_path, monkeypatch):
     def boom(*a, **k):  # detecting the host is "work": it must not be reached
         raise AssertionError("setup_run did work before checking parameters")
 
-    monkeypatch.setattr("kts_helpers.run.environment.detect_environment", boom)
+    monkeypatch.setattr("kts_helpers.run.experiment.detect_environment", boom)
     with pytest.raises(SpecError) as exc:
         experiment.setup_run({"profile": "tiny", "iteratons": 5, "zzz": 1}, root=tmp_path)
     msg = str(exc.value)

@@ -3,10 +3,8 @@ the spec passes it through, and a shared run with it completes, co-runs and says
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 
 import numpy as np
 import pandas as pd
@@ -16,30 +14,16 @@ from kts_helpers.analyse.coverage import log_ar1
 from kts_helpers.analyse.logparse import parse_bytes
 from kts_helpers.analyse.orderstat import quantile_bounds, t_widened
 from kts_helpers.errors import SpecError
-from kts_helpers.run.backends.local import WORKER
 from kts_helpers.run.spec import ExperimentParams, ExperimentSpec, resolve
-
-
-@pytest.fixture(scope="module")
-def W():
-    spec = importlib.util.spec_from_file_location("kts_worker_under_test", WORKER)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up while the file executes
-    try:
-        spec.loader.exec_module(mod)
-        yield mod
-    finally:
-        sys.modules.pop(spec.name, None)
-
 
 # ---------------------------------------------------------------- the worker's interval = the analysis' interval
 
 @pytest.mark.parametrize("n", [300, 420, 800, 2500])
 @pytest.mark.parametrize("phi", [0.0, 0.5, 0.8])
-def test_worker_p99_interval_equals_orderstat(W, n, phi):
+def test_worker_p99_interval_equals_orderstat(worker_module, n, phi):
     x = log_ar1(np.random.default_rng(n + int(10 * phi)), n, phi)
     b = quantile_bounds(x, 0.99)
-    est, lo, hi, tau = W.p99_bounds([float(v) for v in x])
+    est, lo, hi, tau = worker_module.p99_bounds([float(v) for v in x])
     assert est == pytest.approx(b.estimate, rel=1e-12) and tau == pytest.approx(b.tau, rel=1e-9)
     for mine, theirs in ((lo, b.lo), (hi, b.hi)):
         assert math.isinf(mine) == math.isinf(theirs)
@@ -47,35 +31,35 @@ def test_worker_p99_interval_equals_orderstat(W, n, phi):
             assert mine == pytest.approx(theirs, rel=1e-7)
 
 
-def test_worker_interval_with_ties_and_a_constant_run(W):
+def test_worker_interval_with_ties_and_a_constant_run(worker_module):
     x = [1.0] * 200 + [2.0] * 150 + [5.0] * 100  # ties: average ranks like scipy.stats.rankdata
     b = quantile_bounds(np.array(x), 0.99)
-    est, lo, hi, _ = W.p99_bounds(x)
+    est, lo, hi, _ = worker_module.p99_bounds(x)
     assert (est, lo) == pytest.approx((b.estimate, b.lo)) and (hi == b.hi or hi == pytest.approx(b.hi))
 
 
 @pytest.mark.parametrize("y, n, p", [(0.025, 800, 0.99), (0.975, 800, 0.99), (0.975, 130.4, 0.99),
                                      (0.02, 704.2, 0.99), (0.5, 10, 0.3)])
-def test_binomial_inverse_matches_scipy(W, y, n, p):
+def test_binomial_inverse_matches_scipy(worker_module, y, n, p):
     from scipy.special import bdtrik
 
-    assert W.bdtrik(y, n, p) == pytest.approx(float(bdtrik(y, n, p)), rel=1e-9)
+    assert worker_module.bdtrik(y, n, p) == pytest.approx(float(bdtrik(y, n, p)), rel=1e-9)
 
 
 @pytest.mark.parametrize("nu", [1.0, 3.0, 10.0, 57.3, 1000.0, math.inf])
-def test_t_widening_matches_scipy(W, nu):
-    assert W.t_widened(0.95, nu) == pytest.approx(t_widened(0.95, nu), rel=1e-10)
+def test_t_widening_matches_scipy(worker_module, nu):
+    assert worker_module.t_widened(0.95, nu) == pytest.approx(t_widened(0.95, nu), rel=1e-10)
 
 
 # ---------------------------------------------------------------- the rule
 
-def _rule(W, width=0.10, cap=60.0, max_it=100_000):
-    return W.StopRule(True, width, cap, max_it)
+def _rule(worker_module, width=0.10, cap=60.0, max_it=100_000):
+    return worker_module.StopRule(True, width, cap, max_it)
 
 
-def test_rule_waits_for_both_bounds_within_the_width(W):
+def test_rule_waits_for_both_bounds_within_the_width(worker_module):
     rng = np.random.default_rng(3)
-    rule = _rule(W, width=0.10)
+    rule = _rule(worker_module, width=0.10)
     for v in log_ar1(rng, 299, 0.0):
         rule.record("op", float(v))
     assert not rule.due(299)  # nothing is checked below 300
@@ -90,9 +74,9 @@ def test_rule_waits_for_both_bounds_within_the_width(W):
     assert not rule.due(40_000)  # reached: no more checks
 
 
-def test_rule_needs_every_phase(W):
+def test_rule_needs_every_phase(worker_module):
     rng = np.random.default_rng(4)
-    rule = _rule(W, width=0.15)
+    rule = _rule(worker_module, width=0.15)
     for v in log_ar1(rng, 20_000, 0.0):
         rule.record("prefill", float(v))
     for v in log_ar1(rng, 400, 0.8):  # the other phase is far from known
@@ -101,11 +85,11 @@ def test_rule_needs_every_phase(W):
     assert rule.last["prefill"]["rel_half_width"] <= 0.15 < (rule.last["decode"]["rel_half_width"] or math.inf)
 
 
-def test_caps_and_reasons(W):
+def test_caps_and_reasons(worker_module):
     import argparse
 
     args = argparse.Namespace(tenant="t", iterations=500)
-    rule = _rule(W, cap=2.0, max_it=500)
+    rule = _rule(worker_module, cap=2.0, max_it=500)
     assert not rule.done(10, 0, int(1.9e9)) and rule.done(10, 0, int(2.0e9)) and rule.done(500, 0, 0)
     assert rule.end_record(args, 10, 0, int(2e9))["reason"] == "time cap"
     assert rule.end_record(args, 500, 0, int(1e9))["reason"] == "iteration cap"
@@ -115,7 +99,7 @@ def test_caps_and_reasons(W):
     width = end["p99"]["op"]["rel_half_width"]
     assert end["reason"] == "iteration cap" and width > 0.10
     assert end["projected_n"] == math.ceil(2000 * (width / 0.10) ** 2)
-    fixed = W.StopRule(False, 0.1, 1.0, 500)
+    fixed = worker_module.StopRule(False, 0.1, 1.0, 500)
     assert not fixed.done(10**6, 0, 10**15) and not fixed.due(10**6)
     assert fixed.end_record(args, 500, 0, 1)["reason"] == "fixed count"
 
@@ -253,10 +237,10 @@ def test_fixed_runs_state_the_count():
     assert stopping_text(pd.DataFrame()) == ""
 
 
-def test_end_line_is_json(W):
+def test_end_line_is_json(worker_module):
     import argparse
 
-    rule = _rule(W)
+    rule = _rule(worker_module)
     for v in np.linspace(1, 2, 400):
         rule.record("op", float(v))
     rule.check(400)

@@ -56,7 +56,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-LINE_VERSION = "v2"
+LINE_VERSION = "v2"  # the line's layout: a copy of kts_helpers/run/logformat.py (a test round-trips the two)
+APP_TAG, META_TAG, END_TAG = "KTS_APP", "KTS_META", "KTS_END"
 PAD_PHASE = "pad"
 EXIT_PAD_LIMIT = 3
 EXIT_STOPPED_EARLY = 128 + signal.SIGTERM
@@ -408,8 +409,20 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_STOPPED_EARLY
     meta["start_at_ns"] = start_at
     meta["loop_start_ns"] = time.time_ns()
-    print(f"KTS_META,{LINE_VERSION},{json.dumps(meta, separators=(',', ':'))}", flush=True)
+    print(record_line(META_TAG, meta), flush=True)
     return run_loop(args, workload, clock, stop)
+
+
+def app_line(workload: str, tenant: str, iteration: int, phase: str, intended_ns: int, start_ns: int, end_ns: int,
+             device_ms: float, wall_ms: float) -> str:
+    """One ``KTS_APP`` line (no newline): the fields in the contract's order, times to the nanosecond."""
+    return (f"{APP_TAG},{LINE_VERSION},{workload},{tenant},{iteration},{phase},{intended_ns},{start_ns},{end_ns},"
+            f"{device_ms:.6f},{wall_ms:.6f}")
+
+
+def record_line(tag: str, record: dict) -> str:
+    """A ``KTS_META``/``KTS_END`` line (no newline): compact JSON."""
+    return f"{tag},{LINE_VERSION},{json.dumps(record, separators=(',', ':'))}"
 
 
 class Arrivals:
@@ -504,8 +517,7 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
             timed_from = now
         if timed_from is not None and pad_deadline is None and (
                 rule.done(timed, timed_from, now) or _timed_done(args, timed, timed_from, arrivals)):
-            end = json.dumps(rule.end_record(args, timed, timed_from, now), separators=(",", ":"))
-            out.write(f"KTS_END,{LINE_VERSION},{end}\n")
+            out.write(record_line(END_TAG, rule.end_record(args, timed, timed_from, now)) + "\n")
             out.flush()
             if not args.pad:
                 return 0
@@ -522,8 +534,8 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
         for phase, fn in workload.step():
             start_ns, end_ns, device_ms, wall_ms = clock.time(fn)
             due = start_ns if intended is None else intended
-            out.write(f"KTS_APP,{LINE_VERSION},{workload.name},{args.tenant},{index},"
-                      f"{PAD_PHASE if padding else phase},{due},{start_ns},{end_ns},{device_ms:.6f},{wall_ms:.6f}\n")
+            out.write(app_line(workload.name, args.tenant, index, PAD_PHASE if padding else phase, due, start_ns,
+                               end_ns, device_ms, wall_ms) + "\n")
             if not padding:
                 rule.record(phase, wall_ms)
             intended = None if args.arrival == "closed" else end_ns  # later phases are due when the last ended

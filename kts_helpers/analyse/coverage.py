@@ -31,6 +31,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from kts_helpers.analyse.rules import degradation
+from kts_helpers.analyse.stats import jitter_ci, mean_ratio_ci, quantile_ci_runs, quantile_interval
+
 GRID_N = (300, 800, 5000)
 GRID_PHI = (0.0, 0.5, 0.8)
 BENCH_N = (300, 800, 2000, 5000)  # 2000: between the kit's sizes, where a p99 bound first appears at phi 0.8
@@ -49,14 +52,14 @@ def log_ar1(rng: np.random.Generator, n: int, phi: float, scale: float = 1.0, si
     if phi == 0:
         z[1:] = e[1:]
     else:
-        from scipy.signal import lfilter
+        from scipy.signal import lfilter  # scipy: ~0.6 s to import, only the coverage grid needs it
 
         z[1:] = lfilter([1.0], [1.0, -phi], e[1:], zi=[phi * z[0]])[0]
     return scale * np.exp(z)
 
 
 def true_quantile(q: float, scale: float = 1.0, sigma: float = SIGMA) -> float:
-    from scipy.stats import norm
+    from scipy.stats import norm  # scipy: ~0.6 s to import, only the coverage grid needs it
 
     return float(scale * math.exp(norm.ppf(q) * sigma))
 
@@ -125,8 +128,6 @@ def _cell(statistic: str, n: object, phi: object, reps: int, truth: float,
 def quantile_cell(q: float, n: int, phi: float, reps: int, *, seed: int = 0, method: str = "order",
                   n_resamples: int = 2000) -> Cell:
     """Coverage of the q-quantile's interval (``stats.quantile_interval``) on log-AR(1) series."""
-    from kts_helpers.analyse.stats import quantile_interval
-
     def draw(rng: np.random.Generator) -> tuple[float, float, None]:
         iv = quantile_interval(log_ar1(rng, n, phi), q, method=method, n_resamples=n_resamples,
                                seed=int(rng.integers(2**31)))
@@ -139,8 +140,6 @@ def quantile_cell(q: float, n: int, phi: float, reps: int, *, seed: int = 0, met
 def df_cell(n_alone: int, phi_alone: float, n_shared: int, phi_shared: float, reps: int, *, df: float = 1.0,
             seed: int = 0) -> Cell:
     """Coverage of DF's interval and how often it reads "degraded", from ``rules.degradation`` itself."""
-    from kts_helpers.analyse.rules import degradation
-
     def draw(rng: np.random.Generator) -> tuple[float, float, str]:
         d = degradation([log_ar1(rng, n_shared, phi_shared, scale=df)], [log_ar1(rng, n_alone, phi_alone)], 0.99)
         return d.lo, d.hi, d.reading
@@ -151,8 +150,6 @@ def df_cell(n_alone: int, phi_alone: float, n_shared: int, phi_shared: float, re
 
 
 def jitter_cell(n: int, phi: float, reps: int, *, seed: int = 0) -> Cell:
-    from kts_helpers.analyse.stats import jitter_ci
-
     def draw(rng: np.random.Generator) -> tuple[float, float, None]:
         iv = jitter_ci(log_ar1(rng, n, phi))
         return iv.lo, iv.hi, None
@@ -162,8 +159,6 @@ def jitter_cell(n: int, phi: float, reps: int, *, seed: int = 0) -> Cell:
 
 def throughput_cell(n: int, phi: float, reps: int, *, change: float = -0.2, seed: int = 0) -> Cell:
     """Throughput change = alone mean / shared mean - 1, the shared series slower by 1 / (1 + change)."""
-    from kts_helpers.analyse.stats import mean_ratio_ci
-
     def draw(rng: np.random.Generator) -> tuple[float, float, None]:
         iv = mean_ratio_ci(log_ar1(rng, n, phi, scale=1 / (1 + change)), log_ar1(rng, n, phi))
         return iv.lo, iv.hi, None
@@ -173,8 +168,6 @@ def throughput_cell(n: int, phi: float, reps: int, *, change: float = -0.2, seed
 
 def repeats_cell(q: float, runs: int, n: int, phi: float, spread: float, reps: int, *, seed: int = 0) -> Cell:
     """Pooled repeats whose levels differ by exp(N(0, spread)): the truth is the mixture's q-quantile."""
-    from kts_helpers.analyse.stats import quantile_ci_runs
-
     truth = true_quantile(q, sigma=math.hypot(SIGMA, spread))  # log x = run level + AR(1): both variances
 
     def draw(rng: np.random.Generator) -> tuple[float, float, None]:

@@ -25,10 +25,12 @@ from kts_helpers.analyse.rules import (
     split_padding,
     trim_leading,
 )
+from kts_helpers.analyse.telemetry import attach_telemetry, clock_report, load_telemetry
 from kts_helpers.errors import LogParseError, RunError
 from kts_helpers.run.corun import CoRunError, gpu_mismatch
 from kts_helpers.run.manifest import RunManifest
 from kts_helpers.run.runs import Run, open_run
+from kts_helpers.run.telemetry import read_status
 
 
 @dataclass
@@ -120,6 +122,11 @@ def _merge_counts(a: ParsedLog, b: ParsedLog) -> ParsedLog:
     return out
 
 
+def read_manifest(run_dir: str | os.PathLike) -> RunManifest:
+    """A run's manifest alone (what ran, where, how it ended), without reading its logs."""
+    return open_run(run_dir).read()
+
+
 def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int = 0,
              warmup: str = "none") -> RunData:
     """Load every completed tenant log of a run (and say what is missing or failed).
@@ -203,9 +210,6 @@ def stopping_row(scenario: str, tenant: str, end: dict[str, Any]) -> dict[str, A
 
 def load_run_telemetry(run: Run, manifest: RunManifest) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
     """Each scenario's telemetry (NVML sampler or DCGM scrape) and its status; empty where there is none."""
-    from kts_helpers.analyse.telemetry import load_telemetry
-    from kts_helpers.run.telemetry import read_status
-
     frames, status = [], {}
     for scen in manifest.scenarios:
         path = run.log_dir(scen.name) / "telemetry.parquet"
@@ -225,8 +229,6 @@ def attach_run_telemetry(frame: pd.DataFrame, tel: pd.DataFrame,
     """Join each iteration to the nearest telemetry sample of its own scenario (``tel_*`` columns)."""
     if tel.empty:
         return frame
-    from kts_helpers.analyse.telemetry import attach_telemetry
-
     parts = []
     for scen, grp in frame.groupby("scenario", sort=False):
         t = tel[tel["scenario"] == scen].drop(columns=["scenario", "kind"])
@@ -251,6 +253,4 @@ def clocks(data: RunData) -> Any:
     """SM clock per scenario, the 10 % baseline-vs-shared flag and the 75 % throttle rule (nvbench's)."""
     if "tel_sm_clock_mhz" not in data.iterations or not data.max_sm_clock_mhz:
         return None
-    from kts_helpers.analyse.telemetry import clock_report
-
     return clock_report(data.iterations, data.max_sm_clock_mhz)

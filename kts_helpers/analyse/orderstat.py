@@ -112,8 +112,8 @@ def dependence(x: np.ndarray) -> tuple[float, int]:
     n = len(x)
     if n < 3 or np.ptp(x) == 0:
         return 0.0, 0
-    from scipy.special import ndtri
-    from scipy.stats import rankdata
+    from scipy.special import ndtri  # scipy: ~0.6 s to import, loaded at the first interval, not to parse
+    from scipy.stats import rankdata  # scipy: ~0.6 s to import, loaded at the first interval, not to parse
 
     rho = acf(ndtri((rankdata(x) - 0.5) / n))
     return float(rho[1]), geyer(rho)[1]
@@ -202,14 +202,14 @@ def t_widened(confidence: float, nu: float) -> float:
     """The confidence a z-based rule needs to act like a Student t with nu degrees of freedom."""
     if not math.isfinite(nu) or nu > 1e6:
         return confidence
-    from scipy.stats import norm, t
+    from scipy.stats import norm, t  # scipy: ~0.6 s to import, loaded at the first interval, not to parse
 
     return float(1 - 2 * norm.sf(t.ppf(0.5 + confidence / 2, max(nu, 1.0))))
 
 
 def rank_bounds(n: int, q: float, tau: float, confidence: float) -> tuple[float | None, float | None]:
     """1-based (fractional) ranks of the lower and upper bound in the sorted sample; None: no such bound."""
-    from scipy.special import bdtrik
+    from scipy.special import bdtrik  # scipy: ~0.6 s to import, loaded at the first interval, not to parse
 
     a2 = (1 - confidence) / 2
     m = n / tau
@@ -255,7 +255,7 @@ def quantile_bounds(x: np.ndarray, q: float, confidence: float = 0.95, *,
 
 def mean_bounds(x: np.ndarray, confidence: float = 0.95) -> Bounds:
     """Student-t interval for the mean with the series' own long-run variance (Geyer): throughput's interval."""
-    from scipy.stats import t
+    from scipy.stats import t  # scipy: ~0.6 s to import, loaded at the first interval, not to parse
 
     n = len(x)
     est = float(x.mean())

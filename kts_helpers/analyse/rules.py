@@ -35,7 +35,7 @@ import pandas as pd
 
 from kts_helpers.analyse import orderstat, stats
 from kts_helpers.errors import LogParseError, RunError
-from kts_helpers.run.corun import PAD_PHASE
+from kts_helpers.run.logformat import PAD_PHASE
 
 METRICS = ("device", "wall", "wait")
 PERCENTILES = (0.50, 0.95, 0.99)

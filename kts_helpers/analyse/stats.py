@@ -161,7 +161,7 @@ def resolve_block_length(x: np.ndarray, method: str, block_length: float | None 
         return b, note
     if np.ptp(x) == 0:
         return 1, ""
-    from arch.bootstrap import optimal_block_length
+    from arch.bootstrap import optimal_block_length  # arch: ~1 s to import, only for Politis-White
 
     est = float(optimal_block_length(x)[method].iloc[0])
     if not math.isfinite(est):
@@ -457,7 +457,7 @@ def min_samples_for_quantile(q: float, confidence: float = 0.99) -> int:
     q = _check_q(q)
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
         raise StatsError(f"confidence must be in (0, 1), got {confidence!r}")
-    from scipy.stats import binom
+    from scipy.stats import binom  # scipy: ~0.6 s to import, loaded at the first interval, not to parse
 
     t = min(q, 1 - q)
     lo, hi = 2, 4

@@ -7,14 +7,16 @@ repeats: ``shared`` for ``shared-r1``...) and, in the iterations, ``scenario`` (
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from kts_helpers.analyse import verdict
+from kts_helpers.analyse.load import RunData
 from kts_helpers.analyse.rules import (
     METRICS,
     PERCENTILES,
@@ -25,6 +27,7 @@ from kts_helpers.analyse.rules import (
     scenario_groups,
     series_groups,
 )
+from kts_helpers.fsutil import atomic_write_text
 
 # The verdict of a shared row (``analyse.verdict``): the reading, its reason, and the tail-exceedance estimand.
 VERDICT_COLUMNS = ("reading", "reading_detail", "iterations_needed", "slow_threshold_ms", "slow_threshold_source",
@@ -43,9 +46,6 @@ def verdict_columns(v: verdict.Verdict) -> dict[str, object]:
                    slow_ratio=ex.ratio, slow_ratio_ci=ci_pair(ex.lo, ex.hi))
     return out
 
-
-if TYPE_CHECKING:
-    from kts_helpers.analyse.load import RunData
 
 
 def series_stats(x: np.ndarray) -> dict[str, float]:
@@ -113,10 +113,6 @@ def summary_records(table: pd.DataFrame) -> list[dict[str, Any]]:
 
 def write_summary(table: pd.DataFrame, out_dir: str | os.PathLike) -> tuple[Path, Path]:
     """summary.csv and summary.json, written atomically (into a report's build directory, not the run)."""
-    import json
-
-    from kts_helpers.fsutil import atomic_write_text
-
     out = Path(out_dir)
     csv = atomic_write_text(out / "summary.csv", table.to_csv(index=False))
     js = atomic_write_text(out / "summary.json", json.dumps(summary_records(table), indent=2) + "\n")
@@ -129,8 +125,6 @@ def overlap_counts(data_or_frame: RunData | pd.DataFrame) -> pd.DataFrame:
     Every timed iteration of a shared scenario should co-run (the workers pad until all are done);
     ``outside`` > 0 means a tenant started late or stopped early, and those iterations are left out.
     """
-    from kts_helpers.analyse.load import RunData
-
     frame = data_or_frame.iterations if isinstance(data_or_frame, RunData) else data_or_frame
     pads = data_or_frame.padding if isinstance(data_or_frame, RunData) else pd.DataFrame()
     cols = ["scenario", "tenant", "timed", "co_running", "outside", "padding"]

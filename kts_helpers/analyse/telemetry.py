@@ -4,7 +4,8 @@ Why clock awareness: a shared scenario that runs hotter may run at a lower SM cl
 DF computed against a baseline that ran at full clock then mixes contention with throttling.
 ``clock_report`` flags that (median SM clock differs > 10 % between a workload's baseline
 and shared scenarios) and marks iterations below 75 % of the maximum SM clock (nvbench's
-throttle rule). pandas is imported inside the functions: the sampler never pays for it.
+throttle rule). The store is read through ``run.telemetry``'s public functions (the sampler,
+in the run wing, never imports pandas).
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ import math
 import numbers
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kts_helpers.run.telemetry._store import (
+import numpy as np
+import pandas as pd
+
+from kts_helpers.run.telemetry import (
     DCGM_LABEL_COLUMNS,
     SCHEMA_COLUMNS,
     TelemetryError,
@@ -24,17 +28,12 @@ from kts_helpers.run.telemetry._store import (
     read_table,
 )
 
-if TYPE_CHECKING:
-    import pandas as pd
-
 PREFIX = "tel_"
 THROTTLE_FRACTION = 0.75  # nvbench: a sample below 75 % of the max SM clock is throttled
 CLOCK_DIFF_FRACTION = 0.10
 
 
 def _empty_frame() -> pd.DataFrame:
-    import pandas as pd
-
     dtypes = {"int64": "int64", "float64": "float64", "string": "object"}
     return pd.DataFrame({c: pd.Series(dtype=dtypes[t]) for c, t in SCHEMA_COLUMNS.items()})
 
@@ -61,8 +60,6 @@ def load_telemetry_status(path: str | os.PathLike) -> dict[str, Any] | None:
 
 def expand_processes(telemetry: pd.DataFrame) -> pd.DataFrame:
     """The ``procs_json`` column as a long table: ts_ns, gpu_index, pid, used_mib."""
-    import pandas as pd
-
     out = []
     if "procs_json" in telemetry.columns:
         for ts, gpu, blob in zip(telemetry["ts_ns"], telemetry["gpu_index"], telemetry["procs_json"], strict=True):
@@ -83,9 +80,6 @@ def attach_telemetry(iterations: pd.DataFrame, telemetry: pd.DataFrame, *, toler
     their order, index and columns are preserved. Telemetry of several GPUs needs ``gpu=``;
     DCGM's per-pod duplicates of one sample are collapsed to one.
     """
-    import numpy as np
-    import pandas as pd
-
     for c in ("start_ns", "end_ns"):
         if c not in iterations.columns:
             raise TelemetryError(f"iterations lack column {c!r}; cannot place them in time")
@@ -158,8 +152,6 @@ def clock_report(iterations_with_tel: pd.DataFrame, max_sm_clock_mhz: float, *,
     clock is below ``throttle_fraction`` of the maximum. Iterations without a clock sample are
     counted (``n_with_clock``) and left ``<NA>``, never guessed.
     """
-    import pandas as pd
-
     df = iterations_with_tel
     need = ["scenario", "kind", "workload", "tenant", clock_col]
     missing = [c for c in need if c not in df.columns]

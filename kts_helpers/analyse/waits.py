@@ -16,8 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from kts_helpers.run.backends.kubernetes.clock import parse_time
-from kts_helpers.run.backends.kubernetes.names import RESOLUTION_S
+from kts_helpers.run.backends.kubernetes import RESOLUTION_S, parse_time
 from kts_helpers.run.manifest import RunManifest
 
 WAIT_COLUMNS = ["scenario", "tenant", "admission_wait_s", "placement_wait_s", "startup_s", "barrier_wait_s",

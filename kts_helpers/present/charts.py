@@ -20,7 +20,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from kts_helpers.analyse import rules
+from kts_helpers.analyse import openloop, rules
 from kts_helpers.present.tables import fmt_ci
 
 SCENARIO_COLORS = {"alone": "#4C78A8", "shared": "#E45756"}
@@ -80,8 +80,6 @@ def _open_ends(d: pd.DataFrame, lo: str, hi: str, value: str) -> pd.DataFrame:
 
     The interval text comes from ``intervals.fmt_ci`` ("≥ lo; no upper bound"), the same as the tables.
     """
-
-
     d = d.copy()
     finite = pd.concat([d[lo], d[hi], d[value]]).astype(float).replace([np.inf, -np.inf], np.nan)
     top, bottom = finite.max(), finite.min()
@@ -259,8 +257,6 @@ def _mode_scale(modes: list[str]) -> alt.Scale:
 
 def modes_chart(table: pd.DataFrame, *, log: bool = False, stat: str = "p99") -> alt.FacetChart:
     """p99 wall latency with its 95 % interval per tenant, one row per sharing mode (alone first)."""
-
-
     d = table.copy()
     d["value"], d["lo"], d["hi"] = d[f"{stat}_ms"], d[f"{stat}_lo"], d[f"{stat}_hi"]
     d["df_text"] = [("" if df != df else "DF " + fmt_ci(df, rules.ci_pair(lo, hi), 2))
@@ -291,8 +287,6 @@ def df_heatmap(matrix: pd.DataFrame, *, all_phases: bool = False) -> alt.Chart:
     if all_phases or "primary" not in d:
         d["victim"] = d.apply(lambda r: rules.series_label(r["victim"], r["phase"]), axis=1)
     d = d[np.isfinite(d["df"].astype(float))].copy()
-
-
     d["text"] = [fmt_ci(df, rules.ci_pair(lo, hi), 2) for df, lo, hi in zip(d["df"], d["df_lo"], d["df_hi"],
                                                                              strict=True)]
     d["df_lo"], d["df_hi"] = d["df_lo"].replace(-np.inf, np.nan), d["df_hi"].replace(np.inf, np.nan)
@@ -342,8 +336,6 @@ def open_closed_tails(data: object, closed: object = None) -> alt.Chart:
 
     ``data``: a RunData (the frame is built with ``openloop.open_closed_frame``) or that frame itself.
     """
-    from kts_helpers.analyse import openloop
-
     frame = data if isinstance(data, pd.DataFrame) else openloop.open_closed_frame(data, closed)  # type: ignore[arg-type]
     clocks = list(dict.fromkeys(frame["clock"]))
     return alt.Chart(frame).mark_line(interpolate="step-after").encode(

@@ -27,8 +27,8 @@ body { max-width: 70rem; margin: 0 auto; }
 
 def render_html(notebook: Path, out: Path) -> Path:
     """nbconvert with code hidden; external scripts/styles dropped so the page is self-contained."""
-    import nbformat
-    from nbconvert import HTMLExporter
+    import nbformat  # nbconvert/nbformat: ~1 s to import, only rendering needs them
+    from nbconvert import HTMLExporter  # nbconvert/nbformat: ~1 s to import, only rendering needs them
 
     nb = nbformat.read(str(notebook), as_version=4)
     exporter = HTMLExporter(template_name="lab")

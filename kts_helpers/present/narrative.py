@@ -14,6 +14,8 @@ from typing import Any
 import pandas as pd
 
 from kts_helpers.analyse.load import RunData
+from kts_helpers.analyse.orderstat import TESTED_MAX_LAG1, TESTED_MIN_N
+from kts_helpers.analyse.rules import MIN_CORUNNING
 from kts_helpers.analyse.summary import baseline_row
 from kts_helpers.analyse.verdict import DEGRADED, FASTER
 from kts_helpers.present.tables import fmt_ci
@@ -227,8 +229,6 @@ def _plain(value: Any) -> str:
 
 
 def _intervals_text(n_resamples: int | None, method: str | None) -> str:
-    from kts_helpers.analyse.orderstat import TESTED_MAX_LAG1, TESTED_MIN_N
-
     if not n_resamples and not method:
         return "No confidence intervals were computed for this rendering."
     if method in (None, "order"):
@@ -253,8 +253,6 @@ def _trim_text(trim_effect: pd.DataFrame | None) -> str:
         return ""
     if trim_effect.empty:
         return " No shared row to compare with and without the cut."
-
-
     moved = trim_effect[trim_effect["differs"]]
     if moved.empty:
         return (" Undoing the cut moves no DF by more than its interval's half-width "
@@ -302,8 +300,6 @@ or its time or iteration cap was reached; its neighbours kept padding meanwhile.
 
 def methods(data: RunData, *, trim: int, clip: bool, n_resamples: int | None, method: str | None,
             warmup: str = "none", trim_effect: pd.DataFrame | None = None) -> str:
-    from kts_helpers.analyse.rules import MIN_CORUNNING
-
     cal = data.manifest.calibration
     floor = cal.get("floor_ms")
     ci = _intervals_text(n_resamples, method)

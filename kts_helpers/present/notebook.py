@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from IPython.display import HTML, Markdown, display
 
 from kts_helpers.analyse.intervals import add_all_intervals, trim_effect
 from kts_helpers.analyse.load import RunData, clocks, load_run
@@ -28,6 +29,7 @@ from kts_helpers.analyse.summary import (
 from kts_helpers.errors import RunError
 from kts_helpers.present.tables import fmt_ci, forest_frame, headline
 from kts_helpers.run import experiment
+from kts_helpers.run.environment import REPO_ROOT
 from kts_helpers.run.params import from_notebook
 from kts_helpers.run.runs import DEFAULT_ROOT, Run, find_run
 
@@ -54,8 +56,6 @@ def repo_path(path: str | os.PathLike | None) -> Path | None:
     must mean the same folder in both. A path found in neither place is returned as given, for the caller's
     own error message. None stays None (an optional input left out).
     """
-    from kts_helpers.run.environment import REPO_ROOT
-
     if path is None or path == "":
         return None
     p = Path(path)
@@ -74,8 +74,6 @@ def open_run_dir(run_dir: str | os.PathLike | None, runs_root: str | os.PathLike
 def _runs_root(runs_root: str | os.PathLike) -> Path:
     """Where a notebook's run ids live: a relative root is the repository's, so 00-setup in Lab (started in
     notebooks/) and 01-03 under papermill (in the root) create and find the same runs."""
-    from kts_helpers.run.environment import REPO_ROOT
-
     return Path(runs_root) if Path(runs_root).is_absolute() else REPO_ROOT / runs_root
 
 
@@ -138,8 +136,6 @@ def victim(a: Analysis) -> tuple[str, str] | None:
 
 
 def md(text: str) -> None:
-    from IPython.display import Markdown, display
-
     display(Markdown(text))
 
 
@@ -147,8 +143,6 @@ def table(df: pd.DataFrame, *, significant: int | None = None, caption: str | No
     """Show a table (no index) that reads well in the rendered report. Values are HTML-escaped here, once;
     a missing value (a quantity that does not apply) shows as "—". Numbers get 3 decimals, or
     ``significant`` digits (for quantities that span orders of magnitude, e.g. CPU vs GPU TFLOP/s)."""
-    from IPython.display import HTML, display
-
     df = df.rename(columns=lambda c: str(c).replace("_", " "))  # headers can wrap
     if significant:
         styled = df.style.hide(axis="index").format(lambda v: f"{v:.{significant}g}" if isinstance(v, float) else v,
@@ -182,6 +176,4 @@ def show(item: Any) -> None:
     if isinstance(item, pd.DataFrame):
         table(compact(item))
     else:
-        from IPython.display import display
-
         display(item)

@@ -14,12 +14,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+from jupyter_client.manager import AsyncKernelManager
+from traitlets.config import Config
+
+from kts_helpers.analyse.intervals import add_all_intervals
+from kts_helpers.analyse.load import load_run
 from kts_helpers.analyse.rules import series_label
+from kts_helpers.analyse.summary import summarize_run, write_summary
 from kts_helpers.errors import KtsError
 from kts_helpers.fsutil import atomic_write_json
 from kts_helpers.present.html import render_html, write_index
+from kts_helpers.run.environment import probe_torch, resolve_device
 from kts_helpers.run.params import split_analysis, split_for_notebook
 from kts_helpers.run.runs import DEFAULT_ROOT, new_run_id, open_run
+from kts_helpers.run.spec import ExperimentParams, resolve
 
 NOTEBOOKS = ("00-setup.ipynb", "01-baseline.ipynb", "02-shared.ipynb", "03-analysis.ipynb")
 TEACHING = "10-teaching-timeslice-simulator.ipynb"
@@ -33,15 +41,11 @@ def kernel_options() -> dict[str, Any]:
     """papermill's options for a quiet kernel: CurveZMQ-encrypted sockets (``transport_encryption="auto"``:
     the kernelspec declares ``curve`` support, so ipykernel does not warn that it runs over TCP in plain
     text) and no SIGINT at shutdown (see ``_kernel_manager``). The kernel is this Python ("python3")."""
-    from traitlets.config import Config
-
     return {"kernel_name": "python3", "kernel_manager_class": _kernel_manager(),
             "config": Config({"KernelManager": {"transport_encryption": "auto"}})}
 
 
 def _kernel_manager() -> type:
-    from jupyter_client.manager import AsyncKernelManager
-
     class QuietShutdownKernelManager(AsyncKernelManager):
         """jupyter_client interrupts (SIGINT to the kernel's process group) every kernel it shuts down. papermill
         shuts a kernel down only after its last cell has finished, so there is nothing to interrupt; the signal
@@ -56,8 +60,8 @@ def _kernel_manager() -> type:
 
 
 def _execute(src: Path, dst: Path, parameters: dict[str, Any], cwd: Path) -> None:
-    import papermill as pm
-    from papermill.exceptions import PapermillExecutionError
+    import papermill as pm  # papermill: ~1.4 s to import, only executing notebooks needs it
+    from papermill.exceptions import PapermillExecutionError  # with papermill above
 
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -69,9 +73,6 @@ def _execute(src: Path, dst: Path, parameters: dict[str, Any], cwd: Path) -> Non
 
 def _probe_profile(params: dict[str, Any]) -> str:
     """Pick the default profile by device before any notebook runs (and fail fast on bad values)."""
-    from kts_helpers.run.environment import probe_torch, resolve_device
-    from kts_helpers.run.spec import ExperimentParams, resolve
-
     p = ExperimentParams.from_mapping({**params.get("extra_params", {}),  # unknown names fail here, in one line
                                        **{k: v for k, v in params.items() if k not in ("backend_options",
                                                                                       "extra_params")}})
@@ -87,7 +88,7 @@ def build_report(params: dict[str, Any], *, run_dir: str | os.PathLike | None = 
     Analysis options among ``params`` (``interval``, ``margin``, ``slo_ms``: ``run.params.split_analysis``) go to
     03-analysis and to the index entry, never to the run.
     """
-    import papermill as pm
+    import papermill as pm  # papermill: ~1.4 s to import, only executing notebooks needs it
 
     params, analysis = split_analysis(params)
     nb_dir = Path(notebooks_dir).resolve()
@@ -129,10 +130,6 @@ def build_teaching(parameters: dict[str, Any] | None = None, *, report_dir: str 
 def write_entry(report_dir: Path, run_path: Path, html_path: Path, build: Path,
                 analysis: dict[str, Any] | None = None) -> dict[str, Any]:
     """The index's line for a run, and the derived tables, computed from the run's data."""
-    from kts_helpers.analyse.intervals import add_all_intervals
-    from kts_helpers.analyse.load import load_run
-    from kts_helpers.analyse.summary import summarize_run, write_summary
-
     opts = dict(analysis or {})
     data = load_run(run_path)
     table = add_all_intervals(summarize_run(data), data.iterations, method=opts.get("ci_method", "order"),

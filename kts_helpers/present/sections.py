@@ -14,7 +14,11 @@ from typing import Any
 
 import pandas as pd
 
+from kts_helpers.analyse import collisions, compare, openloop
 from kts_helpers.analyse.load import RunData
+from kts_helpers.analyse.probe import is_multi_probe, is_probe, read_multi, read_probe
+from kts_helpers.analyse.waits import layered_waits
+from kts_helpers.present import charts
 
 
 @dataclass
@@ -45,9 +49,6 @@ def build(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0) -> li
 
 
 def _compare_sections(data: RunData, *, n_resamples: int, seed: int | None) -> list[Section]:
-    from kts_helpers.analyse import compare, openloop
-    from kts_helpers.present import charts
-
     out = []
     if compare.has_modes(data):
         t = compare.modes_table(data, n_resamples=n_resamples, seed=seed)
@@ -83,13 +84,9 @@ def _compare_sections(data: RunData, *, n_resamples: int, seed: int | None) -> l
 def collisions_section(data: RunData) -> Section | None:
     """Which shared launches found a neighbour in flight, what they waited, and whether collisions follow a beat
     of the cadences (``analyse.collisions``); for every shared scenario with two or more tenants."""
-    from kts_helpers.analyse import collisions
-
     found = collisions.run_collisions(data)
     if not found:
         return None
-    from kts_helpers.present import charts
-
     where = ("" if data.on_gpu else " On a CPU the tenants share cores, not a GPU: a collision is a launch while "
              "the neighbour was computing.")
     if any(scen.sharing.startswith("mps") for scen in data.manifest.scenarios if scen.kind == "shared"):
@@ -112,8 +109,6 @@ def collisions_section(data: RunData) -> Section | None:
 
 def probe_section(data: RunData, *, n_resamples: int, seed: int | None) -> Section | None:
     """The GPU's effective time slice and switch cost, when the run is a time-slice probe (``kts probe``)."""
-    from kts_helpers.analyse.probe import is_multi_probe, is_probe, read_multi, read_probe
-
     if is_multi_probe(data):
         multi = read_multi(data)
         return Section("### Several contexts (multi-context probe)\n\nThe same tick at random times next to k = 1, 2, "
@@ -124,8 +119,6 @@ def probe_section(data: RunData, *, n_resamples: int, seed: int | None) -> Secti
                        [multi.table()])
     if not is_probe(data):
         return None
-    from kts_helpers.present import charts
-
     reading = read_probe(data, n_resamples=n_resamples, seed=seed)
     table = pd.DataFrame([{"reading": name, "value": est.text()} for name, est in reading.rows()])
     items: list[Any] = [table]
@@ -148,8 +141,6 @@ def kubernetes_waits(data: RunData) -> Section | None:
     """Admission (Kueue), placement, start-up, barrier wait and timed loop per pod, next to the GPU wait."""
     if "kubernetes" not in data.manifest.backends():
         return None
-    from kts_helpers.analyse.waits import layered_waits
-
     waits = layered_waits(data.manifest)
     gpu = (data.iterations.groupby(["scenario", "tenant"])["wait_ms"].quantile(0.99).rename("gpu_wait_p99_ms")
            .reset_index())

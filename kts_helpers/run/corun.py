@@ -14,16 +14,14 @@ the streamed pod logs. Imports only the standard library (the runner works on a 
 
 from __future__ import annotations
 
-import contextlib
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kts_helpers.errors import KtsError
+from kts_helpers.run.logformat import APP_TAG, META_TAG, AppLine, LogRecord, parse_line
 
-PAD_PHASE = "pad"
 DEFAULT_LEAD_IN_S = 0.25  # padding before the timed iterations: far longer than the barrier skew (~ms) locally
 
 
@@ -65,27 +63,22 @@ class CoRunWatch:
         self._rest[tenant] = buf[cut:]
         p = self.tenants[tenant]
         for raw in buf[:cut].split(b"\n"):
-            if raw.startswith(b"KTS_META,"):
-                with contextlib.suppress(ValueError, IndexError):
-                    p.meta = json.loads(raw.split(b",", 2)[2])
+            rec = parse_line(raw)
+            if isinstance(rec, LogRecord) and rec.tag == META_TAG:
+                p.meta = rec.data
                 continue
-            f = raw.rstrip(b"\r").split(b",")
-            if len(f) != 11 or f[0] != b"KTS_APP" or f[1] != b"v2":
-                continue
-            try:
-                start, end = int(f[7]), int(f[8])
-            except ValueError:
+            if not isinstance(rec, AppLine) or rec.version != "v2":
                 continue
             if p.first_start_ns is None:
-                p.first_start_ns = start
-            p.last_end_ns = max(p.last_end_ns, end)
-            if f[5] == PAD_PHASE.encode():
+                p.first_start_ns = rec.start_ns
+            p.last_end_ns = max(p.last_end_ns, rec.end_ns)
+            if rec.padding:
                 p.pads += 1
                 if p.timed and p.tail_since is None:
                     p.tail_since = time.monotonic()
             else:
                 p.timed += 1
-                p.last_timed_end_ns = max(p.last_timed_end_ns, end)
+                p.last_timed_end_ns = max(p.last_timed_end_ns, rec.end_ns)
 
     @property
     def all_timed_done(self) -> bool:
@@ -144,13 +137,11 @@ def read_meta(path: Path) -> dict:
     try:
         with open(path, "rb") as fh:
             for raw in fh:
-                if raw.startswith(b"KTS_META,"):
-                    try:
-                        return json.loads(raw.split(b",", 2)[2])
-                    except (ValueError, IndexError):
-                        return {}
-                if raw.startswith(b"KTS_APP,"):
+                if raw.startswith(f"{APP_TAG},".encode()):
                     return {}
+                if raw.startswith(f"{META_TAG},".encode()):
+                    rec = parse_line(raw)
+                    return rec.data if isinstance(rec, LogRecord) else {}
     except FileNotFoundError:
         return {}
     return {}

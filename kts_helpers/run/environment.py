@@ -17,9 +17,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kts_helpers import __version__
 from kts_helpers.errors import DeviceError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+WORKER = REPO_ROOT / "workers" / "kts_worker.py"  # what every backend runs (the image copies this file)
 
 _PROBE = r"""
 import json, sys
@@ -50,7 +52,7 @@ def probe_torch(python: str = sys.executable, timeout_s: float = 120.0) -> dict[
 def probe_nvml(gpu_uuid: str | None = None) -> dict[str, Any]:
     """Driver, compute mode and clocks via NVML (read-only) of the tenants' GPU (by UUID, else index 0)."""
     try:
-        import pynvml
+        import pynvml  # optional: NVML exists only on an NVIDIA host (nvidia-ml-py may be absent)
     except ImportError:
         return {"nvml": "absent (nvidia-ml-py not installed)"}
     try:
@@ -129,7 +131,5 @@ def detect_environment(python: str = sys.executable) -> dict[str, Any]:
         "worker_python": python, **torch_info, **probe_nvml(torch_info.get("gpu_uuid")), **mps_state(),
         "git": git_commit(), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
-    from kts_helpers import __version__
-
     env["kts_version"] = __version__
     return env

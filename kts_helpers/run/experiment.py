@@ -16,10 +16,12 @@ from typing import Any
 
 from kts_helpers.errors import SpecError
 from kts_helpers.run.backends import Backend, ScenarioResult, get_backend
-from kts_helpers.run.corun import PAD_PHASE
+from kts_helpers.run.capacity import check_capacity
+from kts_helpers.run.environment import detect_environment, resolve_device
+from kts_helpers.run.logformat import AppLine, parse_line
 from kts_helpers.run.params import backend_options_from_env
-from kts_helpers.run.probe import CPU_REFUSAL, PROBE_PROFILE
-from kts_helpers.run.runs import DEFAULT_ROOT, Run, create_run
+from kts_helpers.run.probe import CPU_REFUSAL, PROBE_PROFILE, size_hog, with_hog_size
+from kts_helpers.run.runs import DEFAULT_ROOT, Run, create_run, find_run
 from kts_helpers.run.spec import ExperimentParams, ExperimentSpec, calibration_scenario, resolve
 
 
@@ -48,8 +50,6 @@ def setup_run(params: dict[str, Any] | ExperimentParams, *, run_id: str | None =
     """
     p = params if isinstance(params, ExperimentParams) else ExperimentParams.from_mapping(params)
     plan(p, "cpu" if p.device == "cpu" and p.profile != "probe" else "cuda")  # fail fast on bad parameters
-    from kts_helpers.run.environment import detect_environment, resolve_device
-
     if backend is not None and p.backend != "local":
         env, device = backend.describe(), "cuda"
     elif p.backend == "local":
@@ -61,15 +61,11 @@ def setup_run(params: dict[str, Any] | ExperimentParams, *, run_id: str | None =
         env = build_backend(p, "cuda", backend_options).describe()
         device = "cuda"
     if p.profile == PROBE_PROFILE and device == "cuda" and p.backend == "local":
-        from kts_helpers.run.probe import size_hog, with_hog_size
-
         sizing = size_hog(python=python, device=p.device if p.device.startswith("cuda") else "cuda")
         env["probe_sizing"] = sizing  # the hog's GEMM size, calibrated on this GPU (recorded with the run)
         p = with_hog_size(p, sizing)
     spec = replace(resolve(p, device), backend_options=dict(backend_options or {}))
     if device == "cuda" and env.get("device_memory_gib"):  # refuse up front what cannot fit, with the estimate
-        from kts_helpers.run.capacity import check_capacity
-
         check_capacity(spec.scenarios, float(env["device_memory_gib"]) * 1024)
     run = create_run(spec.to_dict(), env, root=root, run_id=run_id, label=p.label)
     if calibrate and spec.resolved.get("calibrate_iterations"):
@@ -93,14 +89,10 @@ def calibration_floor(log: str | os.PathLike) -> dict[str, Any]:
     walls, devices = [], []
     with open(log, "rb") as fh:
         for raw in fh:
-            f = raw.rstrip(b"\r\n").split(b",")
-            if len(f) != 11 or f[:2] != [b"KTS_APP", b"v2"] or f[5] == PAD_PHASE.encode():
-                continue
-            try:
-                devices.append(float(f[9]))
-                walls.append(float(f[10]))
-            except ValueError:
-                continue
+            rec = parse_line(raw)
+            if isinstance(rec, AppLine) and rec.version == "v2" and not rec.padding:
+                devices.append(rec.device_ms)
+                walls.append(rec.wall_ms)
     if not walls:
         return {"floor_ms": 0.0, "n": 0, "note": "no calibration samples"}
     gaps = sorted(w - d for w, d in zip(walls, devices, strict=True))
@@ -161,8 +153,6 @@ def resume_experiment(run_id_or_path: str, *, root: str | os.PathLike = DEFAULT_
     first, since they may still hold the GPU. Scenarios recorded as failed keep their logs and are left
     out (runs are immutable).
     """
-    from kts_helpers.run.runs import find_run
-
     run = find_run(run_id_or_path, root)
     m = run.read()
     backend = backend or backend_for_run(run)

@@ -25,6 +25,8 @@ process), once with neighbours whose kernels are *longer* than any plausible qua
 k short kernels (short ones); the data say whether the GPU does that. The short neighbour alone
 (``baseline-hog-short``) is the awake-GPU overhead taken off the waits; both neighbours alone give their
 kernel lengths. About 2.5 minutes on an H200.
+
+The scenarios themselves are resolved in ``run.spec`` like every profile's, from the names and defaults here.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from kts_helpers.errors import DeviceError, SpecError
+from kts_helpers.run.environment import WORKER
+from kts_helpers.run.logformat import AppLine, parse_line
 
 PROBE_PROFILE = "probe"
 TICK, HOG, TICK_BB, HOG_POISSON = "tick", "hog", "tick-bb", "hog-poisson"
@@ -53,36 +57,6 @@ CPU_REFUSAL = ("the time-slice probe needs a CUDA GPU: on a CPU the operating sy
                "there is no GPU time slice to measure (run it on a GPU host: kts probe --device cuda)")
 
 
-def probe_scenarios(r: dict[str, Any], params: Any) -> tuple[Any, ...]:
-    """The probe's scenarios: tick and hog alone, tick (Poisson) next to hog, hog (Poisson) next to tick."""
-    from kts_helpers.run.spec import ScenarioSpec, TenantSpec
-
-    rate = float(params.rate_hz or DEFAULTS["rate_hz"])
-    duration = float(params.duration_s or DEFAULTS["duration_s"])
-    hog_n = int(r["gemm_size"])
-    # enough timed iterations to cover the tick's window; the tenant that finishes first pads (co-running)
-    hog_iterations = int(r.get("iterations_gemm") or r["iterations"])
-    common = {"warmup": r["warmup"], "threads": r["threads"]}
-    tick = TenantSpec(TICK, "noop", iterations=1_000_000, matrix_size=1, sleep_ms=0.0, arrival="poisson",
-                      rate_hz=rate, duration_s=duration, **common)
-    hog = TenantSpec(HOG, "gemm", iterations=hog_iterations, matrix_size=hog_n, sleep_ms=0.0, **common)
-    # the back-to-back tick of the reverse roles: a GEMM of ~0.5 ms (the hog's size scaled by the cube law),
-    # short against any plausible quantum but long enough that its log stays small (a noop back to back would
-    # write a million lines in 20 s)
-    bb_n = cube_law_size(hog_n, float(DEFAULTS["tick_bb_kernel_ms"]))
-    tick_bb = TenantSpec(TICK_BB, "gemm", iterations=int(DEFAULTS["tick_bb_iterations"]), matrix_size=bb_n,
-                         sleep_ms=0.0, **common)
-    hog_poisson = TenantSpec(HOG_POISSON, "gemm", iterations=1_000_000, matrix_size=hog_n, sleep_ms=0.0,
-                             arrival="poisson", rate_hz=float(DEFAULTS["reverse_rate_hz"]),
-                             duration_s=float(DEFAULTS["reverse_duration_s"]), **common)
-    return (ScenarioSpec(f"baseline-{TICK}", "baseline", (tick,)),
-            ScenarioSpec(f"baseline-{HOG}", "baseline", (hog,)),
-            ScenarioSpec("shared", "shared", (tick, hog)),
-            ScenarioSpec(f"baseline-{TICK_BB}", "baseline", (tick_bb,)),
-            ScenarioSpec(f"baseline-{HOG_POISSON}", "baseline", (hog_poisson,)),
-            ScenarioSpec("shared-reverse", "shared", (hog_poisson, tick_bb)))
-
-
 def cube_law_size(hog_n: int, target_ms: float, hog_ms: float = DEFAULTS["hog_kernel_ms"]) -> int:
     """The GEMM size whose kernel takes ``target_ms`` when ``hog_n`` takes ``hog_ms`` (time grows as N^3)."""
     return max(256, int(round(hog_n * (target_ms / hog_ms) ** (1 / 3) / 128)) * 128)
@@ -93,32 +67,6 @@ def multi_name(length: str, k: int) -> str:
     return f"{MULTI_PREFIX}{length}-k{k}"
 
 
-def multi_scenarios(r: dict[str, Any], params: Any) -> tuple[Any, ...]:
-    """The multi-context probe: tick and short neighbour alone, then the tick next to k short / long hogs."""
-    from kts_helpers.run.spec import ScenarioSpec, TenantSpec
-
-    rate = float(params.rate_hz or DEFAULTS["rate_hz"])
-    duration = float(params.duration_s or MULTI["duration_s"])
-    hog_n = int(r["gemm_size"])
-    common = {"warmup": r["warmup"], "threads": r["threads"]}
-    tick = TenantSpec(TICK, "noop", iterations=1_000_000, matrix_size=1, sleep_ms=0.0, arrival="poisson",
-                      rate_hz=rate, duration_s=duration, **common)
-    # few timed kernels each: the hogs pad (the same GEMM, back to back) until the tick's window has passed
-    sizes = {"long": hog_n, "short": cube_law_size(hog_n, float(MULTI["short_kernel_ms"]))}
-    short_alone = TenantSpec(HOG_SHORT, "gemm", iterations=500, matrix_size=sizes["short"], sleep_ms=0.0, **common)
-    long_alone = TenantSpec(HOG_LONG, "gemm", iterations=int(MULTI["hog_iterations"]), matrix_size=sizes["long"],
-                            sleep_ms=0.0, **common)
-    out = [ScenarioSpec(f"baseline-{TICK}", "baseline", (tick,)),
-           ScenarioSpec(f"baseline-{HOG_SHORT}", "baseline", (short_alone,)),
-           ScenarioSpec(f"baseline-{HOG_LONG}", "baseline", (long_alone,))]
-    for length in LENGTHS:
-        for k in MULTI["contexts"]:
-            hogs = tuple(TenantSpec(f"hog-{length}-{i + 1}", "gemm", iterations=int(MULTI["hog_iterations"]),
-                                    matrix_size=sizes[length], sleep_ms=0.0, **common) for i in range(k))
-            out.append(ScenarioSpec(multi_name(length, k), "shared", (tick, *hogs)))
-    return tuple(out)
-
-
 def size_hog(*, python: str = sys.executable, worker: Path | None = None, target_ms: float = DEFAULTS["hog_kernel_ms"],
              device: str = "cuda", timeout_s: float = 300.0) -> dict[str, Any]:
     """Time a GEMM on this GPU and pick the size whose kernel runs ``target_ms`` (GEMM time grows as N^3).
@@ -127,8 +75,6 @@ def size_hog(*, python: str = sys.executable, worker: Path | None = None, target
     """
     if not device.startswith("cuda"):
         raise SpecError(CPU_REFUSAL)
-    from kts_helpers.run.backends.local import WORKER
-
     n0, iters = int(DEFAULTS["sizing_size"]), int(DEFAULTS["sizing_iterations"])
     env = {**os.environ, "WORKLOAD": "gemm", "MATRIX_SIZE": str(n0), "ITERATIONS": str(iters), "SLEEP_MS": "0",
            "WARMUP": "2", "DEVICE": device, "TENANT": "sizing"}
@@ -140,8 +86,8 @@ def size_hog(*, python: str = sys.executable, worker: Path | None = None, target
     if res.returncode != 0:
         tail = (res.stderr.strip().splitlines() or ["(no stderr)"])[-1]
         raise DeviceError(f"the probe's GEMM timing failed (exit {res.returncode}): {tail}")
-    device_ms = [float(line.split(",")[9]) for line in res.stdout.splitlines()
-                 if line.startswith("KTS_APP,v2,") and line.split(",")[5] == "op"]
+    lines = [parse_line(raw) for raw in res.stdout.splitlines()]
+    device_ms = [r.device_ms for r in lines if isinstance(r, AppLine) and r.version == "v2" and r.phase == "op"]
     if not device_ms:
         raise DeviceError("the probe's GEMM timing printed no iteration")
     t0 = statistics.median(device_ms)

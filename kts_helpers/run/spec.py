@@ -13,7 +13,20 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from kts_helpers.errors import SpecError
-from kts_helpers.run.probe import CPU_REFUSAL, PROBE_MODES, PROBE_PROFILE, multi_scenarios, probe_scenarios
+from kts_helpers.run.probe import (
+    CPU_REFUSAL,
+    HOG,
+    HOG_LONG,
+    HOG_POISSON,
+    HOG_SHORT,
+    LENGTHS,
+    PROBE_MODES,
+    PROBE_PROFILE,
+    TICK,
+    TICK_BB,
+    cube_law_size,
+    multi_name,
+)
 from kts_helpers.run.probe import DEFAULTS as PROBE_DEFAULTS
 from kts_helpers.run.probe import MULTI as MULTI_DEFAULTS
 
@@ -325,7 +338,7 @@ def resolve(params: ExperimentParams, device_type: str) -> ExperimentSpec:
                  duration_s=params.duration_s or (MULTI_DEFAULTS["duration_s"] if multi else PROBE_DEFAULTS["duration_s"]),
                  probe_mode=params.probe_mode)
         return ExperimentSpec(params=params, profile=profile, device=device_type, resolved=r,
-                              scenarios=(multi_scenarios if multi else probe_scenarios)(r, params))
+                              scenarios=(_multi_scenarios if multi else _probe_scenarios)(r, params))
     _validate(r, params)
     tenants = []
     counts: dict[str, int] = {}
@@ -358,6 +371,58 @@ def resolve(params: ExperimentParams, device_type: str) -> ExperimentSpec:
     r["sharing"] = list(params.sharing)
     return ExperimentSpec(params=params, profile=profile, device=device_type, resolved=r,
                           scenarios=tuple(scenarios))
+
+
+def _probe_scenarios(r: dict[str, Any], params: ExperimentParams) -> tuple[ScenarioSpec, ...]:
+    """The probe's scenarios: tick and hog alone, tick (Poisson) next to hog, hog (Poisson) next to tick."""
+    rate = float(params.rate_hz or PROBE_DEFAULTS["rate_hz"])
+    duration = float(params.duration_s or PROBE_DEFAULTS["duration_s"])
+    hog_n = int(r["gemm_size"])
+    # enough timed iterations to cover the tick's window; the tenant that finishes first pads (co-running)
+    hog_iterations = int(r.get("iterations_gemm") or r["iterations"])
+    common = {"warmup": r["warmup"], "threads": r["threads"]}
+    tick = TenantSpec(TICK, "noop", iterations=1_000_000, matrix_size=1, sleep_ms=0.0, arrival="poisson",
+                      rate_hz=rate, duration_s=duration, **common)
+    hog = TenantSpec(HOG, "gemm", iterations=hog_iterations, matrix_size=hog_n, sleep_ms=0.0, **common)
+    # the back-to-back tick of the reverse roles: a GEMM of ~0.5 ms (the hog's size scaled by the cube law),
+    # short against any plausible quantum but long enough that its log stays small (a noop back to back would
+    # write a million lines in 20 s)
+    bb_n = cube_law_size(hog_n, float(PROBE_DEFAULTS["tick_bb_kernel_ms"]))
+    tick_bb = TenantSpec(TICK_BB, "gemm", iterations=int(PROBE_DEFAULTS["tick_bb_iterations"]), matrix_size=bb_n,
+                         sleep_ms=0.0, **common)
+    hog_poisson = TenantSpec(HOG_POISSON, "gemm", iterations=1_000_000, matrix_size=hog_n, sleep_ms=0.0,
+                             arrival="poisson", rate_hz=float(PROBE_DEFAULTS["reverse_rate_hz"]),
+                             duration_s=float(PROBE_DEFAULTS["reverse_duration_s"]), **common)
+    return (ScenarioSpec(f"baseline-{TICK}", "baseline", (tick,)),
+            ScenarioSpec(f"baseline-{HOG}", "baseline", (hog,)),
+            ScenarioSpec("shared", "shared", (tick, hog)),
+            ScenarioSpec(f"baseline-{TICK_BB}", "baseline", (tick_bb,)),
+            ScenarioSpec(f"baseline-{HOG_POISSON}", "baseline", (hog_poisson,)),
+            ScenarioSpec("shared-reverse", "shared", (hog_poisson, tick_bb)))
+
+
+def _multi_scenarios(r: dict[str, Any], params: ExperimentParams) -> tuple[ScenarioSpec, ...]:
+    """The multi-context probe: tick and short neighbour alone, then the tick next to k short / long hogs."""
+    rate = float(params.rate_hz or PROBE_DEFAULTS["rate_hz"])
+    duration = float(params.duration_s or MULTI_DEFAULTS["duration_s"])
+    hog_n = int(r["gemm_size"])
+    common = {"warmup": r["warmup"], "threads": r["threads"]}
+    tick = TenantSpec(TICK, "noop", iterations=1_000_000, matrix_size=1, sleep_ms=0.0, arrival="poisson",
+                      rate_hz=rate, duration_s=duration, **common)
+    # few timed kernels each: the hogs pad (the same GEMM, back to back) until the tick's window has passed
+    sizes = {"long": hog_n, "short": cube_law_size(hog_n, float(MULTI_DEFAULTS["short_kernel_ms"]))}
+    short_alone = TenantSpec(HOG_SHORT, "gemm", iterations=500, matrix_size=sizes["short"], sleep_ms=0.0, **common)
+    long_alone = TenantSpec(HOG_LONG, "gemm", iterations=int(MULTI_DEFAULTS["hog_iterations"]), matrix_size=sizes["long"],
+                            sleep_ms=0.0, **common)
+    out = [ScenarioSpec(f"baseline-{TICK}", "baseline", (tick,)),
+           ScenarioSpec(f"baseline-{HOG_SHORT}", "baseline", (short_alone,)),
+           ScenarioSpec(f"baseline-{HOG_LONG}", "baseline", (long_alone,))]
+    for length in LENGTHS:
+        for k in MULTI_DEFAULTS["contexts"]:
+            hogs = tuple(TenantSpec(f"hog-{length}-{i + 1}", "gemm", iterations=int(MULTI_DEFAULTS["hog_iterations"]),
+                                    matrix_size=sizes[length], sleep_ms=0.0, **common) for i in range(k))
+            out.append(ScenarioSpec(multi_name(length, k), "shared", (tick, *hogs)))
+    return tuple(out)
 
 
 def _validate(r: dict[str, Any], p: ExperimentParams) -> None:

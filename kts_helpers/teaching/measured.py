@@ -24,11 +24,10 @@ import pandas as pd
 
 from kts_helpers.analyse.intervals import add_intervals
 from kts_helpers.analyse.load import RunData, load_run
-from kts_helpers.analyse.probe import ProbeReading, contended_waits, is_probe, read_probe
+from kts_helpers.analyse.probe import TICK_BB, ProbeReading, contended_waits, is_probe, read_probe
 from kts_helpers.analyse.rules import match_baseline, min_corunning_samples
 from kts_helpers.analyse.summary import baseline_row, primary_shared, summarize_frame
 from kts_helpers.errors import RunError
-from kts_helpers.run.probe import TICK_BB
 from kts_helpers.teaching.fit import DEFAULT_CANDIDATES, QuantumFit, fit_with_interval
 from kts_helpers.teaching.model import CLOCKS, SLICE_TIMERS, SimTenant, simulate
 from kts_helpers.teaching.model import degradation as simulated_degradation

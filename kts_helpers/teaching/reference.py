@@ -17,10 +17,9 @@ from typing import Any
 import pandas as pd
 
 from kts_helpers.analyse.compare import modes_table
-from kts_helpers.analyse.load import load_run
+from kts_helpers.analyse.load import load_run, read_manifest
+from kts_helpers.analyse.probe import PROBE_PROFILE
 from kts_helpers.errors import RunError
-from kts_helpers.run.probe import PROBE_PROFILE
-from kts_helpers.run.runs import open_run
 from kts_helpers.teaching.mps import weight_for_share
 
 REFERENCE_ROOT = Path("data") / "reference"
@@ -40,7 +39,7 @@ def reference_dirs(root: str | os.PathLike = REFERENCE_ROOT, *, probes: bool = F
         raise RunError(f"references folder {root} does not exist (give it from here or from the repository root)")
     out = []
     for d in sorted(p for p in base.iterdir() if (p / "manifest.json").is_file()):
-        is_probe = open_run(d).read().profile == PROBE_PROFILE
+        is_probe = read_manifest(d).profile == PROBE_PROFILE
         if is_probe == probes:
             out.append(d)
     return out
@@ -49,11 +48,11 @@ def reference_dirs(root: str | os.PathLike = REFERENCE_ROOT, *, probes: bool = F
 def matching_probe(run_dir: str | os.PathLike, root: str | os.PathLike = REFERENCE_ROOT) -> Path | None:
     """The newest committed probe of the run's GPU model (same device name), or None: its quantum and switch
     cost are the best the lesson knows for a run that cannot be fitted itself."""
-    manifest = open_run(run_dir).read()
+    manifest = read_manifest(run_dir)
     name = manifest.device_name
     if not name or manifest.profile == PROBE_PROFILE:  # a probe run is its own probe
         return None
-    same = [d for d in reference_dirs(root, probes=True) if open_run(d).read().device_name == name]
+    same = [d for d in reference_dirs(root, probes=True) if read_manifest(d).device_name == name]
     return same[-1] if same else None
 
 
@@ -145,7 +144,7 @@ def calibrate_mps(run_dirs: list[str | os.PathLike] | list[Path], modes: pd.Data
         v, nb = mine.loc[victim], mine.loc[neighbour]
         walls = wall[wall["reference"] == name].set_index("tenant")["p50_alone_ms"]
         share = float(v["p50_alone_ms"] / v["p50_ms"])
-        shared = next(s for s in open_run(d).read().scenarios if s.sharing == "mps")
+        shared = next(s for s in read_manifest(d).scenarios if s.sharing == "mps")
         sleeps = {t.name: float(t.sleep_ms) for t in shared.tenants}
         return MpsCalibration(name, victim, neighbour, float(v["p50_alone_ms"]), float(v["p50_ms"]),
                               sleeps.get(victim, math.nan), float(nb["p50_alone_ms"]), sleeps.get(neighbour, math.nan),

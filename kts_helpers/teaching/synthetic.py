@@ -18,7 +18,9 @@ from typing import Any
 
 import pandas as pd
 
+from kts_helpers.analyse.probe import HOG, HOG_POISSON, TICK, TICK_BB
 from kts_helpers.errors import RunError
+from kts_helpers.run.logformat import META_TAG, AppLine, format_line, format_record
 from kts_helpers.teaching.model import (
     DEFAULT_DURATION_MS,
     DEFAULT_SLICE_TIMER,
@@ -32,12 +34,13 @@ SIMULATED_DEVICE = "simulated"  # the manifest's device of a simulated run: a ti
 
 
 def _log_lines(kernels: pd.DataFrame, workload: str, tenant: str) -> str:
-    lines = [f'KTS_META,v2,{{"workload":"{workload}","tenant":"{tenant}","source":"kts_helpers.simulate"}}']
+    lines = [format_record(META_TAG, {"workload": workload, "tenant": tenant, "source": "kts_helpers.simulate"})]
     for r in kernels.itertuples(index=False):
         start = SYNTHETIC_EPOCH_NS + round(r.arrival_ms * 1e6)
         end = SYNTHETIC_EPOCH_NS + round(r.end_ms * 1e6)
-        lines.append(f"KTS_APP,v2,{workload},{tenant},{r.iteration},op,{start},{start},{end},"
-                     f"{r.device_ms:.6f},{r.wall_ms:.6f}")
+        lines.append(format_line(AppLine(workload=workload, tenant=tenant, iteration=r.iteration, phase="op",
+                                         intended_ns=start, start_ns=start, end_ns=end, device_ms=r.device_ms,
+                                         wall_ms=r.wall_ms)))
     return "\n".join(lines) + "\n"
 
 
@@ -100,8 +103,6 @@ def write_sim_probe(path: str | os.PathLike, quantum_ms: float, context_switch_m
     0.04 ms no tick waits above its own noise: the "no contended samples" case). The reverse scenario pairs a hog arriving about
     every 200 ms with a back-to-back tick.
     """
-    from kts_helpers.run.probe import HOG, HOG_POISSON, TICK, TICK_BB
-
     tick = SimTenant(TICK, tick_kernel_ms, tick_gap_ms, tick_gap_ms)
     hog = SimTenant(HOG, hog_kernel_ms, 0.0) if hog_busy else SimTenant(HOG, 0.01, 100.0)
     tick_bb = SimTenant(TICK_BB, bb_kernel_ms, 0.0)

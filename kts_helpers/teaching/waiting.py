@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from kts_helpers.analyse.load import RunManifest, read_manifest
 from kts_helpers.analyse.waits import layered_waits
 from kts_helpers.errors import RunError
-from kts_helpers.run.manifest import RunManifest
-from kts_helpers.run.runs import open_run
 
 EXAMPLE_DIR = Path("data") / "examples" / "k8s-emulated-waits"
 KINDS = ("admission", "placement", "in service")
@@ -39,7 +38,7 @@ def layers(run_dir: str | os.PathLike) -> tuple[pd.DataFrame, RunManifest]:
     ``admission_s`` (job created -> admitted by Kueue; 0 without a queue), ``placement_s`` (pod created ->
     scheduled, plus scheduled -> container started: image pull and start-up), and the recorded parts.
     """
-    manifest = open_run(run_dir).read()
+    manifest = read_manifest(run_dir)
     table = layered_waits(manifest)
     if table.empty:
         raise RunError(f"run {manifest.run_id} has no Kubernetes records: its scenarios did not run on a cluster, "

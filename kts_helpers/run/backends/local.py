@@ -32,10 +32,12 @@ from kts_helpers.run.corun import (
     gpu_mismatch,
     read_meta,
 )
+from kts_helpers.run.environment import WORKER, detect_environment, resolve_device
+from kts_helpers.run.mps import MpsDaemon
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec, TenantSpec
+from kts_helpers.run.telemetry import TelemetrySampler
 
-WORKER = Path(__file__).resolve().parents[3] / "workers" / "kts_worker.py"
 POLL_S = 0.1
 STOP_GRACE_S = 30.0  # SIGTERM -> the worker finishes its iteration; SIGKILL only if it hangs
 EXIT_REASONS = {3: "padded past its safety limit without being stopped (exit 3)",
@@ -57,7 +59,7 @@ class _Progress:
         if not enabled:
             return
         try:
-            from tqdm.auto import tqdm
+            from tqdm.auto import tqdm  # optional: a bare GPU host runs without progress bars
         except ImportError:
             return
         for i, t in enumerate(scenario.tenants):
@@ -102,8 +104,6 @@ class LocalBackend:
             raise BackendError(f"worker script {self.worker} not found")
 
     def describe(self) -> dict[str, Any]:
-        from kts_helpers.run.environment import detect_environment, resolve_device
-
         env = detect_environment(self.python)
         env["device"] = resolve_device(self.device, env)
         n = env.get("device_count", 0)
@@ -251,12 +251,6 @@ class LocalBackend:
             extra["telemetry"] = {"status": "absent", "reason": "disabled"}
             yield
             return
-        try:
-            from kts_helpers.run.telemetry import TelemetrySampler
-        except Exception as exc:  # a broken optional dependency must not stop the experiment
-            extra["telemetry"] = {"status": "absent", "reason": f"telemetry module unavailable: {exc}"}
-            yield
-            return
         sampler = TelemetrySampler(log_dir / "telemetry.parquet", interval_ms=self.telemetry_interval_ms,
                                    gpu_uuid=self.gpu_uuid)
         sampler.start()
@@ -272,8 +266,6 @@ class LocalBackend:
             return
         if scenario.sharing not in ("mps", "mps-limited"):
             raise BackendError(f"unknown sharing mode {scenario.sharing!r}")
-        from kts_helpers.run.mps import MpsDaemon
-
         with MpsDaemon(control=self.mps_control, log_parent=log_dir, gpu_uuid=self.gpu_uuid) as daemon:
             yield daemon.client_env()
 

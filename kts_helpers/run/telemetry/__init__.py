@@ -19,6 +19,7 @@ from kts_helpers.run.telemetry._store import (
     consolidated_path,
     part_paths,
     read_status,
+    read_table,
     status_path,
 )
 from kts_helpers.run.telemetry.dcgm import DcgmScraper, parse_dcgm_text, scrape_dcgm
@@ -36,6 +37,7 @@ __all__ = [
     "parse_dcgm_text",
     "part_paths",
     "read_status",
+    "read_table",
     "run_sampler",
     "scrape_dcgm",
     "status_path",

@@ -12,6 +12,8 @@ import json
 import sys
 
 from kts_helpers.run.telemetry._store import TelemetryError, count_rows, read_status
+from kts_helpers.run.telemetry.dcgm import DcgmScraper
+from kts_helpers.run.telemetry.nvml import run_sampler
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,14 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.cmd == "sample":
-            from kts_helpers.run.telemetry.nvml import run_sampler
-
             result = run_sampler(args.out, interval_ms=args.interval_ms, stop_file=args.stop_file,
                                  gpu_index=args.gpu, flush_s=args.flush_s, duration_s=args.duration_s,
                                  gpu_uuid=args.gpu_uuid)
         elif args.cmd == "scrape-dcgm":
-            from kts_helpers.run.telemetry.dcgm import DcgmScraper
-
             result = DcgmScraper(args.url, args.out, args.interval_ms, timeout_s=args.timeout_s,
                                  flush_s=args.flush_s).run(stop_file=args.stop_file, duration_s=args.duration_s)
         else:

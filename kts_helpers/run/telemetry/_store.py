@@ -94,7 +94,7 @@ def part_paths(out_path: str | os.PathLike) -> list[Path]:
 
 
 def _arrow_schema(columns: dict[str, str]):
-    import pyarrow as pa
+    import pyarrow as pa  # pyarrow: the sampler process starts without it (bare GPU host)
 
     types = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string()}
     return pa.schema([(name, types[t]) for name, t in columns.items()])
@@ -118,8 +118,8 @@ class PartWriter:
         """Write the buffered rows as the next part; a no-op when the buffer is empty."""
         if not self.buffer:
             return None
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow as pa  # pyarrow: the sampler process starts without it (bare GPU host)
+        import pyarrow.parquet as pq  # pyarrow: the sampler process starts without it (bare GPU host)
 
         schema = _arrow_schema(self.columns)
         table = pa.Table.from_pylist([{c: r.get(c) for c in self.columns} for r in self.buffer], schema=schema)
@@ -138,8 +138,8 @@ class PartWriter:
         parts = part_paths(self.out_path)
         if not parts:
             return None
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow as pa  # pyarrow: the sampler process starts without it (bare GPU host)
+        import pyarrow.parquet as pq  # pyarrow: the sampler process starts without it (bare GPU host)
 
         table = pa.concat_tables([pq.read_table(p) for p in parts], promote_options="default")
         sink = io.BytesIO()
@@ -170,8 +170,8 @@ def read_status(out_path: str | os.PathLike) -> dict[str, Any] | None:
 
 def read_table(out_path: str | os.PathLike):
     """All rows as one Arrow table (consolidated file if present, else the parts), or None."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # pyarrow: the sampler process starts without it (bare GPU host)
+    import pyarrow.parquet as pq  # pyarrow: the sampler process starts without it (bare GPU host)
 
     cons = consolidated_path(out_path)
     paths = [cons] if cons.is_file() else part_paths(out_path)
@@ -186,7 +186,7 @@ def read_table(out_path: str | os.PathLike):
 
 def count_rows(out_path: str | os.PathLike) -> int:
     """Rows on disk, from Parquet footers only (cheap; used to report what a dead sampler left)."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # pyarrow: the sampler process starts without it (bare GPU host)
 
     cons = consolidated_path(out_path)
     paths = [cons] if cons.is_file() else part_paths(out_path)

@@ -57,7 +57,7 @@ def parse_dcgm_text(text: str, *, ts_ns: int | None = None) -> list[dict[str, An
     Raises TelemetryError when the text is not Prometheus exposition or holds no DCGM metric.
     """
     try:
-        from prometheus_client.parser import text_string_to_metric_families
+        from prometheus_client.parser import text_string_to_metric_families  # optional: DCGM scrapes only
     except ImportError as exc:
         raise TelemetryError(f"prometheus_client is needed to parse DCGM metrics: {exc}") from None
     ts = time.time_ns() if ts_ns is None else int(ts_ns)

@@ -116,7 +116,7 @@ def run_sampler(out_path: str | os.PathLike, *, interval_ms: float = 100.0, stop
                               "driver": None, "max_sm_clock_mhz": None, "source": "nvml", "pid": os.getpid(),
                               "column_errors": {}}
     try:
-        import pynvml as nv
+        import pynvml as nv  # optional: NVML exists only on an NVIDIA host
     except Exception as exc:  # ImportError, or a broken install raising anything at import
         return write_status(out_path, {**status, "status": "absent",
                                        "reason": f"pynvml not importable: {type(exc).__name__}: {exc}"})

@@ -22,6 +22,9 @@ Modules, each with one job:
 """
 
 from kts_helpers.run.backends.kubernetes.backend import KubernetesBackend
+from kts_helpers.run.backends.kubernetes.clock import parse_time
+from kts_helpers.run.backends.kubernetes.names import RESOLUTION_S
 from kts_helpers.run.backends.kubernetes.scale import ScaleOutResult, nodes_summary, scale_out
 
-__all__ = ["KubernetesBackend", "ScaleOutResult", "nodes_summary", "scale_out"]
+# parse_time and RESOLUTION_S: the API's timestamps as analyse.waits reads them from a run's records
+__all__ = ["RESOLUTION_S", "KubernetesBackend", "ScaleOutResult", "nodes_summary", "parse_time", "scale_out"]
