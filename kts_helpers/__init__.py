@@ -46,7 +46,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``analyse.verdict`` — one reading per tenant and clock from DF and the tail-exceedance test, or what is missing
 * ``analyse.coverage`` — how often the intervals cover, measured where the kit uses them (tests, ``make bench``)
 * ``analyse.resample`` — the bootstrap engine (exact, fast order-statistic resamplers), kept for comparison
-* ``analyse.intervals`` — intervals for every summary row; the headline and forest tables
+* ``analyse.intervals`` — intervals and verdicts for every summary row
 * ``analyse.compare`` — beyond the article: sharing modes, contention matrix, LLM phases
 * ``analyse.collisions`` — launches while a neighbour was in flight: share with interval, waits with and without, the beat
 * ``analyse.openloop`` — open-loop arrivals: offered vs achieved rate, response vs service time, overload
@@ -65,6 +65,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 
 **present** — what a person reads
 
+* ``present.tables`` — how a number with its interval, and a verdict with its evidence, read everywhere
 * ``present.charts`` — Altair figures of the report
 * ``present.narrative`` — the report's words, computed from the data
 * ``present.sections`` — the report's optional sections

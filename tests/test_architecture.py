@@ -55,7 +55,7 @@ LAZY_PACKAGES = {
 }
 # kts_helpers modules a command may import inside its function: the analysis stack (pandas) is absent on a bare
 # GPU host, where ``kts run`` and ``kts probe`` must still work.
-LAZY_KIT = {"kts_helpers.cli": ("kts_helpers.analyse", "kts_helpers.present")}
+LAZY_KIT = {"kts_helpers.cli": ("kts_helpers.analyse", "kts_helpers.plan", "kts_helpers.present")}
 # Owned by issue-21 branch: the Kubernetes backend's cycles and its inner function-level import move with the
 # scale-out to run/; the integrator removes these two exceptions when that branch lands.
 K8S = "kts_helpers.run.backends.kubernetes"

@@ -26,6 +26,7 @@ generators must know their exact quantiles, so they live next to it.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
@@ -33,6 +34,7 @@ import numpy as np
 
 from kts_helpers.analyse.rules import degradation
 from kts_helpers.analyse.stats import jitter_ci, mean_ratio_ci, quantile_ci_runs, quantile_interval
+from kts_helpers.analyse.verdict import DEGRADED, FASTER, INCONCLUSIVE, decide
 
 GRID_N = (300, 800, 5000)
 GRID_PHI = (0.0, 0.5, 0.8)
@@ -247,7 +249,7 @@ def _log_ar1_matrix(rng: np.random.Generator, reps: int, n: int, phi: float, sig
     e[:, 0] = rng.normal(0.0, sigma, reps)
     if phi == 0:
         return e
-    from scipy.signal import lfilter
+    from scipy.signal import lfilter  # scipy: ~0.6 s to import, needed here only
 
     return lfilter([1.0], [1.0, -phi], e, axis=1)  # z_0 = e_0 ~ N(0, sigma): started stationary
 
@@ -255,7 +257,7 @@ def _log_ar1_matrix(rng: np.random.Generator, reps: int, n: int, phi: float, sig
 def lognormal(phi: float = 0.0, *, median: float = ARTICLE_MEDIAN_MS, spread: float = ARTICLE_SPREAD,
               scale: float = 1.0) -> Generator:
     """median * exp(AR(1)) with lag-1 autocorrelation phi (0: i.i.d.): a bulk that drifts slowly when phi ~ 0.9."""
-    from scipy.stats import norm
+    from scipy.stats import norm  # scipy: ~0.6 s to import, needed here only
 
     m = median * scale
     return Generator(f"lognormal φ {phi:g}" + ("" if scale == 1 else f" ×{scale:g}"),
@@ -266,7 +268,7 @@ def lognormal(phi: float = 0.0, *, median: float = ARTICLE_MEDIAN_MS, spread: fl
 
 def heavy_tailed(df: float = 3.0, *, median: float = ARTICLE_MEDIAN_MS, spread: float = 0.1) -> Generator:
     """median * exp(spread * t_df): a tail far heavier than lognormal."""
-    from scipy.stats import t
+    from scipy.stats import t  # scipy: ~0.6 s to import, needed here only
 
     return Generator(f"log-t{df:g}", lambda rng, reps, n: median * np.exp(spread * rng.standard_t(df, (reps, n))),
                      lambda q: float(median * math.exp(spread * t.ppf(q, df))),
@@ -275,7 +277,7 @@ def heavy_tailed(df: float = 3.0, *, median: float = ARTICLE_MEDIAN_MS, spread: 
 
 def _mixture_cdf(x: float, share: float, wait: float, median: float, spread: float) -> float:
     """P(X <= x) for lognormal bulk + (with prob. share) U[0, wait]."""
-    from scipy.stats import norm
+    from scipy.stats import norm  # scipy: ~0.6 s to import, needed here only
 
     def bulk(v: np.ndarray) -> np.ndarray:
         out = np.zeros_like(v)
@@ -296,7 +298,7 @@ def collisions(kind: str = "random", *, share: float = COLLISION_SHARE, wait: fl
     apart, the wait set by where in the neighbour's busy window the launch falls). The marginal law is the
     same for all three: only how the collisions cluster differs.
     """
-    from scipy.optimize import brentq
+    from scipy.optimize import brentq  # scipy: ~0.6 s to import, needed here only
 
     def draw(rng: np.random.Generator, reps: int, n: int) -> np.ndarray:
         bulk = median * np.exp(rng.normal(0.0, spread, (reps, n)))
@@ -348,7 +350,6 @@ def _matrix_cell(statistic: str, n: object, phi: object, truth: float, rows: Ite
 def series_quantile_cell(gen: Generator, n: int, reps: int, *, q: float = 0.99, seed: int = 0,
                          method: str = "order", n_resamples: int = 1000) -> Cell:
     """Coverage of the q-quantile's interval (``stats.quantile_interval``) on one generator's series."""
-    from kts_helpers.analyse.stats import quantile_interval
 
     xs = gen.draw(np.random.default_rng(seed), reps, n)
 
@@ -364,7 +365,6 @@ def series_quantile_cell(gen: Generator, n: int, reps: int, *, q: float = 0.99, 
 def series_df_cell(alone: Generator, shared: Generator, n: int, reps: int, *, q: float = 0.99, seed: int = 0,
                    method: str = "order", n_resamples: int = 1000) -> Cell:
     """Coverage of DF's interval (``rules.degradation``) with alone and shared from two generators."""
-    from kts_helpers.analyse.rules import degradation
 
     rng = np.random.default_rng(seed)
     xa, xs = alone.draw(rng, reps, n), shared.draw(rng, reps, n)
@@ -406,9 +406,7 @@ class Decisions:
 def decisions(alone: Generator, shared: Generator, n: int, reps: int, *, seed: int = 0, q: float = 0.99,
               margin: float = 0.10) -> Decisions:
     """Run ``verdict.decide`` on ``reps`` independent pairs and count what each rule said."""
-    import time
 
-    from kts_helpers.analyse.verdict import DEGRADED, FASTER, INCONCLUSIVE, decide
 
     rng = np.random.default_rng(seed)
     xa, xs = alone.draw(rng, reps, n), shared.draw(rng, reps, n)

@@ -55,6 +55,10 @@ from kts_helpers.run.probe import (
     TICK,
     TICK_BB,
 )
+from kts_helpers.run.probe import (
+    MULTI as MULTI,  # re-exported: the lesson's simulated probe reads the layout here
+)
+from kts_helpers.run.probe import multi_name as multi_name  # likewise
 
 FORWARD, REVERSE = "shared", "shared-reverse"
 CONTENDED_FLOOR_MS = 0.05  # a wait this far above the tick's own alone noise counts as "found the GPU busy"

@@ -173,7 +173,10 @@ def _beta_nodes(a: float, b: float) -> tuple[np.ndarray, np.ndarray]:
     The p-values live in U's upper tail (a few extra alone exceedances move them a lot), where equal-
     probability midpoints are too coarse (8 % low at p = 0.006); log-spaced cells resolve it.
     """
-    from scipy.special import betainc, betaincinv
+    from scipy.special import (  # scipy: ~0.6 s to import, needed here only
+        betainc,
+        betaincinv,
+    )
 
     if a <= 0 or b <= 0:  # no alone sample beyond the threshold, or every one: U is 0 or 1
         return np.full(1, 0.0 if a <= 0 else 1.0), np.ones(1)
@@ -185,7 +188,7 @@ def _beta_nodes(a: float, b: float) -> tuple[np.ndarray, np.ndarray]:
 
 def _p_more(k: float, m: float, nodes: tuple[np.ndarray, np.ndarray], ratio: float = 1.0) -> float:
     """P(K >= k) for K ~ Binomial(m, min(1, ratio * U)), U over ``nodes``: continuous k and m (effective sizes)."""
-    from scipy.special import betainc
+    from scipy.special import betainc  # scipy: ~0.6 s to import, needed here only
 
     if k <= 0:
         return 1.0
@@ -197,7 +200,7 @@ def _p_more(k: float, m: float, nodes: tuple[np.ndarray, np.ndarray], ratio: flo
 
 def _p_less(k: float, m: float, nodes: tuple[np.ndarray, np.ndarray], ratio: float = 1.0) -> float:
     """P(K <= k) in the same model."""
-    from scipy.special import betainc
+    from scipy.special import betainc  # scipy: ~0.6 s to import, needed here only
 
     u, w = nodes
     if k >= m or not u.any():
@@ -239,7 +242,7 @@ def _welch(k: int, m: int, tau_s: float, nu_s: float, r: int, n: int, tau_a: flo
 
 def _share(count: int, n: int, tau: float, a2: float) -> Share:
     """Clopper-Pearson at the effective size n / tau."""
-    from scipy.stats import beta
+    from scipy.stats import beta  # scipy: ~0.6 s to import, needed here only
 
     k, m = count / tau, n / tau
     lo = float(beta.ppf(a2, k, m - k + 1)) if count > 0 else 0.0
@@ -312,7 +315,7 @@ def _projection(d: rules.Degradation | None, ex: Exceedance | None, n: int, marg
     Interval half-widths shrink as 1 / sqrt(n): n * (width now / width needed)^2, the smallest over the
     estimands that can decide; an open bound first needs the n at which a p99 has a bound at all.
     """
-    from scipy.stats import norm
+    from scipy.stats import norm  # scipy: ~0.6 s to import, needed here only
 
     cands = []
     est = d.estimate if d is not None else math.nan

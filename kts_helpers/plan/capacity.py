@@ -24,9 +24,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from kts_helpers.errors import SpecError
-from kts_helpers.plan.engine import AloneProfile, GpuModel, Prediction, Scenario, predict
+from kts_helpers.plan.engine import (
+    AloneProfile,
+    GpuModel,
+    Prediction,
+    Scenario,
+    gpu_model_for,
+    predict,
+    profile_from_log,
+)
+from kts_helpers.run.runs import open_run
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests" / "overlays"
 OVERLAYS = {"timeslice": "device-plugin-timeslicing", "mps": "device-plugin-mps"}
@@ -230,8 +240,6 @@ def device_plugin_configmap(mode: str, replicas: int, manifests: Path = MANIFEST
 
 def profiles_of_run(run_dir: Any) -> list[AloneProfile]:
     """One alone profile per workload of a run (its first baseline of each), the mix's tenant types."""
-    from kts_helpers.plan.engine import profile_from_log
-    from kts_helpers.run.runs import open_run
 
     run = open_run(run_dir)
     m = run.read()
@@ -255,7 +263,6 @@ def capacity_of_run(run_dir: Any, *, slo_ms: dict[str, float] | None = None, max
     """The capacity question for a run's own workloads, as the report and the lesson ask it (one function, so
     the two cannot differ): the committed probe of the run's GPU, the run's alone baselines, the given goals
     (default: at most 5 % of iterations slower than the alone p99)."""
-    from kts_helpers.plan.engine import gpu_model_for
 
     mix = profiles_of_run(run_dir)
     share = max_slow_share if max_slow_share is not None or slo_ms else DEFAULT_SLOW_SHARE
@@ -265,7 +272,6 @@ def capacity_of_run(run_dir: Any, *, slo_ms: dict[str, float] | None = None, max
 
 def capacity_frame(answer: CapacityAnswer) -> Any:
     """The answer's rows as a table (N, mode, pod, p50/p99 with intervals, slow share, goal)."""
-    import pandas as pd
 
     return pd.DataFrame([{"N": r.n, "mode": r.mode, "pod": r.tenant,
                           "p50 ms [PI]": f"{r.p50_ms:.2f} [{r.p50_lo:.2f}, {r.p50_hi:.2f}]",

@@ -36,10 +36,12 @@ from typing import Any
 import numpy as np
 
 from kts_helpers.analyse.logparse import parse_file
+from kts_helpers.analyse.probe import read_multi, read_probe
 from kts_helpers.errors import KtsError, RunError
 from kts_helpers.plan.mps import MpsTenant, simulate_mps
 from kts_helpers.plan.timeslice import Op, SimTenant, simulate
-from kts_helpers.run.corun import PAD_PHASE
+from kts_helpers.run.logformat import PAD_PHASE
+from kts_helpers.run.probe import MULTI_PREFIX
 from kts_helpers.run.runs import Run, open_run
 
 REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "data" / "reference"
@@ -188,7 +190,6 @@ class GpuModel:
 @lru_cache(maxsize=8)
 def gpu_model_from_probe(probe_dir: str, multi_dir: str = "") -> GpuModel:
     """The GPU model from a time-slice probe run (and, if given, a multi-context probe run)."""
-    from kts_helpers.analyse.probe import read_multi, read_probe
 
     r = read_probe(probe_dir, n_resamples=300, seed=0)
     if not (r.quantum.has_value and r.switch.has_value):
@@ -234,7 +235,6 @@ def _gpu_name(run: Run) -> str:
 
 def committed_probes(gpu_name: str, root: Path = REFERENCE_ROOT) -> tuple[str, str]:
     """(pair probe, multi-context probe or "") committed for this GPU model, newest first."""
-    from kts_helpers.run.probe import MULTI_PREFIX
 
     pair = multi = ""
     for d in sorted(root.glob("*"), reverse=True):

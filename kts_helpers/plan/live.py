@@ -14,8 +14,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from kts_helpers.analyse.load import load_run
+from kts_helpers.analyse.summary import summarize_frame
 from kts_helpers.errors import SpecError
 from kts_helpers.plan.capacity import CAPACITY_ITERATIONS, CapacityAnswer, PodRow
+from kts_helpers.run.experiment import run_experiment
 from kts_helpers.run.runs import open_run
 
 MAX_TENANTS = 4
@@ -43,8 +46,6 @@ def validation_params(answer: CapacityAnswer, source_run: str | os.PathLike, n: 
 
 def _measured(run_dir: Any, n: int) -> dict[tuple[str, int], tuple[float, float]]:
     """(workload, k-th pod of it) -> measured wall (p50, p99), from the shared scenario (alone when N = 1)."""
-    from kts_helpers.analyse.load import load_run
-    from kts_helpers.analyse.summary import summarize_frame
 
     table = summarize_frame(load_run(run_dir).iterations, "wall")
     table = table[table["kind"] == ("shared" if n > 1 else "baseline")]
@@ -76,7 +77,6 @@ def compare_rows(rows: Sequence[PodRow], measured: dict[tuple[str, int], tuple[f
 def validate_capacity(answer: CapacityAnswer, source_run: str | os.PathLike, *, root: str | os.PathLike,
                       progress: bool = True) -> str:
     """Run N (the recommendation) and N+1 through the kit's runner; predicted against measured, as text."""
-    from kts_helpers.run.experiment import run_experiment
 
     mode = answer.best_mode
     best = max(answer.largest.get(mode, 0), 1)

@@ -20,7 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from kts_helpers.analyse.load import load_run
 from kts_helpers.analyse.rules import scenario_group
+from kts_helpers.analyse.summary import summarize_frame
+from kts_helpers.fsutil import atomic_write_text
 from kts_helpers.plan.engine import REFERENCE_ROOT, Prediction, predict_run
 
 P99_TOLERANCE, P50_TOLERANCE = 0.20, 0.25
@@ -75,8 +78,6 @@ class Check:
 
 def measured_wall(run_dir: str | os.PathLike) -> pd.DataFrame:
     """The report's wall-clock p50/p99 per shared scenario, tenant and phase (co-running iterations only)."""
-    from kts_helpers.analyse.load import load_run
-    from kts_helpers.analyse.summary import summarize_frame
 
     table = summarize_frame(load_run(run_dir).iterations, "wall")
     return table[table["kind"] == "shared"][["group", "tenant", "phase", "n", "p50_ms", "p99_ms"]]
@@ -168,7 +169,6 @@ def readme_markdown(runs: tuple[tuple[str, bool], ...] = VALIDATION_RUNS, root: 
 
 def write_readme_block(readme: str | os.PathLike, markdown: str) -> None:
     """Replace the README's validation block with ``markdown`` (atomically; the markers must exist)."""
-    from kts_helpers.fsutil import atomic_write_text
 
     text = Path(readme).read_text()
     readme_block(readme)  # the markers exist

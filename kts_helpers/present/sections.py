@@ -18,6 +18,8 @@ from kts_helpers.analyse import collisions, compare, openloop
 from kts_helpers.analyse.load import RunData
 from kts_helpers.analyse.probe import is_multi_probe, is_probe, read_multi, read_probe
 from kts_helpers.analyse.waits import layered_waits
+from kts_helpers.errors import KtsError
+from kts_helpers.plan.capacity import DEFAULT_SLOW_SHARE, capacity_frame, capacity_of_run
 from kts_helpers.present import charts
 
 
@@ -161,9 +163,6 @@ def capacity_section(data: RunData) -> Section | None:
     """How many replicas of the run's workloads would meet the default goal, predicted from its alone runs
     (``plan.capacity.capacity_of_run``, the lesson's exercise asks the same): when the run is on a GPU whose
     model has a committed probe, and is not itself a probe."""
-    from kts_helpers.analyse.probe import is_multi_probe, is_probe
-    from kts_helpers.errors import KtsError
-    from kts_helpers.plan.capacity import DEFAULT_SLOW_SHARE, capacity_frame, capacity_of_run
 
     if not data.on_gpu or is_probe(data) or is_multi_probe(data) or data.manifest.profile == "simulated":
         return None

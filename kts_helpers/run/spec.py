@@ -192,12 +192,10 @@ PROFILES: dict[str, dict[str, Any]] = {
     "saturating": dict(workloads=("fft", "gemm"), iterations=800, fft_size=4096, gemm_size=8192,
                        sleep_ms_fft=100.0, sleep_ms_gemm=0.0, sleep_ms_llm=50.0, warmup=5, threads=1,
                        timeout_s=1800.0, calibrate_iterations=2000),
-    # CPU stand-in: one thread per tenant, so a tenant alone measures its own work (with more threads than
-    # cores per tenant, a lone 256^2 FFT measured the OS scheduling its own threads: 13.8 ms instead of 0.33);
-    # every tenant pinned to one core (the last one), so the tenants time-share one core the way GPU tenants
-    # time-share one GPU -- on several free cores they would not meet at all and the verdict would measure only
-    # the machine's background noise; 1200 iterations (~20 s a scenario), so the collisions (a few % of the
-    # iterations, as in the article) reach a verdict.
+    # CPU stand-in: one thread per tenant (more threads than cores measured the OS scheduling a lone FFT's own
+    # threads: 13.8 ms instead of 0.33), every tenant pinned to one core, so they time-share it as GPU tenants
+    # time-share a GPU (on free cores they would never meet); 1200 iterations (~20 s a scenario), so the
+    # collisions (a few % of the iterations, as in the article) reach a verdict.
     "cpu-quick": dict(workloads=("fft", "gemm"), iterations=1200, fft_size=256, gemm_size=256,
                       sleep_ms_fft=10.0, sleep_ms_gemm=15.0, sleep_ms_llm=10.0, warmup=5, threads=1,
                       timeout_s=300.0, calibrate_iterations=300, cpu_core=-1),

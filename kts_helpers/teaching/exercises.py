@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from kts_helpers.plan.capacity import capacity_frame, capacity_of_run
 from kts_helpers.teaching import waiting
 from kts_helpers.teaching.model import DEFAULT_SLICE_TIMER, SimError, SimTenant, simulate
 from kts_helpers.teaching.model import degradation as ts_degradation
@@ -149,7 +150,6 @@ def how_many_replicas(run_dir: str, predict: int, *, slo_ms: dict[str, float] | 
     Answered by the planner (``plan.capacity.capacity_of_run``, the report's "Capacity" section asks the same),
     from the run's alone baselines and the GPU's probe; the answer is the largest N under time-slicing.
     """
-    from kts_helpers.plan.capacity import capacity_frame, capacity_of_run
 
     if isinstance(predict, bool) or not isinstance(predict, int) or predict < 0:
         raise SimError(f"predict_replicas must be a whole number of pods >= 0, got {predict!r}")

@@ -18,7 +18,17 @@ from typing import Any
 
 import pandas as pd
 
-from kts_helpers.analyse.probe import HOG, HOG_POISSON, TICK, TICK_BB
+from kts_helpers.analyse.probe import (
+    HOG,
+    HOG_LONG,
+    HOG_POISSON,
+    HOG_SHORT,
+    LENGTHS,
+    MULTI,
+    TICK,
+    TICK_BB,
+    multi_name,
+)
 from kts_helpers.errors import RunError
 from kts_helpers.run.logformat import META_TAG, AppLine, format_line, format_record
 from kts_helpers.teaching.model import (
@@ -128,7 +138,6 @@ def write_sim_multi_probe(path: str | os.PathLike, quantum_ms: float, context_sw
     What a GPU that follows the simulator's round robin would log: the tick next to k = 1, 2, 3 back-to-back
     neighbours of ``short_kernel_ms`` and of ``long_kernel_ms``, plus the neighbours alone.
     """
-    from kts_helpers.run.probe import HOG_LONG, HOG_SHORT, LENGTHS, MULTI, TICK, multi_name
 
     tick = SimTenant(TICK, tick_kernel_ms, tick_gap_ms, tick_gap_ms)
     kernel = {"short": short_kernel_ms, "long": long_kernel_ms}
