@@ -15,9 +15,9 @@ from k8s_fixtures import FakeCluster, emulated_cluster, gpu_node, kubeconfig_fil
 from kts_helpers.run.backends.kubernetes.backend import KubernetesBackend
 from kts_helpers.run.backends.kubernetes.lifecycle import ScenarioRun
 from kts_helpers.run.backends.kubernetes.names import MANAGED_BY, job_name
-from kts_helpers.run.backends.kubernetes.scale import scale_out
 from kts_helpers.run.experiment import resume_experiment
 from kts_helpers.run.runs import Run
+from kts_helpers.run.scale import scale_out
 from kts_helpers.run.spec import ExperimentParams
 
 pytestmark = pytest.mark.timeout(120)

@@ -17,11 +17,16 @@ Modules, each with one job:
 * ``state``     — what the Job, the Workload, the pods and the node say; the timestamps of a tenant;
 * ``logs``      — pod logs followed live (nothing is lost when a padder is stopped);
 * ``lifecycle`` — one scenario from submission (or re-attachment) to its logs;
-* ``backend``   — ``KubernetesBackend``: node choice, exclusivity, clean-up, the scenario's record;
-* ``scale``     — experiments over several GPU nodes, each node taken by its Lease.
+* ``backend``   — ``KubernetesBackend``: node choice, exclusivity, clean-up, the scenario's record.
+
+The backend runs one scenario at a time; experiments over several GPU nodes (scale-out) are run at the
+experiment level, by ``kts_helpers.run.scale``.
 """
 
 from kts_helpers.run.backends.kubernetes.backend import KubernetesBackend
-from kts_helpers.run.backends.kubernetes.scale import ScaleOutResult, nodes_summary, scale_out
+from kts_helpers.run.backends.kubernetes.clock import parse_time
+from kts_helpers.run.backends.kubernetes.names import RESOLUTION_S
 
-__all__ = ["KubernetesBackend", "ScaleOutResult", "nodes_summary", "scale_out"]
+# ``parse_time`` and ``RESOLUTION_S`` are public (stable names) for analyse.waits: API timestamps and their
+# resolution, read without reaching into the backend's modules.
+__all__ = ["RESOLUTION_S", "KubernetesBackend", "parse_time"]

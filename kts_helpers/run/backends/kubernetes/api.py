@@ -49,7 +49,7 @@ class KubeApi:
 
     def __init__(self, api_client: Any, namespace: str, *, context: str = "",
                  request_timeout: tuple[float, float] = (5.0, 30.0)):
-        from kubernetes import client
+        from kubernetes import client  # heavy optional client: imported only when a cluster is used
 
         self.api_client = api_client
         self.namespace = namespace
@@ -67,6 +67,7 @@ class KubeApi:
 
     def _call(self, verb: str, resource: str, fn: Callable[..., Any], *args: Any, namespaced: bool = True,
               missing_ok: bool = False, **kwargs: Any) -> bytes | None:
+        # heavy optional client: imported only when a cluster is used
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
@@ -223,7 +224,7 @@ class KubeApi:
         Used as a wake-up only: the caller re-lists afterwards, so a watch that expires,
         is cut by a proxy or replays old objects (410, emulators) costs nothing but a loop.
         """
-        from kubernetes import watch
+        from kubernetes import watch  # heavy optional client: imported only when a cluster is used
 
         if timeout_s <= 0:
             return False
@@ -259,7 +260,7 @@ def fingerprint(obj: Mapping[str, Any]) -> str:
 
 def load_api_client(kubeconfig: str | os.PathLike | None = None, context: str | None = None) -> tuple[Any, str]:
     """An ApiClient from a kubeconfig (or the in-cluster service account) and the context's name."""
-    from kubernetes import config
+    from kubernetes import config  # heavy optional client: imported only when a cluster is used
 
     in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and kubeconfig is None and context is None
     paths = [Path(p).expanduser() for p in (str(kubeconfig) if kubeconfig else
@@ -270,7 +271,7 @@ def load_api_client(kubeconfig: str | os.PathLike | None = None, context: str | 
             config.load_incluster_config()
         except config.ConfigException as exc:
             raise BackendError(f"cannot load the in-cluster Kubernetes config: {exc}") from None
-        from kubernetes import client
+        from kubernetes import client  # heavy optional client: imported only when a cluster is used
 
         return client.ApiClient(), "in-cluster"
     shown = os.pathsep.join(str(p) for p in paths) or "~/.kube/config"

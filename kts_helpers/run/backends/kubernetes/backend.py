@@ -53,6 +53,7 @@ from kts_helpers.run.backends.kubernetes.nodes import NodeInfo, node_info
 from kts_helpers.run.corun import gpu_mismatch
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec
+from kts_helpers.run.telemetry import DcgmScraper
 
 STRATEGY_OF = {"timeslice": "time-slicing", "mps": "mps"}
 
@@ -520,8 +521,6 @@ class KubernetesBackend:
             out["telemetry"] = {"status": "absent", "reason": "no dcgm_url configured (KTS_DCGM_URL)"}
             return None
         try:
-            from kts_helpers.run.telemetry import DcgmScraper
-
             return DcgmScraper(self.dcgm_url, log_dir / "telemetry.parquet",
                                interval_ms=self.dcgm_interval_ms).start()
         except Exception as exc:  # noqa: BLE001 - telemetry must never stop the experiment

@@ -14,16 +14,17 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kts_helpers.errors import BackendError, KtsError
 from kts_helpers.fsutil import write_new
 from kts_helpers.run.backends.base import TenantResult
-from kts_helpers.run.backends.kubernetes.api import fingerprint
-from kts_helpers.run.backends.kubernetes.clock import parse_time
+from kts_helpers.run.backends.kubernetes.api import KubeApi, fingerprint
+from kts_helpers.run.backends.kubernetes.clock import Clock, parse_time
 from kts_helpers.run.backends.kubernetes.jobs import build_scenario_job, job_env, job_tenants
+from kts_helpers.run.backends.kubernetes.lease import NodeLease
 from kts_helpers.run.backends.kubernetes.logs import LiveScenario
 from kts_helpers.run.backends.kubernetes.names import (
     LABEL_RUN,
@@ -56,9 +57,32 @@ from kts_helpers.run.corun import CoRunWatch
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec
 
-if TYPE_CHECKING:
-    from kts_helpers.run.backends.kubernetes.backend import KubernetesBackend
-    from kts_helpers.run.backends.kubernetes.lease import NodeLease
+
+class ScenarioHost(Protocol):
+    """What a scenario needs from the backend that runs it (``KubernetesBackend`` is one): its options,
+    its API and clock, and two services. Stated here so this module never imports the backend."""
+
+    api: KubeApi
+    clock: Clock
+    namespace: str
+    image: str
+    image_pull_policy: str
+    image_pull_secrets: tuple[str, ...]
+    keep_finished_s: int
+    memory_limit: str
+    node_selector: dict[str, str | None]
+    gpu_resource: str | None
+    poll_s: float
+    queue_name: str | None
+    read_only_root: bool
+    runtime_class: str | None
+    schedule_timeout_s: float
+    service_account: str | None
+    start_delay_s: float
+
+    def hint(self, reason: str) -> str: ...
+
+    def wait_gone(self, names: Sequence[str], sel: str) -> None: ...
 
 PAD_CHECK_S = 0.25  # while tenants pad, look at their logs at least this often (logs do not wake the watch)
 
@@ -78,7 +102,7 @@ def scenario_selector(run_id: str, scenario: str) -> str:
 class ScenarioRun:
     """One scenario's Job on one node: submit or attach, watch, stop the padding, collect."""
 
-    def __init__(self, backend: KubernetesBackend, run: Run, scenario: ScenarioSpec, node: NodeInfo, *,
+    def __init__(self, backend: ScenarioHost, run: Run, scenario: ScenarioSpec, node: NodeInfo, *,
                  timeout_s: float, pad_limit_s: float, progress: bool, lease: NodeLease | None = None) -> None:
         self.b, self.api, self.clock, self.lease = backend, backend.api, backend.clock, lease
         self.run, self.scenario, self.node = run, scenario, node
