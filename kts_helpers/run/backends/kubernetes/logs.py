@@ -10,6 +10,8 @@ from typing import Any
 
 from kts_helpers.errors import KtsError
 from kts_helpers.run.backends.kubernetes.api import KubeApi
+from kts_helpers.run.backends.kubernetes.barrier import READY_RE, Ready
+from kts_helpers.run.backends.kubernetes.clock import Clock
 from kts_helpers.run.backends.kubernetes.state import PodState
 from kts_helpers.run.corun import CoRunWatch
 
@@ -21,10 +23,15 @@ class PodLogStream:
     The API serves a followed log from its first byte; after a dropped connection the stream is
     opened again and the bytes already held are skipped (the log only grows). ``finish()`` says the
     container has ended or its Job was deleted: the stream then reads to the end once more and stops.
+    The worker's ready lines (one a second while it waits at the barrier) are noted with this client's
+    clock the moment they arrive; ``ready`` keeps the one that reached it fastest (the largest pod-minus-
+    client offset: a delay only lowers it), from lines that arrived live (not in a connection's backlog).
     """
 
-    def __init__(self, api: KubeApi, pod: str, retry_s: float = 0.2) -> None:
-        self.api, self.pod, self.retry_s = api, pod, retry_s
+    def __init__(self, api: KubeApi, pod: str, retry_s: float = 0.2, clock: Clock | None = None) -> None:
+        self.api, self.pod, self.retry_s, self.clock = api, pod, retry_s, clock or Clock()
+        self.ready: Ready | None = None
+        self._scanned = 0  # the buffer is searched for ready lines up to here (a line boundary)
         self._buf = bytearray()
         self._taken = 0
         self._lock = threading.Lock()
@@ -53,18 +60,34 @@ class PodLogStream:
 
     def _read(self, resp: Any) -> None:
         seen = 0
+        backlog = True  # the first bytes of a connection were printed before it opened
         try:
             for chunk in resp.stream(1 << 16, decode_content=False):
+                if not chunk:
+                    continue
+                now_ns = self.clock.now_ns()
                 with self._lock:
                     have = len(self._buf)
                     if seen + len(chunk) > have:
                         self._buf += chunk[max(0, have - seen):]
+                    self._note_ready(now_ns, live=not backlog)
                 seen += len(chunk)
+                backlog = False
         except Exception:  # noqa: BLE001 - a dropped connection: the caller opens the stream again
             pass
         finally:
             with contextlib.suppress(Exception):
                 resp.release_conn()
+
+    def _note_ready(self, now_ns: int, *, live: bool) -> None:
+        end = self._buf.rfind(b"\n") + 1
+        if end <= self._scanned:
+            return
+        for m in READY_RE.finditer(bytes(self._buf[self._scanned:end])):
+            sample = Ready(int(m.group(2)), now_ns)
+            if live and (self.ready is None or sample.offset_ns > self.ready.offset_ns):
+                self.ready = sample
+        self._scanned = end
 
     def take(self) -> bytes:
         """The bytes that arrived since the last call."""
@@ -99,14 +122,14 @@ class LiveScenario:
     stopped_ns: int | None = None
 
     def follow(self, api: KubeApi, pods: Mapping[str, dict[str, Any]], states: Mapping[str, PodState],
-               retry_s: float) -> None:
+               retry_s: float, clock: Clock | None = None) -> None:
         """Start a stream for each new pod, feed the watch what arrived, finish streams of ended containers."""
         for tenant, pod in pods.items():
             self.last_pods[tenant] = pod
             name = (pod.get("metadata") or {}).get("name")
             stream = self.streams.get(tenant)
             if name and (stream is None or stream.pod != name):
-                self.streams[tenant] = stream = PodLogStream(api, name, retry_s=min(retry_s, 1.0))
+                self.streams[tenant] = stream = PodLogStream(api, name, retry_s=min(retry_s, 1.0), clock=clock)
             if stream is not None and states[tenant].done:
                 stream.finish(0.0)
         for tenant, stream in self.streams.items():
