@@ -141,3 +141,19 @@ async def test_a_preemption_is_named_and_never_mixes_two_admissions(cluster: Fak
     for tenant in ("fft", "gemm"):
         lines = [ln for ln in run.log_path("shared", tenant).read_text().splitlines() if ln.startswith("KTS_META")]
         assert len(lines) == 1
+
+
+# ------------------------------------------------------------------------------------------ log rotation
+
+async def test_a_log_rotated_by_the_kubelet_is_followed_without_losing_lines(cluster: FakeCluster,
+                                                                           tmp_path: Path) -> None:
+    """The kubelet rotates fft's log mid-run and the followed stream drops: a new connection starts at the
+    new file, whose first bytes the client already holds. Every line lands in the run once, in order.
+    Fails when a reconnection skips as many bytes as are held (lines after the rotation are lost)."""
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.log_iterations = 30
+    cluster.behaviour["fft"] = "rotate"
+    run, spec = make_run(tmp_path)
+    assert (await _run(cluster.backend(), run, spec.scenario("shared"))).status == "complete"
+    (pod,) = cluster.rotated  # it did rotate
+    assert run.log_path("shared", "fft").read_bytes() == cluster.logs[pod]
