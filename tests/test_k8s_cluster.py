@@ -157,3 +157,18 @@ async def test_a_log_rotated_by_the_kubelet_is_followed_without_losing_lines(clu
     assert (await _run(cluster.backend(), run, spec.scenario("shared"))).status == "complete"
     (pod,) = cluster.rotated  # it did rotate
     assert run.log_path("shared", "fft").read_bytes() == cluster.logs[pod]
+
+
+def test_a_stale_workload_of_a_replaced_job_is_never_taken_for_the_new_ones() -> None:
+    """A Workload left by an earlier Job of the same name (uid old) says Inadmissible; the new Job (uid new)
+    has none yet. Fails with the name-only fallback, which would fail the new Job on the old answer."""
+    from kts_helpers.run.backends.kubernetes.state import workload_of
+
+    job = {"metadata": {"name": "kts-shared-ab12cd", "uid": "new"}}
+    stale = {"metadata": {"name": "job-kts-shared-ab12cd-old", "ownerReferences": [
+        {"kind": "Job", "name": "kts-shared-ab12cd", "uid": "old"}]}}
+    fresh = {"metadata": {"name": "job-kts-shared-ab12cd-new", "ownerReferences": [
+        {"kind": "Job", "name": "kts-shared-ab12cd", "uid": "new"}]}}
+    assert workload_of(job, [stale]) is None
+    assert workload_of(job, [stale, fresh]) == fresh
+    assert workload_of({"metadata": {"name": "kts-shared-ab12cd"}}, [stale]) == stale  # no uid known: by name

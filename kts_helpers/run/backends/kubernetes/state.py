@@ -74,12 +74,16 @@ def job_outcome(job: Mapping[str, Any] | None) -> JobOutcome:
 
 
 def workload_of(job: Mapping[str, Any], workloads: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The Kueue Workload Kueue created for ``job`` (owner reference by uid, else by name)."""
+    """The Kueue Workload Kueue created for ``job``: its owner reference names the Job's uid. By name only
+    where either uid is unknown: a Workload left by an earlier Job of the same name (a replaced one) has
+    another uid and is never taken for this Job's."""
     meta = job.get("metadata") or {}
     for wl in workloads:
         for o in (wl.get("metadata") or {}).get("ownerReferences") or []:
-            if (o.get("uid") and o.get("uid") == meta.get("uid")) or (
-                    o.get("kind") == "Job" and o.get("name") == meta.get("name")):
+            if o.get("uid") and meta.get("uid"):
+                if o["uid"] == meta["uid"]:
+                    return dict(wl)
+            elif o.get("kind") == "Job" and o.get("name") == meta.get("name"):
                 return dict(wl)
     return None
 
