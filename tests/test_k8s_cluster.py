@@ -86,14 +86,18 @@ async def test_packed_counts_only_where_the_device_plugin_knows_it(cluster: Fake
 
 
 async def test_a_tenant_without_a_gpu_uuid_fails_the_same_gpu_check(cluster: FakeCluster, tmp_path: Path) -> None:
-    """gemm prints no gpu_uuid: nothing shows it shared fft's GPU, so the shared scenario fails. Fails when
-    a silent tenant is skipped."""
+    """gemm prints no gpu_uuid: nothing shows it shared fft's GPU, so the shared scenario fails; so does one
+    where no tenant prints one. Fails when a silent tenant is skipped."""
     cluster.add_node(gpu_node("gpu-1"))
     cluster.behaviour["gemm"] = "nouuid"
     run, spec = make_run(tmp_path)
     with pytest.raises(TenantFailed, match=r"tenant gemm reported no GPU UUID"):
         await _run(cluster.backend(), run, spec.scenario("shared"))
     assert run.manifest()["scenarios"]["shared"]["status"] == "failed"
+    cluster.behaviour["fft"] = "nouuid"  # neither says: on a GPU backend that proves nothing either
+    both, bspec = make_run(tmp_path / "both")
+    with pytest.raises(TenantFailed, match=r"tenant fft reported no GPU UUID"):
+        await _run(cluster.backend(), both, bspec.scenario("shared"))
 
 
 # ------------------------------------------------------------------------------------------ Kueue's answers
