@@ -696,6 +696,7 @@ def test_time_parsing_never_fails_open() -> None:
     assert parse_time("2025-01-01T12:00:00.123456789Z") == pytest.approx(1735732800.123456789)
     assert parse_time("2025-01-01T13:00:00+01:00") == 1735732800.0
     assert parse_time("2025-01-01T12:00:00Z") == 1735732800.0
+    assert parse_time("2025-01-01t12:00:00.5z") == 1735732800.5  # RFC 3339 allows lower case
     assert parse_time("yesterday") is None and parse_time("2025-13-01T12:00:00Z") is None and parse_time(None) is None
 
 
