@@ -26,7 +26,8 @@ Data flows one way, through three wings (a test enforces the import rule):
   * ``run.backends.kubernetes.lease`` — the node Lease: one client measures on a GPU node at a time
   * ``run.backends.kubernetes.jobs`` — the Indexed Job of a scenario (one completion index per tenant)
   * ``run.backends.kubernetes.state`` — Job, Workload, pod and node states; a tenant's timestamps
-  * ``run.backends.kubernetes.logs`` — pod logs followed live
+  * ``run.backends.kubernetes.barrier`` — the start barrier: every tenant ready, one clock, each pod's offset
+  * ``run.backends.kubernetes.logs`` — pod logs followed live (across the kubelet's log rotation)
   * ``run.backends.kubernetes.lifecycle`` — one scenario from submission (or re-attachment) to its logs
   * ``run.backends.kubernetes.backend`` — ``KubernetesBackend``: node, exclusivity, clean-up, record
 * ``run.telemetry`` — GPU telemetry capture: ``run.telemetry.nvml`` (NVML/GPM sampler),
