@@ -95,7 +95,8 @@ async def test_rbac_grants_exactly_what_the_backend_calls(tmp_path: Path) -> Non
     assert namespaced == _granted("Role"), (sorted(namespaced - _granted("Role")),
                                             sorted(_granted("Role") - namespaced))
     assert cluster_wide == _granted("ClusterRole")
-    print("\nRBAC calls:", sorted(namespaced | cluster_wide))
+    print("\nRBAC calls in the namespace (Role):", sorted(namespaced))
+    print("RBAC calls cluster-wide (ClusterRole):", sorted(cluster_wide))
 
 
 def test_the_rbac_test_would_notice_a_verb_too_many() -> None:
