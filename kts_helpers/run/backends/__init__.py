@@ -6,6 +6,7 @@ from typing import Any
 
 from kts_helpers.errors import SpecError
 from kts_helpers.run.backends.base import Backend, ScenarioResult, TenantResult
+from kts_helpers.run.backends.kubernetes import KubernetesBackend  # standard library only until it is used
 
 __all__ = ["Backend", "ScenarioResult", "TenantResult", "get_backend"]
 
@@ -16,7 +17,5 @@ def get_backend(name: str, **options: Any) -> Backend:
 
         return LocalBackend(**options)
     if name == "kubernetes":
-        from kts_helpers.run.backends.kubernetes import KubernetesBackend
-
         return KubernetesBackend(**options)
     raise SpecError(f"unknown backend {name!r}; choose local or kubernetes")
