@@ -14,6 +14,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``run.capacity`` — will a scenario's tenants fit in GPU memory
 * ``run.environment`` — what the host is: device, driver, CUDA, torch, git commit
 * ``run.mps`` — a private MPS control daemon for one scenario
+* ``run.scale`` — scale-out: experiments over several GPU nodes, each on a node taken by its Lease
 * ``run.probe`` — the time-slice probe's scenarios and the GEMM size calibrated to the GPU at hand
 * ``run.backends`` — ``Backend`` protocol and ``get_backend``; ``run.backends.base`` — the protocol and results
 * ``run.backends.local`` — tenants as processes on this host
@@ -26,10 +27,10 @@ Data flows one way, through four wings (a test enforces the import rule):
   * ``run.backends.kubernetes.lease`` — the node Lease: one client measures on a GPU node at a time
   * ``run.backends.kubernetes.jobs`` — the Indexed Job of a scenario (one completion index per tenant)
   * ``run.backends.kubernetes.state`` — Job, Workload, pod and node states; a tenant's timestamps
-  * ``run.backends.kubernetes.logs`` — pod logs followed live
+  * ``run.backends.kubernetes.barrier`` — the start barrier: every tenant ready, one clock, each pod's offset
+  * ``run.backends.kubernetes.logs`` — pod logs followed live (across the kubelet's log rotation)
   * ``run.backends.kubernetes.lifecycle`` — one scenario from submission (or re-attachment) to its logs
   * ``run.backends.kubernetes.backend`` — ``KubernetesBackend``: node, exclusivity, clean-up, record
-  * ``run.backends.kubernetes.scale`` — experiments over several GPU nodes, each taken by its Lease
 * ``run.telemetry`` — GPU telemetry capture: ``run.telemetry.nvml`` (NVML/GPM sampler),
   ``run.telemetry.dcgm`` (dcgm-exporter scraper), ``run.telemetry._store`` (on-disk format),
   ``run.telemetry.__main__`` (the sampler process)

@@ -1,7 +1,7 @@
 """``python -m kts_helpers.k8s_smoke``: a tiny experiment against the cluster the kubeconfig points to.
 
 For users with a cluster: it checks in a minute or two that the whole path works (permissions,
-node and device plugin, image, START_AT, logs, cleanup) before a thirty-minute run finds out.
+node and device plugin, image, start barrier, logs, cleanup) before a thirty-minute run finds out.
 It runs the "tiny" profile (fft + gemm: two baselines and one shared scenario) into a new run
 directory, prints what Kubernetes sees and the layered waits, and exits non-zero with a one-line
 error when anything is wrong. ``--cleanup`` only removes kit Jobs (of any run) older than ``--older-than``
@@ -35,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime-class", default=env("K8S_RUNTIME_CLASS") or None, help="e.g. nvidia on K3s")
     p.add_argument("--workloads", default="fft,gemm")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per scenario")
-    p.add_argument("--start-delay", type=float, default=20.0, help="seconds between Job creation and START_AT")
+    p.add_argument("--start-delay", type=float, default=90.0,
+                   help="seconds from every tenant ready to their start (covers the kubelet's ConfigMap refresh)")
     p.add_argument("--root", default=str(DEFAULT_ROOT))
     p.add_argument("--cleanup", action="store_true",
                    help="only delete kit Jobs older than --older-than hours in the namespace, then exit")

@@ -16,9 +16,13 @@ plays the controllers, always through the HTTP API so that watches see every cha
 * Kueue (one Workload per Job: ``QuotaReserved``/``Admitted``, "LocalQueue ... doesn't exist" when
   the queue is missing, ``Finished``), the garbage collector, a node that can be lost.
 
-Every timestamp comes from one ``FakeClock`` that moves one second per controller tick; the backend
-under test gets the same clock, so START_AT, the API's times and the fake workers' logs agree, and they
-move from Job to Job. Each node's clock (container runtime, worker) can be skewed against the API's.
+Every timestamp comes from one ``FakeClock`` that moves one second per controller tick. The clocks are
+independent: each node's (container runtime, worker) can be skewed against the API server's
+(``node_skew_s``), and the client's too (``SkewedClock``). Image pulls can take minutes per tenant
+(``pull_s_of``), a ConfigMap update reaches a pod's volume after the kubelet's refresh
+(``configmap_sync_s``), GPU pods of other namespaces run on the nodes (``add_foreign_pod``), a node's
+hostname label may differ from its name, Kueue can refuse a gang over its capacity and preempt an
+admitted one (``kueue_capacity``, ``preempt``), and the kubelet rotates a container's log (``rotate``).
 """
 
 from __future__ import annotations
@@ -61,6 +65,19 @@ def ts(seconds: float) -> str:
     return datetime.fromtimestamp(int(seconds // 1), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+class SkewedClock:
+    """Another clock reading of the same time: ``base`` plus ``skew_s`` (a client whose clock is off)."""
+
+    def __init__(self, base: FakeClock, skew_s: float) -> None:
+        self.base, self.skew_s = base, skew_s
+
+    def now_ns(self) -> int:
+        return self.base.now_ns() + int(self.skew_s * 1e9)
+
+    def monotonic(self) -> float:
+        return self.base.monotonic()
+
+
 class FakeClock:
     """The cluster's (and the backend's) time: epoch seconds that the controllers move, one step per tick.
 
@@ -88,9 +105,11 @@ class FakeClock:
 
 
 def gpu_node(name: str, allocatable: int = 4, *, replicas: int | None = 4, strategy: str | None = "time-slicing",
-             resource: str = "nvidia.com/gpu", extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
-    labels = {"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-              "nvidia.com/gpu.count": "1", **(extra_labels or {})}
+             resource: str = "nvidia.com/gpu", extra_labels: dict[str, str] | None = None, count: int = 1,
+             hostname: str | None = None) -> dict[str, Any]:
+    """A GPU node; ``hostname``: its ``kubernetes.io/hostname`` label when that differs from its name."""
+    labels = {"kubernetes.io/hostname": hostname or name, "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+              "nvidia.com/gpu.count": str(count), **(extra_labels or {})}
     if replicas is not None:
         labels["nvidia.com/gpu.replicas"] = str(replicas)
     if strategy is not None:
@@ -211,12 +230,19 @@ class FakeWorker:
     period_s: float
     gpu_uuid: str
     hang: bool = False
+    go_file: bool = False  # the cluster barrier: a ready line, then the start from the go ConfigMap
+    go_seen: float = 0.0  # when the go reached this pod (its node's clock)
+    said: float = 0.0  # the next ready line is due at this node-clock time (0: at ``reached``)
     lines: list[str] = field(default_factory=list)
     i: int = 0  # the next line's number
 
     @property
     def loop_start(self) -> float:
-        return max(self.start_at, self.reached) + 0.001
+        return max(self.start_at, self.reached, self.go_seen) + 0.001
+
+    @property
+    def waiting_for_go(self) -> bool:
+        return self.go_file and not self.start_at
 
     def meta(self) -> str:
         ns = lambda s: int(round(s * 1e9))  # noqa: E731
@@ -249,9 +275,13 @@ class FakeWorker:
 
     def print_until(self, now: float) -> None:
         """Print every line that has ended by ``now``."""
-        if now < self.loop_start:
+        t = self.said or self.reached
+        while self.go_file and t <= now and (not self.go_seen or t < self.go_seen):  # one a second while it waits
+            self.lines.append(f"kts_worker: ready tenant={self.tenant} clock_ns={int(round(t * 1e9))}")
+            t = self.said = t + 1.0
+        if self.waiting_for_go or now < self.loop_start:
             return
-        if not self.lines:
+        if not any(ln.startswith("KTS_META,") for ln in self.lines):
             self.lines.append(self.meta())
         lead = int(self.lead_in_s / self.period_s + 0.999999) if self.lead_in_s > 0 else 0
         while True:
@@ -266,6 +296,9 @@ class FakeWorker:
                 return
             self.lines.append(line)
             self.i += 1
+
+    def timed_lines(self) -> int:
+        return sum(1 for ln in self.lines if ln.startswith("KTS_APP,"))
 
     def done_timed(self) -> bool:
         lead = int(self.lead_in_s / self.period_s + 0.999999) if self.lead_in_s > 0 else 0
@@ -285,7 +318,8 @@ class FakeCluster:
         self.clock: FakeClock = km.clock
         self.ns = namespace
         # tenant -> ok | unschedulable | imagepull | oom | exit1 | hang | othergpu (reports another GPU UUID)
-        # | slow (10x longer between iterations) | late (reaches the barrier 3 s after START_AT)
+        # | slow (10x longer between iterations) | late (the go reaches it 3 s after its start)
+        # | nouuid (prints no gpu_uuid) | rotate (the kubelet rotates its log mid-run, the stream drops)
         self.behaviour: dict[str, str] = {}
         self.tick_s = 0.02  # real seconds between controller ticks
         self.step_s = 1.0  # fake seconds per tick
@@ -294,6 +328,12 @@ class FakeCluster:
         fast = self.clock.realtime  # real seconds pass slowly: shorter steps
         self.seen_s = 0.1 if fast else 1.0  # a controller sees a new object this long after its creation
         self.pull_s = 0.3 if fast else 2.0  # scheduled -> container started (image pull, container creation)
+        self.pull_s_of: dict[str, float] = {}  # tenant -> its own image pull (60-300 s on a real first run)
+        self.configmap_sync_s = 0.2 if fast else 3.0  # a ConfigMap update -> the pod's volume shows it
+        self._go_written: dict[str, tuple[str, float]] = {}  # go ConfigMap -> (its text, when the API had it)
+        self.rotated: dict[str, int] = {}  # pod -> bytes of its log in rotated files (the API serves the rest)
+        self.cut_follows: set[str] = set()  # pods whose followed log streams drop once
+        self.foreign_pods: dict[tuple[str, str], float | None] = {}  # (namespace, pod) -> when it ends
         self.init_s = 0.3 if fast else 1.0  # container started -> barrier reached (torch import, CUDA init, warm-up)
         self.deadline_cap_s: float | None = None  # a policy caps activeDeadlineSeconds (as some clusters do)
         self.node_skew_s: dict[str, float] = {}  # node -> its clock minus the API server's
@@ -301,6 +341,8 @@ class FakeCluster:
         self.create_error = ""  # the Job controller's pod creations are refused with this (POD_SECURITY, QUOTA)
         self.local_queues: set[str] | None = None  # None: any queue exists; else only these LocalQueues do
         self.kueue_hold = False  # quota is exhausted: Workloads stay pending
+        self.kueue_capacity: int | None = None  # the queue's whole GPU quota: a bigger gang never fits
+        self.preempted: dict[str, float] = {}  # Job -> when Kueue evicted it (re-admitted 30 s later)
         self.admit_after = 2  # seconds a queued Job waits before Kueue admits it
         self.foreign_duration_s: dict[str, float | None] = {}  # foreign Job -> how long its pod runs (None: ever)
         self.logs: dict[str, bytes] = {}  # pod name -> what its container printed so far
@@ -312,6 +354,7 @@ class FakeCluster:
         self.kueue_version = kueue_version
         self._task: asyncio.Task[None] | None = None
         resources = [("v1/pods", "Pod", True), ("batch/v1/jobs", "Job", True), ("v1/nodes", "Node", False),
+                     ("v1/configmaps", "ConfigMap", True),
                      ("v1/events", "Event", True), ("coordination.k8s.io/v1/leases", "Lease", True)]
         if kueue_version:  # None: a cluster without Kueue
             resources.append((f"kueue.x-k8s.io/{kueue_version}/workloads", "Workload", True))
@@ -344,9 +387,30 @@ class FakeCluster:
             "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": self.ns, "labels": labels},
             "spec": {"completions": 1, "parallelism": 1, "backoffLimit": 0, "template": {
                 "metadata": {"labels": labels},
-                "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "restartPolicy": "Never",
+                "spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                             "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
+                                                                     "values": [node]}]}]}}},
+                         "restartPolicy": "Never",
                          "containers": [{"name": "main", "image": "someone/else:1",
                                          "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}})
+
+    async def add_foreign_pod(self, namespace: str, name: str, node: str, *, run_for_s: float | None = None,
+                              gpu: bool = True, image: str = "them/train:1") -> None:
+        """Another team's pod in another namespace, bound to ``node`` and running (a GPU one by default);
+        it ends after ``run_for_s`` seconds (None: never)."""
+        limits = {"nvidia.com/gpu": "1"} if gpu else {"cpu": "1"}
+        await self._http("post", f"/api/v1/namespaces/{namespace}/pods", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace,
+                                                            "labels": {"app": "their-training"}},
+            "spec": {"nodeName": node, "containers": [{"name": "main", "image": image,
+                                                       "resources": {"limits": limits}}]},
+            "status": {"phase": "Running"}})
+        self.foreign_pods[(namespace, name)] = None if run_for_s is None else self.clock.t + run_for_s
+
+    async def add_device_plugin(self, node: str, version: str) -> None:
+        """The NVIDIA device plugin's DaemonSet pod on ``node`` (its image carries the version)."""
+        await self.add_foreign_pod("nvidia-device-plugin", f"nvidia-device-plugin-daemonset-{node}", node,
+                                   gpu=False, image=f"nvcr.io/nvidia/k8s-device-plugin:{version}")
 
     def add_event(self, kind: str, name: str, reason: str, message: str, type_: str = "Warning") -> None:
         ev_name = f"{name}.{secrets.token_hex(3)}"
@@ -367,6 +431,14 @@ class FakeCluster:
                          "labels": {"app.kubernetes.io/managed-by": "kts"}, "annotations": {"kts/run-id": "theirs"}},
             "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration_s, "acquireTime": when,
                      "renewTime": when, "leaseTransitions": 0}})
+
+    async def renew_lease(self, node: str) -> None:
+        """The Lease's holder renews it now (another client that is alive)."""
+        from kts_helpers.run.backends.kubernetes.clock import micro_time
+        from kts_helpers.run.backends.kubernetes.names import lease_name
+
+        await self._http("patch", f"/apis/coordination.k8s.io/v1/namespaces/{self.ns}/leases/{lease_name(node)}",
+                         {"spec": {"renewTime": micro_time(int(self.clock.t * 1e9))}})
 
     async def lose_node(self, name: str) -> None:
         """The node's kubelet stops reporting: the node controller marks it Ready=Unknown."""
@@ -433,6 +505,10 @@ class FakeCluster:
         for pod_name, pod in self.live("v1/pods").items():
             if pod_name in self.pod_job:
                 await self._schedule_and_run(pod_name, pod)
+        for (ns, name), until in list(self.foreign_pods.items()):
+            if until is not None and self.clock.t >= until:
+                del self.foreign_pods[(ns, name)]
+                await self._http("patch", f"/api/v1/namespaces/{ns}/pods/{name}", {"status": {"phase": "Succeeded"}})
         self._count_runs()
 
     def _count_runs(self) -> None:
@@ -503,6 +579,14 @@ class FakeCluster:
         if self.local_queues is not None and queue not in self.local_queues:
             quota = {"type": "QuotaReserved", "status": "False", "reason": "Inadmissible",
                      "message": f"LocalQueue {queue} doesn't exist", "lastTransitionTime": now}
+        elif self.kueue_capacity is not None and job["spec"].get("parallelism", 1) > self.kueue_capacity:
+            quota = {"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                     "message": "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in "
+                                "flavor gpu, previously considered podsets requests (0) + current podset request "
+                                f"({job['spec'].get('parallelism', 1)}) > maximum capacity ({self.kueue_capacity})",
+                     "lastTransitionTime": now}
+        elif name in self.preempted and self.clock.t < self.preempted[name] + 30:
+            return  # requeued: admitted again after a backoff
         elif self.kueue_hold:
             quota = {"type": "QuotaReserved", "status": "False", "reason": "Pending",
                      "message": "couldn't assign flavors to pod set main: insufficient unused quota for "
@@ -519,6 +603,34 @@ class FakeCluster:
             return
         if conds.get("QuotaReserved", {}).get("message") != quota["message"]:
             await self._http("patch", f"{path}/{wl_name}", {"status": {"conditions": [quota, conds["Admitted"]]}})
+
+    async def preempt(self, name: str) -> None:
+        """Kueue preempts the admitted Job ``name`` for a higher-priority Workload: Evicted and Preempted on
+        its Workload, the Job suspended again, its pods stopped (SIGTERM: exit 143) and deleted."""
+        path = f"/apis/kueue.x-k8s.io/{self.kueue_version}/namespaces/{self.ns}/workloads"
+        wl_name, wl = next((n, w) for n, w in self.live(f"kueue.x-k8s.io/{self.kueue_version}/workloads").items()
+                           if w["metadata"]["ownerReferences"][0]["name"] == name)
+        now = ts(self.clock.t)
+        msg = ("Preempted to accommodate a workload (UID: 5f3c, JobUID: 9a1e) due to prioritization in the "
+               "ClusterQueue")
+        conds = [c for c in wl.get("status", {}).get("conditions", []) if c["type"] not in ("QuotaReserved", "Admitted")]
+        await self._http("patch", f"{path}/{wl_name}", {"status": {"conditions": [
+            *conds, {"type": "Evicted", "status": "True", "reason": "Preempted", "message": msg,
+                     "lastTransitionTime": now},
+            {"type": "Preempted", "status": "True", "reason": "InClusterQueue", "message": msg,
+             "lastTransitionTime": now},
+            {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "Preempted",
+             "lastTransitionTime": now},
+            {"type": "Admitted", "status": "False", "reason": "NoReservation", "message": "The workload has no "
+             "reservation", "lastTransitionTime": now}]}})
+        self.preempted[name] = self.clock.t
+        await self._patch_job(name, {"spec": {"suspend": True}})
+        for pod_name, pod in self.live("v1/pods").items():
+            if self.pod_job.get(pod_name) == name and pod_name not in self.terminated:
+                started = ((pod.get("status", {}).get("containerStatuses") or [{}])[0].get("state", {})
+                           .get("running", {}).get("startedAt"))
+                await self._terminate(pod_name, 143, "Error", started, now)
+                await self._http("delete", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}")
 
     # --- the Job controller
     @staticmethod
@@ -617,14 +729,15 @@ class FakeCluster:
         mode = self.behaviour.get(tenant, "ok")
         start_at = int(env.get("START_AT") or 0) / 1e9
         reached = started + self.init_s
-        if mode == "late":
+        if mode == "late" and start_at:
             reached = max(reached, start_at + 3.0)
-        return FakeWorker(workload=env["WORKLOAD"], tenant=tenant, iterations=self.log_iterations, start_at=start_at,
+        uuid_ = {"othergpu": "GPU-fake-1", "nouuid": None}.get(mode, "GPU-fake-0")
+        return FakeWorker(go_file=bool(env.get("KTS_GO_FILE")),workload=env["WORKLOAD"], tenant=tenant, iterations=self.log_iterations, start_at=start_at,
                           reached=reached, lead_in_s=float(env.get("KTS_LEAD_IN_S") or 0),
                           pad=env.get("KTS_PAD") == "1" and mode not in ("oom", "exit1"),  # they die first
                           pad_limit_s=float(env.get("KTS_PAD_LIMIT_S") or 3600),
                           period_s=1.0 if mode == "slow" else 0.1,
-                          gpu_uuid="GPU-fake-1" if mode == "othergpu" else "GPU-fake-0", hang=mode == "hang")
+                          gpu_uuid=uuid_, hang=mode == "hang")  # type: ignore[arg-type]
 
     async def _schedule_and_run(self, pod_name: str, pod: dict[str, Any]) -> None:
         path = f"/api/v1/namespaces/{self.ns}/pods/{pod_name}"
@@ -640,8 +753,8 @@ class FakeCluster:
         if not spec.get("nodeName"):  # the scheduler
             if age < self.seen_s + self.placement_delay_s.get(tenant, 0):
                 return
-            node = spec.get("nodeSelector", {}).get("kubernetes.io/hostname", "")
-            if mode == "unschedulable" or node not in self.live("v1/nodes"):
+            node = self._place(spec)
+            if mode == "unschedulable" or node is None:
                 if not status.get("conditions"):
                     await self._http("patch", path, {"status": {"conditions": [{
                         "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": INSUFFICIENT,
@@ -657,7 +770,7 @@ class FakeCluster:
         sched_t = _t(next(c for c in status["conditions"] if c["type"] == "PodScheduled")["lastTransitionTime"])
         worker = self.workers.get(pod_name)
         if status.get("phase") == "Pending":
-            if self.clock.t < sched_t + self.pull_s:
+            if self.clock.t < sched_t + self.pull_s_of.get(tenant, self.pull_s):
                 if not status.get("containerStatuses"):
                     await self._http("patch", path, {"status": {"containerStatuses": [{"name": spec["containers"][0][
                         "name"], "ready": False, "state": {"waiting": {"reason": "ContainerCreating"}}}]}})
@@ -680,8 +793,13 @@ class FakeCluster:
             if limit is not None and self.clock.t - sched_t >= limit:
                 await self._terminate(pod_name, 0, "Completed", started, ts(now))
             return
+        if worker.waiting_for_go:
+            self._read_go(pod, worker, now, mode)
         worker.print_until(now)
         self.logs[pod_name] = worker.text()
+        if mode == "rotate" and pod_name not in self.rotated and worker.timed_lines() >= 2:
+            self.rotated[pod_name] = len(self.logs[pod_name])  # the kubelet starts a new file here
+            self.cut_follows.add(pod_name)
         code = None
         if mode in ("oom", "exit1") and worker.done_timed():
             code = 137 if mode == "oom" else 1
@@ -694,6 +812,41 @@ class FakeCluster:
         if code is not None:
             await self._terminate(pod_name, code, {0: "Completed", 137: "OOMKilled"}.get(code, "Error"), started,
                                   ts(now))
+
+    def _place(self, spec: dict[str, Any]) -> str | None:
+        """The scheduler's node filter: ``nodeSelector`` on labels, node affinity ``matchFields`` on the name."""
+        names = None
+        terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+        for term in terms:
+            for f in term.get("matchFields") or []:
+                if f["key"] == "metadata.name" and f["operator"] == "In":
+                    names = set(f["values"])
+        for name, node in sorted(self.live("v1/nodes").items()):
+            labels = node["metadata"].get("labels") or {}
+            if names is not None and name not in names:
+                continue
+            if all(labels.get(k) == v for k, v in (spec.get("nodeSelector") or {}).items()):
+                return name
+        return None
+
+    def _read_go(self, pod: dict[str, Any], worker: FakeWorker, now: float, mode: str) -> None:
+        """The pod's go file shows the ConfigMap as the API had it ``configmap_sync_s`` ago (the kubelet's refresh)."""
+        vol = next((v for v in pod["spec"].get("volumes", []) if v.get("configMap")), None)
+        if vol is None:
+            return
+        name = vol["configMap"]["name"]
+        text = (self.live("v1/configmaps").get(name) or {}).get("data", {}).get("start_at", "")
+        if not text:
+            return
+        if self._go_written.get(name, ("",))[0] != text:
+            self._go_written[name] = (text, self.clock.t)
+        if self.clock.t < self._go_written[name][1] + self.configmap_sync_s:
+            return
+        start = int(json.loads(text)[worker.tenant]) / 1e9
+        if mode == "late" and now < start + 3.0:
+            return  # the go reaches this pod 3 s after its start
+        worker.start_at, worker.go_seen = start, now
 
     async def _terminate(self, pod_name: str, code: int, reason: str, started: str | None, finished: str) -> None:
         self.terminated.add(pod_name)
@@ -717,14 +870,18 @@ class FakeCluster:
             raise kmock.KubernetesError(400, "BadRequest", f'container "worker" in pod "{name}" is waiting '
                                                            "to start: ContainerCreating")
         if str(request.params.get("follow", "")).lower() != "true":
-            return self.logs[name]
+            return self.logs[name][self.rotated.get(name, 0):]  # the current file only, as the kubelet serves it
         return self._follow(name)
 
     async def _follow(self, name: str) -> Any:
-        """A followed log: what is there, then each new line as it is printed, until the container ends."""
-        sent = 0
+        """A followed log: the current file from its start, then each new line as it is printed (across a
+        rotation, as the kubelet follows one), until the container ends or the connection drops."""
+        sent = self.rotated.get(name, 0)
         yield b""
         while True:
+            if name in self.cut_follows and sent > self.rotated.get(name, 0):
+                self.cut_follows.discard(name)
+                return  # past the rotation the connection drops: the client reconnects to the new file
             data = self.logs.get(name, b"")
             if len(data) > sent:
                 yield data[sent:]

@@ -35,7 +35,8 @@ the kit's real Kubernetes backend and runner drove kmock's emulator, whose fake 
 up, chosen by the script: Kueue admits each Job {ADMIT_S} s after it is created, a pod is scheduled as soon as
 the scheduler sees it (the GEMM's 3 s later: it waits longer for a node), every container starts {IMAGE_PULL_S} s
 after scheduling (an image pull) and its worker reaches the start barrier {INIT_S} s later (torch import, CUDA
-init, warm-up), then waits there for the shared start (`start_delay_s` 45 s after the Job was created). The backend recorded them in `manifest.json` exactly as it does on a cluster, and
+init, warm-up), then waits there until every tenant is ready and the start the backend then publishes
+(`start_delay_s` 10 s later). The backend recorded them in `manifest.json` exactly as it does on a cluster, and
 `kts_helpers.analyse.waits.layered_waits` reads them back: the teaching notebook's "three kinds of waiting"
 section uses this run when no real cluster run is at hand, and says it is emulated.
 
@@ -61,7 +62,7 @@ def _make(target: Path) -> Path:
     with kf.EmulatorThread() as emu, tempfile.TemporaryDirectory() as tmp:
         emu.call(script)
         backend = emu.call(lambda fc: fc.backend(queue_name="kts-queue", schedule_timeout_s=5.0,
-                                                          start_delay_s=45.0))
+                                                          start_delay_s=10.0))
         run = run_experiment({"backend": "kubernetes", "profile": "tiny", "iterations": 5, "calibrate_iterations": 0,
                               "timeout_s": 60, "label": LABEL}, root=tmp, run_id=target.name, backend=backend,
                              calibrate=False, progress=False)

@@ -56,13 +56,6 @@ LAZY_PACKAGES = {
 # kts_helpers modules a command may import inside its function: the analysis stack (pandas) is absent on a bare
 # GPU host, where ``kts run`` and ``kts probe`` must still work.
 LAZY_KIT = {"kts_helpers.cli": ("kts_helpers.analyse", "kts_helpers.plan", "kts_helpers.present")}
-# Owned by issue-21 branch: the Kubernetes backend's cycles and its inner function-level import move with the
-# scale-out to run/; the integrator removes these two exceptions when that branch lands.
-K8S = "kts_helpers.run.backends.kubernetes"
-TOLERATED_CYCLES = {  # owned by issue-21 branch
-    frozenset({f"{K8S}.backend", f"{K8S}.lifecycle"}),
-    frozenset({"kts_helpers.run.backends", K8S, f"{K8S}.scale", "kts_helpers.run.experiment"}),
-}
 
 
 def _wing(module: str) -> str:
@@ -160,9 +153,6 @@ def _lazy_problems(modules: dict[str, Path]) -> list[str]:
             if not in_function:
                 continue
             mod = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
-            # owned by issue-21 branch: the Kubernetes backend's modules are that branch's to rework
-            if name.startswith(K8S) and (mod.startswith("kts_helpers") or mod.split(".")[0] in LAZY_PACKAGES):
-                continue
             if mod.startswith("kts_helpers"):
                 allowed = mod.startswith(LAZY_KIT.get(name, ("-",)))
             else:
@@ -201,10 +191,7 @@ def test_outside_run_only_public_run_modules_are_imported() -> None:
 
 
 def test_no_import_cycles_counting_imports_inside_functions() -> None:
-    cycles = _cycles(_modules())
-    assert [sorted(c) for c in cycles if c not in TOLERATED_CYCLES] == []
-    # owned by issue-21 branch: the only cycles left all pass through the Kubernetes backend
-    assert all(any(m.startswith(K8S) for m in c) for c in TOLERATED_CYCLES)
+    assert [sorted(c) for c in _cycles(_modules())] == []
 
 
 def test_imports_inside_functions_are_heavy_or_optional_and_say_why() -> None:

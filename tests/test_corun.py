@@ -62,6 +62,9 @@ def test_watch_overrun_names_the_slow_tenant():
 def test_gpu_mismatch():
     assert gpu_mismatch({"a": {"gpu_uuid": "GPU-1"}, "b": {"gpu_uuid": "GPU-1"}}) is None
     assert gpu_mismatch({"a": {"gpu_uuid": None}, "b": {}}) is None  # CPU, v1: nothing to compare
+    # a silent tenant next to one that reports is never skipped; on a GPU backend silence alone fails
+    assert "tenant b reported no GPU UUID" in gpu_mismatch({"a": {"gpu_uuid": "GPU-1"}, "b": {}})
+    assert "tenant a reported no GPU UUID" in gpu_mismatch({"a": {"gpu_uuid": None}, "b": {}}, require=True)
     msg = gpu_mismatch({"a": {"gpu_uuid": "GPU-1"}, "b": {"gpu_uuid": "GPU-1"}, "c": {"gpu_uuid": "MIG-2"}})
     assert msg and "a on GPU-1" in msg and "c on MIG-2" in msg
 

@@ -115,7 +115,9 @@ def _hardened(pod: dict[str, Any]) -> None:
     assert "emptyDir" in vols[next(iter(mounts))] and mounts["scratch"] == "/scratch"
     env = {e["name"]: e for e in c["env"]}
     assert env["HOME"]["value"] == "/scratch" and env["DEVICE"]["value"] == "cuda"
-    assert "START_AT" in env
+    # hand-applied manifests start at START_AT (ConfigMap kts-start-at); the backend's Jobs at their go file
+    assert "START_AT" in env or (env["KTS_GO_FILE"]["value"] == "/kts-go/start_at"
+                                 and vols["go"]["configMap"]["name"].endswith("-go"))
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert c["resources"]["requests"] == {"cpu": "1", "memory": "2Gi"}
 
@@ -229,7 +231,9 @@ def test_rbac_binds_the_runner_and_grants_no_wildcards() -> None:
     (role,) = [d for d in docs if d["kind"] == "Role"]
     assert role["metadata"]["namespace"] == "kts"
     (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole"]
-    assert [r["resources"] for r in cluster_role["rules"]] == [["nodes"]]  # the only cluster-wide read
+    # the only cluster-wide reads: nodes, and the pods on a node (every namespace's GPU pods are neighbours)
+    assert [(r["resources"], r["verbs"]) for r in cluster_role["rules"]] == [(["nodes"], ["get", "list"]),
+                                                                             (["pods"], ["list"])]
     for binding in (d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kts-runner", "namespace": "kts"}]
     assert "*" not in yaml.safe_dump([role, cluster_role])
@@ -250,7 +254,7 @@ def test_backend_jobs_validate_and_match_the_manifests(version: str) -> None:
     manifest = jobs("shared")[0]
     for scenario in (spec.scenario("shared"), spec.scenario("baseline-fft")):
         job = build_scenario_job(run_id="20250101T000000Z-tiny-lab-ab12", scenario=scenario, namespace="kts",
-                                 image="kts-worker:latest", node="gpu-1", start_at_ns=1_735_689_600_000_000_000,
+                                 image="kts-worker:latest", node="gpu-1", barrier_timeout_s=1950.0,
                                  queue_name="kts", image_pull_secrets=("regcred",))
         kubernetes_validate.validate(job, version, strict=True)
         pod = job["spec"]["template"]["spec"]

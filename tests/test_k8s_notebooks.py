@@ -101,8 +101,11 @@ def test_unreachable_dcgm_exporter_does_not_fail_the_run(emulator: EmulatorThrea
     assert info["telemetry"]["status"] in ("absent", "partial") and info["telemetry"]["samples"] == 0
     assert "unreachable" in info["telemetry"]["reason"] and "\n" not in info["telemetry"]["reason"]
     assert load_telemetry(run.log_dir("shared") / "telemetry.parquet").empty
-    # the tenants' logs are there all the same
-    assert all(run.log_path("shared", t).read_bytes().startswith(b"KTS_META") for t in ("fft", "gemm"))
+    # the tenants' logs are there all the same (as the pod printed them: its barrier's ready lines first)
+    for t in ("fft", "gemm"):
+        lines = run.log_path("shared", t).read_text().splitlines()
+        assert lines[0].startswith(f"kts_worker: ready tenant={t} ")
+        assert next(ln for ln in lines if ln.startswith("KTS_")).startswith("KTS_META")
 
 
 def test_without_dcgm_url_telemetry_is_recorded_absent(emulator: EmulatorThread, tmp_path: Path) -> None:
@@ -182,7 +185,7 @@ def test_notebooks_run_on_kubernetes_and_report_layered_waits(emulator: Emulator
             assert ev["missed_start_barrier"] is False, (name, tenant)
             log = run_dir / "logs" / name / f"{tenant}.log"
             assert ev["log"] == f"logs/{name}/{tenant}.log"
-            lines = log.read_text().splitlines()
+            lines = [ln for ln in log.read_text().splitlines() if ln.startswith("KTS_")]  # not the ready lines
             assert lines[0].startswith("KTS_META,v2") and len(lines) >= 21 + (2 if name == "shared" else 0)
             assert all(f",{tenant}," in ln for ln in lines[1:])
     assert sorted(scenarios["shared"]["tenants"]) == ["fft", "gemm"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,13 @@ import pytest
 from k8s_fixtures import FakeCluster, emulated_cluster, gpu_node, kubeconfig_file, make_run
 
 from kts_helpers.run.backends.kubernetes.backend import KubernetesBackend
+from kts_helpers.run.backends.kubernetes.jobs import pinned_node
 from kts_helpers.run.backends.kubernetes.lifecycle import ScenarioRun
 from kts_helpers.run.backends.kubernetes.names import MANAGED_BY, job_name
-from kts_helpers.run.backends.kubernetes.scale import scale_out
+from kts_helpers.run.backends.kubernetes.state import pod_state
 from kts_helpers.run.experiment import resume_experiment
 from kts_helpers.run.runs import Run
+from kts_helpers.run.scale import scale_out
 from kts_helpers.run.spec import ExperimentParams
 
 pytestmark = pytest.mark.timeout(120)
@@ -31,11 +34,18 @@ async def cluster() -> Any:
         yield fc
 
 
-def _abandon(backend: KubernetesBackend, run: Run, scenario: Any) -> str:
-    """A client that submitted the scenario's Job and then died (no watch, no clean-up, no record)."""
+def _abandon(backend: KubernetesBackend, run: Run, scenario: Any, *, released: bool = True) -> str:
+    """A client that submitted the scenario's Job, released its start barrier (``released``) and then died
+    (no more watching, no clean-up, no record)."""
     run.claim_scenario(scenario.name)
     sr = ScenarioRun(backend, run, scenario, backend.pick_node(), timeout_s=120.0, pad_limit_s=120.0, progress=False)
     sr.start()
+    deadline = time.monotonic() + 60
+    while released and not sr.poll_barrier():
+        assert time.monotonic() < deadline, "the tenants never got ready"
+        _, pods, _ = sr.snapshot()
+        sr.live.follow(backend.api, pods, {t: pod_state(pods.get(t)) for t in sr.tenants}, 0.1, backend.clock)
+        time.sleep(0.02)
     return sr.name
 
 
@@ -191,13 +201,13 @@ async def test_scale_out_takes_each_node_by_its_lease(tmp_path: Path) -> None:
             jobs = [j.data for j in fc.requests("post", JOBS) if j.data["metadata"]["annotations"]["kts/run-id"]
                     == run_dir.name]
             assert len(jobs) == 4  # calibration, 2 baselines, shared: one Job each
-            assert {j["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"] for j in jobs} == {r.node}
+            assert {pinned_node(j["spec"]["template"]["spec"]) for j in jobs} == {r.node}
             assert "floor_ms" in json.loads((run_dir / "manifest.json").read_text())["calibration"]
         assert not fc.live(LEASES) and not fc.live(JOBS)
 
 
 async def test_two_clients_on_one_node_take_turns(cluster: FakeCluster, tmp_path: Path) -> None:
-    first, second = cluster.backend(), cluster.backend()
+    first, second = cluster.backend(lease_wait_s=60.0), cluster.backend(lease_wait_s=60.0)
     assert first.identity != second.identity
     run_a, spec_a = make_run(tmp_path / "a")
     run_b, spec_b = make_run(tmp_path / "b")

@@ -195,3 +195,34 @@ def test_llm_prefill_and_decode_phases(runs):
         assert grp["phase"].tolist() == ["prefill", "decode", "decode", "decode"]
         assert (grp["start_ns"].diff().dropna() > 0).all()
     assert p.meta[0]["notes"]["decode_tokens"] == 3 and p.meta[0]["flops_per_op"] > 0
+
+
+def test_go_file_barrier_says_ready_then_waits_for_its_own_start(tmp_path, capsys):
+    """The cluster barrier: a ready line with the worker's clock, then this tenant's start from the go file."""
+    import importlib.util
+    import threading
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "workers" / "kts_worker.py"
+    spec = importlib.util.spec_from_file_location("kts_worker_go", path)
+    worker = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.modules[spec.name] = worker  # its dataclasses look their module up
+    spec.loader.exec_module(worker)
+    go = tmp_path / "start_at"
+    go.write_text("")  # the ConfigMap exists from the start, empty until every tenant is ready
+    args = worker.parse_args(["--workload", "noop", "--tenant", "b", "--go-file", str(go), "--barrier-timeout-s", "20"])
+    start = time.time_ns() + int(0.3e9)
+
+    def publish() -> None:
+        time.sleep(0.15)
+        go.write_text(json.dumps({"a": 1, "b": start}))
+
+    threading.Thread(target=publish, daemon=True).start()
+    before = time.time_ns()
+    assert worker.wait_for_start(args) == start
+    assert time.time_ns() >= start
+    ready = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(worker.READY_PREFIX)]
+    assert 1 <= len(ready) <= 2 and ready[0].startswith(f"{worker.READY_PREFIX} tenant=b clock_ns=")
+    assert before <= int(ready[0].rsplit("=", 1)[1]) <= start

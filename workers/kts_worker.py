@@ -230,6 +230,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="epoch-ns at which the timed loop starts (a barrier shared by tenants)")
     p.add_argument("--barrier-dir", default=_env("KTS_BARRIER_DIR", None),
                    help="local barrier: write ready-<tenant>, wait for a 'go' file holding the start epoch-ns")
+    p.add_argument("--go-file", default=_env("KTS_GO_FILE", None),
+                   help="cluster barrier: print a ready line (stderr) with this host's clock, then wait for this "
+                        "file (a ConfigMap key) to hold a JSON map tenant -> start epoch-ns on this host's clock")
     p.add_argument("--barrier-timeout-s", type=float, default=float(_env("KTS_BARRIER_TIMEOUT_S", 600)))
     p.add_argument("--arrival", default=_env("ARRIVAL", "closed"), choices=["closed", "poisson", "fixed"],
                    help="closed: sleep between iterations; poisson/fixed: open-loop arrivals at --rate-hz")
@@ -329,11 +332,42 @@ def wait_for_start(args: argparse.Namespace, stop: StopRequest | None = None) ->
         if stop.requested:
             return 0
         start_at = int(go.read_text().strip())
+    elif args.go_file:
+        start_at = wait_for_go_file(args, stop)
+        if stop.requested:
+            return 0
     delay = (start_at - time.time_ns()) / 1e9
     if start_at and delay < -0.5:
         print(f"kts_worker: tenant {args.tenant} reached the barrier {-delay:.2f}s late", file=sys.stderr)
     stop.sleep(delay)
     return start_at
+
+
+READY_PREFIX = "kts_worker: ready"  # the line the Kubernetes backend waits for (tests/test_worker.py checks it)
+
+
+def wait_for_go_file(args: argparse.Namespace, stop: StopRequest) -> int:
+    """The cluster barrier: say "ready" with this host's clock (again every second, so the backend reads the
+    clock from a line that reached it live), then read this tenant's start instant (already on this host's
+    clock) from the go file the backend publishes once every tenant is ready."""
+    path = Path(args.go_file)
+    deadline = time.monotonic() + args.barrier_timeout_s
+    said = 0.0
+    while not stop.requested:
+        if time.monotonic() - said >= 1.0:
+            print(f"{READY_PREFIX} tenant={args.tenant} clock_ns={time.time_ns()}", file=sys.stderr, flush=True)
+            said = time.monotonic()
+        try:
+            go = json.loads(path.read_text() or "{}")
+        except (OSError, ValueError):
+            go = {}
+        if isinstance(go, dict) and str(go.get(args.tenant, "")).isdigit():
+            return int(go[args.tenant])
+        if time.monotonic() > deadline:
+            raise SystemExit(f"kts_worker: no start time for tenant {args.tenant} in {path} after "
+                             f"{args.barrier_timeout_s:.0f}s")
+        stop.sleep(0.05)
+    return 0
 
 
 def gpu_identity(torch, device) -> dict:

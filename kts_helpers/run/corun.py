@@ -147,8 +147,14 @@ def read_meta(path: Path) -> dict:
     return {}
 
 
-def gpu_mismatch(metas: Mapping[str, Mapping]) -> str | None:
-    """One line naming two tenants that report different GPU UUIDs, or None (same GPU, or unknown: CPU, v1)."""
+def gpu_mismatch(metas: Mapping[str, Mapping], *, require: bool = False) -> str | None:
+    """One line naming two tenants that report different GPU UUIDs, or a tenant that reports none while
+    a neighbour does (or, with ``require``: on a GPU backend, at all); None when all share one GPU, or
+    when none can say (CPU, v1 logs). A silent tenant is never skipped: it proves nothing."""
+    silent = [t for t, meta in metas.items() if not (meta or {}).get("gpu_uuid")]
+    if silent and (require or len(silent) < len(metas)):
+        return (f"tenant {silent[0]} reported no GPU UUID (gpu_uuid in its KTS_META line), so the scenario "
+                "cannot show that its tenants shared one physical GPU")
     seen: dict[str, str] = {}
     for tenant, meta in metas.items():
         uuid = (meta or {}).get("gpu_uuid")

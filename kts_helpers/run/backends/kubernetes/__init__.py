@@ -2,9 +2,9 @@
 
 What a tenant pays on a cluster is more than the GPU time-slice: before its first kernel a pod may wait
 for *admission* (quota, e.g. Kueue), for *placement* (a node with a free GPU replica) and through
-*start-up* (image pull, container start, CUDA init, warm-up), then at the start barrier. The API server
-timestamps the first steps (one-second resolution), the worker its own; the backend records both per
-pod and ``analyse.waits.layered_waits`` turns them into a table.
+*start-up* (image pull, container start, CUDA init, warm-up), then at the start barrier (``barrier``).
+The API server timestamps the first steps (one-second resolution), the worker its own; the backend
+records both per pod and ``analyse.waits.layered_waits`` turns them into a table.
 
 Modules, each with one job:
 
@@ -15,16 +15,19 @@ Modules, each with one job:
 * ``lease``     — the node Lease: one client measures on a GPU node at a time;
 * ``jobs``      — the Indexed Job of a scenario;
 * ``state``     — what the Job, the Workload, the pods and the node say; the timestamps of a tenant;
-* ``logs``      — pod logs followed live (nothing is lost when a padder is stopped);
+* ``barrier``   — the start barrier: the tenants start together once every one is ready, on one clock;
+* ``logs``      — pod logs followed live (nothing is lost when a padder is stopped, or by a log rotation);
 * ``lifecycle`` — one scenario from submission (or re-attachment) to its logs;
-* ``backend``   — ``KubernetesBackend``: node choice, exclusivity, clean-up, the scenario's record;
-* ``scale``     — experiments over several GPU nodes, each node taken by its Lease.
+* ``backend``   — ``KubernetesBackend``: node choice, exclusivity, clean-up, the scenario's record.
+
+The backend runs one scenario at a time; experiments over several GPU nodes (scale-out) are run at the
+experiment level, by ``kts_helpers.run.scale``.
 """
 
 from kts_helpers.run.backends.kubernetes.backend import KubernetesBackend
 from kts_helpers.run.backends.kubernetes.clock import parse_time
 from kts_helpers.run.backends.kubernetes.names import RESOLUTION_S
-from kts_helpers.run.backends.kubernetes.scale import ScaleOutResult, nodes_summary, scale_out
 
-# parse_time and RESOLUTION_S: the API's timestamps as analyse.waits reads them from a run's records
-__all__ = ["RESOLUTION_S", "KubernetesBackend", "ScaleOutResult", "nodes_summary", "parse_time", "scale_out"]
+# ``parse_time`` and ``RESOLUTION_S`` are public (stable names) for analyse.waits: API timestamps and their
+# resolution, read without reaching into the backend's modules.
+__all__ = ["RESOLUTION_S", "KubernetesBackend", "parse_time"]

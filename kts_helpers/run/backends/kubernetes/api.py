@@ -49,7 +49,7 @@ class KubeApi:
 
     def __init__(self, api_client: Any, namespace: str, *, context: str = "",
                  request_timeout: tuple[float, float] = (5.0, 30.0)):
-        from kubernetes import client
+        from kubernetes import client  # heavy optional client: imported only when a cluster is used
 
         self.api_client = api_client
         self.namespace = namespace
@@ -67,8 +67,8 @@ class KubeApi:
 
     def _call(self, verb: str, resource: str, fn: Callable[..., Any], *args: Any, namespaced: bool = True,
               missing_ok: bool = False, **kwargs: Any) -> bytes | None:
-        import urllib3
-        from kubernetes.client.exceptions import ApiException
+        import urllib3  # the kubernetes client's transport: heavy, optional, only when a cluster is used
+        from kubernetes.client.exceptions import ApiException  # likewise
 
         kwargs.setdefault("_request_timeout", self.timeout)
         try:
@@ -115,8 +115,10 @@ class KubeApi:
     def delete_job(self, name: str, grace_s: int = 5) -> bool:
         """Delete with foreground propagation: the Job disappears only after its pods are gone.
 
-        Its pods get SIGTERM and ``grace_s`` to end; deleting the Job (not its pod) means the Job
-        controller creates no replacement pod.
+        ``grace_s`` is the Job object's own grace period; it does not reach the pods: the garbage
+        collector deletes them with their own ``terminationGracePeriodSeconds`` (the Job template sets
+        ``STOP_GRACE_S``), so each gets SIGTERM and that long to end. Deleting the Job (not its pod)
+        means the Job controller creates no replacement pod.
         """
         data = self._call("delete", "jobs.batch", self.batch.delete_namespaced_job, name, self.namespace,
                           missing_ok=True, propagation_policy="Foreground", grace_period_seconds=grace_s)
@@ -126,6 +128,13 @@ class KubeApi:
     def list_pods(self, label_selector: str = "", field_selector: str = "") -> list[dict[str, Any]]:
         return self._items(self._call("list", "pods", self.core.list_namespaced_pod, self.namespace,
                                       label_selector=label_selector, field_selector=field_selector))
+
+    def list_pods_on_node(self, node: str) -> list[dict[str, Any]]:
+        """Every pod bound to ``node``, in any namespace (a cluster-scoped read): another team's pod on the
+        same time-sliced GPU is a neighbour too."""
+        items = self._items(self._call("list", "pods", self.core.list_pod_for_all_namespaces, namespaced=False,
+                                       field_selector=f"spec.nodeName={node}"))
+        return [p for p in items if (p.get("spec") or {}).get("nodeName") == node]  # checked here too
 
     def delete_pod(self, name: str) -> bool:
         data = self._call("delete", "pods", self.core.delete_namespaced_pod, name, self.namespace,
@@ -156,6 +165,29 @@ class KubeApi:
                                     _status_message(getattr(exc, "body", ""))) from None
             return None
 
+    # --- the start barrier's ConfigMap (its pods read it as a volume)
+    def create_configmap(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._json(self._call("create", "configmaps", self.core.create_namespaced_config_map,
+                                     self.namespace, body))
+
+    def read_configmap(self, name: str) -> dict[str, Any] | None:
+        data = self._call("get", "configmaps", self.core.read_namespaced_config_map, name, self.namespace,
+                          missing_ok=True)
+        return self._json(data) if data is not None else None
+
+    def replace_configmap(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._json(self._call("update", "configmaps", self.core.replace_namespaced_config_map, name,
+                                     self.namespace, body))
+
+    def list_configmaps(self, label_selector: str) -> list[dict[str, Any]]:
+        return self._items(self._call("list", "configmaps", self.core.list_namespaced_config_map, self.namespace,
+                                      label_selector=label_selector))
+
+    def delete_configmap(self, name: str) -> bool:
+        data = self._call("delete", "configmaps", self.core.delete_namespaced_config_map, name, self.namespace,
+                          missing_ok=True)
+        return data is not None
+
     def list_events(self, kind: str, name: str) -> list[dict[str, Any]]:
         """Events of one object (FailedCreate on a Job is how Pod Security and quota rejections show)."""
         items = self._items(self._call("list", "events", self.core.list_namespaced_event, self.namespace,
@@ -164,7 +196,8 @@ class KubeApi:
                 and (e.get("involvedObject") or {}).get("kind", kind) == kind]
 
     def list_workloads(self) -> list[dict[str, Any]]:
-        """Kueue Workloads of the namespace: ``v1beta2`` (Kueue's storage version since 0.15), else ``v1beta1``;
+        """Kueue Workloads of the namespace: ``v1beta2`` (served since Kueue 0.15, the storage version since
+        0.16.0), else ``v1beta1``;
         [] without Kueue. RBAC refusing it is an error: an admission that cannot be read cannot be waited for."""
         versions = ("v1beta2", "v1beta1")
         if self.kueue_version in versions:
@@ -223,7 +256,7 @@ class KubeApi:
         Used as a wake-up only: the caller re-lists afterwards, so a watch that expires,
         is cut by a proxy or replays old objects (410, emulators) costs nothing but a loop.
         """
-        from kubernetes import watch
+        from kubernetes import watch  # heavy optional client: imported only when a cluster is used
 
         if timeout_s <= 0:
             return False
@@ -259,7 +292,7 @@ def fingerprint(obj: Mapping[str, Any]) -> str:
 
 def load_api_client(kubeconfig: str | os.PathLike | None = None, context: str | None = None) -> tuple[Any, str]:
     """An ApiClient from a kubeconfig (or the in-cluster service account) and the context's name."""
-    from kubernetes import config
+    from kubernetes import config  # heavy optional client: imported only when a cluster is used
 
     in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and kubeconfig is None and context is None
     paths = [Path(p).expanduser() for p in (str(kubeconfig) if kubeconfig else
@@ -270,7 +303,7 @@ def load_api_client(kubeconfig: str | os.PathLike | None = None, context: str | 
             config.load_incluster_config()
         except config.ConfigException as exc:
             raise BackendError(f"cannot load the in-cluster Kubernetes config: {exc}") from None
-        from kubernetes import client
+        from kubernetes import client  # heavy optional client: imported only when a cluster is used
 
         return client.ApiClient(), "in-cluster"
     shown = os.pathsep.join(str(p) for p in paths) or "~/.kube/config"

@@ -1,7 +1,7 @@
 """``KubernetesBackend``: where a scenario runs (a node, held through its Lease), and what is recorded about it.
 
-* A scenario is one Indexed Job (``jobs``), pinned to one node with a ``kubernetes.io/hostname`` node
-  selector (the scheduler still decides, so ``PodScheduled`` stays meaningful); with a Kueue queue it is
+* A scenario is one Indexed Job (``jobs``), pinned to one node by its name (node affinity on
+  ``metadata.name``; the scheduler still decides, so ``PodScheduled`` stays meaningful); with a Kueue queue it is
   admitted as one Workload, a gang.
 * Two clients (or two users) never measure on one GPU node at once: the node's Lease (``lease``) is held
   while a scenario runs, and GPU pods of other runs still on the node are waited for, never deleted.
@@ -49,10 +49,17 @@ from kts_helpers.run.backends.kubernetes.names import (
     parse_selector,
     selector_string,
 )
-from kts_helpers.run.backends.kubernetes.nodes import NodeInfo, node_info
+from kts_helpers.run.backends.kubernetes.nodes import (
+    PACKED_SINCE,
+    NodeInfo,
+    device_plugin_version,
+    node_info,
+    packed_capable,
+)
 from kts_helpers.run.corun import gpu_mismatch
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec
+from kts_helpers.run.telemetry import DcgmScraper
 
 STRATEGY_OF = {"timeslice": "time-slicing", "mps": "mps"}
 
@@ -78,9 +85,11 @@ class KubernetesBackend:
     ``namespace``/``image``: where the Jobs go and what they run. ``kubeconfig``/``context``: which
     cluster (default: ``$KUBECONFIG`` or ``~/.kube/config``, else the in-cluster service account);
     ``api_client`` replaces both (tests, scale-out). ``node_selector`` (``"k=v,k2"`` or a mapping)
-    narrows the GPU nodes, ``node_name`` pins one. ``queue_name``: a Kueue LocalQueue. ``start_delay_s``:
-    START_AT = creation + this, long enough for image pulls. ``schedule_timeout_s``: how long a pod
-    may stay unschedulable. ``gpu_resource``: force ``nvidia.com/gpu`` or ``nvidia.com/gpu.shared``
+    narrows the GPU nodes, ``node_name`` pins one. ``queue_name``: a Kueue LocalQueue. ``ready_timeout_s``:
+    how long every tenant may take to be admitted, placed, pulled and warmed up (the start barrier waits
+    for all of them, ``barrier``). ``start_delay_s``: from the barrier's release to the start, long enough
+    for the kubelet to refresh the go ConfigMap's volume (its sync period is one minute by default).
+    ``schedule_timeout_s``: how long a pod may stay unschedulable. ``gpu_resource``: force ``nvidia.com/gpu`` or ``nvidia.com/gpu.shared``
     (default: what the node advertises). ``runtime_class``: e.g. ``nvidia`` on K3s. ``service_account``:
     the pods' identity (``kts-worker`` from manifests/base). ``image_pull_secrets``: names of Secrets
     (a list or ``"a,b"``). ``read_only_root``: a read-only root filesystem for the worker (off: it is
@@ -101,13 +110,13 @@ class KubernetesBackend:
                  kubeconfig: str | os.PathLike | None = None, context: str | None = None,
                  node_selector: str | Mapping[str, str] | None = None, node_name: str | None = None,
                  queue_name: str | None = None, api_client: Any = None, gpu_resource: str | None = None,
-                 service_account: str | None = "kts-worker", memory_limit: str = "8Gi", start_delay_s: float = 30.0,
+                 service_account: str | None = "kts-worker", memory_limit: str = "8Gi", start_delay_s: float = 90.0,
                  schedule_timeout_s: float = 300.0, poll_s: float = 2.0, cleanup_timeout_s: float = 120.0,
                  image_pull_policy: str = "IfNotPresent", runtime_class: str | None = None,
                  dcgm_url: str | None = None, dcgm_interval_ms: float = 1000.0, allocation_policy: str | None = None,
                  image_pull_secrets: str | Sequence[str] | None = None, read_only_root: bool | str = False,
                  lease_namespace: str | None = None, lease_duration_s: int = 30, lease_wait_s: float = 300.0,
-                 keep_finished_s: int = 86400, clock: Clock | None = None):
+                 keep_finished_s: int = 86400, ready_timeout_s: float = 1800.0, clock: Clock | None = None):
         for what, ns in (("namespace", namespace), ("lease_namespace", lease_namespace or namespace)):
             if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", ns or "") or len(ns) > 63:
                 raise SpecError(f"invalid Kubernetes {what} {ns!r}")
@@ -119,7 +128,8 @@ class KubernetesBackend:
             raise SpecError(f"invalid Kueue queue name {queue_name!r}")
         for key, value in (("start_delay_s", start_delay_s), ("schedule_timeout_s", schedule_timeout_s),
                            ("poll_s", poll_s), ("cleanup_timeout_s", cleanup_timeout_s),
-                           ("lease_wait_s", lease_wait_s), ("keep_finished_s", keep_finished_s)):
+                           ("lease_wait_s", lease_wait_s), ("keep_finished_s", keep_finished_s),
+                           ("ready_timeout_s", ready_timeout_s)):
             if value < 0 or (key == "poll_s" and value == 0):
                 raise SpecError(f"{key} must be > 0, got {value}")
         if not 3 <= int(lease_duration_s) <= 3600:
@@ -144,6 +154,7 @@ class KubernetesBackend:
         self.gpu_resource = gpu_resource
         self.service_account, self.memory_limit = service_account or None, memory_limit
         self.start_delay_s, self.schedule_timeout_s = float(start_delay_s), float(schedule_timeout_s)
+        self.ready_timeout_s = float(ready_timeout_s)
         self.poll_s, self.cleanup_timeout_s = float(poll_s), float(cleanup_timeout_s)
         self.image_pull_policy, self.runtime_class = image_pull_policy, runtime_class or None
         self.dcgm_url, self.dcgm_interval_ms = dcgm_url or None, float(dcgm_interval_ms)
@@ -153,6 +164,7 @@ class KubernetesBackend:
         self.clock = clock or Clock()
         self.identity = client_identity()
         self._leases: dict[str, NodeLease] = {}
+        self._run_nodes: dict[str, str] = {}  # run id -> the one node all its scenarios run on
         if api_client is None:
             api_client, ctx = load_api_client(kubeconfig, context)
         else:
@@ -162,11 +174,10 @@ class KubernetesBackend:
 
     # ---------------------------------------------------------------- nodes
     def gpu_nodes(self) -> list[NodeInfo]:
-        """Schedulable nodes matching the selector that advertise an NVIDIA GPU resource."""
-        terms = dict(self.node_selector)
-        if self.node_name:
-            terms["kubernetes.io/hostname"] = self.node_name
-        nodes = self.api.list_nodes(selector_string(terms))
+        """Schedulable nodes matching the selector that advertise an NVIDIA GPU resource, best for the
+        measurement first: one physical GPU (every replica is that GPU); then several GPUs where the
+        plugin's ``packed`` policy is set and its version knows it; then unknown; then the rest."""
+        nodes = self.api.list_nodes(selector_string(self.node_selector))
         out = []
         for n in nodes:
             labels = (n.get("metadata") or {}).get("labels") or {}
@@ -177,8 +188,33 @@ class KubernetesBackend:
                 continue
             info = node_info(n, self.gpu_resource)
             if info is not None and info.allocatable > 0 and info.schedulable:
+                if info.physical_known and info.physical > 1:
+                    info.plugin_version = device_plugin_version(self.api.list_pods_on_node(info.name))
                 out.append(info)
-        return sorted(out, key=lambda i: (-i.allocatable, i.name))
+        return sorted(out, key=lambda i: (self._rank(i), -i.allocatable, i.name))
+
+    def _rank(self, node: NodeInfo) -> int:
+        if not node.physical_known:
+            return 2
+        if node.physical == 1:
+            return 0
+        return 1 if self.allocation_policy == "packed" and packed_capable(node.plugin_version) else 3
+
+    def node_for(self, run: Run) -> NodeInfo:
+        """The one node of an experiment: the node its run was set up on (``describe`` recorded it), else
+        the one its first scenario took here, else the best now. Baseline and shared run on the same GPU."""
+        name = str(run.read().environment.get("node") or "") or self._run_nodes.get(run.run_id)
+        if not name:
+            node = self.pick_node()
+            self._run_nodes[run.run_id] = node.name
+            return node
+        node = next((n for n in self.gpu_nodes() if n.name == name), None)
+        if node is None:
+            raise BackendError(f"node {name}, on which run {run.run_id} measures, is no longer a schedulable GPU "
+                               f"node matching selector {selector_string(self.node_selector) or '(none)'}; every "
+                               "scenario of an experiment runs on one node: start a new run")
+        self._run_nodes[run.run_id] = name
+        return node
 
     def pick_node(self) -> NodeInfo:
         nodes = self.gpu_nodes()
@@ -257,9 +293,10 @@ class KubernetesBackend:
             sleep_real(self.poll_s)
 
     def other_gpu_pods(self, node: str, run_id: str | None, scenario: str | None = None) -> list[str]:
-        """GPU pods on ``node`` in the namespace other than this run's (scenario's) own; kts never deletes them."""
+        """GPU pods on ``node``, in any namespace, other than this run's (scenario's) own; kts never deletes
+        them. Another team's pod on the same time-sliced GPU would share it as much as a kit's own."""
         out = []
-        for p in self.api.list_pods(field_selector=f"spec.nodeName={node}"):
+        for p in self.api.list_pods_on_node(node):
             meta, spec = p.get("metadata") or {}, p.get("spec") or {}
             if spec.get("nodeName") != node or (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue
@@ -267,12 +304,13 @@ class KubernetesBackend:
                      for k in ((c.get("resources") or {}).get(part) or {})]
             if not any(k in GPU_RESOURCES or k.startswith("nvidia.com/") for k in wants):
                 continue
-            if run_id is not None and is_kts_object(p, run_id, scenario):
+            ours = meta.get("namespace", self.namespace) == self.namespace
+            if run_id is not None and ours and is_kts_object(p, run_id, scenario):
                 continue
             labels = meta.get("labels") or {}
             owner = f"Job {job_of(p)}" if job_of(p) else "no Job"
-            whose = f"kts run {labels.get(LABEL_RUN)}" if is_kts_object(p) else "not a kts pod"
-            out.append(f"{meta.get('name')} ({owner}, {whose})")
+            whose = f"kts run {labels.get(LABEL_RUN)}" if ours and is_kts_object(p) else "not a kts pod"
+            out.append(f"{meta.get('namespace', self.namespace)}/{meta.get('name')} ({owner}, {whose})")
         return sorted(out)
 
     def wait_node_free(self, node: str, run_id: str, scenario: str, progress: bool) -> float:
@@ -337,6 +375,9 @@ class KubernetesBackend:
         for pod in self.api.list_pods(sel):
             if mine(pod) and job_of(pod) not in existing and (pod.get("metadata") or {}).get("deletionTimestamp") is None:
                 self.api.delete_pod(pod["metadata"]["name"])
+        for cm in self.api.list_configmaps(sel):  # the start barriers' go ConfigMaps
+            if mine(cm) and (cm.get("metadata") or {}).get("deletionTimestamp") is None:
+                self.api.delete_configmap(cm["metadata"]["name"])
         if wait and names:
             self.wait_gone(names, sel)
         return names
@@ -369,7 +410,7 @@ class KubernetesBackend:
             raise SpecError(f"timeout_s must be > 0, got {timeout_s}")
         if not scenario.tenants:
             raise SpecError(f"scenario {scenario.name!r} has no tenants")
-        node = self.pick_node()
+        node = self.node_for(run)
         if node.allocatable < len(scenario.tenants):
             raise BackendError(f"scenario {scenario.name!r} needs {len(scenario.tenants)} GPUs on one node but "
                                f"{node.sharing_note()}; time-slicing may not be configured (replicas)")
@@ -410,6 +451,12 @@ class KubernetesBackend:
                                "packed in the plugin config (manifests/overlays/device-plugin-timeslicing does) and "
                                "pass allocation_policy='packed' (K8S_ALLOCATION_POLICY=packed), or select a node "
                                "with one GPU")
+        if node.physical_known and node.physical > 1 and packed_capable(node.plugin_version) is False:
+            raise BackendError(f"node {node.name} has {node.physical} physical GPUs and runs device plugin "
+                               f"v{node.plugin_version}, which predates sharedDevicesAllocationPolicy (v"
+                               f"{'.'.join(map(str, PACKED_SINCE))}): it ignores 'packed' and gives the tenants of "
+                               f"scenario {scenario.name!r} different GPUs; upgrade the plugin or select a node "
+                               "with one GPU")
 
     def _run(self, run: Run, scenario: ScenarioSpec, node: NodeInfo, sr: ScenarioRun, lease: NodeLease,
              waited_s: float) -> ScenarioResult:
@@ -435,7 +482,7 @@ class KubernetesBackend:
         except BaseException as exc:  # noqa: BLE001
             error = error or exc
         if error is None and failure is None:
-            failure = self._verify(sr, lease)
+            failure = self._verify(sr, lease, events)
         cleanup_error = ""
         try:
             self.cleanup(run.run_id, scenario.name)
@@ -458,7 +505,7 @@ class KubernetesBackend:
             "context": self.context, "namespace": self.namespace, "image": self.image, "node": node.name,
             "gpu_resource": node.resource, "kubernetes_gpus": node.allocatable, "physical_gpus": node.physical,
             "replicas": node.replicas, "sharing_strategy": node.strategy, "queue": self.queue_name,
-            "job": sr.name, "how": sr.how, "start_at_ns": sr.start_at_ns, "started_ns": started_ns,
+            "device_plugin": node.plugin_version, "job": sr.name, "how": sr.how, "barrier": sr.barrier.record(), "started_ns": started_ns,
             "ended_ns": ended_ns, "resolution_s": RESOLUTION_S, "tenants": events, "corun": sr.replay().summary(),
             "lease": {"name": f"{lease.namespace}/{lease.name}", "holder": lease.identity,
                       "waited_for_node_s": round(waited_s, 3)},
@@ -473,9 +520,9 @@ class KubernetesBackend:
         if cleanup_error:
             info["cleanup_error"] = cleanup_error
         late = {t: ev["late_start_s"] for t, ev in events.items() if ev.get("missed_start_barrier")}
-        if late:
+        if late and len(sr.tenants) == 1:  # alone, a late start costs nothing; with neighbours it fails above
             info["warnings"] = [f"tenant(s) {', '.join(f'{t} ({s:.2f} s)' for t, s in late.items())} began their "
-                                "timed loop after START_AT: they missed the shared start; raise start_delay_s"]
+                                "timed loop after their start: the go reached the pod late; raise start_delay_s"]
             if sr.progress:
                 print(f"[kts] {scenario.name}: warning: {info['warnings'][0]}", file=sys.stderr)
         run.record_scenario(scenario.name, info)
@@ -496,15 +543,22 @@ class KubernetesBackend:
                                      "job": sr.name, "how": sr.how})
 
     @staticmethod
-    def _verify(sr: ScenarioRun, lease: NodeLease) -> Failure | None:
-        """After a clean end: the node stayed ours, the shared tenants shared one GPU and ran together."""
+    def _verify(sr: ScenarioRun, lease: NodeLease, events: Mapping[str, Mapping[str, Any]]) -> Failure | None:
+        """After a clean end: the node stayed ours, the tenants started together, the shared ones shared one
+        GPU and ran together."""
         first = sr.tenants[0]
         if lease.lost:
             return Failure(first, None, lease.lost)
+        late = next((t for t in sr.tenants if (events.get(t) or {}).get("missed_start_barrier")), None)
+        if late is not None and len(sr.tenants) > 1:
+            return Failure(late, None, f"began its timed loop {events[late]['late_start_s']:.2f} s after its start: "
+                                       "the go reached its pod late (the kubelet refreshes ConfigMap volumes "
+                                       "about once a minute); the tenants did not start together and the "
+                                       "scenario must run again (raise start_delay_s)")
         if sr.scenario.kind != "shared":
             return None
         watch = sr.replay()
-        mismatch = gpu_mismatch({t: watch.tenants[t].meta for t in sr.tenants})
+        mismatch = gpu_mismatch({t: watch.tenants[t].meta for t in sr.tenants}, require=True)  # pods run on CUDA
         if mismatch:
             return Failure(first, None, mismatch)
         if sr.live.pad and not watch.ready_to_stop():
@@ -520,8 +574,6 @@ class KubernetesBackend:
             out["telemetry"] = {"status": "absent", "reason": "no dcgm_url configured (KTS_DCGM_URL)"}
             return None
         try:
-            from kts_helpers.run.telemetry import DcgmScraper
-
             return DcgmScraper(self.dcgm_url, log_dir / "telemetry.parquet",
                                interval_ms=self.dcgm_interval_ms).start()
         except Exception as exc:  # noqa: BLE001 - telemetry must never stop the experiment

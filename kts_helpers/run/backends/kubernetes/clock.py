@@ -7,6 +7,7 @@ its objects, in the fake workers' logs and in the backend's own records agree as
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import datetime, timezone
 
@@ -21,18 +22,29 @@ class Clock:
         return time.monotonic()
 
 
+_RFC3339 = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(Z|z|[+-]\d\d:?\d\d)?$")
+
+
 def parse_time(value: str | None) -> float | None:
-    """RFC 3339 (``2024-05-01T12:00:00Z``, with or without fractions) to epoch seconds; None stays None."""
-    if not value:
+    """RFC 3339 (``2024-05-01T12:00:00Z``, with any number of fraction digits, as Go writes them) to
+    epoch seconds; None for None or text that is not one. Parsed by hand: ``datetime.fromisoformat``
+    takes neither nine fraction digits nor "Z" before Python 3.11. Callers treat None as unknown, never
+    as "long ago"."""
+    m = _RFC3339.match(str(value or "").strip())
+    if not m:
         return None
-    text = str(value).strip().replace("Z", "+00:00")
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    frac, zone = m.group(7) or "", m.group(8) or "Z"
+    offset = 0
+    if zone not in ("Z", "z"):
+        sign = -1 if zone[0] == "-" else 1
+        digits = zone[1:].replace(":", "")
+        offset = sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
     try:
-        dt = datetime.fromisoformat(text)
+        base = datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc).timestamp()
     except ValueError:
         return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.timestamp()
+    return base + (int(frac) / 10 ** len(frac) if frac else 0.0) - offset
 
 
 def micro_time(ns: int) -> str:

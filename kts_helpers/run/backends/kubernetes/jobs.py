@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kts_helpers.run.backends.kubernetes.barrier import GO_KEY, GO_MOUNT, go_configmap_name
 from kts_helpers.run.backends.kubernetes.names import (
     ANN_NODE,
     ANN_RUN,
@@ -37,10 +38,14 @@ MEMORY_REQUEST = "2Gi"
 WORKER_SERVICE_ACCOUNT = "kts-worker"
 
 
-def scenario_env(scenario: ScenarioSpec, *, start_at_ns: int, lead_in_s: float, pad_limit_s: float
+def scenario_env(scenario: ScenarioSpec, *, lead_in_s: float, pad_limit_s: float, barrier_timeout_s: float
                  ) -> dict[str, str]:
-    """The environment every pod of the scenario shares; the tenants' own settings are in ``KTS_TENANTS``."""
-    return {"START_AT": str(int(start_at_ns)), "DEVICE": "cuda", "HOME": "/scratch", "TMPDIR": "/scratch",
+    """The environment every pod of the scenario shares; the tenants' own settings are in ``KTS_TENANTS``.
+
+    The start is not in it: each worker reads its own from the go file (``barrier``) once every tenant
+    is ready, and gives up after ``barrier_timeout_s``."""
+    return {"KTS_GO_FILE": f"{GO_MOUNT}/{GO_KEY}", "KTS_BARRIER_TIMEOUT_S": repr(float(barrier_timeout_s)),
+            "DEVICE": "cuda", "HOME": "/scratch", "TMPDIR": "/scratch",
             "CUDA_CACHE_PATH": "/scratch/.nv", "PYTHONUNBUFFERED": "1",
             "KTS_LEAD_IN_S": repr(float(lead_in_s) if scenario.kind != "calibration" else 0.0),
             "KTS_PAD": "1" if scenario.kind == "shared" and len(scenario.tenants) > 1 else "0",
@@ -53,7 +58,7 @@ def scenario_env(scenario: ScenarioSpec, *, start_at_ns: int, lead_in_s: float, 
 
 
 def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, image: str, node: str,
-                       start_at_ns: int, gpu_resource: str = "nvidia.com/gpu",
+                       barrier_timeout_s: float = 3600.0, gpu_resource: str = "nvidia.com/gpu",
                        node_selector: Mapping[str, str | None] | None = None, queue_name: str | None = None,
                        service_account: str | None = WORKER_SERVICE_ACCOUNT, memory_limit: str = "8Gi",
                        active_deadline_s: int = 3600, image_pull_policy: str = "IfNotPresent",
@@ -72,9 +77,8 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
               LABEL_NODE: label_value(node)}
     annotations = {ANN_RUN: run_id, ANN_SCENARIO: scenario.name, ANN_NODE: node,
                    ANN_TENANTS: json.dumps(scenario.tenant_names)}
-    env = scenario_env(scenario, start_at_ns=start_at_ns, lead_in_s=lead_in_s, pad_limit_s=pad_limit_s)
+    env = scenario_env(scenario, lead_in_s=lead_in_s, pad_limit_s=pad_limit_s, barrier_timeout_s=barrier_timeout_s)
     selector = {k: v for k, v in (node_selector or {}).items() if v not in (None, "!")}
-    selector["kubernetes.io/hostname"] = node
     job_labels = dict(labels)
     if queue_name:
         job_labels[QUEUE_LABEL] = queue_name
@@ -85,6 +89,7 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": STOP_GRACE_S,  # SIGTERM: the worker finishes its iteration and exits
         "nodeSelector": selector,
+        "affinity": node_affinity(node),
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001,
                             "seccompProfile": {"type": "RuntimeDefault"}},
@@ -98,9 +103,11 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
             "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False, "privileged": False,
                                 "readOnlyRootFilesystem": bool(read_only_root), "capabilities": {"drop": ["ALL"]},
                                 "seccompProfile": {"type": "RuntimeDefault"}},
-            "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+            "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"},
+                             {"name": "go", "mountPath": GO_MOUNT, "readOnly": True}],
         }],
-        "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}}],
+        "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}},
+                    {"name": "go", "configMap": {"name": go_configmap_name(job_name(run_id, scenario.name))}}],
     }
     if service_account:
         pod_spec["serviceAccountName"] = service_account
@@ -124,6 +131,24 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
             "metadata": {"name": job_name(run_id, scenario.name), "namespace": namespace,
                          "labels": job_labels, "annotations": annotations},
             "spec": spec}
+
+
+def node_affinity(node: str) -> dict[str, Any]:
+    """Pin to the node by its name (``metadata.name``), which is what the kit lists: the
+    ``kubernetes.io/hostname`` label may differ (FQDN vs short name, ``--hostname-override``)."""
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+
+
+def pinned_node(pod_spec: Mapping[str, Any]) -> str | None:
+    """The node a pod template is pinned to by ``node_affinity``; None when it is not pinned by name."""
+    terms = ((((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
+              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+    for term in terms:
+        for f in term.get("matchFields") or []:
+            if f.get("key") == "metadata.name" and f.get("operator") == "In" and len(f.get("values") or []) == 1:
+                return str(f["values"][0])
+    return None
 
 
 def job_tenants(job: Mapping[str, Any]) -> list[str]:

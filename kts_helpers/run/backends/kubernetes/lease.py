@@ -5,8 +5,12 @@ while it measures and releases it afterwards; a Lease whose holder stopped renew
 died) expires after its duration and is taken over. Another live holder means waiting (up to ``wait_s``)
 or a one-line error. Every write carries the resourceVersion it was based on, so the API server's
 optimistic concurrency decides when two clients race for one Lease: one wins, the other sees the change.
-Expiry compares the holder's ``renewTime`` with this client's clock (plus ``tolerance_s`` for skew),
-like ``kubectl``; the backend's check for GPU pods of other runs on the node is the second guard.
+Expiry is judged as client-go's leader election judges it, never from the holder's ``renewTime`` against
+this client's clock (a skewed clock would take a live Lease, or wait out a dead one): this client notes,
+on its own monotonic clock, when it first saw the Lease's current record, and the Lease has expired once
+that record stayed unchanged for its ``leaseDurationSeconds``. A new client therefore waits one duration
+before taking over a Lease whose holder died. The backend's check for GPU pods on the node is the
+second guard.
 """
 
 from __future__ import annotations
@@ -23,13 +27,14 @@ from typing import Any
 
 from kts_helpers.errors import BackendError, KtsError
 from kts_helpers.run.backends.kubernetes.api import KubeApi
-from kts_helpers.run.backends.kubernetes.clock import Clock, micro_time, parse_time
+from kts_helpers.run.backends.kubernetes.clock import Clock, micro_time
 from kts_helpers.run.backends.kubernetes.names import (
     ANN_NODE,
     ANN_RUN,
     LABEL_NODE,
     MANAGED_BY,
     MANAGED_VALUE,
+    as_int,
     label_value,
     lease_name,
 )
@@ -49,13 +54,13 @@ class NodeLease:
     """The Lease of one node, held by this client while it measures there (re-entrant: ``with lease.held():``)."""
 
     def __init__(self, api: KubeApi, node: str, *, namespace: str, identity: str, clock: Clock,
-                 duration_s: int = 30, wait_s: float = 300.0, tolerance_s: float = 5.0, progress: bool = True,
-                 poll_s: float = 1.0) -> None:
+                 duration_s: int = 30, wait_s: float = 300.0, progress: bool = True, poll_s: float = 1.0) -> None:
         if duration_s < 3:
             raise BackendError(f"lease_duration_s must be at least 3 s, got {duration_s}")
         self.api, self.node, self.namespace, self.identity, self.clock = api, node, namespace, identity, clock
         self.name = lease_name(node)
-        self.duration_s, self.wait_s, self.tolerance_s = int(duration_s), float(wait_s), float(tolerance_s)
+        self.duration_s, self.wait_s = int(duration_s), float(wait_s)
+        self._observed: tuple[tuple[str, ...], float] | None = None  # (a record, when this client first saw it)
         self.progress, self.poll_s = progress, poll_s
         self.run_id = ""
         self.lost = ""  # why the Lease was lost while held (another client took it over)
@@ -71,12 +76,17 @@ class NodeLease:
         return f"Lease {self.namespace}/{self.name}"
 
     # ------------------------------------------------------------------ reading
-    def _expired(self, spec: dict[str, Any]) -> tuple[bool, float | None]:
-        renewed = parse_time(spec.get("renewTime") or spec.get("acquireTime"))
-        if renewed is None:
-            return True, None
-        age = self.clock.now_ns() / 1e9 - renewed
-        return age > float(spec.get("leaseDurationSeconds") or self.duration_s) + self.tolerance_s, age
+    def _expired(self, current: dict[str, Any]) -> tuple[bool, float]:
+        """Whether the Lease's record stayed unchanged for its duration as this client watched it (client-go's
+        ``observedTime``); and for how long it has."""
+        spec = current.get("spec") or {}
+        record = tuple(str(spec.get(k) or "") for k in ("holderIdentity", "renewTime", "acquireTime",
+                                                        "leaseDurationSeconds", "leaseTransitions"))
+        now = self.clock.monotonic()
+        if self._observed is None or self._observed[0] != record:
+            self._observed = (record, now)
+        unchanged = now - self._observed[1]
+        return unchanged > float(as_int(spec.get("leaseDurationSeconds")) or self.duration_s), unchanged
 
     def _body(self, current: dict[str, Any] | None, now: str, *, acquire: bool) -> dict[str, Any]:
         spec = dict((current or {}).get("spec") or {})
@@ -104,11 +114,11 @@ class NodeLease:
             return None
         spec = current.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
-        expired, age = self._expired(spec)
+        expired, unchanged = self._expired(current)
         if holder and holder != self.identity and not expired:
             run = ((current.get("metadata") or {}).get("annotations") or {}).get(ANN_RUN)
             return (f"held by {holder}" + (f" (run {run})" if run else "") +
-                    f", renewed {age:.0f} s ago, lease {spec.get('leaseDurationSeconds')} s")
+                    f", unchanged for {unchanged:.0f} s as this client saw it, lease {spec.get('leaseDurationSeconds')} s")
         taken = self.api.replace_lease(self.name, self._body(current, now, acquire=holder != self.identity),
                                        self.namespace)
         if taken is None:

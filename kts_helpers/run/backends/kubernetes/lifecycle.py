@@ -14,24 +14,27 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kts_helpers.errors import BackendError, KtsError
 from kts_helpers.fsutil import write_new
 from kts_helpers.run.backends.base import TenantResult
-from kts_helpers.run.backends.kubernetes.api import fingerprint
-from kts_helpers.run.backends.kubernetes.clock import parse_time
-from kts_helpers.run.backends.kubernetes.jobs import build_scenario_job, job_env, job_tenants
+from kts_helpers.run.backends.kubernetes.api import KubeApi, fingerprint
+from kts_helpers.run.backends.kubernetes.barrier import StartBarrier, configmap_body, go_configmap_name
+from kts_helpers.run.backends.kubernetes.clock import Clock, parse_time
+from kts_helpers.run.backends.kubernetes.jobs import build_scenario_job, job_tenants
+from kts_helpers.run.backends.kubernetes.lease import NodeLease
 from kts_helpers.run.backends.kubernetes.logs import LiveScenario
 from kts_helpers.run.backends.kubernetes.names import (
+    ANN_RUN,
+    ANN_SCENARIO,
     LABEL_RUN,
     LABEL_SCENARIO,
     MANAGED_BY,
     MANAGED_VALUE,
     STOP_GRACE_S,
-    as_int,
     completion_index,
     is_kts_object,
     job_name,
@@ -43,6 +46,7 @@ from kts_helpers.run.backends.kubernetes.nodes import NodeInfo, node_info
 from kts_helpers.run.backends.kubernetes.state import (
     PodState,
     admission,
+    eviction,
     job_outcome,
     node_problem,
     pending_admission,
@@ -56,11 +60,35 @@ from kts_helpers.run.corun import CoRunWatch
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec
 
-if TYPE_CHECKING:
-    from kts_helpers.run.backends.kubernetes.backend import KubernetesBackend
-    from kts_helpers.run.backends.kubernetes.lease import NodeLease
 
-PAD_CHECK_S = 0.25  # while tenants pad, look at their logs at least this often (logs do not wake the watch)
+class ScenarioHost(Protocol):
+    """What a scenario needs from the backend that runs it (``KubernetesBackend`` is one): its options,
+    its API and clock, and two services. Stated here so this module never imports the backend."""
+
+    api: KubeApi
+    clock: Clock
+    namespace: str
+    image: str
+    image_pull_policy: str
+    image_pull_secrets: tuple[str, ...]
+    keep_finished_s: int
+    memory_limit: str
+    node_selector: dict[str, str | None]
+    gpu_resource: str | None
+    poll_s: float
+    queue_name: str | None
+    ready_timeout_s: float
+    read_only_root: bool
+    runtime_class: str | None
+    schedule_timeout_s: float
+    service_account: str | None
+    start_delay_s: float
+
+    def hint(self, reason: str) -> str: ...
+
+    def wait_gone(self, names: Sequence[str], sel: str) -> None: ...
+
+PAD_CHECK_S = 0.25  # while tenants pad or say ready, look at their logs this often (logs do not wake the watch)
 
 
 @dataclass
@@ -78,7 +106,7 @@ def scenario_selector(run_id: str, scenario: str) -> str:
 class ScenarioRun:
     """One scenario's Job on one node: submit or attach, watch, stop the padding, collect."""
 
-    def __init__(self, backend: KubernetesBackend, run: Run, scenario: ScenarioSpec, node: NodeInfo, *,
+    def __init__(self, backend: ScenarioHost, run: Run, scenario: ScenarioSpec, node: NodeInfo, *,
                  timeout_s: float, pad_limit_s: float, progress: bool, lease: NodeLease | None = None) -> None:
         self.b, self.api, self.clock, self.lease = backend, backend.api, backend.clock, lease
         self.run, self.scenario, self.node = run, scenario, node
@@ -89,9 +117,11 @@ class ScenarioRun:
         self.live = LiveScenario(CoRunWatch(self.tenants, pad_limit_s=pad_limit_s),
                                  scenario.kind == "shared" and len(scenario.tenants) > 1)
         self.job: dict[str, Any] = {}
-        self.start_at_ns = 0
+        self.barrier = StartBarrier(self.tenants, backend.start_delay_s)
+        self.go_name = go_configmap_name(self.name)
         self.how = "submitted"  # or "attached" (found running), "collected" (found complete), "replaced"
         self.workload: dict[str, Any] | None = None
+        self.admitted_once = False  # Kueue let the Job run (a later suspension is an eviction)
 
     def say(self, text: str) -> None:
         if self.progress:
@@ -117,23 +147,68 @@ class ScenarioRun:
             self.b.wait_gone([self.name], self.sel)
             self.how, old = "replaced", None
         if old is not None:
+            go = (self.api.read_configmap(self.go_name) or {}).get("data") or {}
+            published = self.barrier.adopt(str(go.get("start_at") or ""))
+            if not published and job_outcome(old).state != "complete":
+                # its tenants wait at the barrier, and their ready lines are old: their clocks cannot be
+                # read again from this client, so the scenario starts over
+                self.say(f"Job {self.name} of this run is still waiting at its start barrier; running it again")
+                self.api.delete_job(self.name)
+                self.b.wait_gone([self.name], self.sel)
+                self.how, old = "replaced", None
+        if old is not None:
             self.job = old
-            self.start_at_ns = as_int(job_env(old).get("START_AT")) or 0
             self.how = "collected" if job_outcome(old).state == "complete" else "attached"
             self.say(f"{self.how} Job {self.name}, which this run submitted before")
             return
-        self.start_at_ns = self.clock.now_ns() + int(self.b.start_delay_s * 1e9)
+        self._reset_go()
         body = build_scenario_job(
             run_id=self.run.run_id, scenario=self.scenario, namespace=self.b.namespace, image=self.b.image,
-            node=self.node.name, start_at_ns=self.start_at_ns, gpu_resource=self.node.resource,
+            node=self.node.name, barrier_timeout_s=self.b.ready_timeout_s + self.b.start_delay_s + 60.0,
+            gpu_resource=self.node.resource,
             node_selector=self.b.node_selector, queue_name=self.b.queue_name,
             service_account=self.b.service_account, memory_limit=self.b.memory_limit,
-            active_deadline_s=int(self.b.start_delay_s + self.b.schedule_timeout_s + self.timeout_s
+            active_deadline_s=int(self.b.ready_timeout_s + self.b.start_delay_s + self.timeout_s
                                   + self.pad_limit_s) + 120,
             image_pull_policy=self.b.image_pull_policy, runtime_class=self.b.runtime_class,
             ttl_s=self.b.keep_finished_s, pad_limit_s=self.pad_limit_s + 60.0,  # the workers' backstop: later
             image_pull_secrets=self.b.image_pull_secrets, read_only_root=self.b.read_only_root)
         self.job = self.api.create_job(body) or body
+
+    def _reset_go(self) -> None:
+        """The go ConfigMap, empty: created before the Job so no pod waits for its volume; a replaced Job's
+        old starts are cleared."""
+        meta = self.job_labels()
+        body = configmap_body(self.go_name, self.b.namespace, meta, {ANN_RUN: self.run.run_id,
+                                                                     ANN_SCENARIO: self.scenario.name})
+        if self.api.read_configmap(self.go_name) is None:
+            self.api.create_configmap(body)
+        else:
+            self.api.replace_configmap(self.go_name, body)
+
+    def job_labels(self) -> dict[str, str]:
+        return {MANAGED_BY: MANAGED_VALUE, LABEL_RUN: label_value(self.run.run_id),
+                LABEL_SCENARIO: label_value(self.scenario.name)}
+
+    def poll_barrier(self) -> bool:
+        """Note the tenants that said ready; release the barrier once all have. True once released."""
+        if not self.barrier.starts:
+            for t, stream in self.live.streams.items():
+                if stream.ready is not None:
+                    self.barrier.ready.setdefault(t, stream.ready)
+            if self.barrier.all_ready():
+                self.release_barrier()
+        return bool(self.barrier.starts)
+
+    def release_barrier(self) -> None:
+        """Every tenant is ready: publish each one's start on its own pod's clock."""
+        text = self.barrier.release(self.clock.now_ns())
+        body = configmap_body(self.go_name, self.b.namespace, self.job_labels(),
+                              {ANN_RUN: self.run.run_id, ANN_SCENARIO: self.scenario.name}, text)
+        self.api.replace_configmap(self.go_name, body)
+        offsets = ", ".join(f"{t} {r.offset_ns / 1e9:+.2f} s" for t, r in self.barrier.ready.items())
+        self.say(f"every tenant is ready; they start together in {self.b.start_delay_s:.0f} s "
+                 f"(pod clocks vs this client's: {offsets})")
 
     # ------------------------------------------------------------------ watching
     def snapshot(self) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]], list[dict[str, Any]]]:
@@ -151,7 +226,7 @@ class ScenarioRun:
     def watch(self) -> Failure | None:
         """Follow the scenario to its end; a Failure names the tenant and why, None when it is done."""
         t0 = self.clock.monotonic()
-        deadline = t0 + self.b.start_delay_s + self.timeout_s
+        go_mono = t0 if self.barrier.starts else None
         pending_since: dict[str, float] = {}
         no_pod_since: float | None = None
         shown: dict[str, str] = {}
@@ -159,7 +234,11 @@ class ScenarioRun:
             job, pods, raw = self.snapshot()
             now = self.clock.monotonic()
             states = {t: pod_state(pods.get(t)) for t in self.tenants}
-            self.live.follow(self.api, pods, states, self.b.poll_s)
+            self.live.follow(self.api, pods, states, self.b.poll_s, self.clock)
+            if go_mono is None and self.poll_barrier():
+                go_mono = now
+            deadline = (t0 + self.b.ready_timeout_s) if go_mono is None else \
+                (go_mono + self.b.start_delay_s + self.timeout_s)
             if job is None:
                 return Failure(self._open(states), None, f"Job {self.name} was deleted by someone else while it ran")
             self.job = job
@@ -171,6 +250,11 @@ class ScenarioRun:
                 if shown.get(t) != text:
                     self.say(f"{t}: {text}")
                 shown[t] = text
+            if self.b.queue_name and outcome.state == "running":
+                self.admitted_once = True
+            evicted = self._evicted(job, outcome.state, states)
+            if evicted:
+                return Failure(self.tenants[0], None, evicted)
             if outcome.state == "failed":  # the Job controller is stopping the other tenants already
                 t = next((t for t, st in states.items() if st.failed), self._open(states))
                 why = f"Job {self.name} failed ({outcome.text})"
@@ -221,17 +305,35 @@ class ScenarioRun:
                                        f"Job {self.name} cannot create its pods: {why}")
             else:
                 no_pod_since = None
+            if now >= deadline and go_mono is None:
+                t = next((t for t in self.tenants if t not in self.barrier.ready), self.tenants[0])
+                return Failure(t, None, f"not every tenant was ready (admitted, placed, image pulled, warmed up) "
+                                        f"within {self.b.ready_timeout_s:.0f} s (ready_timeout_s); last state: "
+                                        f"{shown.get(t, states[t].summary)}")
             if now >= deadline:
                 t = self._open(states)
-                return Failure(t, None, f"did not finish within {deadline - t0:.0f} s (start delay "
-                                        f"{self.b.start_delay_s:.0f} s + timeout {self.timeout_s:.0f} s); last "
-                                        f"state: {shown.get(t, states[t].summary)}")
+                return Failure(t, None, f"did not finish within {deadline - go_mono:.0f} s of the start barrier's "
+                                        f"release (start delay {self.b.start_delay_s:.0f} s + timeout "
+                                        f"{self.timeout_s:.0f} s); last state: {shown.get(t, states[t].summary)}")
             known = {(p.get("metadata") or {}).get("name", ""): fingerprint(p) for p in raw}
             wait = min(self.b.poll_s, max(0.0, deadline - now))
             if self.live.pad and any(p.timed_done for p in self.live.watch.tenants.values()):
                 wait = min(wait, PAD_CHECK_S)  # padders are waiting for the word; logs do not wake the watch
+            if go_mono is None and self.live.streams:
+                wait = min(wait, PAD_CHECK_S)  # ready lines arrive in logs, which do not wake the watch either
             self.api.wait_pods_changed(self.sel, known, wait,
                                        relevant=lambda o: is_kts_object(o, self.run.run_id, self.scenario.name))
+
+    def _evicted(self, job: Mapping[str, Any], state: str, states: Mapping[str, PodState]) -> str:
+        """Kueue took the admission back (preemption, ...): the pods were stopped (exit 143) and the Job
+        suspended, to be admitted again later with fresh pods. Their logs would mix two admissions, so the
+        scenario stops here, named as what it is."""
+        if not self.b.queue_name or not ((state == "suspended" and self.admitted_once)
+                                         or any(st.failed for st in states.values())):
+            return ""
+        self.workload = workload_of(job, self.api.list_workloads()) or self.workload
+        why = eviction(self.workload)
+        return f"{why}; the scenario must run again" if why else ""
 
     def _open(self, states: Mapping[str, PodState]) -> str:
         return next((t for t, st in states.items() if not st.done), self.tenants[0])
@@ -307,7 +409,7 @@ class ScenarioRun:
                     ev_extra["log_error"] = str(exc)
             if len(streamed.get(t, b"")) > len(log):
                 log = streamed[t]
-            ev = tenant_events(job, pod, self.workload, self.start_at_ns, self.b.queue_name,
+            ev = tenant_events(job, pod, self.workload, self.barrier.starts.get(t, 0), self.b.queue_name,
                                worker_times(log) if log else None)
             ev.update(ev_extra)
             st = pod_state(pod)

@@ -10,6 +10,8 @@ from typing import Any
 
 from kts_helpers.errors import KtsError
 from kts_helpers.run.backends.kubernetes.api import KubeApi
+from kts_helpers.run.backends.kubernetes.barrier import READY_RE, Ready
+from kts_helpers.run.backends.kubernetes.clock import Clock
 from kts_helpers.run.backends.kubernetes.state import PodState
 from kts_helpers.run.corun import CoRunWatch
 
@@ -18,13 +20,21 @@ from kts_helpers.run.corun import CoRunWatch
 class PodLogStream:
     """Follows one pod's log while it runs (a thread), so no line is lost when the pod is stopped and gone.
 
-    The API serves a followed log from its first byte; after a dropped connection the stream is
-    opened again and the bytes already held are skipped (the log only grows). ``finish()`` says the
+    The API serves a followed log from the first byte of the container's *current* log file: the kubelet
+    rotates it (``containerLogMaxSize``, 10 MiB by default; a live follow crosses a rotation, a new
+    connection starts at the new file). So after a dropped connection the new stream is placed by its
+    first line, found at a line start in what is held (no rotation: at byte 0), and only what follows the
+    held bytes is appended; a first line not held at all means the stream starts after them. ``finish()`` says the
     container has ended or its Job was deleted: the stream then reads to the end once more and stops.
+    The worker's ready lines (one a second while it waits at the barrier) are noted with this client's
+    clock the moment they arrive; ``ready`` keeps the one that reached it fastest (the largest pod-minus-
+    client offset: a delay only lowers it), from lines that arrived live (not in a connection's backlog).
     """
 
-    def __init__(self, api: KubeApi, pod: str, retry_s: float = 0.2) -> None:
-        self.api, self.pod, self.retry_s = api, pod, retry_s
+    def __init__(self, api: KubeApi, pod: str, retry_s: float = 0.2, clock: Clock | None = None) -> None:
+        self.api, self.pod, self.retry_s, self.clock = api, pod, retry_s, clock or Clock()
+        self.ready: Ready | None = None
+        self._scanned = 0  # the buffer is searched for ready lines up to here (a line boundary)
         self._buf = bytearray()
         self._taken = 0
         self._lock = threading.Lock()
@@ -52,19 +62,64 @@ class PodLogStream:
             self.done.set()
 
     def _read(self, resp: Any) -> None:
-        seen = 0
+        seen = 0  # where this connection's next byte sits in the held log
+        backlog = True  # the first bytes of a connection were printed before it opened
+        with self._lock:
+            placing = len(self._buf) > 0  # a reconnection: where its first byte sits is not known yet
+        head = b""
         try:
             for chunk in resp.stream(1 << 16, decode_content=False):
+                if not chunk:
+                    continue
+                now_ns = self.clock.now_ns()
+                if placing:
+                    head += chunk
+                    if b"\n" not in head and len(head) < 1 << 16:
+                        continue  # place it by a whole first line
+                    chunk, placing = head, False
+                    with self._lock:
+                        seen = self._start_of(chunk)
                 with self._lock:
                     have = len(self._buf)
                     if seen + len(chunk) > have:
                         self._buf += chunk[max(0, have - seen):]
+                    self._note_ready(now_ns, live=not backlog)
                 seen += len(chunk)
+                backlog = False
+            if placing and head:  # it ended before a whole line: place what came
+                with self._lock:
+                    seen = self._start_of(head)
+                    if seen + len(head) > len(self._buf):
+                        self._buf += head[max(0, len(self._buf) - seen):]
         except Exception:  # noqa: BLE001 - a dropped connection: the caller opens the stream again
             pass
         finally:
             with contextlib.suppress(Exception):
                 resp.release_conn()
+
+    def _start_of(self, head: bytes) -> int:
+        """Where a reconnected stream's first byte sits in the held log (called with the lock held)."""
+        held = bytes(self._buf)
+        first = head[:head.find(b"\n") + 1] or head
+        if held.startswith(first):
+            return 0  # the same file as before
+        pos = held.rfind(b"\n" + first)
+        while pos >= 0:  # the latest line start where the stream agrees with what is held
+            start = pos + 1
+            if held[start:start + len(head)] == head[:len(held) - start]:
+                return start
+            pos = held.rfind(b"\n" + first, 0, pos)
+        return len(held)  # the new file begins after everything held
+
+    def _note_ready(self, now_ns: int, *, live: bool) -> None:
+        end = self._buf.rfind(b"\n") + 1
+        if end <= self._scanned:
+            return
+        for m in READY_RE.finditer(bytes(self._buf[self._scanned:end])):
+            sample = Ready(int(m.group(2)), now_ns)
+            if live and (self.ready is None or sample.offset_ns > self.ready.offset_ns):
+                self.ready = sample
+        self._scanned = end
 
     def take(self) -> bytes:
         """The bytes that arrived since the last call."""
@@ -99,14 +154,14 @@ class LiveScenario:
     stopped_ns: int | None = None
 
     def follow(self, api: KubeApi, pods: Mapping[str, dict[str, Any]], states: Mapping[str, PodState],
-               retry_s: float) -> None:
+               retry_s: float, clock: Clock | None = None) -> None:
         """Start a stream for each new pod, feed the watch what arrived, finish streams of ended containers."""
         for tenant, pod in pods.items():
             self.last_pods[tenant] = pod
             name = (pod.get("metadata") or {}).get("name")
             stream = self.streams.get(tenant)
             if name and (stream is None or stream.pod != name):
-                self.streams[tenant] = stream = PodLogStream(api, name, retry_s=min(retry_s, 1.0))
+                self.streams[tenant] = stream = PodLogStream(api, name, retry_s=min(retry_s, 1.0), clock=clock)
             if stream is not None and states[tenant].done:
                 stream.finish(0.0)
         for tenant, stream in self.streams.items():

@@ -7,7 +7,8 @@ and the kit says so instead of guessing; the workers' GPU UUIDs still prove what
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ class NodeInfo:
     schedulable: bool = True
     labels: dict[str, str] = field(default_factory=dict)
     physical_known: bool = True  # False without the count and replicas labels of GPU feature discovery
+    plugin_version: str | None = None  # the NVIDIA device plugin's, from its pod's image (multi-GPU nodes)
 
     @property
     def sentence(self) -> str:
@@ -71,3 +73,27 @@ def node_info(node: Mapping[str, Any], resource: str | None = None) -> NodeInfo 
                     replicas=replicas, strategy=labels.get(NODE_STRATEGY), product=labels.get(NODE_PRODUCT),
                     schedulable=not (node.get("spec") or {}).get("unschedulable", False), labels=labels,
                     physical_known=known)
+
+
+# ``flags.plugin.sharedDevicesAllocationPolicy: packed`` exists from k8s-device-plugin v0.20.0; older plugins
+# parse their config leniently, ignore the field and stay "distributed" (replicas spread over the GPUs).
+PACKED_SINCE = (0, 20, 0)
+_VERSION = re.compile(r"k8s-device-plugin[^:@]*:v?(\d+)\.(\d+)\.(\d+)")
+
+
+def device_plugin_version(pods: Iterable[Mapping[str, Any]]) -> str | None:
+    """The NVIDIA device plugin's version on a node, from the image of its DaemonSet's pod there
+    (``nvcr.io/nvidia/k8s-device-plugin:v0.17.0``, ``...:v0.20.0-ubi9``); None when none is seen."""
+    for pod in pods:
+        for c in (pod.get("spec") or {}).get("containers") or []:
+            m = _VERSION.search(str(c.get("image") or ""))
+            if m:
+                return ".".join(m.groups())
+    return None
+
+
+def packed_capable(version: str | None) -> bool | None:
+    """Whether that plugin version knows the ``packed`` policy; None when the version is unknown."""
+    if not version:
+        return None
+    return tuple(int(x) for x in version.split(".")) >= PACKED_SINCE

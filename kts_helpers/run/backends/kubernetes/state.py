@@ -4,7 +4,11 @@ The Job controller reports a Job's end in conditions: ``FailureTarget`` then ``F
 ``BackoffLimitExceeded``, ``DeadlineExceeded``), ``SuccessCriteriaMet`` then ``Complete`` (clusters
 before 1.31 write only the second of each pair); it deletes the remaining pods of a failed Job. Kueue
 reports admission on its Workload: ``QuotaReserved`` (False with reason ``Inadmissible``/``Misconfigured``
-and "LocalQueue ... doesn't exist" when the queue is missing), ``Admitted``, ``Finished``. Timestamps
+and "LocalQueue ... doesn't exist" when the queue is missing; reason ``Pending``, or ``ExceedsMaxQuota``
+where that reason exists, with "... > maximum capacity (...)" when the gang can never fit the queue's
+quota), ``Admitted``, ``Evicted`` (True with reason ``Preempted``, ``PodsReadyTimeout``,
+``InactiveWorkload``, ...; a ``Preempted`` condition says by whom) then the Job suspended again and its
+pods stopped (exit 143), ``Finished``. Timestamps
 are the API's RFC 3339 strings (whole seconds); the worker's own nanosecond times come from its log.
 """
 
@@ -20,8 +24,10 @@ from kts_helpers.run.corun import CoRunWatch
 # Waiting reasons after which the kubelet will not get the container running by itself.
 FATAL_WAITING = {"ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError",
                  "CreateContainerError", "RunContainerError", "CrashLoopBackOff"}
-# Kueue's QuotaReserved=False reasons that no waiting will change (a missing or stopped queue).
-KUEUE_BLOCKED = {"Inadmissible", "Misconfigured", "Suspended"}
+# Kueue's QuotaReserved=False reasons that no waiting will change (a missing or stopped queue, a gang
+# larger than the queue's whole quota); Kueue v0.19 reports the last as "Pending" with this message part.
+KUEUE_BLOCKED = {"Inadmissible", "Misconfigured", "Suspended", "ExceedsMaxQuota"}
+OVER_CAPACITY = "> maximum capacity"
 # A worker whose timed loop began later than this after START_AT missed the shared start.
 BARRIER_SLACK_S = 0.1
 
@@ -68,12 +74,16 @@ def job_outcome(job: Mapping[str, Any] | None) -> JobOutcome:
 
 
 def workload_of(job: Mapping[str, Any], workloads: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The Kueue Workload Kueue created for ``job`` (owner reference by uid, else by name)."""
+    """The Kueue Workload Kueue created for ``job``: its owner reference names the Job's uid. By name only
+    where either uid is unknown: a Workload left by an earlier Job of the same name (a replaced one) has
+    another uid and is never taken for this Job's."""
     meta = job.get("metadata") or {}
     for wl in workloads:
         for o in (wl.get("metadata") or {}).get("ownerReferences") or []:
-            if (o.get("uid") and o.get("uid") == meta.get("uid")) or (
-                    o.get("kind") == "Job" and o.get("name") == meta.get("name")):
+            if o.get("uid") and meta.get("uid"):
+                if o["uid"] == meta["uid"]:
+                    return dict(wl)
+            elif o.get("kind") == "Job" and o.get("name") == meta.get("name"):
                 return dict(wl)
     return None
 
@@ -85,9 +95,24 @@ def admission(workload: Mapping[str, Any] | None) -> tuple[str | None, str]:
     admitted = _true(workload, "Admitted").get("lastTransitionTime")
     quota = condition(workload, "QuotaReserved")
     blocked = ""
-    if not admitted and quota.get("status") == "False" and quota.get("reason") in KUEUE_BLOCKED:
+    over = OVER_CAPACITY in str(quota.get("message") or "")
+    if not admitted and quota.get("status") == "False" and (quota.get("reason") in KUEUE_BLOCKED or over):
         blocked = f"{quota.get('reason')}: {quota.get('message') or 'not admissible'}"
+        if over:
+            blocked += " (the scenario's pods are admitted as one gang, which exceeds the queue's whole quota)"
     return admitted, blocked
+
+
+def eviction(workload: Mapping[str, Any] | None) -> str:
+    """Why Kueue evicted the Workload (preemption, PodsReady timeout, deactivation), else ""."""
+    evicted = _true(workload, "Evicted")
+    if not evicted:
+        return ""
+    why = f"evicted by Kueue ({evicted.get('reason') or 'Evicted'}: {evicted.get('message') or ''}".rstrip(": ")
+    preempted = _true(workload, "Preempted")
+    if preempted:
+        why += f"; preempted {preempted.get('reason') or ''}: {preempted.get('message') or ''}".rstrip(": ")
+    return why + ")"
 
 
 def pending_admission(workload: Mapping[str, Any] | None) -> str:

@@ -1,5 +1,8 @@
 """Several GPU nodes: experiments spread over the nodes a selector matches, at most one per node at a time.
 
+Scale-out lives at the experiment level: it runs whole experiments (``experiment.run_experiment``), each
+on a ``KubernetesBackend`` that runs one scenario at a time on the node it holds.
+
 There is no queue in this process: each experiment takes a node by acquiring its Lease (the first
 free one; ``KubernetesBackend.session``), holds it for all its scenarios and gives it back. The
 cluster's Leases are the queue, so two scale-outs (or two users) share the nodes without knowing of
@@ -17,6 +20,7 @@ from typing import Any
 from kts_helpers.errors import KtsError, SpecError
 from kts_helpers.run.backends.kubernetes.api import load_api_client
 from kts_helpers.run.backends.kubernetes.backend import KubernetesBackend
+from kts_helpers.run.experiment import run_experiment
 from kts_helpers.run.runs import DEFAULT_ROOT, Run
 from kts_helpers.run.spec import ExperimentParams, resolve
 
@@ -63,8 +67,6 @@ def scale_out(experiments: Sequence[ExperimentParams | Mapping[str, Any]], *,
     results: list[ScaleOutResult | None] = [None] * len(params)
 
     def one(index: int, p: ExperimentParams) -> ScaleOutResult:
-        from kts_helpers.run.experiment import run_experiment
-
         node = "-"
         try:
             backend = KubernetesBackend(api_client=api_client, node_selector=node_selector, **backend_kwargs)
