@@ -133,8 +133,8 @@ def test_junk_counts_reported_on_stderr(capsys, make_log):
 
 
 def test_impossible_lines_are_counted_and_never_abort_the_intervals(capsys, make_log):
-    good = [make_log.v2("fft", "f", i, 10**18 + i * 10**7, 10**18 + i * 10**7 + 2 * 10**6, 1.0 + i / 1000, 2.0)
-            for i in range(400)]
+    good = [make_log.v2("fft", "f", i, 10**18 + i * 10**7, 10**18 + i * 10**7 + 2 * 10**6,
+                        1.0 + (i * 37 % 400) / 1000, 2.0) for i in range(400)]  # no trend: an interval exists
     bad = [make_log.v2("fft", "f", 900, 10**18 + 5 * 10**9, 10**18 + 5 * 10**9 + 2 * 10**6, 1.0, float("inf")),
            make_log.v2("fft", "f", 901, 10**18 + 6 * 10**9, 10**18 + 6 * 10**9 + 2 * 10**6, -1.0, 2.0)]
     log = make_log("bad.log", good[:200] + bad + good[200:])

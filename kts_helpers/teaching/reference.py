@@ -18,7 +18,7 @@ import pandas as pd
 
 from kts_helpers.analyse.compare import modes_table
 from kts_helpers.analyse.load import load_run, read_manifest
-from kts_helpers.analyse.probe import PROBE_PROFILE
+from kts_helpers.analyse.probe import MULTI_PREFIX, PROBE_PROFILE
 from kts_helpers.errors import RunError
 from kts_helpers.teaching.mps import weight_for_share
 
@@ -52,7 +52,8 @@ def matching_probe(run_dir: str | os.PathLike, root: str | os.PathLike = REFEREN
     name = manifest.device_name
     if not name or manifest.profile == PROBE_PROFILE:  # a probe run is its own probe
         return None
-    same = [d for d in reference_dirs(root, probes=True) if read_manifest(d).device_name == name]
+    same = [d for d in reference_dirs(root, probes=True) if read_manifest(d).device_name == name
+            and not any(s.name.startswith(MULTI_PREFIX) for s in read_manifest(d).scenarios)]  # a pair probe
     return same[-1] if same else None
 
 
@@ -63,10 +64,10 @@ def sharing_modes(run_dirs: list[str | os.PathLike] | list[Path], *, n_resamples
         data = load_run(d)
         for clock in ("wall", "device"):
             table = modes_table(data, metric=clock, n_resamples=n_resamples)
-            alone = table[table["mode"] == "alone"].set_index("tenant")["p50_ms"]
+            alone = table[table["mode"] == "alone"].set_index("label")["p50_ms"]  # label: tenant and llm phase
             for r in table[table["mode"] != "alone"].itertuples():
-                rows.append({"reference": Path(d).name, "tenant": r.tenant, "mode": r.mode, "clock": clock,
-                             "thread_pct": r.thread_pct, "n": r.n, "p50_alone_ms": float(alone.get(r.tenant, math.nan)),
+                rows.append({"reference": Path(d).name, "tenant": r.label, "mode": r.mode, "clock": clock,
+                             "thread_pct": r.thread_pct, "n": r.n, "p50_alone_ms": float(alone.get(r.label, math.nan)),
                              "p50_ms": r.p50_ms, "p99_ms": r.p99_ms, "p99_lo": r.p99_lo, "p99_hi": r.p99_hi,
                              "df": r.df, "df_lo": r.df_lo, "df_hi": r.df_hi, "wording": r.wording})
     return pd.DataFrame(rows, columns=MODE_COLUMNS)
