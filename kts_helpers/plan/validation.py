@@ -31,6 +31,11 @@ VALIDATION_RUNS: tuple[tuple[str, bool], ...] = (
     ("h200-2026-11-30-saturating", True),
     ("h200-2026-11-30-repeats", False),
     ("h200-2026-11-30-mps-limited", False),
+    ("h200-2026-11-30-probe-multi", True),
+    ("h200-2026-11-30-val-fft-2gemm", True),
+    ("h200-2026-11-30-four-tenants", False),
+    ("h200-2026-11-30-val-llm-gemm-mps", False),
+    ("h200-2026-11-30-val-fft-2gemm-sleepy", False),
 )
 
 
