@@ -327,7 +327,11 @@ def test_the_h200_multi_probe_is_the_round_robin_with_the_measured_quantum_and_s
     """h200-2026-11-30-probe-multi: next to k = 1..3 busy neighbours the tick's measured p99 wait is k x (kernel +
     switch) for 1.28 ms kernels (the holder yields at its kernel boundary) and k x (quantum + switch) for 49 ms
     ones (it keeps its slice), within 5 %; the round robin reproduces all six, so the engine draws no waits."""
-    checks = engine.multi_context_checks(REF / "h200-2026-11-30-probe", REF / "h200-2026-11-30-probe-multi")
+    from kts_helpers.plan.multi import multi_context_checks
+
+    pair = engine.gpu_model_from_probe(str(REF / "h200-2026-11-30-probe"), "")
+    checks = multi_context_checks(REF / "h200-2026-11-30-probe-multi", pair.quantum_ms.value, pair.switch_ms.value,
+                                  pair.slice_timer)
     assert {(c.length, c.k) for c in checks} == {(length, k) for length in ("short", "long") for k in (1, 2, 3)}
     for c in checks:
         assert c.holds, c
@@ -373,3 +377,24 @@ def test_the_validation_flags_say_which_runs_tuned_the_model() -> None:
     assert {n for n, tuned in flags.items() if not tuned} == {
         "h200-2026-11-30-repeats", "h200-2026-11-30-mps-limited", "h200-2026-11-30-four-tenants",
         "h200-2026-11-30-val-llm-gemm-mps", "h200-2026-11-30-val-fft-2gemm-sleepy"}
+
+
+def test_validate_runs_n_and_n_plus_one_end_to_end_on_the_cpu(tmp_path: Path) -> None:
+    """``kts plan --validate`` through the kit's runner (CPU stand-in, a tiny profile): N and N+1 are run with the
+    --set overrides, and every pod's predicted line meets its measured numbers."""
+    src = write_sim_run(tmp_path / "src", [SimTenant("fft", 0.4, 5.0, 1.0), SimTenant("gemm", 1.0, 5.0)], 2.0,
+                        duration_ms=1_500, seed=2)
+    probe = write_sim_probe(tmp_path / "probe", 2.0, 0.1, seed=1)
+    res = subprocess.run([sys.executable, "-m", "kts_helpers", "plan", "--validate", "--from-run", str(src),
+                          "--probe", str(probe), "--slo", "fft=1000", "--max-n", "2", "--root", str(tmp_path / "v"),
+                          "--set", "device=cpu", "--set", "iterations=20", "--quiet"],
+                         capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "recommended N = 2" in out and "N = 2: run" in out and "N = 3: run" in out, out
+    assert out.count("p99 predicted") == 2 and "no prediction for N = 3" in out, out  # N = 2: fft-1, gemm-1
+    runs = sorted((tmp_path / "v").iterdir())
+    assert len(runs) == 2
+    for run in runs:
+        spec = json.loads((run / "manifest.json").read_text())["spec"]
+        assert spec["resolved"]["iterations"] == 20 and spec["device"] == "cpu"

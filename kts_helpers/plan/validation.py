@@ -21,7 +21,8 @@ from pathlib import Path
 import pandas as pd
 
 from kts_helpers.analyse.rules import scenario_group
-from kts_helpers.plan.engine import REFERENCE_ROOT, MultiCheck, Prediction, multi_context_checks, predict_run
+from kts_helpers.plan.engine import REFERENCE_ROOT, Prediction, gpu_model_from_probe, predict_run
+from kts_helpers.plan.multi import MultiCheck, multi_context_checks
 
 P99_TOLERANCE, P50_TOLERANCE = 0.20, 0.25
 START, END = "<!-- plan-validation:start -->", "<!-- plan-validation:end -->"
@@ -234,7 +235,9 @@ def readme_markdown(runs: tuple[tuple[str, bool], ...] = VALIDATION_RUNS, root: 
     pair, multi = (root / name for name in PROBE_RUNS)
     if (pair / "manifest.json").exists() and (multi / "manifest.json").exists():
         text += "\n\nThe multi-context probe (" + multi.name + ") against the round robin:\n\n"
-        text += multi_context_markdown(multi_context_checks(pair, multi))
+        gpu = gpu_model_from_probe(str(pair), "")
+        checks = multi_context_checks(multi, gpu.quantum_ms.value, gpu.switch_ms.value, gpu.slice_timer)
+        text += multi_context_markdown(checks)
     return text
 
 
