@@ -398,3 +398,13 @@ def test_validate_runs_n_and_n_plus_one_end_to_end_on_the_cpu(tmp_path: Path) ->
     for run in runs:
         spec = json.loads((run / "manifest.json").read_text())["spec"]
         assert spec["resolved"]["iterations"] == 20 and spec["device"] == "cpu"
+
+
+def test_the_article_mix_cannot_share_at_a_1_ms_fft_p99() -> None:
+    """The README's capacity answer: N = 1 under both modes. The article run itself measured the FFT's p99 at
+    N = 2 (time-slicing) at 1.60 ms, above the goal; the planner must not recommend sharing there."""
+    answer = cap.capacity_of_run(REF / "h200-2026-11-30-article", slo_ms={"fft": 1.0})
+    assert answer.largest == {"timeslice": 1, "mps": 1}
+    two = {r.mode: r for r in answer.rows if r.n == 2 and r.workload == "fft"}
+    assert two["timeslice"].p99_ms > 1.0 and two["mps"].p99_ms > 1.0
+    assert "N = 1 under time-slicing and 1 under MPS" in " ".join((REPO / "README.md").read_text().split())

@@ -48,8 +48,8 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
         "the FFT's fixed 100 ms sleep locks to the saturating GEMM's slice clock at an unknowable phase; the "
         "measured p50 lies inside the p50 interval (which spans that phase) but 26 % below its middle",
     ("h200-2026-11-30-mps-limited", "shared-mps-limited", "fft", "op"):
-        "with thread caps the FFT keeps its own SMs and runs near alone (0.65 vs 0.56 ms alone); the fluid "
-        "model still shares by the uncapped weight (0.048, tuned next to one GEMM) and overstates its slowdown",
+        "with the GEMM capped at 50 % the FFT has half the SMs to itself and runs near alone (0.65 vs 0.56 ms); "
+        "the fluid model has every kernel need the whole GPU, so at a 50 % share the FFT runs at half speed",
     ("h200-2026-11-30-probe-multi", "multi-short-k1", "hog-short-1", "op"):
         "the short hog's tail: the model charges it two switches around each 5 us tick (p99 1.67 ms), the H200 "
         "hardly any (p99 1.29 vs 1.28 ms kernel): a switch around a tiny kernel costs less than the probe's",
@@ -70,7 +70,8 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
         "kernel-boundary queue the fluid model cannot express (it predicts a fluid share: 34.5 ms)",
     ("h200-2026-11-30-val-fft-2gemm-sleepy", "shared", "gemm-1", "op"):
         "the two GEMMs have one cadence (40 ms sleep) and start at one barrier, so they collide every iteration and "
-        "stay locked (p50 5.48 ~ both kernels); the model starts tenants at random phases, so they rarely meet",
+        "stay locked (p50 5.48 ~ both kernels); the model starts tenants at random phases and shifts each one's "
+        "sleep by its own lock-phase draw, so they rarely meet (its p50 interval reaches 5.9: the locked case)",
     ("h200-2026-11-30-val-fft-2gemm-sleepy", "shared", "gemm-2", "op"):
         "as gemm-1: two GEMMs of one cadence locked together from the common start; the model's phases are random",
 }
