@@ -407,4 +407,4 @@ def test_the_article_mix_cannot_share_at_a_1_ms_fft_p99() -> None:
     assert answer.largest == {"timeslice": 1, "mps": 1}
     two = {r.mode: r for r in answer.rows if r.n == 2 and r.workload == "fft"}
     assert two["timeslice"].p99_ms > 1.0 and two["mps"].p99_ms > 1.0
-    assert "N = 1 under time-slicing and 1 under MPS" in " ".join((REPO / "README.md").read_text().split())
+    assert "N is **1 under time-slicing and 1 under MPS**" in " ".join((REPO / "README.md").read_text().split())
