@@ -19,13 +19,13 @@ import pandas as pd
 from kts_helpers.analyse.compare import modes_table
 from kts_helpers.analyse.load import load_run
 from kts_helpers.errors import RunError
-from kts_helpers.run.probe import PROBE_PROFILE
+from kts_helpers.run.probe import MULTI_PREFIX, PROBE_PROFILE
 from kts_helpers.run.runs import open_run
 from kts_helpers.teaching.mps import weight_for_share
 
 REFERENCE_ROOT = Path("data") / "reference"
 MODES = ("timeslice", "mps", "mps-limited")
-MODE_COLUMNS = ["reference", "tenant", "mode", "clock", "thread_pct", "n", "p50_alone_ms", "p50_ms", "p99_ms",
+MODE_COLUMNS = ["reference", "tenant", "phase", "mode", "clock", "thread_pct", "n", "p50_alone_ms", "p50_ms", "p99_ms",
                 "p99_lo", "p99_hi", "df", "df_lo", "df_hi", "wording"]
 
 
@@ -53,8 +53,9 @@ def matching_probe(run_dir: str | os.PathLike, root: str | os.PathLike = REFEREN
     name = manifest.device_name
     if not name or manifest.profile == PROBE_PROFILE:  # a probe run is its own probe
         return None
-    same = [d for d in reference_dirs(root, probes=True) if open_run(d).read().device_name == name]
-    return same[-1] if same else None
+    same = [d for d in reference_dirs(root, probes=True) if open_run(d).read().device_name == name
+            and not any(s.name.startswith(MULTI_PREFIX) for s in open_run(d).read().scenarios)]
+    return same[-1] if same else None  # a multi-context probe (kts probe --multi) measures no quantum: not it
 
 
 def sharing_modes(run_dirs: list[str | os.PathLike] | list[Path], *, n_resamples: int = 1000) -> pd.DataFrame:
@@ -64,10 +65,12 @@ def sharing_modes(run_dirs: list[str | os.PathLike] | list[Path], *, n_resamples
         data = load_run(d)
         for clock in ("wall", "device"):
             table = modes_table(data, metric=clock, n_resamples=n_resamples)
-            alone = table[table["mode"] == "alone"].set_index("tenant")["p50_ms"]
+            # one alone p50 per tenant and phase (an LLM has two: prefill and decode)
+            alone = table[table["mode"] == "alone"].set_index(["tenant", "phase"])["p50_ms"]
             for r in table[table["mode"] != "alone"].itertuples():
-                rows.append({"reference": Path(d).name, "tenant": r.tenant, "mode": r.mode, "clock": clock,
-                             "thread_pct": r.thread_pct, "n": r.n, "p50_alone_ms": float(alone.get(r.tenant, math.nan)),
+                rows.append({"reference": Path(d).name, "tenant": r.tenant, "phase": r.phase, "mode": r.mode,
+                             "clock": clock, "thread_pct": r.thread_pct, "n": r.n,
+                             "p50_alone_ms": float(alone.get((r.tenant, r.phase), math.nan)),
                              "p50_ms": r.p50_ms, "p99_ms": r.p99_ms, "p99_lo": r.p99_lo, "p99_hi": r.p99_hi,
                              "df": r.df, "df_lo": r.df_lo, "df_hi": r.df_hi, "wording": r.wording})
     return pd.DataFrame(rows, columns=MODE_COLUMNS)
