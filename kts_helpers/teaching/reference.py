@@ -40,8 +40,11 @@ def reference_dirs(root: str | os.PathLike = REFERENCE_ROOT, *, probes: bool = F
         raise RunError(f"references folder {root} does not exist (give it from here or from the repository root)")
     out = []
     for d in sorted(p for p in base.iterdir() if (p / "manifest.json").is_file()):
-        is_probe = open_run(d).read().profile == PROBE_PROFILE
-        if is_probe == probes:
+        m = open_run(d).read()
+        is_probe = m.profile == PROBE_PROFILE
+        # a multi-context probe (kts probe --multi) measures no quantum or switch: neither kind the lesson reads
+        multi = is_probe and any(s.name.startswith(MULTI_PREFIX) for s in m.scenarios)
+        if is_probe == probes and not multi:
             out.append(d)
     return out
 
@@ -53,9 +56,8 @@ def matching_probe(run_dir: str | os.PathLike, root: str | os.PathLike = REFEREN
     name = manifest.device_name
     if not name or manifest.profile == PROBE_PROFILE:  # a probe run is its own probe
         return None
-    same = [d for d in reference_dirs(root, probes=True) if open_run(d).read().device_name == name
-            and not any(s.name.startswith(MULTI_PREFIX) for s in open_run(d).read().scenarios)]
-    return same[-1] if same else None  # a multi-context probe (kts probe --multi) measures no quantum: not it
+    same = [d for d in reference_dirs(root, probes=True) if open_run(d).read().device_name == name]
+    return same[-1] if same else None
 
 
 def sharing_modes(run_dirs: list[str | os.PathLike] | list[Path], *, n_resamples: int = 1000) -> pd.DataFrame:
