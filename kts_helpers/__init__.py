@@ -60,6 +60,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``plan.timeslice`` — the time-slicing simulator (round robin, quantum, switch, the event rule)
 * ``plan.mps`` — a fluid model of MPS (spatial sharing) and its thread percentage
 * ``plan.engine`` — predictions from alone distributions, the probe and the sharing mode, with intervals
+* ``plan.multi`` — the multi-context probe against the round robin (the engine's rule, the README's finding)
 * ``plan.capacity`` — how many replicas of a mix meet every goal; the device plugin's ConfigMap for that N
 * ``plan.validation`` — predicted against measured on committed runs; the README's validation table
 * ``plan.live`` — ``kts plan --validate``: the recommended N and N+1 run on this GPU, predicted vs measured

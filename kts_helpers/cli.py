@@ -142,7 +142,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if args.validate:
             from kts_helpers.plan.live import validate_capacity  # pandas: absent on a bare GPU host
 
-            print(validate_capacity(answer, args.from_run, root=args.root, progress=not args.quiet))
+            print(validate_capacity(answer, args.from_run, root=args.root, progress=not args.quiet,
+                                    overrides=parse_sets(args.set)))
             return 0
         print(json.dumps(answer.to_dict(), indent=2) if args.format == "json" else answer.table())
         return 0
@@ -276,6 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--validate", action="store_true", help="run the recommended N and N+1 on this GPU (through "
                     "kts run) and print predicted against measured")
     pl.add_argument("--root", default="data/runs", help="where --validate's run directories go")
+    pl.add_argument("--set", action="append", metavar="KEY=VALUE", help="--validate: another run parameter "
+                    "(e.g. iterations=200; device=cpu to try it without a GPU)")
     pl.add_argument("--quiet", action="store_true", help="no progress bars")
     pl.set_defaults(func=cmd_plan)
 

@@ -320,3 +320,91 @@ def test_the_lock_phase_next_to_two_busy_gemms_is_unknown_and_the_interval_says_
     fft = _rows(engine.predict(_saturating_scenario(2), gpu, replicates=12))[("x", "fft", "wall", "op")]
     assert fft.p50_hi - fft.p50_lo > 0.8, (fft.p50_lo, fft.p50_hi)
     assert fft.p99_hi < 0.7 + 2 * (2.29 + 0.17) + 0.5  # at most two slices and switches on top of the FFT
+
+
+# -- the H200 multi-context probe, the idle switch, the misses ----------------------------------------------------
+def test_the_h200_multi_probe_is_the_round_robin_with_the_measured_quantum_and_switch() -> None:
+    """h200-2026-11-30-probe-multi: next to k = 1..3 busy neighbours the tick's measured p99 wait is k x (kernel +
+    switch) for 1.28 ms kernels (the holder yields at its kernel boundary) and k x (quantum + switch) for 49 ms
+    ones (it keeps its slice), within 5 %; the round robin reproduces all six, so the engine draws no waits."""
+    from kts_helpers.plan.multi import multi_context_checks
+
+    pair = engine.gpu_model_from_probe(str(REF / "h200-2026-11-30-probe"), "")
+    checks = multi_context_checks(REF / "h200-2026-11-30-probe-multi", pair.quantum_ms.value, pair.switch_ms.value,
+                                  pair.slice_timer)
+    assert {(c.length, c.k) for c in checks} == {(length, k) for length in ("short", "long") for k in (1, 2, 3)}
+    for c in checks:
+        assert c.holds, c
+        assert abs(c.measured_ms[2] - c.bound_ms) < 0.05 * c.bound_ms, c
+    short = {c.k: c.bound_ms for c in checks if c.length == "short"}
+    assert 1.40 < short[1] < 1.48 and 4.2 < short[3] < 4.4  # 1.28 ms kernel + 0.156 ms switch, per neighbour
+    gpu = engine.gpu_model_for(REF / "h200-2026-11-30-article")
+    assert gpu.multi_waits == {} and "agrees" in gpu.multi_rule
+
+
+def test_a_context_that_finds_the_gpu_idle_pays_no_switch_a_handover_does() -> None:
+    """The probe's switch is the slice a holder loses on a handover; the planner charges it there only."""
+    from kts_helpers.plan.timeslice import simulate
+
+    a, b = SimTenant("a", 1.0, 20.0), SimTenant("b", 1.0, 20.0)
+    idle = dict(offsets_ms=[0.0, 5.0], duration_ms=15.0, slice_timer="switch-in")  # b arrives 4 ms after a ended
+    lesson = simulate([a, b], 2.0, 0.3, **idle)
+    planner = simulate([a, b], 2.0, 0.3, switch_after_idle=False, **idle)
+    assert lesson[lesson["tenant"] == "b"]["wall_ms"].iloc[0] == pytest.approx(1.3)
+    assert planner[planner["tenant"] == "b"]["wall_ms"].iloc[0] == pytest.approx(1.0)
+    busy = simulate([a, b], 2.0, 0.3, offsets_ms=[0.0, 0.5], duration_ms=15.0, slice_timer="switch-in",
+                    switch_after_idle=False)  # b waits for a's kernel: the handover costs the switch
+    assert busy[busy["tenant"] == "b"]["wall_ms"].iloc[0] == pytest.approx(0.5 + 0.3 + 1.0)
+    assert engine.gpu_model_for(REF / "h200-2026-11-30-article").switch_after_idle is False
+
+
+def test_every_miss_in_the_readme_is_explained_and_every_explanation_is_a_miss() -> None:
+    from kts_helpers.plan.validation import MISS_REASONS
+
+    block = readme_block(REPO / "README.md")
+    miss_lines = [line for line in block.splitlines() if line.startswith("- h200-")]
+    assert len(miss_lines) == len(MISS_REASONS) == block.count("| miss |")
+    for run, scenario, tenant, phase in MISS_REASONS:
+        assert sum(line.startswith(f"- {run} {scenario} {tenant} ({phase}):") for line in miss_lines) == 1
+    assert "not yet explained" not in block and all("Why: " in line for line in miss_lines)
+
+
+def test_the_validation_flags_say_which_runs_tuned_the_model() -> None:
+    from kts_helpers.plan.validation import VALIDATION_RUNS
+
+    flags = dict(VALIDATION_RUNS)
+    assert all((REF / name / "manifest.json").exists() for name in flags)
+    assert {n for n, tuned in flags.items() if not tuned} == {
+        "h200-2026-11-30-repeats", "h200-2026-11-30-mps-limited", "h200-2026-11-30-four-tenants",
+        "h200-2026-11-30-val-llm-gemm-mps", "h200-2026-11-30-val-fft-2gemm-sleepy"}
+
+
+def test_validate_runs_n_and_n_plus_one_end_to_end_on_the_cpu(tmp_path: Path) -> None:
+    """``kts plan --validate`` through the kit's runner (CPU stand-in, a tiny profile): N and N+1 are run with the
+    --set overrides, and every pod's predicted line meets its measured numbers."""
+    src = write_sim_run(tmp_path / "src", [SimTenant("fft", 0.4, 5.0, 1.0), SimTenant("gemm", 1.0, 5.0)], 2.0,
+                        duration_ms=1_500, seed=2)
+    probe = write_sim_probe(tmp_path / "probe", 2.0, 0.1, seed=1)
+    res = subprocess.run([sys.executable, "-m", "kts_helpers", "plan", "--validate", "--from-run", str(src),
+                          "--probe", str(probe), "--slo", "fft=1000", "--max-n", "2", "--root", str(tmp_path / "v"),
+                          "--set", "device=cpu", "--set", "iterations=20", "--quiet"],
+                         capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "recommended N = 2" in out and "N = 2: run" in out and "N = 3: run" in out, out
+    assert out.count("p99 predicted") == 2 and "no prediction for N = 3" in out, out  # N = 2: fft-1, gemm-1
+    runs = sorted((tmp_path / "v").iterdir())
+    assert len(runs) == 2
+    for run in runs:
+        spec = json.loads((run / "manifest.json").read_text())["spec"]
+        assert spec["resolved"]["iterations"] == 20 and spec["device"] == "cpu"
+
+
+def test_the_article_mix_cannot_share_at_a_1_ms_fft_p99() -> None:
+    """The README's capacity answer: N = 1 under both modes. The article run itself measured the FFT's p99 at
+    N = 2 (time-slicing) at 1.60 ms, above the goal; the planner must not recommend sharing there."""
+    answer = cap.capacity_of_run(REF / "h200-2026-11-30-article", slo_ms={"fft": 1.0})
+    assert answer.largest == {"timeslice": 1, "mps": 1}
+    two = {r.mode: r for r in answer.rows if r.n == 2 and r.workload == "fft"}
+    assert two["timeslice"].p99_ms > 1.0 and two["mps"].p99_ms > 1.0
+    assert "N is **1 under time-slicing and 1 under MPS**" in " ".join((REPO / "README.md").read_text().split())

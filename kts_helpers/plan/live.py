@@ -24,8 +24,13 @@ from kts_helpers.run.runs import open_run
 MAX_TENANTS = 4
 
 
-def validation_params(answer: CapacityAnswer, source_run: str | os.PathLike, n: int) -> dict[str, Any]:
-    """The ``kts run`` parameters of N pods of the answer's mix, with the source run's sizes and sleeps."""
+def validation_params(answer: CapacityAnswer, source_run: str | os.PathLike, n: int,
+                      overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``kts run`` parameters of N pods of the answer's mix, with the source run's sizes and sleeps.
+
+    ``overrides`` (``kts plan --validate --set key=value``): any other run parameter, e.g. fewer iterations so
+    that N and N+1 fit a time budget, or ``device=cpu`` to try the loop on a machine without a GPU.
+    """
     if not 1 <= n <= MAX_TENANTS:
         raise SpecError(f"--validate runs at most {MAX_TENANTS} pods in one scenario, not {n}")
     m = open_run(source_run).read()
@@ -41,6 +46,7 @@ def validation_params(answer: CapacityAnswer, source_run: str | os.PathLike, n: 
     if mode == "mps" and n > 1:
         params["sharing"] = "mps-limited"
         params["mps_thread_percentage"] = {w: max(1, int(100 // n)) for w in set(workloads)}
+    params.update(overrides or {})
     return params
 
 
@@ -75,7 +81,7 @@ def compare_rows(rows: Sequence[PodRow], measured: dict[tuple[str, int], tuple[f
 
 
 def validate_capacity(answer: CapacityAnswer, source_run: str | os.PathLike, *, root: str | os.PathLike,
-                      progress: bool = True) -> str:
+                      progress: bool = True, overrides: dict[str, Any] | None = None) -> str:
     """Run N (the recommendation) and N+1 through the kit's runner; predicted against measured, as text."""
 
     mode = answer.best_mode
@@ -85,8 +91,10 @@ def validate_capacity(answer: CapacityAnswer, source_run: str | os.PathLike, *, 
         if n > MAX_TENANTS:
             lines.append(f"N = {n}: more than {MAX_TENANTS} pods in one scenario; not run")
             continue
-        run = run_experiment(validation_params(answer, source_run, n), root=root, progress=progress)
+        run = run_experiment(validation_params(answer, source_run, n, overrides), root=root, progress=progress)
         lines.append(f"N = {n}: run {run.path}")
         rows = [r for r in answer.rows if r.n == n and r.mode == mode]
+        if not rows:
+            lines.append(f"  no prediction for N = {n} (beyond --max-n {max(r.n for r in answer.rows)})")
         lines += compare_rows(rows, _measured(run.path, n))
     return "\n".join(lines)

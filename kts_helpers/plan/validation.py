@@ -22,9 +22,8 @@ import pandas as pd
 
 from kts_helpers.analyse.load import load_run
 from kts_helpers.analyse.rules import scenario_group
-from kts_helpers.analyse.summary import summarize_frame
-from kts_helpers.fsutil import atomic_write_text
-from kts_helpers.plan.engine import REFERENCE_ROOT, Prediction, predict_run
+from kts_helpers.plan.engine import REFERENCE_ROOT, Prediction, gpu_model_from_probe, predict_run
+from kts_helpers.plan.multi import MultiCheck, multi_context_checks
 
 P99_TOLERANCE, P50_TOLERANCE = 0.20, 0.25
 START, END = "<!-- plan-validation:start -->", "<!-- plan-validation:end -->"
@@ -34,7 +33,49 @@ VALIDATION_RUNS: tuple[tuple[str, bool], ...] = (
     ("h200-2026-11-30-saturating", True),
     ("h200-2026-11-30-repeats", False),
     ("h200-2026-11-30-mps-limited", False),
+    ("h200-2026-11-30-probe-multi", True),
+    ("h200-2026-11-30-val-fft-2gemm", True),
+    ("h200-2026-11-30-four-tenants", False),
+    ("h200-2026-11-30-val-llm-gemm-mps", False),
+    ("h200-2026-11-30-val-fft-2gemm-sleepy", False),
 )
+# the H200 probes behind the multi-context finding (pair probe: quantum and switch; multi: k = 1..3 neighbours)
+PROBE_RUNS = ("h200-2026-11-30-probe", "h200-2026-11-30-probe-multi")
+# Why each miss misses, one line each, written after reading the rows (a test holds these keys equal to the
+# misses: a new miss, or a miss that became a hit, fails it). Explanations, not fits: nothing was tuned on the
+# untuned runs.
+MISS_REASONS: dict[tuple[str, str, str, str], str] = {
+    ("h200-2026-11-30-repeats", "shared-r1", "fft", "op"):
+        "the FFT's fixed 100 ms sleep locks to the saturating GEMM's slice clock at an unknowable phase; the "
+        "measured p50 lies inside the p50 interval (which spans that phase) but 26 % below its middle",
+    ("h200-2026-11-30-mps-limited", "shared-mps-limited", "fft", "op"):
+        "with the GEMM capped at 50 % the FFT has half the SMs to itself and runs near alone (0.65 vs 0.56 ms); "
+        "the fluid model has every kernel need the whole GPU, so at a 50 % share the FFT runs at half speed",
+    ("h200-2026-11-30-probe-multi", "multi-short-k1", "hog-short-1", "op"):
+        "the short hog's tail: the model charges it two switches around each 5 us tick (p99 1.67 ms), the H200 "
+        "hardly any (p99 1.29 vs 1.28 ms kernel): a switch around a tiny kernel costs less than the probe's",
+    ("h200-2026-11-30-val-fft-2gemm", "shared", "fft", "op"):
+        "the FFT locked at the worst phase (measured p50 3.63 ~ p99 3.71: a full slice and switches behind both "
+        "GEMMs); the model draws the lock phase, so its p50 sits mid-slice, the measured one just above the interval",
+    ("h200-2026-11-30-val-fft-2gemm", "shared-mps", "fft", "op"):
+        "under MPS next to two saturating GEMMs the FFT waits about a whole GEMM kernel (p50 47.9 ms ~ the GEMMs' "
+        "43-48 ms): no SMs free, a queue; the fluid model gives it a 4.6 % share (15.6 ms) and has no such queue",
+    ("h200-2026-11-30-four-tenants", "shared", "gemm", "op"):
+        "the GEMM's tail: the model has its arrival meet two or three neighbours' work more often than the sleepy "
+        "four-tenant run did (p99 7.2 predicted, 5.0 measured); p50 hits; cause not established",
+    ("h200-2026-11-30-val-llm-gemm-mps", "shared-mps", "llm", "prefill"):
+        "the LLM's MPS weight was never measured (0.048, copied from the FFT): measured prefill runs at alone "
+        "speed (p50 2.13 vs 2.25 ms alone) where the fluid model slows it twenty-fold",
+    ("h200-2026-11-30-val-llm-gemm-mps", "shared-mps", "llm", "decode"):
+        "same unmeasured LLM weight; measured decode steps wait about one GEMM kernel (p50 21.5 ~ 21.6 ms), a "
+        "kernel-boundary queue the fluid model cannot express (it predicts a fluid share: 34.5 ms)",
+    ("h200-2026-11-30-val-fft-2gemm-sleepy", "shared", "gemm-1", "op"):
+        "the two GEMMs have one cadence (40 ms sleep) and start at one barrier, so they collide every iteration and "
+        "stay locked (p50 5.48 ~ both kernels); the model starts tenants at random phases and shifts each one's "
+        "sleep by its own lock-phase draw, so they rarely meet (its p50 interval reaches 5.9: the locked case)",
+    ("h200-2026-11-30-val-fft-2gemm-sleepy", "shared", "gemm-2", "op"):
+        "as gemm-1: two GEMMs of one cadence locked together from the common start; the model's phases are random",
+}
 
 
 @dataclass(frozen=True)
@@ -149,8 +190,33 @@ def validation_markdown(checks: list[Check]) -> str:
     misses = [c for c in checks if not c.hit]
     if misses:
         lines.append("")
-        lines.append("Misses:")
-        lines += [f"- {c.run} {c.scenario} {c.tenant} ({c.predicted.phase}): {c.why()}" for c in misses]
+        lines.append("Misses (numbers, then why):")
+        for c in misses:
+            why = MISS_REASONS.get(miss_key(c), "not yet explained")
+            lines.append(f"- {c.run} {c.scenario} {c.tenant} ({c.predicted.phase}): {c.why()}. Why: {why}")
+    return "\n".join(lines)
+
+
+def miss_key(c: Check) -> tuple[str, str, str, str]:
+    return (c.run, c.scenario, c.tenant, c.predicted.phase)
+
+
+def multi_context_markdown(checks: list[MultiCheck]) -> str:
+    """The multi-context probe against the round robin (measured quantum and switch): the finding, from the data."""
+    lines = ["| neighbours | measured wait p50 / p95 / p99 (ms) | round robin p50 / p95 / p99 (ms) | "
+             "bound k x (min(kernel, quantum) + switch) (ms) | round robin holds? |", "|---|---|---|---|---|"]
+    for c in checks:
+        m, r = c.measured_ms, c.round_robin_ms
+        lines.append(f"| {c.k} x {c.length} ({c.kernel_ms:.2f} ms) | {m[0]:.2f} / {m[1]:.2f} / {m[2]:.2f} | "
+                     f"{r[0]:.2f} / {r[1]:.2f} / {r[2]:.2f} | {c.bound_ms:.2f} | {'yes' if c.holds else 'no'} |")
+    held = sum(c.holds for c in checks)
+    lines.append("")
+    lines.append(f"Finding: the round robin with the measured quantum and switch reproduces {held} of {len(checks)} "
+                 "configurations (p50 and p95 within 20 % or 0.2 ms). A holder whose kernels are shorter than the "
+                 "quantum yields at its kernel boundary when another context waits (waits up to k x (kernel + "
+                 "switch)); a longer one keeps the GPU to the end of its slice (up to k x (quantum + switch)). "
+                 + ("The engine keeps the round robin (no measured waits drawn)." if held == len(checks) else
+                    "The engine draws the measured waits where it does not hold."))
     return "\n".join(lines)
 
 
@@ -163,8 +229,16 @@ def readme_block(readme: str | os.PathLike) -> str:
 
 
 def readme_markdown(runs: tuple[tuple[str, bool], ...] = VALIDATION_RUNS, root: Path = REFERENCE_ROOT) -> str:
-    """What belongs between the README's validation markers (``VALIDATION_RUNS`` that exist, fixed seeds)."""
-    return validation_markdown(validation_checks(runs, root))
+    """What belongs between the README's validation markers (``VALIDATION_RUNS`` that exist, fixed seeds), and
+    the multi-context probe's finding when both probes are committed."""
+    text = validation_markdown(validation_checks(runs, root))
+    pair, multi = (root / name for name in PROBE_RUNS)
+    if (pair / "manifest.json").exists() and (multi / "manifest.json").exists():
+        text += "\n\nThe multi-context probe (" + multi.name + ") against the round robin:\n\n"
+        gpu = gpu_model_from_probe(str(pair), "")
+        checks = multi_context_checks(multi, gpu.quantum_ms.value, gpu.switch_ms.value, gpu.slice_timer)
+        text += multi_context_markdown(checks)
+    return text
 
 
 def write_readme_block(readme: str | os.PathLike, markdown: str) -> None:

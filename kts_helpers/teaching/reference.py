@@ -24,7 +24,7 @@ from kts_helpers.teaching.mps import weight_for_share
 
 REFERENCE_ROOT = Path("data") / "reference"
 MODES = ("timeslice", "mps", "mps-limited")
-MODE_COLUMNS = ["reference", "tenant", "mode", "clock", "thread_pct", "n", "p50_alone_ms", "p50_ms", "p99_ms",
+MODE_COLUMNS = ["reference", "tenant", "phase", "mode", "clock", "thread_pct", "n", "p50_alone_ms", "p50_ms", "p99_ms",
                 "p99_lo", "p99_hi", "df", "df_lo", "df_hi", "wording"]
 
 
@@ -39,8 +39,11 @@ def reference_dirs(root: str | os.PathLike = REFERENCE_ROOT, *, probes: bool = F
         raise RunError(f"references folder {root} does not exist (give it from here or from the repository root)")
     out = []
     for d in sorted(p for p in base.iterdir() if (p / "manifest.json").is_file()):
-        is_probe = read_manifest(d).profile == PROBE_PROFILE
-        if is_probe == probes:
+        m = read_manifest(d)
+        is_probe = m.profile == PROBE_PROFILE
+        # a multi-context probe (kts probe --multi) measures no quantum or switch: neither kind the lesson reads
+        multi = is_probe and any(s.name.startswith(MULTI_PREFIX) for s in m.scenarios)
+        if is_probe == probes and not multi:
             out.append(d)
     return out
 
@@ -52,8 +55,7 @@ def matching_probe(run_dir: str | os.PathLike, root: str | os.PathLike = REFEREN
     name = manifest.device_name
     if not name or manifest.profile == PROBE_PROFILE:  # a probe run is its own probe
         return None
-    same = [d for d in reference_dirs(root, probes=True) if read_manifest(d).device_name == name
-            and not any(s.name.startswith(MULTI_PREFIX) for s in read_manifest(d).scenarios)]  # a pair probe
+    same = [d for d in reference_dirs(root, probes=True) if read_manifest(d).device_name == name]
     return same[-1] if same else None
 
 
@@ -64,10 +66,12 @@ def sharing_modes(run_dirs: list[str | os.PathLike] | list[Path], *, n_resamples
         data = load_run(d)
         for clock in ("wall", "device"):
             table = modes_table(data, metric=clock, n_resamples=n_resamples)
-            alone = table[table["mode"] == "alone"].set_index("label")["p50_ms"]  # label: tenant and llm phase
+            # one alone p50 per tenant and phase (an LLM has two: prefill and decode)
+            alone = table[table["mode"] == "alone"].set_index(["tenant", "phase"])["p50_ms"]
             for r in table[table["mode"] != "alone"].itertuples():
-                rows.append({"reference": Path(d).name, "tenant": r.label, "mode": r.mode, "clock": clock,
-                             "thread_pct": r.thread_pct, "n": r.n, "p50_alone_ms": float(alone.get(r.label, math.nan)),
+                rows.append({"reference": Path(d).name, "tenant": r.tenant, "phase": r.phase, "mode": r.mode,
+                             "clock": clock, "thread_pct": r.thread_pct, "n": r.n,
+                             "p50_alone_ms": float(alone.get((r.tenant, r.phase), math.nan)),
                              "p50_ms": r.p50_ms, "p99_ms": r.p99_ms, "p99_lo": r.p99_lo, "p99_hi": r.p99_hi,
                              "df": r.df, "df_lo": r.df_lo, "df_hi": r.df_hi, "wording": r.wording})
     return pd.DataFrame(rows, columns=MODE_COLUMNS)
