@@ -22,6 +22,8 @@ import pandas as pd
 
 from kts_helpers.analyse.load import load_run
 from kts_helpers.analyse.rules import scenario_group
+from kts_helpers.analyse.summary import summarize_frame
+from kts_helpers.fsutil import atomic_write_text
 from kts_helpers.plan.engine import REFERENCE_ROOT, Prediction, gpu_model_from_probe, predict_run
 from kts_helpers.plan.multi import MultiCheck, multi_context_checks
 
