@@ -52,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 K_BEYOND = 40  # tau is also estimated at the level with at least this many samples beyond it
+MIN_NU = 2.0  # one cluster alone would leave no degrees of freedom: a t with 2 is as wide as the rule goes
 RARE = 0.05  # beyond this share of the samples exceedances are excursions that cluster (the tail)
 CLUSTER_GAP = 2  # exceedances at most this many iterations apart belong to one cluster (one excursion)
 TESTED_MIN_N = 300  # coverage measured from here up (below it a p99 has no 95 % upper bound anyway)
@@ -176,7 +177,7 @@ def indicator_tau(x: np.ndarray, q: float) -> tuple[float, float]:
             tau = max(tau, float(np.sum(sizes**2)) / k - 2 * (CLUSTER_GAP + 1) * k / n)
             if math.isinf(nu):  # the clusters expected beyond the quantile itself (ties leave fewer samples)
                 beyond = n * (1 - level if q >= 0.5 else level)
-                nu = max(1.0, beyond * len(sizes) / k - 1.0)
+                nu = max(MIN_NU, beyond * len(sizes) / k - 1.0)
         elif math.isinf(nu):  # a central quantile: the lag window's equivalent degrees of freedom
             nu = n / (2 * lags + 1)
     return tau, nu
