@@ -415,7 +415,7 @@ def decisions(alone: Generator, shared: Generator, n: int, reps: int, *, seed: i
     """Run ``verdict.decide`` on ``reps`` independent pairs and count what each rule said."""
     import time
 
-    from kts_helpers.analyse.verdict import DEGRADED, FASTER, INCONCLUSIVE, decide
+    from kts_helpers.analyse.verdict import DEGRADED, FASTER, INCONCLUSIVE, decide, exceedance_alpha
 
     rng = np.random.default_rng(seed)
     xa, xs = alone.draw(rng, reps, n), shared.draw(rng, reps, n)
@@ -423,7 +423,7 @@ def decisions(alone: Generator, shared: Generator, n: int, reps: int, *, seed: i
     true_ratio = shared.exceed(thr) / alone.exceed(thr)
     counts = dict.fromkeys(("dd", "df", "ed", "ef", "d", "f", "e", "i", "rc"), 0)
     t0 = time.perf_counter()
-    alpha = 0.025
+    alpha = exceedance_alpha()
     for i in range(reps):
         v = decide([xs[i]], [xa[i]], q=q, margin=margin)
         counts["dd"] += v.df.lo > 1
