@@ -30,11 +30,13 @@ times two (Bonferroni); it decides at p <= ``exceedance_alpha`` (2 % at 95 %), s
 one together stay near (1 - confidence) / 2. A user's SLO
 (``slo_ms``) is one fixed threshold and is asked alone.
 
-Measured (``coverage.decisions``, ``make bench``): false "degraded" at most 2.4 % under DF = 1 (bursty,
-periodic and random collisions on both sides, t3 tails, slow drift on either side; n = 800 and 2000), power
-0.87 at n = 800 on the article-like mixture (1.00 at 2000). Known limit: collisions in Markov bursts of mean
-3 at n = 800 are seen only 24 % of the time, and 2.5 % of such shared series (those that happen to hold
-almost no burst) read "no change within ±10 %": no interval can see bursts the sample does not contain.
+Measured (``coverage.decisions``, ``make bench``; bench/reference/cpu-2026-11-30-issue19-decisions.md, 700
+pairs a row): false "degraded" at most 2.1 % and false "faster" at most 2.4 % under DF = 1 (bursty, periodic
+and random collisions on both sides, t3 tails, slow drift on either side; n = 800 and 2000); power 0.86 at
+n = 800 on the article-like mixture (DF's rule alone 0.80, the exceedance test alone 0.80; 1.00 at 2000).
+Known limit: collisions in Markov bursts of mean 3 at n = 800 are seen only 18 % of the time, and 1.6 % of
+such shared series (those that happen to hold almost no burst) read "no change within ±10 %": no interval
+can see bursts the sample does not contain.
 """
 
 from __future__ import annotations
@@ -60,8 +62,8 @@ def exceedance_alpha(confidence: float = 0.95) -> float:
     """The one-sided p-value at which the exceedance test decides: 2 % at 95 %.
 
     "degraded" is DF's rule *or* this test, so the two false alarms add up in part; measured on 2,100 pairs
-    (alone drifting with lag-1 0.9, shared independent, n = 2000) the full 2.5 % gave 2.7 % together, 2 %
-    keeps the pair at 2.5 %, and power on the article mixture at n = 800 drops by under one point.
+    (alone drifting with lag-1 0.9, shared independent, n = 2000) the full 2.5 % gave 2.7 % together; at 2 %
+    the pair reads 2.1 % (700 pairs), and power on the article mixture at n = 800 drops by under one point.
     """
     return EXCEEDANCE_ALPHA_SHARE * (1 - confidence) / 2
 
