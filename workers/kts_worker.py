@@ -606,6 +606,7 @@ def _timed_done(args: argparse.Namespace, timed: int, timed_from: int, arrivals:
 K_BEYOND = 40  # as analyse/orderstat.K_BEYOND: tau is also estimated where >= 40 samples lie beyond
 CLUSTER_GAP = 2  # as analyse/orderstat.CLUSTER_GAP
 RARE = 0.05  # as analyse/orderstat.RARE
+MIN_NU = 2.0  # as analyse/orderstat.MIN_NU
 AUTO_MIN_N = 300  # no check before: a p99 has no 95 % upper bound below ~370 samples anyway
 AUTO_GROWTH = 1.05  # check again when n has grown by 5 % (the check costs O(n log n), spent in the sleep)
 _NORMAL = statistics.NormalDist()
@@ -726,7 +727,7 @@ def p99_bounds(x: list[float], q: float = 0.99, confidence: float = 0.95) -> tup
                 sizes = _cluster_sizes(y)
                 tau = max(tau, sum(z * z for z in sizes) / k - 2 * (CLUSTER_GAP + 1) * k / n)
                 if math.isinf(nu):
-                    nu = max(1.0, n * (1 - level) * len(sizes) / k - 1.0)
+                    nu = max(MIN_NU, n * (1 - level) * len(sizes) / k - 1.0)
             elif math.isinf(nu):
                 nu = n / (2 * lags + 1)
     conf = t_widened(confidence, nu)

@@ -34,7 +34,7 @@ import numpy as np
 
 from kts_helpers.analyse.rules import degradation
 from kts_helpers.analyse.stats import jitter_ci, mean_ratio_ci, quantile_ci_runs, quantile_interval
-from kts_helpers.analyse.verdict import DEGRADED, FASTER, INCONCLUSIVE, decide
+from kts_helpers.analyse.verdict import DEGRADED, FASTER, INCONCLUSIVE, decide, exceedance_alpha
 
 GRID_N = (300, 800, 5000)
 GRID_PHI = (0.0, 0.5, 0.8)
@@ -414,7 +414,7 @@ def decisions(alone: Generator, shared: Generator, n: int, reps: int, *, seed: i
     true_ratio = shared.exceed(thr) / alone.exceed(thr)
     counts = dict.fromkeys(("dd", "df", "ed", "ef", "d", "f", "e", "i", "rc"), 0)
     t0 = time.perf_counter()
-    alpha = 0.025
+    alpha = exceedance_alpha()
     for i in range(reps):
         v = decide([xs[i]], [xa[i]], q=q, margin=margin)
         counts["dd"] += v.df.lo > 1

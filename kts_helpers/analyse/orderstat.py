@@ -16,16 +16,17 @@ The interval here is the order-statistic interval (Conover, *Practical Nonparame
   beyond a p99. With n / tau "effective" samples the ranks come from ``scipy.special.bdtrik`` (the
   binomial CDF inverted in k, continuous in n and k) and are mapped back to the series: rank
   r = tau * k + 1, read off the sorted sample by linear interpolation. tau = 1 gives scipy's ranks.
-* tau is estimated by Geyer's initial positive sequence (1992) over the autocorrelations of the
-  indicator, at the quantile and at the level with at least ``K_BEYOND`` samples beyond it, whichever is
-  larger: at p99 and n = 800 the indicator holds only 8 ones and its autocorrelations alone are noise, and an
-  underestimated tau grants an upper bound that is too low (40 beyond: measured, 20 under-covered at
-  n = 1200-2000, lag-1 autocorrelation 0.8).
-* Estimating tau costs coverage, so the level is widened as if the interval were a Student t with
-  nu = n / (2L + 1) degrees of freedom, L the lags summed (the equivalent degrees of freedom of a
-  truncated lag window, Priestley 1981, 6.2). L is at least the lags Geyer's rule keeps for the
-  series' normal scores: in a short series the indicator's own sum can stop early by chance, and then
-  both tau and its uncertainty would be understated.
+* tau is read from the tail, where the bound lives (``indicator_tau``): the largest, over the exceedance
+  indicators at q and around it (``tail_levels``: twice as many beyond, ``K_BEYOND`` beyond, half as many
+  beyond), of Geyer's initial positive sequence (1992) over the indicator's autocorrelations and of the
+  clusters' sum(size^2) / sum(size) (the variance factor of a count of independent excursions, less what
+  independent exceedances cluster by chance). At p99 and n = 800 the indicator holds only 8 ones: bursts of
+  collisions show at p98, drift of the level at 40 beyond, a burst of the largest values at p99.5.
+* Estimating tau costs coverage, so the level is widened as if the interval were a Student t with nu
+  degrees of freedom, nu the independent clusters expected beyond q, less one (at least ``MIN_NU``): the
+  information about how excursions cluster is in how many there are. (Before, nu came from the lags Geyer
+  keeps for the whole series' normal scores -- the bulk's slow drift, which said nu = 4 for the article's
+  alone FFT, whose tail is nearly independent.)
 * When the upper rank exceeds n the data hold no upper bound at this confidence (a p99 from 300
   samples: 0.99^300 = 0.049 > 0.025): ``hi`` is ``inf``, shown as "≥ lo (no upper bound at n = ...)".
 
@@ -39,8 +40,9 @@ from its estimate enters, an unbounded side makes the ratio unbounded on that si
 quantiles of one series enter with their correlation.
 
 The coverage of every interval here is measured (``analyse.coverage``) at n = 300, 800, 5000 and
-lag-1 autocorrelation 0, 0.5, 0.8 (0.9 in ``make bench``): ``TESTED_MIN_N`` and ``TESTED_MAX_LAG1``
-bound where a reading may rest on it.
+lag-1 autocorrelation 0, 0.5, 0.8 (0.9 in ``make bench``), and on the wider grid of collisions (random,
+bursty, periodic), t3 tails and drift to 0.95 at n = 300, 800, 2000: ``TESTED_MIN_N`` and
+``TESTED_MAX_LAG1`` bound where a reading may rest on it.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 K_BEYOND = 40  # tau is also estimated at the level with at least this many samples beyond it
+MIN_NU = 2.0  # one cluster alone would leave no degrees of freedom: a t with 2 is as wide as the rule goes
 RARE = 0.05  # beyond this share of the samples exceedances are excursions that cluster (the tail)
 CLUSTER_GAP = 2  # exceedances at most this many iterations apart belong to one cluster (one excursion)
 TESTED_MIN_N = 300  # coverage measured from here up (below it a p99 has no 95 % upper bound anyway)
@@ -176,7 +179,7 @@ def indicator_tau(x: np.ndarray, q: float) -> tuple[float, float]:
             tau = max(tau, float(np.sum(sizes**2)) / k - 2 * (CLUSTER_GAP + 1) * k / n)
             if math.isinf(nu):  # the clusters expected beyond the quantile itself (ties leave fewer samples)
                 beyond = n * (1 - level if q >= 0.5 else level)
-                nu = max(1.0, beyond * len(sizes) / k - 1.0)
+                nu = max(MIN_NU, beyond * len(sizes) / k - 1.0)
         elif math.isinf(nu):  # a central quantile: the lag window's equivalent degrees of freedom
             nu = n / (2 * lags + 1)
     return tau, nu

@@ -26,14 +26,17 @@ taus: a series with few bursts shows little clustering by chance, and under "no 
 from one process (measured on 300 pairs at n = 800: false alarms with bursty collisions on both sides
 3.3 % with each side's own tau, 1.7 % with the larger). Collisions put the shared excess far beyond the alone p99, so the test also
 asks at the alone p99.75 (the alone order statistic with r / 4 beyond) and takes the smaller p-value
-times two (Bonferroni): the false-alarm rate stays at most (1 - confidence) / 2. A user's SLO
+times two (Bonferroni); it decides at p <= ``exceedance_alpha`` (2 % at 95 %), so that DF's rule or this
+one together stay near (1 - confidence) / 2. A user's SLO
 (``slo_ms``) is one fixed threshold and is asked alone.
 
-Measured (``coverage.decisions``, ``make bench``): false "degraded" at most 2.4 % under DF = 1 (bursty,
-periodic and random collisions on both sides, t3 tails, slow drift on either side; n = 800 and 2000), power
-0.87 at n = 800 on the article-like mixture (1.00 at 2000). Known limit: collisions in Markov bursts of mean
-3 at n = 800 are seen only 24 % of the time, and 2.5 % of such shared series (those that happen to hold
-almost no burst) read "no change within ±10 %": no interval can see bursts the sample does not contain.
+Measured (``coverage.decisions``, ``make bench``; bench/reference/cpu-2026-11-30-issue19-decisions.md, 700
+pairs a row): false "degraded" at most 2.1 % and false "faster" at most 2.4 % under DF = 1 (bursty, periodic
+and random collisions on both sides, t3 tails, slow drift on either side; n = 800 and 2000); power 0.86 at
+n = 800 on the article-like mixture (DF's rule alone 0.80, the exceedance test alone 0.80; 1.00 at 2000).
+Known limit: collisions in Markov bursts of mean 3 at n = 800 are seen only 18 % of the time, and 1.6 % of
+such shared series (those that happen to hold almost no burst) read "no change within ±10 %": no interval
+can see bursts the sample does not contain.
 """
 
 from __future__ import annotations
@@ -51,7 +54,18 @@ FASTER = "faster when shared"  # the word stats.df_wording already uses
 INCONCLUSIVE = "inconclusive"
 DEFAULT_MARGIN = 0.10
 LADDER = (1.0, 0.25)  # the thresholds asked: the alone order statistics with r and r / 4 beyond
+EXCEEDANCE_ALPHA_SHARE = 0.8  # of the one-sided (1 - confidence) / 2 the exceedance test may spend (DF: all)
 _QUAD = 400  # quadrature cells over the alone tail probability's Beta law
+
+
+def exceedance_alpha(confidence: float = 0.95) -> float:
+    """The one-sided p-value at which the exceedance test decides: 2 % at 95 %.
+
+    "degraded" is DF's rule *or* this test, so the two false alarms add up in part; measured on 2,100 pairs
+    (alone drifting with lag-1 0.9, shared independent, n = 2000) the full 2.5 % gave 2.7 % together; at 2 %
+    the pair reads 2.1 % (700 pairs), and power on the article mixture at n = 800 drops by under one point.
+    """
+    return EXCEEDANCE_ALPHA_SHARE * (1 - confidence) / 2
 
 
 def no_change(margin: float = DEFAULT_MARGIN) -> str:
@@ -367,7 +381,7 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
     sh = [np.asarray(r, np.float64) for r in shared_runs if len(r)]
     al = [np.asarray(r, np.float64) for r in alone_runs if len(r)]
     ex = exceedance(sh, al, q=q, slo_ms=slo_ms, confidence=confidence)
-    alpha = (1 - confidence) / 2
+    alpha = exceedance_alpha(confidence)
     usable = method == "order" and math.isfinite(d.estimate) and not math.isnan(d.lo)
     pname = f"p{100 * q:g}"
     more, less = [], []
@@ -375,11 +389,11 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
         more.append(f"DF {d.estimate:.2f}: its lower bound {d.lo:.2f} > 1")
     if usable and d.hi < 1:
         less.append(f"DF {d.estimate:.2f}: its upper bound {d.hi:.2f} < 1")
-    if ex.p_more <= alpha:
+    if ex.p_more <= exceedance_alpha(confidence):
         s = min(ex.steps, key=lambda t: t.p_more)
         more.append(f"{s.shared_count} of {d.n_shared} shared iterations slower than the {s.label} "
                     f"({s.threshold_ms:.3g} ms) vs {s.alone_count} of {d.n_alone} alone, p = {ex.p_more:.2g}")
-    if ex.p_less <= alpha:
+    if ex.p_less <= exceedance_alpha(confidence):
         s = ex.steps[0]
         less.append(f"{s.shared_count} of {d.n_shared} shared iterations slower than the {s.label} "
                     f"vs {s.alone_count} of {d.n_alone} alone, p = {ex.p_less:.2g}")

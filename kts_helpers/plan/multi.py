@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from kts_helpers.analyse.probe import read_multi
 from kts_helpers.plan.timeslice import SimTenant, simulate
 
 RR_TOLERANCE = 0.20  # measured wait quantiles within this (relative, or 0.2 ms) of the round robin's: it holds
@@ -66,8 +67,6 @@ class MultiCheck:
 def multi_context_checks(multi_dir: str | os.PathLike, quantum_ms: float, switch_ms: float,
                          slice_timer: str) -> list[MultiCheck]:
     """The multi-context probe read against the round robin with the pair probe's quantum and switch."""
-    from kts_helpers.analyse.probe import read_multi
-
     q, cs = quantum_ms, switch_ms
     out = []
     for c in read_multi(multi_dir).configs:
