@@ -339,7 +339,8 @@ def test_df_reading_needs_enough_corunning_samples(make_log, capsys):
                  "--format", "json", "--ci", "--resamples", "200", "--seed", "1"]) == 0
     rows = {(r["kind"], r["tenant"]): r for r in json.loads(capsys.readouterr().out)}
     assert rows[("shared", "v")]["df"] > 1.4  # the number is shown ...
-    assert rows[("shared", "v")]["df_reading"] == "insufficient co-running data (n = 50 < 368)"  # ... not read
+    assert rows[("shared", "v")]["reading"] == rows[("shared", "v")]["df_reading"] == "inconclusive"  # ... not read
+    assert "n = 50 < 200" in rows[("shared", "v")]["reading_detail"]
     assert "df_reading" not in rows[("baseline", "v")]
     # enough samples: the interval decides
     many = make_log("many.log", _raw("v", "fft", [("op", 5 * i, 2.0 + (i % 5) / 10) for i in range(400)]))

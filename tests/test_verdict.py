@@ -43,9 +43,12 @@ def test_two_sided_minimum_of_co_running_samples() -> None:
     """0.99^n < 0.025 first at n = 368: the two-sided 95 % interval's upper bound needs that many."""
     assert rules.min_corunning_samples() == rules.MIN_CORUNNING == 368
     assert 0.99**367 > 0.025 > 0.99**368
-    sh, al = _pair(C.lognormal(), C.lognormal(scale=3.0), 367, 2)
-    v = V.decide(sh, al)
-    assert v.reading == "inconclusive" and "367 < 368" in v.missing and v.iterations_needed == 368
+    same = V.decide(*_pair(C.lognormal(), C.lognormal(), 367, 2))  # DF is not read below 368 ...
+    assert same.reading == "inconclusive" and "367 < 368" in same.missing and same.iterations_needed == 368
+    third = V.decide(*_pair(C.lognormal(), C.lognormal(scale=3.0), 367, 2))  # ... the exceedance test still is
+    assert third.reading == "degraded" and not third.rule.startswith("DF")
+    few = V.decide(*_pair(C.lognormal(), C.lognormal(scale=3.0), 199, 2))  # too few even for that
+    assert few.reading == "inconclusive" and "199 < 200" in few.missing and few.exceedance is None
 
 
 def test_degraded_needs_only_the_lower_side() -> None:
@@ -188,7 +191,7 @@ def test_edge_cases_give_a_reading_not_an_error() -> None:
     rng = np.random.default_rng(81)
     a, s = C.lognormal().draw(rng, 2, 800)
     assert V.decide([np.full(800, 0.56)], [np.full(800, 0.56)]).reading == "no change within ±10 %"
-    assert V.decide([], [a]).missing.startswith("shared: n = 0 < 368")
+    assert V.decide([], [a]).missing.startswith("shared: n = 0 < 200")
     none_beyond = V.exceedance([s], [a], slo_ms=50.0)  # nobody slower than the SLO: no ratio, no evidence
     assert math.isnan(none_beyond.ratio) and none_beyond.p_more == 1.0 and none_beyond.p_less == 1.0
     all_beyond = V.exceedance([s], [a], slo_ms=0.01)  # everybody slower: no evidence either way

@@ -5,7 +5,9 @@ interval from 800 samples reaches from the bulk into the collisions), but *how o
 slower than the alone p99 is precise -- the article's FFT: 18 of 800 shared iterations beyond the alone
 p99, where 8 are expected. The rule, at ``confidence`` (default 95 %, each direction one-sided 97.5 %):
 
-1. Fewer than ``rules.MIN_CORUNNING`` samples on either side: "inconclusive" (too few co-running samples).
+1. Fewer than ``EXCEEDANCE_MIN_N`` (200) samples on either side: "inconclusive". Between that and
+   ``rules.MIN_CORUNNING`` (368) DF has no two-sided interval and is not read; only the exceedance test can
+   decide, at a quarter of its level (``SHORT_ALPHA_SHARE``).
 2. **degraded** when DF's lower bound > 1 (the shared p99's lower bound above the alone p99's upper bound,
    combined by MOVER: ``rules.degradation``, the one DF) *or* the exceedance test finds the shared series
    slower than the alone tail more often than the alone series itself (``exceedance``); **faster when
@@ -53,6 +55,13 @@ DEGRADED = "degraded"
 FASTER = "faster when shared"  # the word stats.df_wording already uses
 INCONCLUSIVE = "inconclusive"
 DEFAULT_MARGIN = 0.10
+# Below rules.MIN_CORUNNING (368) DF has no two-sided interval and is not read, but the exceedance test, which
+# needs no p99 bound, still decides (its error rates at n = 300 are measured: coverage.decision_grid); below
+# this many samples on either side the alone p99 has too few samples beyond it to be a threshold at all.
+EXCEEDANCE_MIN_N = 200
+# ... at a quarter of its level there: at n = 300 slow drift (lag-1 0.9-0.95) took the test's false alarms to
+# 4 % at the full level, at most 2.5 % at a quarter (400 pairs a cell, every false-alarm generator; README).
+SHORT_ALPHA_SHARE = 0.25
 LADDER = (1.0, 0.25)  # the thresholds asked: the alone order statistics with r and r / 4 beyond
 EXCEEDANCE_ALPHA_SHARE = 0.8  # of the one-sided (1 - confidence) / 2 the exceedance test may spend (DF: all)
 _QUAD = 400  # quadrature cells over the alone tail probability's Beta law
@@ -374,26 +383,28 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
                           n_resamples=n_resamples, seed=seed)
     common = {"q": q, "margin": margin, "confidence": confidence}
     need = rules.MIN_CORUNNING
-    if min(d.n_shared, d.n_alone) < need:
-        which = "shared" if d.n_shared < need else "alone"
+    fewest = min(d.n_shared, d.n_alone)
+    which = "shared" if d.n_shared <= d.n_alone else "alone"
+    if fewest < EXCEEDANCE_MIN_N:
         return Verdict(INCONCLUSIVE, "too few samples", d, None,
-                       f"{which}: n = {min(d.n_shared, d.n_alone)} < {need} samples", need, **common)
+                       f"{which}: n = {fewest} < {EXCEEDANCE_MIN_N} samples", need, **common)
+    short = fewest < need  # DF's two-sided interval needs MIN_CORUNNING; the exceedance test still asks
     sh = [np.asarray(r, np.float64) for r in shared_runs if len(r)]
     al = [np.asarray(r, np.float64) for r in alone_runs if len(r)]
     ex = exceedance(sh, al, q=q, slo_ms=slo_ms, confidence=confidence)
     alpha = exceedance_alpha(confidence)
-    usable = method == "order" and math.isfinite(d.estimate) and not math.isnan(d.lo)
+    usable = method == "order" and not short and math.isfinite(d.estimate) and not math.isnan(d.lo)
     pname = f"p{100 * q:g}"
     more, less = [], []
     if usable and d.lo > 1:
         more.append(f"DF {d.estimate:.2f}: its lower bound {d.lo:.2f} > 1")
     if usable and d.hi < 1:
         less.append(f"DF {d.estimate:.2f}: its upper bound {d.hi:.2f} < 1")
-    if ex.p_more <= exceedance_alpha(confidence):
+    if ex.p_more <= (alpha * SHORT_ALPHA_SHARE if short else alpha):
         s = min(ex.steps, key=lambda t: t.p_more)
         more.append(f"{s.shared_count} of {d.n_shared} shared iterations slower than the {s.label} "
                     f"({s.threshold_ms:.3g} ms) vs {s.alone_count} of {d.n_alone} alone, p = {ex.p_more:.2g}")
-    if ex.p_less <= exceedance_alpha(confidence):
+    if ex.p_less <= (alpha * SHORT_ALPHA_SHARE if short else alpha):
         s = ex.steps[0]
         less.append(f"{s.shared_count} of {d.n_shared} shared iterations slower than the {s.label} "
                     f"vs {s.alone_count} of {d.n_alone} alone, p = {ex.p_less:.2g}")
@@ -406,6 +417,10 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
     if usable and math.isfinite(d.lo) and math.isfinite(d.hi) and 1 - margin <= d.lo and d.hi <= 1 + margin:
         return Verdict(no_change(margin), f"DF {d.estimate:.2f} [{d.lo:.2f}, {d.hi:.2f}] inside "
                        f"[{1 - margin:g}, {1 + margin:g}]", d, ex, open_sides=opened, **common)
+    if short:
+        return Verdict(INCONCLUSIVE, "too few samples", d, ex,
+                       f"{which}: n = {fewest} < {need} samples for DF's two-sided interval, and the exceedance "
+                       f"test (p = {ex.p_more:.2g}) does not decide", need, **common)
     if not usable:
         missing = f"DF's {method} interval is not used for a verdict and the exceedance test did not decide"
     elif opened:
