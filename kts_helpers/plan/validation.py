@@ -40,6 +40,13 @@ VALIDATION_RUNS: tuple[tuple[str, bool], ...] = (
     ("h200-2026-11-30-four-tenants", False),
     ("h200-2026-11-30-val-llm-gemm-mps", False),
     ("h200-2026-11-30-val-fft-2gemm-sleepy", False),
+    # measured after the model was frozen (third and fourth H200 batches), never used to tune it
+    ("h200-2026-11-30-article-rerun", False),
+    ("h200-2026-11-30-matrix", False),
+    ("h200-2026-11-30-openloop", False),
+    ("h200-2026-11-30-repeats-mps", False),
+    ("h200-2026-11-30-mps-limited-800", False),
+    ("h200-2026-11-30-plan-validate-n2", False),
 )
 # the H200 probes behind the multi-context finding (pair probe: quantum and switch; multi: k = 1..3 neighbours)
 PROBE_RUNS = ("h200-2026-11-30-probe", "h200-2026-11-30-probe-multi")
@@ -77,6 +84,30 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
         "sleep by its own lock-phase draw, so they rarely meet (its p50 interval reaches 5.9: the locked case)",
     ("h200-2026-11-30-val-fft-2gemm-sleepy", "shared", "gemm-2", "op"):
         "as gemm-1: two GEMMs of one cadence locked together from the common start; the model's phases are random",
+    # the runs measured after the model was frozen: read, explained, not fitted
+    ("h200-2026-11-30-matrix", "shared-fft+gemm", "fft", "op"):
+        "p99 over-predicted (1.89 vs 1.00 ms) next to a sleepy 3 ms GEMM: the simulation has the FFT's launches "
+        "meet the GEMM's kernel more often, or wait longer, than the H200 did; cause not established",
+    ("h200-2026-11-30-matrix", "shared-fft+llm", "fft", "op"):
+        "p99 over-predicted (2.76 vs 1.07 ms) next to the sleepy LLM: as in the FFT + GEMM pair, the model's "
+        "collisions wait longer than measured; cause not established",
+    ("h200-2026-11-30-matrix", "shared-gemm+llm", "gemm", "op"):
+        "p99 over-predicted (7.37 vs 4.52 ms): the GEMM meets the LLM's steps in the model for longer than measured",
+    ("h200-2026-11-30-matrix", "shared-gemm+llm", "llm", "decode"):
+        "p50 hits, p99 over-predicted (5.13 vs 4.05 ms): the same over-counted waits behind the neighbour's kernels",
+    ("h200-2026-11-30-matrix", "shared-all", "fft", "op"):
+        "p99 over-predicted (3.11 vs 2.11 ms) with two sleepy neighbours: the over-counted waits add up",
+    ("h200-2026-11-30-matrix", "shared-all", "gemm", "op"):
+        "p99 over-predicted (7.43 vs 4.66 ms), as in the GEMM + LLM pair",
+    ("h200-2026-11-30-matrix", "shared-all", "llm", "prefill"):
+        "p99 over-predicted (6.14 vs 4.49 ms), as for the other sleepy-neighbour rows of this run",
+    ("h200-2026-11-30-repeats-mps", "shared-mps-r1", "fft", "op"):
+        "under MPS next to the saturating GEMM the FFT ran at 3.4 ms, not the 8.0 ms the MPS weight tuned on the "
+        "saturating reference (FFT every 100 ms) gives; this run's FFT came every 40 ms: the weight is not a "
+        "constant of the pair",
+    ("h200-2026-11-30-mps-limited-800", "shared-mps-limited", "fft", "op"):
+        "as in the 300-iteration mps-limited run: the capped GEMM leaves the FFT SMs of its own (0.62 ms measured), "
+        "the fluid model slows it to 0.86 ms",
 }
 
 

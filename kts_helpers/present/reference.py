@@ -30,7 +30,7 @@ def reference_markdown(run_dir: str | os.PathLike, *, n_resamples: int = 2000, s
              "|---|---|---|---|---|---|---|---|---|"]
     for metric in ("wall", "device"):
         for a, r in _shared_rows(table, metric):
-            lines.append(f"| {series_label(r['tenant'], r['phase'])} | {metric} | {r['sharing']} "
+            lines.append(f"| {_label(r)} | {metric} | {r['sharing']} "
                          f"| {a['p50_ms']:.3f} → {r['p50_ms']:.3f} "
                          f"| {fmt_ci(a['p99_ms'], a['p99_ci'], n=int(a['n']))} "
                          f"| {fmt_ci(r['p99_ms'], r['p99_ci'], n=int(r['n']))} "
@@ -49,6 +49,13 @@ def _shared_rows(table: pd.DataFrame, metric: str) -> list[tuple[pd.Series, pd.S
     return out
 
 
+def _label(r: pd.Series) -> str:
+    """A shared row's name: tenant (and llm phase), and its scenario where a run has several of one sharing mode
+    (the contention matrix's pairs)."""
+    plain = r["group"] in ("shared", f"shared-{r['sharing']}")
+    return series_label(r["tenant"], r["phase"]) + ("" if plain else f" · {r['group']}")
+
+
 def verdict_sentences(table: pd.DataFrame) -> list[str]:
     """Per shared tenant and sharing mode: its wall-time verdict and its device-time verdict, with the evidence
     that decided each (``Verdict.words``). Generated, so the README's prose cannot contradict its table."""
@@ -57,7 +64,7 @@ def verdict_sentences(table: pd.DataFrame) -> list[str]:
     for _, r in _shared_rows(table, "wall"):
         d = device.get((r["tenant"], r["phase"], r["group"]))
         dev = f"; by device time (CUDA events): {d['reading_detail']}" if d is not None else ""
-        out.append(f"- **{series_label(r['tenant'], r['phase'])}** ({r['sharing']}), by wall time: "
+        out.append(f"- **{_label(r)}** ({r['sharing']}), by wall time: "
                    f"{r['reading_detail']}{dev}.")
     return out
 
