@@ -69,3 +69,12 @@ def test_readme_prose_says_what_the_verdicts_say() -> None:
     assert saturating[("fft", "timeslice", "device")] != "degraded"  # "outside its CUDA events"
     for name in ("h200-2026-11-30-mps-limited", "h200-2026-11-30-mps-limited-800"):  # "moves the cost to the
         assert _verdicts(name)[("gemm", "mps-limited", "wall")] == "degraded"       # tenant that was capped"
+
+
+def test_readme_statistics_tables_are_the_committed_measurements() -> None:
+    """The coverage and decision tables quoted in Statistics are the files ``make bench`` wrote, verbatim."""
+    blocks = re.findall(r"<!-- bench:(\S+):start -->\n(.*?)\n<!-- bench:\1:end -->", README, re.S)
+    assert {name for name, _ in blocks} == {"cpu-2026-11-30-issue19-coverage-wide", "cpu-2026-11-30-issue19-decisions",
+                                          "cpu-2026-11-30-issue19-decisions-300"}
+    for name, block in blocks:
+        assert block == (REPO / "bench" / "reference" / f"{name}.md").read_text().rstrip("\n"), name

@@ -13,11 +13,18 @@ from typing import Any
 
 import pandas as pd
 
+from kts_helpers.analyse.coverage import committed_p99_coverage
 from kts_helpers.analyse.load import RunData
-from kts_helpers.analyse.orderstat import TESTED_MAX_LAG1, TESTED_MIN_N
 from kts_helpers.analyse.rules import MIN_CORUNNING
 from kts_helpers.analyse.summary import baseline_row
-from kts_helpers.analyse.verdict import DEGRADED, FASTER
+from kts_helpers.analyse.verdict import (
+    DEFAULT_MARGIN,
+    DEGRADED,
+    EXCEEDANCE_MIN_N,
+    FASTER,
+    exceedance_alpha,
+    no_change,
+)
 from kts_helpers.present.tables import fmt_ci
 
 
@@ -228,24 +235,51 @@ def _plain(value: Any) -> str:
     return str(value)
 
 
+def _coverage_text() -> str:
+    """The committed grid's worst p99 cell at n = 800 per method (``analyse.coverage``), as one sentence."""
+    rows = committed_p99_coverage(800)
+    if not rows:
+        return ""
+    parts = [f"{'the order-statistic interval' if r.method == 'order' else f'the {r.method} bootstrap'} "
+             f"{r.worst:.3f} ({esc(r.worst_series)}; its upper bound below the truth in {100 * r.worst_above:.1f} %)"
+             for r in rows]
+    return (f" On the committed coverage grid (`make bench`; {rows[0].cells} series types at n = 800, bursty, "
+            f"periodic and random collisions, heavy tails, slow drift) the worst cell for a p99 covers: "
+            f"{'; '.join(parts)}.")
+
+
+def verdict_rule_text(margin: float = DEFAULT_MARGIN) -> str:
+    """The verdict rule as the report states it (``analyse.verdict`` is its one home; this is its wording)."""
+    return (f"**Verdicts.** One per tenant and clock, from two estimands. *Degraded* when DF's lower bound "
+            f"exceeds 1, or when the shared series is slower than the tenant's alone p99 (or its SLO) more often "
+            f"than the alone series is — a one-sided test whose threshold's own uncertainty is part of it, asked at "
+            f"the alone p99 and p99.75 (Bonferroni), at p ≤ {exceedance_alpha():g}; *faster when shared* is the "
+            f"mirror image; evidence both ways reads *inconclusive*. *{no_change(margin)}* only when DF's whole "
+            f"interval lies within 1 ± {margin:g}. Otherwise *inconclusive*, with what is missing and about how "
+            f"many iterations would decide. Below {MIN_CORUNNING} co-running samples DF has no two-sided interval "
+            f"and is not read, but the exceedance test still decides, at a quarter of its level; below "
+            f"{EXCEEDANCE_MIN_N} nothing decides. Its false alarms and power are measured on the kit's generators "
+            "(README, *Statistics*; `make bench`).")
+
+
 def _intervals_text(n_resamples: int | None, method: str | None) -> str:
     if not n_resamples and not method:
         return "No confidence intervals were computed for this rendering."
     if method in (None, "order"):
         return ("Intervals are 95 % **order-statistic** intervals: the binomial ranks of the quantile (as "
-                "`scipy.stats.quantile_test`), taken at the effective sample size of the exceedance indicator — its "
-                "autocorrelation summed by Geyer's initial positive sequence, with a Student-t allowance for "
-                "estimating it — so they hold for autocorrelated iterations. Where the data hold no bound at 95 % "
-                "(an upper bound of a p99 needs about 367 effective samples), the tables say \"≥ x; no upper "
-                "bound\" instead of printing one that is too tight. DF, jitter and the throughput change combine "
-                "two such intervals (MOVER on the log scale; the throughput's from Student-t intervals of the "
-                f"means). Their coverage was measured on autocorrelated series at n = 300, 800 and 5000 (README, "
-                f"`make bench`); a DF reading needs both series inside the measured range (n ≥ {TESTED_MIN_N}, "
-                f"lag-1 autocorrelation ≤ {TESTED_MAX_LAG1}) and an interval bounded on the side that decides, "
-                "else it reads \"insufficient data\" and says why.")
+                "`scipy.stats.quantile_test`), taken at the effective sample size n / τ, where τ and its degrees of "
+                "freedom come from the exceedance indicator at and around the quantile — how often and in what "
+                "clusters the series exceeds it — not from the bulk's drift; so they hold for autocorrelated, "
+                "bursty iterations. Where the data hold no bound at 95 % (a two-sided interval of a p99 needs "
+                f"{MIN_CORUNNING} effective samples), the tables say \"≥ x; no upper bound\" instead of printing "
+                "one that is too tight. DF, jitter and the throughput change combine two such intervals (MOVER on "
+                "the log scale; the throughput's from Student-t intervals of the means)." + _coverage_text() +
+                " The bootstrap stays available (`make report SET=interval=bootstrap`).")
     return (f"Intervals are 95 % percentile **{method}** bootstrap intervals from {n_resamples:,} resamples, "
-            "requested for comparison: their coverage of a p99 fails at the kit's sizes (README), so no DF "
-            "reading rests on them (\"insufficient data\").")
+            "requested for comparison: a percentile bootstrap of a p99 cannot reach beyond the few largest "
+            "samples, so its upper bound is too low where the true p99 lies beyond them." + _coverage_text() +
+            " DF's bootstrap interval is therefore not read: the verdicts rest on the exceedance test and on DF's "
+            "equivalence margin only.")
 
 
 def _trim_text(trim_effect: pd.DataFrame | None) -> str:
@@ -299,7 +333,7 @@ or its time or iteration cap was reached; its neighbours kept padding meanwhile.
 
 
 def methods(data: RunData, *, trim: int, clip: bool, n_resamples: int | None, method: str | None,
-            warmup: str = "none", trim_effect: pd.DataFrame | None = None) -> str:
+            warmup: str = "none", trim_effect: pd.DataFrame | None = None, margin: float = DEFAULT_MARGIN) -> str:
     cal = data.manifest.calibration
     floor = cal.get("floor_ms")
     ci = _intervals_text(n_resamples, method)
@@ -329,8 +363,9 @@ median wall − device gap of a one-element kernel timed by the same loop ({_fmt
 here, {cal.get("n", 0)} samples). On a CPU, device time is wall time and the wait is zero by construction.
 
 **Co-running.** {corun} A tenant's shared series with fewer than **{MIN_CORUNNING}** co-running samples gets
-no DF reading ("insufficient co-running data"): below that many samples no distribution-free 95 % upper bound of
-a p99 exists (0.99^n > 0.05), so its p99 is little more than the sample maximum.
+no DF reading: below that many samples no distribution-free two-sided 95 % interval of a p99 exists
+(0.99^n > 0.025), so its p99 is little more than the sample maximum (the verdict may still come from the
+exceedance test, below).
 
 **Warm-up and trimming.** Untimed warm-up iterations run before the tenants' shared start barrier. Of the timed
 iterations, {trimming}: {dropped} iterations in all (per series in the table below). A data-driven rule is never
@@ -340,7 +375,9 @@ it (column `diagnostic`).{_trim_text(trim_effect)}
 
 **Statistics.** Percentiles use numpy's default linear interpolation. Jitter = p99 / p50. Throughput is the
 article's proxy, 1000 / mean latency (iterations per second), not a served request rate. The degradation factor
-is DF = shared p99 / alone p99 of the same tenant. {ci}{stopping_text(data.stopping)}
+is DF = shared p99 / alone p99 of the same tenant. {ci}
+
+{verdict_rule_text(margin)}{stopping_text(data.stopping)}
 """
 
 
