@@ -68,6 +68,17 @@ def baseline_row(table: pd.DataFrame, row: pd.Series) -> pd.Series | None:
     return None if match.empty else match.iloc[0]
 
 
+def shared_pairs(table: pd.DataFrame, metric: str) -> list[tuple[pd.Series, pd.Series]]:
+    """(alone row, shared row) per shared tenant and scenario group of one clock, matched by ``baseline_row``."""
+    t = table[table["metric"] == metric]
+    out = []
+    for _, s in t[t["kind"] == "shared"].iterrows():
+        a = baseline_row(table, s)
+        if a is not None:
+            out.append((a, s))
+    return out
+
+
 def summarize_frame(frame: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
     """Per kind x group x tenant (x phase): n, p50/p95/p99, mean, jitter, throughput, and DF on shared rows.
 

@@ -16,7 +16,7 @@ import pandas as pd
 from kts_helpers.analyse.coverage import committed_p99_coverage
 from kts_helpers.analyse.load import RunData
 from kts_helpers.analyse.rules import MIN_CORUNNING
-from kts_helpers.analyse.summary import baseline_row
+from kts_helpers.analyse.summary import shared_pairs
 from kts_helpers.analyse.verdict import (
     DEFAULT_MARGIN,
     DEGRADED,
@@ -98,22 +98,11 @@ def _pct(new: float, old: float) -> str:
     return "n/a" if not old or old != old or new != new else f"{100 * (new / old - 1):+.0f} %"
 
 
-def _pairs(table: pd.DataFrame, metric: str) -> list[tuple[pd.Series, pd.Series]]:
-    """(alone row, shared row) per shared tenant and scenario group, matched by ``baseline_row``."""
-    t = table[table["metric"] == metric]
-    out = []
-    for _, s in t[t["kind"] == "shared"].iterrows():
-        a = baseline_row(table, s)
-        if a is not None:
-            out.append((a, s))
-    return out
-
-
 def at_a_glance(table: pd.DataFrame, metric: str = "wall") -> str:
     """What the alone-vs-shared figure shows, from its own numbers: each tenant's change in median, p99 and
     throughput, then the article's reading — the tail moves more than the median, throughput (a mean) hides
     it — only for the tenants for which it holds, and plainly when no tail moved."""
-    pairs = _pairs(table, metric)
+    pairs = shared_pairs(table, metric)
     if not pairs:
         return "No tenant has both an alone and a shared measurement."
     changes = "; ".join(f"**{esc(s['tenant'])}** median {_pct(s['p50_ms'], a['p50_ms'])}, p99 "
@@ -184,9 +173,9 @@ def decomposition_text(data: RunData, table: pd.DataFrame) -> str:
                 "so there is nothing to split and the figure is left out.")
     out = ["Wall time = device time (the kernel running) + wait (everything else the caller waits for: launch, "
            "queueing, and on a shared GPU the other contexts' time-slices) + the tool's overhead floor."]
-    dev = {(s["tenant"], s["group"]): (a, s) for a, s in _pairs(table, "device")}
+    dev = {(s["tenant"], s["group"]): (a, s) for a, s in shared_pairs(table, "device")}
     grew = []
-    for a, s in _pairs(table, "wait"):
+    for a, s in shared_pairs(table, "wait"):
         d = dev.get((s["tenant"], s["group"]))
         if d is None:
             continue

@@ -14,7 +14,7 @@ from kts_helpers.analyse.intervals import add_all_intervals
 from kts_helpers.analyse.load import RunData, load_run
 from kts_helpers.analyse.probe import is_probe, read_probe
 from kts_helpers.analyse.rules import series_label
-from kts_helpers.analyse.summary import baseline_row, summarize_run
+from kts_helpers.analyse.summary import shared_pairs, summarize_run
 from kts_helpers.present.tables import fmt_ci, fmt_slow
 
 
@@ -29,24 +29,13 @@ def reference_markdown(run_dir: str | os.PathLike, *, n_resamples: int = 2000, s
              "| p99 shared [95% CI] (ms) | DF [95% CI] | slow iterations [95% CI] | verdict |",
              "|---|---|---|---|---|---|---|---|---|"]
     for metric in ("wall", "device"):
-        for a, r in _shared_rows(table, metric):
+        for a, r in shared_pairs(table, metric):
             lines.append(f"| {_label(r)} | {metric} | {r['sharing']} "
                          f"| {a['p50_ms']:.3f} → {r['p50_ms']:.3f} "
                          f"| {fmt_ci(a['p99_ms'], a['p99_ci'], n=int(a['n']))} "
                          f"| {fmt_ci(r['p99_ms'], r['p99_ci'], n=int(r['n']))} "
                          f"| {fmt_ci(r['df'], r['df_ci'])} | {fmt_slow(r)} | **{r['reading']}** |")
     return "\n".join(lines + ["", *verdict_sentences(table)])
-
-
-def _shared_rows(table: pd.DataFrame, metric: str) -> list[tuple[pd.Series, pd.Series]]:
-    """(alone row, shared row) per tenant and sharing mode of one clock, in the table's order."""
-    t = table[table["metric"] == metric]
-    out = []
-    for _, r in t[t["kind"] == "shared"].iterrows():
-        a = baseline_row(table, r)
-        if a is not None:
-            out.append((a, r))
-    return out
 
 
 def _label(r: pd.Series) -> str:
@@ -59,9 +48,9 @@ def _label(r: pd.Series) -> str:
 def verdict_sentences(table: pd.DataFrame) -> list[str]:
     """Per shared tenant and sharing mode: its wall-time verdict and its device-time verdict, with the evidence
     that decided each (``Verdict.words``). Generated, so the README's prose cannot contradict its table."""
-    device = {(r["tenant"], r["phase"], r["group"]): r for _, r in _shared_rows(table, "device")}
+    device = {(r["tenant"], r["phase"], r["group"]): r for _, r in shared_pairs(table, "device")}
     out = []
-    for _, r in _shared_rows(table, "wall"):
+    for _, r in shared_pairs(table, "wall"):
         d = device.get((r["tenant"], r["phase"], r["group"]))
         dev = f"; by device time (CUDA events): {d['reading_detail']}" if d is not None else ""
         out.append(f"- **{_label(r)}** ({r['sharing']}), by wall time: "
