@@ -43,6 +43,7 @@ Data flows one way, through four wings (a test enforces the import rule):
   matching, DF with interval and reading, the bootstrap choice, the CCDF
 * ``analyse.summary`` — the summary table, co-running counts, efficiency, what the main figures show
 * ``analyse.stats`` — intervals for quantiles, DF, jitter, throughput; steady state; sample size
+* ``analyse.estimate`` — ``Estimate``: a number with its interval, the one form it travels in to ``present``
 * ``analyse.orderstat`` — the interval method: order statistics at the effective sample size, ratios by MOVER
 * ``analyse.verdict`` — one reading per tenant and clock from DF and the tail-exceedance test, or what is missing
 * ``analyse.coverage`` — how often the intervals cover, measured where the kit uses them (tests, ``make bench``)

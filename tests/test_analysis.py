@@ -361,7 +361,7 @@ def test_a_tenant_with_no_corunning_sample_keeps_its_row(make_log):
     table = add_intervals(summarize_frame(frame, "wall"), frame, "wall", n_resamples=50, seed=0)
     row = table[(table["kind"] == "shared") & (table["tenant"] == "v")].iloc[0]
     assert row["n"] == 0 and np.isnan(row["p99_ms"]) and np.isnan(row["df"])
-    assert row["df_reading"] == "no co-running samples"
+    assert row["reading"] == "no co-running samples"
 
 
 def test_split_gpus_refused_in_summarize_and_runs(make_log, capsys, tmp_path):

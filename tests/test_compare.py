@@ -161,7 +161,7 @@ def test_modes_table_has_every_mode_for_both_tenants(modes, modes_run):
     shared = modes[modes["mode"] != "alone"]
     assert shared["df"].notna().all() and modes.loc[modes["mode"] == "alone", "df"].isna().all()
     for _, r in shared.iterrows():
-        assert _consistent(r["wording"], r["n"], r["df_lo"], r["df_hi"])
+        assert _consistent(r["reading"], r["n"], r["df_lo"], r["df_hi"])
     # numbers are the overlap-clipped quantiles of the logs
     x = _clipped(modes_run, "shared-mps", "fft")
     a = _clipped(modes_run, "baseline-fft", "fft")
@@ -176,7 +176,7 @@ def test_modes_where_the_fft_waits(modes):
     """The H200 reference (FFT every 100 ms next to a GEMM that never sleeps): under MPS the kernels run at once on
     shared SMs, so the FFT's wait lands inside its CUDA events; under time-slicing it waits for a slice outside them."""
     f = modes[modes["tenant"] == "fft"].set_index("mode")
-    assert f.loc["timeslice", "wording"] == f.loc["mps", "wording"] == "degraded"
+    assert f.loc["timeslice", "reading"] == f.loc["mps", "reading"] == "degraded"
     assert f.loc["mps", "df_lo"] > f.loc["timeslice", "df"]
     assert f.loc["mps", "device_p50_ms"] > 10 * f.loc["timeslice", "device_p50_ms"]
     # the GEMM barely notices either way
@@ -201,8 +201,8 @@ def test_matrix_has_a_row_per_victim_and_neighbours(matrix, matrix_run):
     assert not matrix.loc[matrix["phase"] == "prefill", "primary"].any()
     _check_intervals(matrix, ("df",))
     for _, r in matrix.iterrows():
-        assert r["wording"] == df_reading(r["n_shared"], df_wording(r["df_lo"], r["df_hi"]))
-        assert r["wording"] in ("degraded", "no detectable change", "faster when shared")
+        assert r["reading"] == df_reading(r["n_shared"], df_wording(r["df_lo"], r["df_hi"]))
+        assert r["reading"] in ("degraded", "no detectable change", "faster when shared")
     r = matrix[(matrix["victim"] == "llm") & (matrix["neighbours"] == "gemm") & (matrix["phase"] == "decode")].iloc[0]
     x, a = _clipped(matrix_run, "shared-gemm+llm", "llm", "decode"), _clipped(matrix_run, "baseline-llm", "llm",
                                                                               "decode")
@@ -279,7 +279,7 @@ def test_matrix_with_repeats_pools_runs_and_matches_numpy(tmp_path):
     assert r["n_shared"] == len(x) and r["n_alone"] == 120
     assert r["df"] == pytest.approx(np.quantile(x, 0.99) / np.quantile(a, 0.99))
     assert 2.4 < r["df"] < 3.6 and np.isinf(r["df_lo"]) and r["df_hi"] > r["df"]  # 120 + 120 samples: one-sided
-    assert r["wording"] == f"insufficient co-running data (n = {len(x)} < 368)"  # too few to read it
+    assert r["reading"] == f"insufficient co-running data (n = {len(x)} < 368)"  # too few to read it
     allr = prim[(prim["victim"] == "fft") & (prim["neighbours"] == "all others")].iloc[0]
     assert allr["df"] > r["df"]  # effects multiply in this synthetic run: 3.0 x 1.5
     table = compare.phase_table(data, n_resamples=NR)
@@ -378,7 +378,7 @@ def test_phase_table_matrix(matrix_run):
     _check_intervals(t, ("p50", "p99", "df"))
     assert t.loc[t["when"] == "alone", "df"].isna().all() and t.loc[t["when"] == "shared", "df"].notna().all()
     for _, r in t[t["when"] == "shared"].iterrows():
-        assert r["wording"] == df_reading(r["n"], df_wording(r["df_lo"], r["df_hi"]))
+        assert r["reading"] == df_reading(r["n"], df_wording(r["df_lo"], r["df_hi"]))
     ttft = t[(t["scenario"] == "baseline-llm") & (t["phase"] == "prefill")].iloc[0]
     assert ttft["p50_ms"] == pytest.approx(np.median(_clipped(matrix_run, "baseline-llm", "llm", "prefill",
                                                               "response_ms")))
@@ -423,11 +423,11 @@ def test_forest_keeps_a_df_without_bounds():
 
     table = pd.DataFrame([
         {"kind": "shared", "metric": "wall", "tenant": "fft", "phase": "op", "group": "shared", "df": 1.1,
-         "df_ci": None, "df_reading": "insufficient data"},
+         "df_lo": float("nan"), "df_hi": float("nan"), "reading": "insufficient data"},
         {"kind": "shared", "metric": "wall", "tenant": "gemm", "phase": "op", "group": "shared", "df": 2.3,
-         "df_ci": [2.1, None], "df_reading": "insufficient data"},
+         "df_lo": 2.1, "df_hi": float("inf"), "reading": "insufficient data"},
         {"kind": "baseline", "metric": "wall", "tenant": "fft", "phase": "op", "group": "baseline-fft",
-         "df": float("nan"), "df_ci": None, "df_reading": None}])
+         "df": float("nan"), "df_lo": float("nan"), "df_hi": float("nan"), "reading": None}])
     fd = forest_frame(table)
     assert fd["tenant"].tolist() == ["fft", "gemm"]
     assert fd["df_lo"].tolist() == [-np.inf, 2.1] and np.isinf(fd["df_hi"]).all()
@@ -446,7 +446,7 @@ def test_every_table_and_the_index_name_an_llm_phase():
     from kts_helpers.present.tables import forest_frame, headline
 
     rows = [{"kind": "shared", "metric": "wall", "tenant": "llm", "workload": "llm", "phase": ph, "group": "shared-all", "df": df,
-             "df_ci": [df - 0.1, df + 0.1], "df_reading": "degraded", "n": 900, "sharing": "timeslice",
+             "df_lo": df - 0.1, "df_hi": df + 0.1, "reading": "degraded", "n": 900, "sharing": "timeslice",
              "p50_ms": 1.0, "p95_ms": 2.0, "p99_ms": 3.0, "jitter": 3.0, "throughput_per_s": 1.0}
             for ph, df in (("prefill", 1.2), ("decode", 1.3))]
     table = pd.DataFrame(rows)

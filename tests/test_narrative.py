@@ -20,9 +20,9 @@ def _table(rows: dict[str, tuple[float, float, float, float, float, float, str]]
     for tenant, (a50, a99, athr, s50, s99, sthr, reading) in rows.items():
         base = {"tenant": tenant, "workload": tenant, "phase": "op", "metric": metric}
         out.append({**base, "kind": "baseline", "group": f"baseline-{tenant}", "p50_ms": a50, "p99_ms": a99,
-                    "throughput_per_s": athr, "df_reading": None})
+                    "throughput_per_s": athr, "reading": None})
         out.append({**base, "kind": "shared", "group": "shared", "p50_ms": s50, "p99_ms": s99,
-                    "throughput_per_s": sthr, "df_reading": reading})
+                    "throughput_per_s": sthr, "reading": reading})
     return pd.DataFrame(out)
 
 

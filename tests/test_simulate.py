@@ -348,10 +348,10 @@ def test_from_run_measures_what_the_report_measures(tmp_path: Path) -> None:
         report = add_intervals(summarize_frame(data.iterations, clock), data.iterations, clock)
         for r in report[report["kind"] == "shared"].itertuples():
             assert out.loc[(r.tenant, clock), "measured_df"] == r.df
-            lo, hi = r.df_ci if r.df_ci is not None else (None, None)  # None: that bound did not hold
+            lo, hi = (r.df_lo, r.df_hi) if not math.isnan(r.df_lo) else (-math.inf, math.inf)  # NaN: no interval
             assert [out.loc[(r.tenant, clock), "measured_df_lo"], out.loc[(r.tenant, clock), "measured_df_hi"]] == [
-                -math.inf if lo is None else lo, math.inf if hi is None else hi]
-            assert out.loc[(r.tenant, clock), "measured_reading"] == r.df_reading
+                lo, hi]
+            assert out.loc[(r.tenant, clock), "reading"] == r.reading
 
 
 def test_from_run_says_why_it_does_not_fit(tmp_path: Path) -> None:

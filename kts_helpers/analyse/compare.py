@@ -21,8 +21,10 @@ import numpy as np
 import pandas as pd
 
 from kts_helpers.analyse import stats
+from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.load import RunData
 from kts_helpers.analyse.rules import (
+    Degradation,
     degradation,
     match_baseline,
     quantile,
@@ -91,6 +93,11 @@ def _quantile(runs: list[np.ndarray], q: float, n_resamples: int, seed: int | No
     return quantile(runs, q, n_resamples=n_resamples, seed=seed)
 
 
+def _df_bounds(df: Degradation | None) -> Estimate:
+    """A DF's interval columns; NaN (no interval) on an alone row."""
+    return df.bounds if df is not None else Estimate(float("nan"))
+
+
 def _notes(*ivs: stats.Interval) -> str:
     return "; ".join(dict.fromkeys(iv.note for iv in ivs if iv.note))
 
@@ -116,7 +123,7 @@ def modes_table(data: RunData, *, metric: str = "wall", n_resamples: int = 2000,
     with its interval. One row per tenant is the alone baseline (mode "alone"); for each mode the
     scenario with the most tenants is used (``shared``/``shared-all`` in matrix runs).
     Columns: tenant, workload, phase, label, mode, scenario, thread_pct (MPS thread limit), n,
-    p50_ms/p50_lo/p50_hi, p99_ms/p99_lo/p99_hi, device_p50_ms, df/df_lo/df_hi (p99), wording, note.
+    p50_ms/p50_lo/p50_hi, p99_ms/p99_lo/p99_hi, device_p50_ms, df/df_lo/df_hi (p99), reading, note.
     """
     col = f"{metric}_ms"
     cat = catalogue(data)
@@ -155,16 +162,16 @@ def modes_table(data: RunData, *, metric: str = "wall", n_resamples: int = 2000,
                     "mode": mode, "scenario": scen_name,
                     "thread_pct": _thread_pct(data, scens[0].name, tenant) if scens else float("nan"),
                     "n": int(len(r)),
-                    "p50_ms": p50.estimate, "p50_lo": p50.lo, "p50_hi": p50.hi,
-                    "p99_ms": p99.estimate, "p99_lo": p99.lo, "p99_hi": p99.hi,
+                    "p50_ms": p50.estimate, **Estimate.of(p50).columns("p50"),
+                    "p99_ms": p99.estimate, **Estimate.of(p99).columns("p99"),
                     "device_p50_ms": float(np.median(r["device_ms"])) if len(r) else float("nan"),
-                    "df": df.estimate if df else float("nan"), "df_lo": df.lo if df else float("nan"),
-                    "df_hi": df.hi if df else float("nan"), "wording": df.reading if df else "",
+                    "df": df.estimate if df else float("nan"), **_df_bounds(df).columns("df"),
+                    "reading": df.reading if df else "",
                     "note": _notes(*(x for x in (p50, p99, df) if x is not None)),
                 })
     return pd.DataFrame(rows, columns=[
         "tenant", "workload", "phase", "label", "mode", "scenario", "thread_pct", "n", "p50_ms", "p50_lo",
-        "p50_hi", "p99_ms", "p99_lo", "p99_hi", "device_p50_ms", "df", "df_lo", "df_hi", "wording", "note"])
+        "p50_hi", "p99_ms", "p99_lo", "p99_hi", "device_p50_ms", "df", "df_lo", "df_hi", "reading", "note"])
 
 
 # -- 2. contention matrix -----------------------------------------------------------------------------------
@@ -188,7 +195,7 @@ def _neighbour_label(s: Scenario, victim: str, all_tenants: list[str]) -> str:
 
 def contention_matrix(data: RunData, *, q: float = 0.99, metric: str = "wall", n_resamples: int = 2000,
                       seed: int | None = 0) -> pd.DataFrame:
-    """Who hurts whom: the victim's DF next to each set of neighbours, with its interval and wording.
+    """Who hurts whom: the victim's DF next to each set of neighbours, with its interval and reading.
 
     Why: one shared scenario says a tenant is slower, not because of whom. Pair scenarios
     (``shared-<a>+<b>``) isolate each neighbour's effect, ``shared-all`` (neighbours "all others")
@@ -196,7 +203,7 @@ def contention_matrix(data: RunData, *, q: float = 0.99, metric: str = "wall", n
     multi-phase workload (llm) every phase has a row and ``primary`` marks the headline one
     (decode: the per-token latency a user feels); single-phase workloads' rows are all primary.
     Columns: victim, neighbours, sharing, phase, primary, scenario, q, metric, alone_ms, shared_ms
-    (the q-quantiles), df, df_lo, df_hi, wording, n_shared, n_alone, note.
+    (the q-quantiles), df, df_lo, df_hi, reading, n_shared, n_alone, note.
     """
     col = f"{metric}_ms"
     cat = catalogue(data)
@@ -226,12 +233,12 @@ def contention_matrix(data: RunData, *, q: float = 0.99, metric: str = "wall", n
                         "scenario": grp[0].group, "q": q, "metric": metric,
                         "alone_ms": float(np.quantile(alone[col], q)) if len(alone) else float("nan"),
                         "shared_ms": float(np.quantile(shared[col], q)) if len(shared) else float("nan"),
-                        "df": iv.estimate, "df_lo": iv.lo, "df_hi": iv.hi, "wording": iv.reading,
+                        "df": iv.estimate, **iv.bounds.columns("df"), "reading": iv.reading,
                         "n_shared": int(len(shared)), "n_alone": int(len(alone)), "note": iv.note,
                     })
     return pd.DataFrame(rows, columns=[
         "victim", "neighbours", "sharing", "phase", "primary", "scenario", "q", "metric", "alone_ms", "shared_ms",
-        "df", "df_lo", "df_hi", "wording", "n_shared", "n_alone", "note"])
+        "df", "df_lo", "df_hi", "reading", "n_shared", "n_alone", "note"])
 
 
 def _pair_key(s: Scenario, victim: str, tenants: list[str]) -> list[int]:
@@ -262,7 +269,7 @@ def phase_table(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0)
     Time to first token = prefill ``response_ms`` (end - intended: from launch in closed loop,
     from arrival in open loop); per-token decode = each decode step's ``wall_ms``.
     Columns: tenant, stat, phase, scenario, when, sharing, n, p50_ms/p50_lo/p50_hi,
-    p99_ms/p99_lo/p99_hi, df/df_lo/df_hi (p99 vs alone), wording, note.
+    p99_ms/p99_lo/p99_hi, df/df_lo/df_hi (p99 vs alone), reading, note.
     """
     cat = catalogue(data)
     it = data.iterations
@@ -291,12 +298,12 @@ def phase_table(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0)
                 rows.append({
                     "tenant": tenant, "stat": stat, "phase": phase, "scenario": group,
                     "when": "shared" if shared else "alone", "sharing": scens[0].sharing, "n": int(len(r)),
-                    "p50_ms": p50.estimate, "p50_lo": p50.lo, "p50_hi": p50.hi,
-                    "p99_ms": p99.estimate, "p99_lo": p99.lo, "p99_hi": p99.hi,
-                    "df": df.estimate if df else float("nan"), "df_lo": df.lo if df else float("nan"),
-                    "df_hi": df.hi if df else float("nan"), "wording": df.reading if df else "",
+                    "p50_ms": p50.estimate, **Estimate.of(p50).columns("p50"),
+                    "p99_ms": p99.estimate, **Estimate.of(p99).columns("p99"),
+                    "df": df.estimate if df else float("nan"), **_df_bounds(df).columns("df"),
+                    "reading": df.reading if df else "",
                     "note": _notes(*(x for x in (p50, p99, df) if x is not None)),
                 })
     return pd.DataFrame(rows, columns=[
         "tenant", "stat", "phase", "scenario", "when", "sharing", "n", "p50_ms", "p50_lo", "p50_hi", "p99_ms",
-        "p99_lo", "p99_hi", "df", "df_lo", "df_hi", "wording", "note"])
+        "p99_lo", "p99_hi", "df", "df_lo", "df_hi", "reading", "note"])

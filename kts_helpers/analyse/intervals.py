@@ -3,7 +3,8 @@
 Each row's samples come from ``rules.series_groups`` (so the intervals describe exactly the numbers in
 the table); quantiles, DF, jitter and throughput change get their intervals from ``rules`` (``quantile``,
 ``degradation``, ``jitter``, ``throughput_change``: the order-statistic interval at the effective sample
-size, ratios by MOVER). A bound the data do not hold is None in the table ("≥ lo, no upper bound").
+size, ratios by MOVER). Each interval is ``<stat>_lo``/``<stat>_hi`` in the table (``estimate.Estimate``: ±inf for
+a bound the data do not hold, NaN for no interval); ``summary.public_table`` turns them into the JSON's lists.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from kts_helpers.analyse import stats, verdict
+from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.rules import (
-    ci_pair,
     df_reading,
     jitter,
     quantile,
@@ -22,25 +23,29 @@ from kts_helpers.analyse.rules import (
 )
 from kts_helpers.analyse.summary import VERDICT_COLUMNS, baseline_row, verdict_columns
 
-CI_COLUMNS = ("p50_ci", "p95_ci", "p99_ci", "jitter_ci", "df_ci", "throughput_change", "throughput_change_ci",
+CI_COLUMNS = ("p50_lo", "p50_hi", "p95_lo", "p95_hi", "p99_lo", "p99_hi", "jitter_lo", "jitter_hi", "df_lo", "df_hi",
+              "throughput_change", "throughput_change_lo", "throughput_change_hi",
               "block_length", "ess", "lag1", "sample_note", "ci_note")
-def _pair(iv: stats.Interval | None) -> list[float | None] | None:
-    return None if iv is None else ci_pair(iv.lo, iv.hi)
+
+
+def _put(out: pd.DataFrame, i: object, stat: str, est: Estimate) -> None:
+    for col, value in est.columns(stat).items():
+        out.at[i, col] = value
 
 
 def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_resamples: int = 2000,
                   seed: int | None = 0, method: str = "order", confidence: float = 0.95,
                   margin: float = verdict.DEFAULT_MARGIN, slo_ms: dict[str, float] | None = None) -> pd.DataFrame:
-    """Add p50_ci/p95_ci/p99_ci/jitter_ci/df_ci/throughput_change_ci (two-element lists, None for a bound
-    the data do not hold), sample-size notes, and on shared rows the verdict (``VERDICT_COLUMNS``: the reading
+    """Add the intervals of p50/p95/p99/jitter/df/throughput_change (``<stat>_lo``/``<stat>_hi``, ±inf for a bound
+    the data do not hold, NaN where none was computed), sample-size notes, and on shared rows the verdict (``VERDICT_COLUMNS``: the reading
     within ``margin``, the share of iterations slower than the alone p99 or the tenant's ``slo_ms``);
     ``ess`` and ``lag1`` are the p99's."""
     out = table.copy()
     samples = {(k["kind"], k["group"], k["sharing"], k["tenant"], k["phase"]): runs
                for k, runs in series_groups(frame, metric)}
-    for col in CI_COLUMNS + VERDICT_COLUMNS + ("df_reading",):
+    for col in CI_COLUMNS + VERDICT_COLUMNS:
         if col not in out:
-            out[col] = None
+            out[col] = np.nan if col.endswith(("_lo", "_hi")) else None
     slo = slo_ms or {}
     opts = {"n_resamples": n_resamples, "seed": seed, "method": method, "confidence": confidence}
     for i, row in out.iterrows():
@@ -51,11 +56,11 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
         shared_ratio = row["kind"] == "shared" and metric != "wait"  # a wait is often 0: no ratio interval
         if len(x) < 2:  # nothing to resample: the row stays, saying why
             if shared_ratio:
-                out.at[i, "df_reading"] = out.at[i, "reading"] = df_reading(len(x), None)
+                out.at[i, "reading"] = df_reading(len(x), None)
             continue
-        for q, col in ((0.50, "p50_ci"), (0.95, "p95_ci"), (0.99, "p99_ci")):
+        for q, stat in ((0.50, "p50"), (0.95, "p95"), (0.99, "p99")):
             iv = quantile(runs, q, **opts)
-            out.at[i, col] = _pair(iv)
+            _put(out, i, stat, Estimate.of(iv))
             if q == 0.99:
                 out.at[i, "block_length"] = iv.block_length
                 out.at[i, "ci_note"] = iv.note or None
@@ -63,7 +68,9 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
                     if len(x) >= 3 else float(len(x))
                 out.at[i, "ess"] = ess
                 out.at[i, "lag1"] = iv.lag1
-        out.at[i, "jitter_ci"] = _pair(jitter(runs, **opts))
+        jit = jitter(runs, **opts)
+        if jit is not None:
+            _put(out, i, "jitter", Estimate.of(jit))
         out.at[i, "sample_note"] = stats.sample_size_warning(len(x), 0.99, ess=ess)
         if shared_ratio:
             base = baseline_row(out, row)
@@ -71,15 +78,15 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
                      if base is not None else [])
             if alone:
                 v = verdict.decide(runs, alone, q=0.99, margin=margin, slo_ms=slo.get(row["tenant"]), **opts)
-                out.at[i, "df_ci"] = v.df.ci
+                _put(out, i, "df", v.df.bounds)
                 for col, value in verdict_columns(v).items():
                     out.at[i, col] = value
             else:
-                out.at[i, "df_reading"] = out.at[i, "reading"] = "no alone series to compare with"
+                out.at[i, "reading"] = "no alone series to compare with"
             change = throughput_change(runs, alone, **opts)
             if change is not None:
                 out.at[i, "throughput_change"] = change.estimate
-                out.at[i, "throughput_change_ci"] = _pair(change)
+                _put(out, i, "throughput_change", Estimate.of(change))
     return out
 
 
@@ -104,13 +111,13 @@ def trim_effect(trimmed: pd.DataFrame, untrimmed: pd.DataFrame,
         k = tuple(r[c] for c in key)
         if k not in other.index or r["df"] != r["df"]:
             continue
-        ci = r.get("df_ci") or [None, None]
+        ci = Estimate.from_row(r, "df").pair() or [None, None]
         ends = [abs(b - r["df"]) for b in ci if b is not None]
         half = (ci[1] - ci[0]) / 2 if len(ends) == 2 else ends[0] if ends else np.inf
         untrim = float(other.loc[k, "df"]) if not isinstance(other.loc[k, "df"], pd.Series) else float(
             other.loc[k, "df"].iloc[0])
         rows.append({"tenant": r["tenant"], "group": r["group"], "metric": r["metric"], "df": r["df"],
-                     "df_ci": r.get("df_ci"), "df_untrimmed": untrim, "half_width": half,
+                     "df_lo": r.get("df_lo"), "df_hi": r.get("df_hi"), "df_untrimmed": untrim, "half_width": half,
                      "differs": bool(abs(r["df"] - untrim) > half)})
-    return pd.DataFrame(rows, columns=["tenant", "group", "metric", "df", "df_ci", "df_untrimmed", "half_width",
+    return pd.DataFrame(rows, columns=["tenant", "group", "metric", "df", "df_lo", "df_hi", "df_untrimmed", "half_width",
                                        "differs"])

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from kts_helpers.analyse import orderstat, stats
+from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.errors import LogParseError, RunError
 from kts_helpers.run.logformat import PAD_PHASE
 
@@ -294,16 +295,9 @@ class Degradation:
     alone: stats.Interval | None = None
 
     @property
-    def ci(self) -> list[float | None] | None:
-        """[lo, hi] with None for a bound the data do not hold; None without an interval."""
-        return ci_pair(self.lo, self.hi)
-
-
-def ci_pair(lo: float, hi: float) -> list[float | None] | None:
-    """An interval as the tables and JSON keep it: [lo, hi], None for a missing bound, None for none at all."""
-    if np.isnan(lo) or np.isnan(hi) or not (np.isfinite(lo) or np.isfinite(hi)):
-        return None
-    return [float(lo) if np.isfinite(lo) else None, float(hi) if np.isfinite(hi) else None]
+    def bounds(self) -> Estimate:
+        """DF with its interval as it travels to the tables (``estimate.Estimate``)."""
+        return Estimate(self.estimate, self.lo, self.hi)
 
 
 def _untested(method: str, sides: dict[str, stats.Interval]) -> str | None:

@@ -8,6 +8,7 @@ repeats: ``shared`` for ``shared-r1``...) and, in the iterations, ``scenario`` (
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,11 @@ import numpy as np
 import pandas as pd
 
 from kts_helpers.analyse import verdict
+from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.load import RunData
 from kts_helpers.analyse.rules import (
     METRICS,
     PERCENTILES,
-    ci_pair,
     degradation,
     df_reading,
     match_baseline,
@@ -31,19 +32,22 @@ from kts_helpers.fsutil import atomic_write_text
 
 # The verdict of a shared row (``analyse.verdict``): the reading, its reason, and the tail-exceedance estimand.
 VERDICT_COLUMNS = ("reading", "reading_detail", "iterations_needed", "slow_threshold_ms", "slow_threshold_source",
-                   "slow_shared", "slow_shared_ci", "slow_alone", "slow_alone_ci", "slow_ratio", "slow_ratio_ci")
+                   "slow_shared", "slow_shared_lo", "slow_shared_hi", "slow_alone", "slow_alone_lo", "slow_alone_hi",
+                   "slow_ratio", "slow_ratio_lo", "slow_ratio_hi")
 
 
 def verdict_columns(v: verdict.Verdict) -> dict[str, object]:
-    """A verdict as the summary table keeps it (``df_reading`` is the same words, kept as an alias)."""
-    out: dict[str, object] = {"reading": v.reading, "df_reading": v.reading, "reading_detail": v.words,
+    """A verdict as the summary table keeps it (intervals as ``<stat>_lo``/``<stat>_hi``, ``estimate.Estimate``)."""
+    out: dict[str, object] = {"reading": v.reading, "reading_detail": v.words,
                               "iterations_needed": v.iterations_needed}
     ex = v.exceedance
     if ex is not None:
         out.update(slow_threshold_ms=ex.threshold_ms, slow_threshold_source=ex.source,
-                   slow_shared=ex.shared.estimate, slow_shared_ci=ci_pair(ex.shared.lo, ex.shared.hi),
-                   slow_alone=ex.alone.estimate, slow_alone_ci=ci_pair(ex.alone.lo, ex.alone.hi),
-                   slow_ratio=ex.ratio, slow_ratio_ci=ci_pair(ex.lo, ex.hi))
+                   slow_shared=ex.shared.estimate, **Estimate(ex.shared.estimate, ex.shared.lo, ex.shared.hi)
+                   .columns("slow_shared"),
+                   slow_alone=ex.alone.estimate, **Estimate(ex.alone.estimate, ex.alone.lo, ex.alone.hi)
+                   .columns("slow_alone"),
+                   slow_ratio=ex.ratio, **Estimate(ex.ratio, ex.lo, ex.hi).columns("slow_ratio"))
     return out
 
 
@@ -82,7 +86,7 @@ def shared_pairs(table: pd.DataFrame, metric: str) -> list[tuple[pd.Series, pd.S
 def summarize_frame(frame: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
     """Per kind x group x tenant (x phase): n, p50/p95/p99, mean, jitter, throughput, and DF on shared rows.
 
-    Repeats of a scenario are pooled; only co-running iterations count. ``df_reading`` says "insufficient
+    Repeats of a scenario are pooled; only co-running iterations count. ``reading`` says "insufficient
     co-running data" below ``rules.MIN_CORUNNING`` shared samples; the interval's reading replaces it once
     ``intervals.add_intervals`` has run.
     """
@@ -94,14 +98,13 @@ def summarize_frame(frame: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
     if table.empty:
         return table
     table["df"] = np.nan
-    table["df_reading"] = None
     table["reading"] = None
     for i, row in table[table["kind"] == "shared"].iterrows():
         base = baseline_row(table, row)
         alone = samples[table.index.get_loc(base.name)] if base is not None else []
         d = degradation(samples[table.index.get_loc(i)], alone, 0.99, interval=False)
         table.loc[i, "df"] = d.estimate
-        table.loc[i, "df_reading"] = table.loc[i, "reading"] = d.reading
+        table.loc[i, "reading"] = d.reading
     return table
 
 
@@ -109,14 +112,36 @@ def summarize_run(data: RunData, metrics: tuple[str, ...] = METRICS) -> pd.DataF
     return pd.concat([summarize_frame(data.iterations, m) for m in metrics], ignore_index=True)
 
 
+def public_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The summary table as ``kts summarize --format json`` and summary.csv/json give it, a public interface:
+    each interval (``<stat>_lo``/``<stat>_hi`` inside the kit) becomes one ``<stat>_ci`` list where its
+    ``_lo`` stood (``Estimate.pair``: None for a missing bound, None for none at all), and ``df_reading``, the
+    verdicts issue's alias of ``reading``, comes just before it. The one place the two forms meet."""
+    cols: dict[str, object] = {}
+    for c in table.columns:
+        stat = c[:-3]
+        if c.endswith("_hi") and f"{stat}_lo" in table:
+            continue
+        if c.endswith("_lo") and f"{stat}_hi" in table:
+            cols[f"{stat}_ci"] = [Estimate(math.nan, math.nan if lo is None else float(lo),
+                                           math.nan if hi is None else float(hi)).pair()
+                                  for lo, hi in zip(table[c], table[f"{stat}_hi"], strict=True)]
+            continue
+        if c == "reading":
+            cols["df_reading"] = table[c]
+        cols[c] = table[c]
+    return pd.DataFrame(cols, index=table.index)
+
+
 def summary_records(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """JSON-ready rows; ``df``, the verdict (``reading``, its alias ``df_reading``, and the slow-iteration
-    estimand) only on shared rows; NaN becomes null."""
+    """JSON-ready rows (``public_table``); ``df``, the verdict (``reading``, its alias ``df_reading``, and the
+    slow-iteration estimand) only on shared rows; NaN becomes null."""
+    shared_only = ("df", *public_table(pd.DataFrame(columns=VERDICT_COLUMNS)).columns)
     out = []
-    for rec in table.to_dict(orient="records"):
+    for rec in public_table(table).to_dict(orient="records"):
         clean = {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in rec.items()}
         if clean.get("kind") != "shared":
-            for col in ("df", "df_reading", *VERDICT_COLUMNS):
+            for col in shared_only:
                 clean.pop(col, None)
         out.append(clean)
     return out
@@ -125,7 +150,7 @@ def summary_records(table: pd.DataFrame) -> list[dict[str, Any]]:
 def write_summary(table: pd.DataFrame, out_dir: str | os.PathLike) -> tuple[Path, Path]:
     """summary.csv and summary.json, written atomically (into a report's build directory, not the run)."""
     out = Path(out_dir)
-    csv = atomic_write_text(out / "summary.csv", table.to_csv(index=False))
+    csv = atomic_write_text(out / "summary.csv", public_table(table).to_csv(index=False))
     js = atomic_write_text(out / "summary.json", json.dumps(summary_records(table), indent=2) + "\n")
     return csv, js
 
@@ -217,4 +242,4 @@ def most_affected(table: pd.DataFrame, metric: str = "wall") -> tuple[str, str] 
 def readings(table: pd.DataFrame, metric: str = "wall") -> dict[tuple[str, str], str]:
     """{(tenant, group): reading} of the shared rows: what the summary, the index and the CLI say."""
     shared = table[(table["kind"] == "shared") & (table["metric"] == metric)]
-    return {(r.tenant, r.group): (r.df_reading or df_reading(int(r.n), None)) for r in shared.itertuples()}
+    return {(r.tenant, r.group): (r.reading or df_reading(int(r.n), None)) for r in shared.itertuples()}

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from kts_helpers.analyse import openloop, rules
+from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.present.tables import fmt_ci
 
 SCENARIO_COLORS = {"alone": "#4C78A8", "shared": "#E45756"}
@@ -78,12 +79,12 @@ def _tenant_scale(tenants: list[str]) -> alt.Scale:
 def _open_ends(d: pd.DataFrame, lo: str, hi: str, value: str) -> pd.DataFrame:
     """Draw a bound the data do not hold (-inf / inf) to the edge of the plot, and say so in ``bounds``.
 
-    The interval text comes from ``intervals.fmt_ci`` ("≥ lo; no upper bound"), the same as the tables.
+    The interval text comes from ``tables.fmt_ci`` ("≥ lo; no upper bound"), the same as the tables.
     """
     d = d.copy()
     finite = pd.concat([d[lo], d[hi], d[value]]).astype(float).replace([np.inf, -np.inf], np.nan)
     top, bottom = finite.max(), finite.min()
-    d["bounds"] = [fmt_ci(v, rules.ci_pair(a, b)) for v, a, b in zip(d[value], d[lo], d[hi], strict=True)]
+    d["bounds"] = [fmt_ci(Estimate(v, a, b)) for v, a, b in zip(d[value], d[lo], d[hi], strict=True)]
     d[hi] = d[hi].astype(float).where(np.isfinite(d[hi].astype(float)), top * 1.15 if top == top else np.nan)
     d[lo] = d[lo].astype(float).where(np.isfinite(d[lo].astype(float)), bottom / 1.15 if bottom == bottom else np.nan)
     return d
@@ -259,7 +260,7 @@ def modes_chart(table: pd.DataFrame, *, log: bool = False, stat: str = "p99") ->
     """p99 wall latency with its 95 % interval per tenant, one row per sharing mode (alone first)."""
     d = table.copy()
     d["value"], d["lo"], d["hi"] = d[f"{stat}_ms"], d[f"{stat}_lo"], d[f"{stat}_hi"]
-    d["df_text"] = [("" if df != df else "DF " + fmt_ci(df, rules.ci_pair(lo, hi), 2))
+    d["df_text"] = [("" if df != df else "DF " + fmt_ci(Estimate(df, lo, hi), 2))
                     for df, lo, hi in zip(d["df"], d["df_lo"], d["df_hi"], strict=True)]
     d = _open_ends(d, "lo", "hi", "value")
     modes = list(dict.fromkeys(d["mode"]))
@@ -273,7 +274,7 @@ def modes_chart(table: pd.DataFrame, *, log: bool = False, stat: str = "p99") ->
     points = base.mark_point(filled=True, size=70).encode(
         x="value:Q", color=alt.Color("mode:N", scale=_mode_scale(order), title="sharing"),
         tooltip=["label", "mode", "scenario", "n", alt.Tooltip("value:Q", format=".3f", title=stat),
-                 "bounds", "df_text", "wording"])
+                 "bounds", "df_text", "reading"])
     return alt.layer(ranges, points).properties(width=WIDTH // 2 - 40, height=28 * max(len(order), 2)).facet(
         column=alt.Column("label:N", title=None, sort=list(dict.fromkeys(d["label"])))).resolve_scale(
         x="independent").properties(title=f"{stat} wall latency by sharing mode (alone = no neighbour)")
@@ -287,8 +288,7 @@ def df_heatmap(matrix: pd.DataFrame, *, all_phases: bool = False) -> alt.Chart:
     if all_phases or "primary" not in d:
         d["victim"] = d.apply(lambda r: rules.series_label(r["victim"], r["phase"]), axis=1)
     d = d[np.isfinite(d["df"].astype(float))].copy()
-    d["text"] = [fmt_ci(df, rules.ci_pair(lo, hi), 2) for df, lo, hi in zip(d["df"], d["df_lo"], d["df_hi"],
-                                                                             strict=True)]
+    d["text"] = [fmt_ci(Estimate(df, lo, hi), 2) for df, lo, hi in zip(d["df"], d["df_lo"], d["df_hi"], strict=True)]
     d["df_lo"], d["df_hi"] = d["df_lo"].replace(-np.inf, np.nan), d["df_hi"].replace(np.inf, np.nan)
     span = float(np.nanmax(np.abs(np.log(d["df"].clip(lower=1e-6))))) if len(d) else 1.0
     span = max(span, np.log(1.25))
@@ -307,7 +307,7 @@ def df_heatmap(matrix: pd.DataFrame, *, all_phases: bool = False) -> alt.Chart:
                                                             domainMid=1.0, clamp=True),
                         legend=alt.Legend(values=ticks)),
         tooltip=["victim", "neighbours", "sharing", "phase", alt.Tooltip("df:Q", format=".3f"),
-                 alt.Tooltip("df_lo:Q", format=".3f"), alt.Tooltip("df_hi:Q", format=".3f"), "wording"])
+                 alt.Tooltip("df_lo:Q", format=".3f"), alt.Tooltip("df_hi:Q", format=".3f"), "reading"])
     text = base.mark_text(fontSize=11).encode(
         text="text:N", color=alt.condition("datum.dark", alt.value("white"), alt.value("black")))
     chart = alt.layer(cells, text).properties(width=max(140 * len(cols), 200), height=max(40 * len(rows), 80))
@@ -361,7 +361,7 @@ def phase_chart(table: pd.DataFrame) -> alt.FacetChart:
     ranges = base.mark_rule(strokeWidth=2).encode(
         x=alt.X("lo:Q", scale=alt.Scale(zero=False), title="latency (ms) with 95% interval"), x2="hi:Q",
         color=alt.Color("when:N", scale=_scenario_scale(), title="scenario"))
-    tip = ["tenant", "stat", "scenario", "quantile", "n", alt.Tooltip("value:Q", format=".3f"), "bounds", "wording"]
+    tip = ["tenant", "stat", "scenario", "quantile", "n", alt.Tooltip("value:Q", format=".3f"), "bounds", "reading"]
     color = alt.Color("when:N", scale=_scenario_scale(), title="scenario")
     p50 = base.transform_filter("datum.quantile == 'p50'").mark_point(size=60, filled=False, shape="circle").encode(
         x="value:Q", color=color, tooltip=tip)

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from kts_helpers.analyse.coverage import committed_p99_coverage
+from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.load import RunData
 from kts_helpers.analyse.rules import MIN_CORUNNING
 from kts_helpers.analyse.summary import shared_pairs
@@ -58,7 +59,7 @@ def summary_paragraph(data: RunData, table: pd.DataFrame) -> str:
         a, s = a.iloc[0], s.iloc[0]
         d = dev[(dev["tenant"] == tenant) & (dev["kind"] == "shared") & (dev["group"] == s["group"])]
         dev_df = d["df"].iloc[0] if not d.empty else float("nan")
-        reading = s.get("reading") or s.get("df_reading")
+        reading = s.get("reading")
         verdict = f" ({esc(reading)})" if isinstance(reading, str) else ""
         on_gpu = data.on_gpu
         device_part = (f"measured by device time (CUDA events) alone the factor would be {_fmt(dev_df)}×, and "
@@ -136,8 +137,8 @@ def at_a_glance(table: pd.DataFrame, metric: str = "wall") -> str:
 
 
 def _reading(row: pd.Series | dict) -> str | None:
-    """A shared row's verdict (``reading``; tables made before the verdict carry ``df_reading`` only)."""
-    return row.get("reading") or row.get("df_reading")
+    """A shared row's verdict (``reading``)."""
+    return row.get("reading")
 
 
 def sample_size(table: pd.DataFrame) -> str:
@@ -280,7 +281,7 @@ def _trim_text(trim_effect: pd.DataFrame | None) -> str:
     if moved.empty:
         return (" Undoing the cut moves no DF by more than its interval's half-width "
                 f"({len(trim_effect)} shared rows compared).")
-    items = "; ".join(f"{esc(r.tenant)} ({esc(r.metric)}, {esc(r.group)}): {fmt_ci(r.df, r.df_ci, 2)} with the "
+    items = "; ".join(f"{esc(r.tenant)} ({esc(r.metric)}, {esc(r.group)}): {fmt_ci(Estimate.from_row(r, 'df'), 2)} with the "
                       f"cut, {_fmt(r.df_untrimmed)} without" for r in moved.itertuples())
     return f" **The cut changes DF by more than its interval's half-width** for {items}."
 

@@ -15,9 +15,9 @@ from typing import Any
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 
+from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.intervals import add_all_intervals, trim_effect
 from kts_helpers.analyse.load import RunData, clocks, load_run
-from kts_helpers.analyse.rules import ci_pair
 from kts_helpers.analyse.summary import (
     efficiency,
     focus,
@@ -162,8 +162,7 @@ def compact(df: pd.DataFrame, max_columns: int = 9) -> pd.DataFrame:
         col = base if base in df else f"{base}_ms" if f"{base}_ms" in df else None
         if col is None:
             continue
-        out[col] = [fmt_ci(v, ci_pair(lo, hi)) for v, lo, hi in zip(df[col], df[lo_col], df[f"{base}_hi"],
-                                                                     strict=True)]
+        out[col] = [fmt_ci(Estimate.from_row(r, base, col)) for _, r in df.iterrows()]
         out = out.drop(columns=[lo_col, f"{base}_hi"])
     if len(out.columns) > max_columns and len(out) > 1:
         constant = [c for c in out.columns if out[c].astype(str).nunique() <= 1]

@@ -147,7 +147,7 @@ def headline_entry(data: Any, table: Any) -> dict[str, Any]:
     shared = table[(table["kind"] == "shared") & (table["metric"] == "wall")]
     parts = []
     for r in shared.itertuples():
-        reading = getattr(r, "reading", None) or r.df_reading
+        reading = r.reading
         if r.df != r.df:
             parts.append(f"{series_label(r.tenant, r.phase)}: {reading}")
             continue

@@ -10,6 +10,7 @@ import os
 
 import pandas as pd
 
+from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.intervals import add_all_intervals
 from kts_helpers.analyse.load import RunData, load_run
 from kts_helpers.analyse.probe import is_probe, read_probe
@@ -32,9 +33,9 @@ def reference_markdown(run_dir: str | os.PathLike, *, n_resamples: int = 2000, s
         for a, r in shared_pairs(table, metric):
             lines.append(f"| {_label(r)} | {metric} | {r['sharing']} "
                          f"| {a['p50_ms']:.3f} → {r['p50_ms']:.3f} "
-                         f"| {fmt_ci(a['p99_ms'], a['p99_ci'], n=int(a['n']))} "
-                         f"| {fmt_ci(r['p99_ms'], r['p99_ci'], n=int(r['n']))} "
-                         f"| {fmt_ci(r['df'], r['df_ci'])} | {fmt_slow(r)} | **{r['reading']}** |")
+                         f"| {fmt_ci(Estimate.from_row(a, 'p99', 'p99_ms'), n=int(a['n']))} "
+                         f"| {fmt_ci(Estimate.from_row(r, 'p99', 'p99_ms'), n=int(r['n']))} "
+                         f"| {fmt_ci(Estimate.from_row(r, 'df'))} | {fmt_slow(r)} | **{r['reading']}** |")
     return "\n".join(lines + ["", *verdict_sentences(table)])
 
 

@@ -1,29 +1,34 @@
 """How a number with its interval, and a verdict with its evidence, read in every table, chart and sentence.
 
-Why one module: an interval travels from ``analyse`` as ``[lo, hi]`` (None for a bound the data do not hold,
-``rules.ci_pair``); it is turned into words here and nowhere else, so the headline, the README's reference
-tables, the charts' tooltips and the prose cannot print the same interval two ways.
+Why one module: an interval travels from ``analyse`` as a ``estimate.Estimate`` (in a table: ``<stat>_lo`` and
+``<stat>_hi``, ±inf for a bound the data do not hold); it is turned into words here and nowhere else, so the
+headline, the README's reference tables, the charts' tooltips and the prose cannot print the same interval two
+ways.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
+from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.rules import series_label
 from kts_helpers.analyse.summary import baseline_row
 
 
-def fmt_ci(v: float, ci: list[float | None] | None, digits: int = 3, *, n: int | None = None,
-           scale: float = 1.0, unit: str = "") -> str:
+def fmt_ci(est: Estimate, digits: int = 3, *, n: int | None = None, scale: float = 1.0, unit: str = "") -> str:
     """"v [lo, hi]", or "v [≥ lo; no upper bound at n = N]" where the data hold no upper bound (and the
     mirror for a lower one), "v" without an interval, "—" without a value: how every table shows a number."""
+    v = est.value
     if v is None or v != v:
         return "—"
 
     def f(x: float) -> str:
         return f"{scale * x:{'+' if unit else ''}.{digits}f}{unit}"
 
+    ci = est.pair()
     if not ci:
         return f(v)
     lo, hi = ci
@@ -46,13 +51,13 @@ def fmt_slow(r: pd.Series | dict) -> str:
     if not _present(get("slow_shared")):
         return "—"
 
-    def pct(v: float, ci: list[float | None] | None) -> str:
-        return fmt_ci(v, ci, 1, scale=100) + " %"
+    def pct(stat: str) -> str:
+        return fmt_ci(Estimate.from_row(r, stat), 1, scale=100) + " %"
 
     ratio = get("slow_ratio")
-    ratio_text = fmt_ci(ratio, get("slow_ratio_ci"), 2) + "×" if _present(ratio) and np.isfinite(ratio) else \
+    ratio_text = fmt_ci(Estimate.from_row(r, "slow_ratio"), 2) + "×" if _present(ratio) and np.isfinite(ratio) else \
         "no alone iteration beyond it"
-    return (f"{pct(get('slow_shared'), get('slow_shared_ci'))} shared vs {pct(get('slow_alone'), get('slow_alone_ci'))} "
+    return (f"{pct('slow_shared')} shared vs {pct('slow_alone')} "
             f"alone beyond {get('slow_threshold_source')} ({get('slow_threshold_ms'):.3g} ms): {ratio_text}")
 
 
@@ -66,16 +71,17 @@ def headline(table: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
         change = (r["throughput_per_s"] / base["throughput_per_s"] - 1 if base is not None else float("nan"))
         shared = r["kind"] == "shared"
         n = int(r["n"])
-        reading = r.get("reading_detail") or r.get("reading") or r.get("df_reading")
+        reading = r.get("reading_detail") or r.get("reading")
         rows.append({
             "tenant": series_label(r["tenant"], r["phase"]),
             "scenario group": r["group"], "sharing": r["sharing"], "n": r["n"],
-            "p50 ms [95% CI]": fmt_ci(r["p50_ms"], r.get("p50_ci"), n=n),
-            "p95 ms [95% CI]": fmt_ci(r["p95_ms"], r.get("p95_ci"), n=n),
-            "p99 ms [95% CI]": fmt_ci(r["p99_ms"], r.get("p99_ci"), n=n),
-            "jitter p99/p50": fmt_ci(r["jitter"], r.get("jitter_ci"), n=n),
-            "throughput change [95% CI]": fmt_ci(change, r.get("throughput_change_ci"), 1, scale=100, unit=" %"),
-            "DF [95% CI]": fmt_ci(r["df"], r.get("df_ci")) if shared else "—",
+            "p50 ms [95% CI]": fmt_ci(Estimate.from_row(r, "p50", "p50_ms"), n=n),
+            "p95 ms [95% CI]": fmt_ci(Estimate.from_row(r, "p95", "p95_ms"), n=n),
+            "p99 ms [95% CI]": fmt_ci(Estimate.from_row(r, "p99", "p99_ms"), n=n),
+            "jitter p99/p50": fmt_ci(Estimate.from_row(r, "jitter"), n=n),
+            "throughput change [95% CI]": fmt_ci(replace(Estimate.from_row(r, "throughput_change"), value=change), 1,
+                                                 scale=100, unit=" %"),
+            "DF [95% CI]": fmt_ci(Estimate.from_row(r, "df")) if shared else "—",
             "slow iterations [95% CI]": fmt_slow(r) if shared else "—",
             "verdict": (reading or "—") if shared else "—",
         })
@@ -87,12 +93,11 @@ def forest_frame(table: pd.DataFrame, metrics: tuple[str, ...] = ("wall", "devic
     side (or none at all, at n = 300) is drawn with that side open, not left out."""
     rows = []
     for _, r in table[(table["kind"] == "shared") & table["metric"].isin(metrics)].iterrows():
-        ci = r.get("df_ci")
-        ci = ci if isinstance(ci, (list, tuple)) and len(ci) == 2 else (None, None)
+        ci = Estimate.from_row(r, "df").pair() or (None, None)
         if r["df"] == r["df"]:
             label = series_label(r["tenant"], r["phase"])
             scen = "" if r["group"] == "shared" else f" · {r['group']}"
             rows.append({"tenant": label + scen, "metric": r["metric"], "df": r["df"],
                          "df_lo": -np.inf if ci[0] is None else ci[0], "df_hi": np.inf if ci[1] is None else ci[1],
-                         "reading": r.get("reading") or r.get("df_reading")})
+                         "reading": r.get("reading")})
     return pd.DataFrame(rows)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.intervals import add_intervals
 from kts_helpers.analyse.load import RunData, load_run
 from kts_helpers.analyse.probe import TICK_BB, ProbeReading, contended_waits, is_probe, read_probe
@@ -34,7 +35,7 @@ from kts_helpers.teaching.model import degradation as simulated_degradation
 from kts_helpers.teaching.synthetic import SIMULATED_DEVICE
 
 COMPARISON_COLUMNS = ["tenant", "clock", "measured_p99_alone_ms", "measured_p99_shared_ms", "measured_df",
-                      "measured_df_lo", "measured_df_hi", "measured_reading", "n_shared", "sim_p99_alone_ms",
+                      "measured_df_lo", "measured_df_hi", "reading", "n_shared", "sim_p99_alone_ms",
                       "sim_p99_shared_ms", "sim_df", "sim_in_interval"]
 
 
@@ -90,7 +91,7 @@ class RunComparison:
         r = rows.loc[(name, "device")]
         short = min(self.tenants, key=lambda t: t.kernel_ms)
         head = (f"The long tenant (**{name}**, {max(t.kernel_ms for t in self.tenants):.3f} ms kernels): measured "
-                f"device-time DF {r.measured_df:.3f} [{r.measured_df_lo:.3f}, {r.measured_df_hi:.3f}] ({r.measured_reading}), "
+                f"device-time DF {r.measured_df:.3f} [{r.measured_df_lo:.3f}, {r.measured_df_hi:.3f}] ({r.reading}), "
                 f"simulated {r.sim_df:.3f}. ")
         share = self.preempted_share.get(name, math.nan)
         model = (f" In the model (a {self.quantum_ms:.3f} ms quantum) {100 * share:.1f} % of its kernels were "
@@ -111,7 +112,7 @@ class RunComparison:
             ci = (f" [{r.measured_df_lo:.2f}, {r.measured_df_hi:.2f}]"
                   if math.isfinite(r.measured_df_lo) and math.isfinite(r.measured_df_hi) else "")
             within = "inside" if r.sim_in_interval else "outside"
-            out.append(f"- **{r.tenant}**, {r.clock}: measured DF {r.measured_df:.2f}{ci} ({r.measured_reading}), "
+            out.append(f"- **{r.tenant}**, {r.clock}: measured DF {r.measured_df:.2f}{ci} ({r.reading}), "
                        f"simulated DF {r.sim_df:.2f} ({within} the interval)")
         return out
 
@@ -159,7 +160,7 @@ def display_comparison(comparison: pd.DataFrame) -> pd.DataFrame:
               if math.isfinite(r.measured_df_lo) and math.isfinite(r.measured_df_hi) else "")
         rows.append({"tenant": r.tenant, "clock": r.clock,
                      "measured p99 alone → shared (ms)": f"{r.measured_p99_alone_ms:.3f} → {r.measured_p99_shared_ms:.3f}",
-                     "measured DF [95% CI]": f"{r.measured_df:.3f}{ci}", "reading": r.measured_reading,
+                     "measured DF [95% CI]": f"{r.measured_df:.3f}{ci}", "reading": r.reading,
                      "simulated p99 alone → shared (ms)": f"{r.sim_p99_alone_ms:.3f} → {r.sim_p99_shared_ms:.3f}",
                      "simulated DF": f"{r.sim_df:.3f}", "simulated inside the interval": bool(r.sim_in_interval)})
     return pd.DataFrame(rows)
@@ -229,14 +230,14 @@ def measured_table(data: RunData, group: str, n_resamples: int = 2000) -> pd.Dat
         for _, r in table[(table["kind"] == "shared") & (table["phase"] != "prefill")].iterrows():
             base = baseline_row(table, r)
             # no interval at all: with a DF, neither bound held (open both ways); without one, nothing to bound
-            ci = (r["df_ci"] if isinstance(r["df_ci"], list | tuple)
-                  else [None, None] if math.isfinite(float(r["df"])) else [math.nan, math.nan])
+            ci = (Estimate.from_row(r, "df").pair()
+                  or ([None, None] if math.isfinite(float(r["df"])) else [math.nan, math.nan]))
             rows.append({"tenant": r["tenant"], "clock": clock,
                          "measured_p99_alone_ms": float(base["p99_ms"]) if base is not None else math.nan,
                          "measured_p99_shared_ms": float(r["p99_ms"]), "measured_df": float(r["df"]),
                          "measured_df_lo": -math.inf if ci[0] is None else float(ci[0]),  # None: no bound held
                          "measured_df_hi": math.inf if ci[1] is None else float(ci[1]),
-                         "measured_reading": r["df_reading"], "n_shared": int(r["n"])})
+                         "reading": r["reading"], "n_shared": int(r["n"])})
     return pd.DataFrame(rows)
 
 

@@ -25,7 +25,7 @@ from kts_helpers.teaching.mps import weight_for_share
 REFERENCE_ROOT = Path("data") / "reference"
 MODES = ("timeslice", "mps", "mps-limited")
 MODE_COLUMNS = ["reference", "tenant", "phase", "mode", "clock", "thread_pct", "n", "p50_alone_ms", "p50_ms", "p99_ms",
-                "p99_lo", "p99_hi", "df", "df_lo", "df_hi", "wording"]
+                "p99_lo", "p99_hi", "df", "df_lo", "df_hi", "reading"]
 
 
 def reference_dirs(root: str | os.PathLike = REFERENCE_ROOT, *, probes: bool = False) -> list[Path]:
@@ -73,7 +73,7 @@ def sharing_modes(run_dirs: list[str | os.PathLike] | list[Path], *, n_resamples
                              "clock": clock, "thread_pct": r.thread_pct, "n": r.n,
                              "p50_alone_ms": float(alone.get((r.tenant, r.phase), math.nan)),
                              "p50_ms": r.p50_ms, "p99_ms": r.p99_ms, "p99_lo": r.p99_lo, "p99_hi": r.p99_hi,
-                             "df": r.df, "df_lo": r.df_lo, "df_hi": r.df_hi, "wording": r.wording})
+                             "df": r.df, "df_lo": r.df_lo, "df_hi": r.df_hi, "reading": r.reading})
     return pd.DataFrame(rows, columns=MODE_COLUMNS)
 
 
