@@ -439,3 +439,20 @@ def test_paired_warmup_cuts_alone_and_shared_alike_and_keeps_df_unbiased():
         t = summarize_frame(add_clocks(kept, 0.0), "wall").set_index("kind")
         log_dfs.append(np.log(t.loc["shared", "df"]))
     assert abs(np.median(log_dfs)) < 0.02  # within 2 % of the true DF = 1
+
+
+def test_the_json_edge_turns_bounds_into_the_public_lists():
+    """Inside the kit an interval is <stat>_lo/<stat>_hi (±inf: no bound, NaN: none); ``kts summarize --format
+    json`` keeps its public form: one <stat>_ci list where _lo stood, None for a missing bound or no interval, and
+    ``df_reading`` (the alias of ``reading``) just before ``reading``."""
+    from kts_helpers.analyse.summary import summary_records
+
+    inf, nan = float("inf"), float("nan")
+    table = pd.DataFrame([{"kind": "shared", "tenant": "v", "df": 1.5, "reading": "degraded", "p99_ms": 2.0,
+                           "p99_lo": 1.8, "p99_hi": inf, "df_lo": 1.2, "df_hi": 1.9, "jitter": 1.1,
+                           "jitter_lo": -inf, "jitter_hi": inf, "slow_ratio_lo": nan, "slow_ratio_hi": nan}])
+    (rec,) = summary_records(table)
+    assert list(rec) == ["kind", "tenant", "df", "df_reading", "reading", "p99_ms", "p99_ci", "df_ci", "jitter",
+                         "jitter_ci", "slow_ratio_ci"]
+    assert rec["p99_ci"] == [1.8, None] and rec["df_ci"] == [1.2, 1.9]
+    assert rec["jitter_ci"] is None and rec["slow_ratio_ci"] is None and rec["df_reading"] == "degraded"
