@@ -1,6 +1,6 @@
 """How a number with its interval, and a verdict with its evidence, read in every table, chart and sentence.
 
-Why one module: an interval travels from ``analyse`` as a ``estimate.Estimate`` (in a table: ``<stat>_lo`` and
+Why one module: an interval travels from ``analyse`` as an ``estimate.Estimate`` (in a table: ``<stat>_lo`` and
 ``<stat>_hi``, ±inf for a bound the data do not hold); it is turned into words here and nowhere else, so the
 headline, the README's reference tables, the charts' tooltips and the prose cannot print the same interval two
 ways.
