@@ -29,20 +29,6 @@ The interval here is the order-statistic interval (Conover, *Practical Nonparame
   alone FFT, whose tail is nearly independent.)
 * When the upper rank exceeds n the data hold no upper bound at this confidence (a p99 from 300
   samples: 0.99^300 = 0.049 > 0.025): ``hi`` is ``inf``, shown as "≥ lo (no upper bound at n = ...)".
-* The upper bound is a whole order statistic at a whole count of effective samples (``upper_rank``).
-  Why: the count of samples beyond the true quantile is an integer, and beyond a p99 it is 0-3 in the
-  samples that decide the upper side's coverage. ``bdtrik``'s continuous j and a fractional rank (798.8 of
-  800) interpolate into the sample's widest spacing -- between the bulk and a lone collision -- where the
-  count beyond the bound is the smaller integer, so the bound covers less often than the binomial says:
-  bursty collisions (a sample with 1-2 samples beyond the truth looks independent) missed above 4.9 % of
-  the time at n = 800 and 3.9 % at 2000 (4800 series each). Under the model T = tau * Binomial(n / tau, q)
-  the quantile of the count *is* a whole number of effective samples, so j is rounded up before tau maps it
-  back, and the rank up to a sample (Conover's exact ranks are integers too; with tau = 1 the bound is
-  ``scipy.stats.quantile_test``'s). Measured after: 3.0 % and 2.0 %. The cost: the bound moves up by at most
-  tau + 1 ranks -- at n = 800 with tau = 1.3 (the article's alone FFT) past the second-largest sample to the
-  largest. Only the upper side: the lower bound has ~14 samples beyond it at n = 800, where a fraction
-  of a rank is not the difference between 0 and 1, its misses stay at most 1.7 %, and rounding it would
-  cost "degraded" power.
 
 Repeats (several runs of one scenario) pool their samples; tau is then also estimated from how the
 runs' exceedance fractions scatter (batch means with the runs as batches), with R - 1 degrees of freedom
@@ -237,19 +223,8 @@ def rank_bounds(n: int, q: float, tau: float, confidence: float) -> tuple[float 
             lo = tau * j + 1
     j = float(bdtrik(1 - a2, m, q))
     if math.isfinite(j) and j + 1 <= m:  # the bound is an order statistic of the n / tau effective samples
-        hi = upper_rank(n, tau, j)
+        hi = tau * j + 1
     return lo, hi
-
-
-def upper_rank(n: int, tau: float, j: float) -> float:
-    """The upper bound's rank for the binomial count quantile j: whole effective samples, a whole order statistic.
-
-    j from ``bdtrik`` is continuous; the count it stands for is an integer, and so is the sample the bound
-    is. Interpolating between the two largest samples puts the bound inside the sample's widest gap, below
-    the one value that lies beyond the truth when only one does (module doc). At most the largest sample.
-    """
-    eps = 1e-9  # bdtrik's rounding: a count that is a whole number stays that number
-    return float(min(n, math.ceil(tau * math.ceil(j - eps) + 1 - eps)))
 
 
 def at_rank(s: np.ndarray, r: float) -> float:
