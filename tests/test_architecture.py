@@ -5,7 +5,8 @@ The import rule, as the README's Layout section states it (a test below checks t
 
 run → analyse → plan → present: ``present`` may import ``plan``, ``analyse`` and ``run``; ``plan`` (the
 simulators and the planner) may import ``analyse`` and ``run``; ``analyse`` may import ``run``; never the other
-way; ``teaching`` sits beside ``present``, asks ``plan`` for its models and reads runs through ``analyse``: it
+way; ``teaching`` sits beside ``present``, words its numbers with ``present``'s formats, asks ``plan`` for its
+models and reads runs through ``analyse``: it
 does not import ``run``, except ``teaching.synthetic``, which writes simulated runs and takes the line's layout
 from ``run.logformat``. Outside ``run``, run modules are used through their public names: no module whose name
 starts with ``_``, no backend's inner modules. Notebooks import only ``present`` and ``teaching``. No
@@ -27,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 PKG = REPO / "kts_helpers"
 # which wings a module of each wing may import (besides the shared errors/fsutil and itself)
 ALLOWED = {"common": set(), "run": {"run"}, "analyse": {"analyse", "run"}, "plan": {"plan", "analyse", "run"},
-           "present": {"present", "plan", "analyse", "run"}, "teaching": {"teaching", "plan", "analyse"},
+           "present": {"present", "plan", "analyse", "run"}, "teaching": {"teaching", "present", "plan", "analyse"},
            "top": {"run", "analyse", "plan", "present", "teaching", "top"}}
 # (importer, imported) pairs outside ALLOWED, each with its reason
 EXCEPTIONS = {("kts_helpers.teaching.synthetic", "kts_helpers.run.logformat"):

@@ -255,3 +255,28 @@ def test_a_missing_references_folder_is_an_error_not_an_empty_lesson(tmp_path: P
     with pytest.raises(RunError, match="does not exist"):
         reference.lesson_references(tmp_path / "no-such")
     assert reference.reference_dirs(tmp_path) == []  # an existing folder without runs: really none
+
+
+def test_the_lesson_words_an_interval_as_the_report_does() -> None:
+    """A half-open DF reads "≥ lo; no upper bound" in the lesson too (present.tables.fmt_ci, the one format):
+    the lesson once dropped such an interval, or printed its -inf."""
+    import math
+
+    import pandas as pd
+
+    from kts_helpers.teaching.measured import display_comparison
+
+    comparison = pd.DataFrame([
+        {"tenant": "fft", "clock": "wall", "measured_p99_alone_ms": 0.6, "measured_p99_shared_ms": 1.2,
+         "measured_df": 2.0, "measured_df_lo": 1.4, "measured_df_hi": math.inf, "reading": "degraded",
+         "sim_p99_alone_ms": 0.6, "sim_p99_shared_ms": 1.1, "sim_df": 1.8, "sim_in_interval": True},
+        {"tenant": "gemm", "clock": "wall", "measured_p99_alone_ms": 3.0, "measured_p99_shared_ms": 3.1,
+         "measured_df": 1.03, "measured_df_lo": 0.98, "measured_df_hi": 1.07, "reading": "no change within ±10 %",
+         "sim_p99_alone_ms": 3.0, "sim_p99_shared_ms": 3.0, "sim_df": 1.0, "sim_in_interval": True}])
+    shown = display_comparison(comparison).set_index("tenant")["measured DF [95% CI]"]
+    assert shown["fft"] == "2.000 [≥ 1.400; no upper bound]"
+    assert shown["gemm"] == "1.030 [0.980, 1.070]"
+    modes = pd.DataFrame([{"reference": "r", "tenant": "fft", "mode": "timeslice", "clock": "wall", "p50_alone_ms": 0.5,
+                           "p50_ms": 0.6, "df": 2.0, "df_lo": -math.inf, "df_hi": 2.5}])
+    row = reference.display_table(modes).iloc[0]
+    assert "2.00 [≤ 2.50; no lower bound]" in " ".join(str(v) for v in row.values)

@@ -29,6 +29,7 @@ from kts_helpers.analyse.probe import TICK_BB, ProbeReading, contended_waits, is
 from kts_helpers.analyse.rules import match_baseline, min_corunning_samples
 from kts_helpers.analyse.summary import baseline_row, primary_shared, summarize_frame
 from kts_helpers.errors import RunError
+from kts_helpers.present.tables import fmt_ci
 from kts_helpers.teaching.fit import DEFAULT_CANDIDATES, QuantumFit, fit_with_interval
 from kts_helpers.teaching.model import CLOCKS, SLICE_TIMERS, SimTenant, simulate
 from kts_helpers.teaching.model import degradation as simulated_degradation
@@ -91,7 +92,7 @@ class RunComparison:
         r = rows.loc[(name, "device")]
         short = min(self.tenants, key=lambda t: t.kernel_ms)
         head = (f"The long tenant (**{name}**, {max(t.kernel_ms for t in self.tenants):.3f} ms kernels): measured "
-                f"device-time DF {r.measured_df:.3f} [{r.measured_df_lo:.3f}, {r.measured_df_hi:.3f}] ({r.reading}), "
+                f"device-time DF {fmt_ci(Estimate(r.measured_df, r.measured_df_lo, r.measured_df_hi))} ({r.reading}), "
                 f"simulated {r.sim_df:.3f}. ")
         share = self.preempted_share.get(name, math.nan)
         model = (f" In the model (a {self.quantum_ms:.3f} ms quantum) {100 * share:.1f} % of its kernels were "
@@ -109,10 +110,9 @@ class RunComparison:
         """One Markdown line per tenant and clock: measured DF [interval] (reading) vs simulated DF."""
         out = []
         for r in self.comparison.itertuples():
-            ci = (f" [{r.measured_df_lo:.2f}, {r.measured_df_hi:.2f}]"
-                  if math.isfinite(r.measured_df_lo) and math.isfinite(r.measured_df_hi) else "")
             within = "inside" if r.sim_in_interval else "outside"
-            out.append(f"- **{r.tenant}**, {r.clock}: measured DF {r.measured_df:.2f}{ci} ({r.reading}), "
+            df = fmt_ci(Estimate(r.measured_df, r.measured_df_lo, r.measured_df_hi), 2)
+            out.append(f"- **{r.tenant}**, {r.clock}: measured DF {df} ({r.reading}), "
                        f"simulated DF {r.sim_df:.2f} ({within} the interval)")
         return out
 
@@ -156,11 +156,9 @@ def display_comparison(comparison: pd.DataFrame) -> pd.DataFrame:
     """The comparison as a person reads it: p99 alone -> shared and DF, measured [interval] and simulated."""
     rows = []
     for r in comparison.itertuples():
-        ci = (f" [{r.measured_df_lo:.3f}, {r.measured_df_hi:.3f}]"
-              if math.isfinite(r.measured_df_lo) and math.isfinite(r.measured_df_hi) else "")
         rows.append({"tenant": r.tenant, "clock": r.clock,
                      "measured p99 alone → shared (ms)": f"{r.measured_p99_alone_ms:.3f} → {r.measured_p99_shared_ms:.3f}",
-                     "measured DF [95% CI]": f"{r.measured_df:.3f}{ci}", "reading": r.reading,
+                     "measured DF [95% CI]": fmt_ci(Estimate(r.measured_df, r.measured_df_lo, r.measured_df_hi)), "reading": r.reading,
                      "simulated p99 alone → shared (ms)": f"{r.sim_p99_alone_ms:.3f} → {r.sim_p99_shared_ms:.3f}",
                      "simulated DF": f"{r.sim_df:.3f}", "simulated inside the interval": bool(r.sim_in_interval)})
     return pd.DataFrame(rows)

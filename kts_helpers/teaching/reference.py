@@ -17,9 +17,11 @@ from typing import Any
 import pandas as pd
 
 from kts_helpers.analyse.compare import modes_table
+from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.load import load_run, read_manifest
 from kts_helpers.analyse.probe import MULTI_PREFIX, PROBE_PROFILE
 from kts_helpers.errors import RunError
+from kts_helpers.present.tables import fmt_ci
 from kts_helpers.teaching.mps import weight_for_share
 
 REFERENCE_ROOT = Path("data") / "reference"
@@ -80,8 +82,7 @@ def sharing_modes(run_dirs: list[str | os.PathLike] | list[Path], *, n_resamples
 def display_table(modes: pd.DataFrame) -> pd.DataFrame:
     """One row per reference, tenant and mode; both clocks' p50 alone -> shared and DF [interval] as text."""
     def df_text(r: Any) -> str:
-        ci = f" [{r.df_lo:.2f}, {r.df_hi:.2f}]" if math.isfinite(r.df_lo) and math.isfinite(r.df_hi) else ""
-        return f"{r.df:.2f}{ci}"
+        return fmt_ci(Estimate(r.df, r.df_lo, r.df_hi), 2)
 
     out = []
     for (ref, tenant, mode), g in modes.groupby(["reference", "tenant", "mode"], sort=False):
@@ -185,8 +186,7 @@ def side_by_side(modes: pd.DataFrame, reference: str, models: dict[str, pd.DataF
         for r in mine[mine["mode"] == mode].itertuples():
             if r.tenant not in model.index:
                 continue
-            ci = f" [{r.df_lo:.2f}, {r.df_hi:.2f}]" if math.isfinite(r.df_lo) and math.isfinite(r.df_hi) else ""
             sim = float(model.loc[r.tenant, "df" if r.clock == "wall" else "device_df"])
-            rows.append({"mode": mode, "tenant": r.tenant, "clock": r.clock, "measured DF [95% CI]": f"{r.df:.2f}{ci}",
+            rows.append({"mode": mode, "tenant": r.tenant, "clock": r.clock, "measured DF [95% CI]": fmt_ci(Estimate(r.df, r.df_lo, r.df_hi), 2),
                          "model DF": round(sim, 2), "measured_df": r.df, "model_df": sim})
     return pd.DataFrame(rows)
