@@ -51,6 +51,11 @@ REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "data" / "reference"
 # data/reference/h200-2026-11-30-saturating). The LLM's small launch-bound kernels are taken to claim like
 # the FFT's (not measured: a prediction to check).
 MPS_WEIGHTS = {"gemm": 1.0, "fft": 0.048, "llm": 0.048, "noop": 0.048}
+# How many kernels one operation launches (workers/kts_worker.py), where more than one: an LLM step is a chain
+# of launch-bound kernels (embedding, mask, 4 encoder layers of about a dozen kernels each, head, argmax, cat:
+# about 60), so under time-slicing a waiting context gets the GPU at the step's next kernel boundary, not at
+# its slice end. A GEMM is one cuBLAS kernel; the FFT (cuFFT, 0.36 ms, far below the quantum) is taken as one.
+KERNELS_PER_OP = {"llm": 60}
 MODES = ("timeslice", "mps", "mps-limited")
 DEFAULT_REPLICATES = 24
 LEVEL = 0.95
@@ -312,6 +317,19 @@ def _phase_shifted(draw: Callable[[], Op], shift_ms: float, min_gap_ms: float) -
     return shifted
 
 
+BARRIER_SKEW_MS = 0.1  # the workers' release from the start barrier: one time.sleep to a common instant
+
+
+def common_start(n: int, rng: random.Random) -> list[float]:
+    """The tenants' first launches: together, within the barrier's skew.
+
+    Why: the runner releases every tenant of a shared scenario from one barrier to one start instant (the
+    workers' ``wait_for_start``; padding then keeps each at its cadence), so their phases are set by the start,
+    not random: tenants of one cadence stay together from the first iteration on.
+    """
+    return [rng.uniform(0.0, BARRIER_SKEW_MS) for _ in range(n)]
+
+
 def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, duration_ms: float | None = None,
                   ) -> Any:
     """One simulated run of the scenario (pandas rows, ``timeslice.simulate``'s columns + phase, overhead).
@@ -328,19 +346,22 @@ def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, 
     duration = duration_ms or 1.25 * max(n * c for n, c in zip(sc.n, cycles, strict=True)) + 50.0
     mean_k = [max(float(np.mean([op.kernel_ms for it in t.iterations for op in it])), 1e-6) for t in sc.tenants]
     mean_gap = [float(np.mean([op.gap_ms for it in t.iterations for op in it])) for t in sc.tenants]
+    offsets = common_start(len(sc.tenants), rng)
     if sc.sharing == "timeslice":
         q = gpu.quantum_ms.draw(rng, 0.05) if vary else gpu.quantum_ms.value
         s = min(gpu.switch_ms.draw(rng, 0.0) if vary else gpu.switch_ms.value, 0.5 * q)
-        if vary:
-            draws = [_phase_shifted(d, rng.uniform(-q / 2, q / 2), SLEEP_QUANTA * q) for d in draws]
-        tenants = [SimTenant(t.name, k, g) for t, k, g in zip(sc.tenants, mean_k, mean_gap, strict=True)]
-        return simulate(tenants, q, s, duration, seed, slice_timer=gpu.slice_timer, draws=draws,
+        if vary:  # one lock phase for every tenant: same-cadence tenants keep their common start's phase
+            shift = rng.uniform(-q / 2, q / 2)
+            draws = [_phase_shifted(d, shift, SLEEP_QUANTA * q) for d in draws]
+        tenants = [SimTenant(t.name, k, g, kernels=KERNELS_PER_OP.get(t.workload, 1))
+                   for t, k, g in zip(sc.tenants, mean_k, mean_gap, strict=True)]
+        return simulate(tenants, q, s, duration, seed, offsets, slice_timer=gpu.slice_timer, draws=draws,
                         multi_wait=gpu.multi_wait(random.Random(rng.random()), q),
                         idle_resets_slice=gpu.idle_resets_slice, switch_after_idle=gpu.switch_after_idle)
     caps = [t.thread_pct if sc.sharing == "mps-limited" else 100.0 for t in sc.tenants]
     tenants = [MpsTenant(t.name, k, g, weight=MPS_WEIGHTS.get(t.workload, 1.0), thread_pct=c)
                for t, k, g, c in zip(sc.tenants, mean_k, mean_gap, caps, strict=True)]
-    return simulate_mps(tenants, duration, seed, draws=draws)
+    return simulate_mps(tenants, duration, seed, offsets, draws=draws)
 
 
 def predict(sc: Scenario, gpu: GpuModel, *, replicates: int = DEFAULT_REPLICATES, seed: int = 0
