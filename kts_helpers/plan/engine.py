@@ -56,6 +56,10 @@ MPS_WEIGHTS = {"gemm": 1.0, "fft": 0.048, "llm": 0.048, "noop": 0.048}
 # about 60), so under time-slicing a waiting context gets the GPU at the step's next kernel boundary, not at
 # its slice end. A GEMM is one cuBLAS kernel; the FFT (cuFFT, 0.36 ms, far below the quantum) is taken as one.
 KERNELS_PER_OP = {"llm": 60}
+# The share of a launch-bound step's time its kernels keep the GPU busy (not measured: the alone logs time the
+# step, not its kernels): the LLM's kernels (128 tokens, d_model 512) last a few us against 30-50 us per launch
+# (a 1.9-2.9 ms step over about 60 launches). Its queued kernels make up a neighbour's slice at 1 / share speed.
+BUSY_SHARE = {"llm": 0.2}
 MODES = ("timeslice", "mps", "mps-limited")
 DEFAULT_REPLICATES = 24
 LEVEL = 0.95
@@ -353,7 +357,8 @@ def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, 
         if vary:  # one lock phase for every tenant: same-cadence tenants keep their common start's phase
             shift = rng.uniform(-q / 2, q / 2)
             draws = [_phase_shifted(d, shift, SLEEP_QUANTA * q) for d in draws]
-        tenants = [SimTenant(t.name, k, g, kernels=KERNELS_PER_OP.get(t.workload, 1))
+        tenants = [SimTenant(t.name, k, g, kernels=KERNELS_PER_OP.get(t.workload, 1),
+                             busy_share=BUSY_SHARE.get(t.workload, 1.0))
                    for t, k, g in zip(sc.tenants, mean_k, mean_gap, strict=True)]
         return simulate(tenants, q, s, duration, seed, offsets, slice_timer=gpu.slice_timer, draws=draws,
                         multi_wait=gpu.multi_wait(random.Random(rng.random()), q),

@@ -83,6 +83,11 @@ class SimTenant:
     kernels are shorter than the quantum yields the GPU at its next kernel boundary when another context waits
     (the multi-context probe's finding), so a waiting context behind a chain of short kernels (an LLM step)
     waits one short kernel and a switch, not the rest of the slice.
+
+    ``busy_share``: the share of its operation's time the GPU spends on its kernels (1: the GPU-bound default).
+    Why: a launch-bound operation (an LLM step) keeps launching while another context holds the GPU, and its
+    queued kernels then run back to back, so it makes up a neighbour's slice instead of paying it in full; it
+    cannot end before its last launch (``kernel_ms`` after its start), as alone.
     """
 
     name: str
@@ -91,6 +96,7 @@ class SimTenant:
     jitter_ms: float = 0.0
     overhead_ms: float = 0.0
     kernels: int = 1
+    busy_share: float = 1.0
 
 
 KERNEL_COLUMNS = ["tenant", "iteration", "arrival_ms", "start_ms", "end_ms", "work_ms", "device_ms",
@@ -125,7 +131,8 @@ def checked_tenants(tenants: Sequence[Any], kind: type, who: str,
 
 TENANT_RULES = (("kernel_ms", lambda v: v > 0, "> 0"), ("period_ms", lambda v: v >= 0, ">= 0"),
                 ("jitter_ms", lambda v: v >= 0, ">= 0"), ("overhead_ms", lambda v: v >= 0, ">= 0"))
-SIM_TENANT_RULES = (*TENANT_RULES, ("kernels", lambda v: v >= 1 and v == int(v), "a whole number >= 1"))
+SIM_TENANT_RULES = (*TENANT_RULES, ("kernels", lambda v: v >= 1 and v == int(v), "a whole number >= 1"),
+                    ("busy_share", lambda v: 0 < v <= 1, "in (0, 1]"))
 
 
 def check_params(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float,
@@ -206,6 +213,7 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
     period = [float(t.period_ms) for t in tenants]
     jitter = [float(t.jitter_ms) for t in tenants]
     n_kernels = [int(t.kernels) for t in tenants]
+    share = [float(t.busy_share) for t in tenants]
     nxt = [o if o < duration_ms else inf for o in offsets]  # next issue time of idle tenants
     pending = [False] * n
     rem = [0.0] * n  # remaining work of the pending kernel
@@ -246,8 +254,28 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
         work = kernel[i] if o is None else o.kernel_ms
         g = work / n_kernels[i]
         done = work - rem[i]
+        if share[i] < 1.0:  # launch-bound: it runs its queued kernels, then yields once it has caught up
+            backlog = max(from_ms - arrival[i] - done, 0.0)
+            caught = from_ms + backlog * share[i] / (1.0 - share[i]) + share[i] * g
+            return caught if caught < completion(i, from_ms) - 1e-9 else inf
         nb = (math.floor(done / g + 1e-9) + 1) * g
         return from_ms + (nb - done) if nb < work - 1e-9 else inf
+
+    def completion(i: int, from_ms: float) -> float:
+        """When holder ``i``, running without a break from ``from_ms``, completes its operation."""
+        if share[i] >= 1.0:
+            return from_ms + rem[i]
+        work = kernel[i] if op[i] is None else op[i].kernel_ms  # type: ignore[union-attr]
+        return max(arrival[i] + work, from_ms + rem[i] * share[i])
+
+    def progress(i: int, from_ms: float, to_ms: float) -> None:
+        """The holder's remaining work after running from ``from_ms`` to ``to_ms``."""
+        if share[i] >= 1.0:
+            rem[i] -= to_ms - from_ms
+            return
+        work = kernel[i] if op[i] is None else op[i].kernel_ms  # type: ignore[union-attr]
+        done = min(work - rem[i] + (to_ms - from_ms) / share[i], to_ms - arrival[i], work)
+        rem[i] = max(work - done, 0.0)
 
     def next_boundary(now: float) -> float:
         """The end of the holder's current slice (switch-in timer): the first origin + k q after now."""
@@ -270,7 +298,7 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
         t_arr = min((nxt[i] for i in range(n) if not pending[i]), default=inf)
         if cur >= 0:
             busy_from = max(t, run_from)
-            t_done = busy_from + rem[cur]
+            t_done = completion(cur, busy_from)
         else:
             busy_from, t_done = inf, inf
         te = min(t_arr, t_done, slice_end)
@@ -280,7 +308,7 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
         if cur >= 0:
             ran = te - busy_from
             if ran > 0:
-                rem[cur] -= ran
+                progress(cur, busy_from, te)
                 if want_segments:
                     if segs and segs[-1][0] == cur and segs[-1][2] == busy_from and segs[-1][3] == "run":
                         segs[-1][2] = te
