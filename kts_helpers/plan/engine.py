@@ -330,17 +330,27 @@ def _phase_shifted(draw: Callable[[], Op], shift_ms: float, min_gap_ms: float) -
 BARRIER_SKEW_MS = 0.1  # the workers' release from the start barrier: one time.sleep to a common instant
 
 
-def common_start(n: int, rng: random.Random) -> list[float]:
-    """The tenants' first launches: together, within the barrier's skew.
+def common_start(cycles: Sequence[float], kernels: Sequence[float], rng: random.Random) -> list[float] | None:
+    """The tenants' first launches: tenants of one cadence together (within the barrier's skew), others at random
+    (None where no two share a cadence: the simulator's own random start).
 
     Why: the runner releases every tenant of a shared scenario from one barrier to one start instant (the
-    workers' ``wait_for_start``; padding then keeps each at its cadence), so their phases are set by the start,
-    not random: tenants of one cadence stay together from the first iteration on. Time-slicing only: the MPS
-    fluid model would hold two co-started kernels at an even split for ever, an equilibrium the H200's block
-    scheduler breaks at once (the earlier launch fills the SMs first: ``h200-2026-11-30-val-fft-2gemm-sleepy``'s
-    co-started GEMMs ran at alone speed under MPS), so there the phases stay random.
+    workers' ``wait_for_start``; padding then keeps each at its cadence). Two tenants whose cycles differ by less
+    than the shorter one's kernel still overlap one cycle after they collide, so they stay locked at the phase
+    the start gave them; between other cadences the beat sweeps every phase, and a random one stands in for it.
+    Time-slicing only: the MPS fluid model would hold two co-started kernels at an even split for ever, an
+    equilibrium the H200's block scheduler breaks at once (the earlier launch fills the SMs first:
+    ``h200-2026-11-30-val-fft-2gemm-sleepy``'s co-started GEMMs ran at alone speed under MPS).
     """
-    return [rng.uniform(0.0, BARRIER_SKEW_MS) for _ in range(n)]
+    offsets = [rng.uniform(0.0, c) for c in cycles]
+    locked = False
+    for i in range(len(cycles)):
+        for j in range(i):
+            if abs(cycles[i] - cycles[j]) < min(kernels[i], kernels[j]):
+                offsets[i] = offsets[j] + rng.uniform(0.0, BARRIER_SKEW_MS)
+                locked = True
+                break
+    return offsets if locked else None
 
 
 def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, duration_ms: float | None = None,
@@ -359,7 +369,7 @@ def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, 
     duration = duration_ms or 1.25 * max(n * c for n, c in zip(sc.n, cycles, strict=True)) + 50.0
     mean_k = [max(float(np.mean([op.kernel_ms for it in t.iterations for op in it])), 1e-6) for t in sc.tenants]
     mean_gap = [float(np.mean([op.gap_ms for it in t.iterations for op in it])) for t in sc.tenants]
-    offsets = common_start(len(sc.tenants), rng)
+    offsets = common_start(cycles, mean_k, random.Random(seed + 1))
     if sc.sharing == "timeslice":
         q = gpu.quantum_ms.draw(rng, 0.05) if vary else gpu.quantum_ms.value
         s = min(gpu.switch_ms.draw(rng, 0.0) if vary else gpu.switch_ms.value, 0.5 * q)

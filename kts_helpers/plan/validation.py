@@ -75,10 +75,10 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
         "same unmeasured LLM weight; measured decode steps wait about one GEMM kernel (p50 21.5 ~ 21.6 ms), a "
         "kernel-boundary queue the fluid model cannot express (it predicts a fluid share: 34.5 ms)",
     # the runs measured after the model was first frozen: read, explained, not fitted
-    ("h200-2026-11-30-matrix", "shared-fft+gemm", "fft", "op"):
-        "p99 over-predicted (2.3 vs 1.0 ms) next to a sleepy 3 ms GEMM: the share of launches that collide is "
-        "right (4.0 % measured, 4.8 % at random phases) but most of the 16 measured collisions waited little (wait "
-        "p50 0.47 ms) where the round robin spreads them up to the quantum; cause not established",
+    ("h200-2026-11-30-article-rerun", "shared", "fft", "op"):
+        "p99 over-predicted (1.45 vs 0.84 ms) next to the sleepy 3 ms GEMM: the p99 of 800 launches sits on the few "
+        "that collide (1-5 %), and the H200's collided launches waited less than the round robin's spread up to "
+        "the quantum (as in the matrix run's FFT + GEMM pair: 16 collisions, wait p50 0.47 ms); cause not established",
     ("h200-2026-11-30-matrix", "shared-fft+llm", "fft", "op"):
         "p99 under-predicted (0.75 vs 1.07 ms): the FFT's own events stretch next to the LLM (device p99 0.78 vs "
         "0.41 ms next to the GEMM), as if the LLM's kernels ran between cuFFT's; the model has the FFT as one "
