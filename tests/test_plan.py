@@ -443,11 +443,16 @@ def test_a_waiting_context_gets_a_launch_bound_step_at_its_next_kernel_boundary(
 
 def test_the_planner_runs_the_llm_as_a_launch_bound_chain_of_kernels() -> None:
     """Next to the matrix run's sleepy LLM the FFT's p99 stays within a switch and a little of its alone p99 (the
-    H200: 1.07 ms), where a one-kernel step would make it wait up to a slice."""
+    H200: 1.07 ms), where a one-kernel step would make it wait up to a slice; next to the sleepy GEMM the LLM's
+    prefill p99 stays below 6.2 ms (the H200: 5.54; paying the GEMM's slices in full, 7.0)."""
     run = REF / "h200-2026-11-30-matrix"
-    sc = next(s for s in engine.scenarios_of_run(run) if s.name == "shared-fft+llm")
-    fft = _rows(engine.predict(sc, engine.gpu_model_for(run), replicates=3))[("shared-fft+llm", "fft", "wall", "op")]
+    gpu = engine.gpu_model_for(run)
+    scs = {s.name: s for s in engine.scenarios_of_run(run)}
+    fft = _rows(engine.predict(scs["shared-fft+llm"], gpu, replicates=3))[("shared-fft+llm", "fft", "wall", "op")]
     assert fft.p99_ms < 1.2, fft.p99_ms
+    llm = _rows(engine.predict(scs["shared-gemm+llm"], gpu, replicates=3))[("shared-gemm+llm", "llm", "wall",
+                                                                           "prefill")]
+    assert llm.p99_ms < 6.2, llm.p99_ms
     assert engine.KERNELS_PER_OP["llm"] > 1 and 0 < engine.BUSY_SHARE["llm"] < 1
 
 
