@@ -14,8 +14,10 @@ that did not tune it (``plan.validation``). Its inputs are exactly those a user 
   probe (``kts probe --multi``) exists, a kernel arriving while two or more other contexts have work waits a
   draw from the probe's measured waits for that many busy neighbours and that kernel length (empirical: no
   simple rule is assumed); without one, the round robin decides (and the prediction says so);
-* the **sharing mode**: time-slicing (``plan.timeslice``), MPS and MPS with thread caps (``plan.mps``, the
-  fluid model; a workload's weight is :data:`MPS_WEIGHTS`).
+* the **sharing mode**: time-slicing (``plan.timeslice``; an LLM step is a launch-bound chain of kernels,
+  :data:`KERNELS_PER_OP` and :data:`BUSY_SHARE`; tenants of one cadence start together, :func:`common_start`),
+  MPS and MPS with thread caps (``plan.mps``, the fluid model; a workload's weight is :data:`MPS_WEIGHTS`, the
+  share of the SMs at which it reaches its alone speed :data:`SM_NEED`).
 
 Intervals: ``replicates`` simulated runs of the scenario's actual iteration counts, each with its own
 quantum and switch drawn from the probe's intervals and its own bootstrap resample of the alone iterations:

@@ -10,7 +10,8 @@ to trust once you have seen them come out of a model small enough to check by ha
   complete, sleep ``period_ms`` (plus a uniform +/- ``jitter_ms``), repeat. ``period_ms=0`` issues
   back to back. Tenants start at random offsets (drawn from ``seed``) unless given ``offsets_ms``.
 * The GPU runs one context at a time. The context holding it keeps it until its kernel completes,
-  or until its quantum expires *while another context has pending work*; then the next pending
+  or until its quantum expires *while another context has pending work* (an operation of several
+  short kernels, ``SimTenant.kernels``: already at its next kernel boundary); then the next pending
   context in round-robin order gets it. A lone context is never preempted. When the holder's quantum
   starts is ``slice_timer``:
 
