@@ -116,11 +116,14 @@ def simulate_mps(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURA
     arrival = [0.0] * n
     iteration = [0] * n
     rows: list[tuple] = []
+    rates: dict[tuple[int, ...], dict[int, float]] = {}  # the rates depend only on who is in flight
     t = 0.0
     while True:
-        active = [i for i in range(n) if rem[i] is not None]
-        got = shares([tenants[i].weight for i in active], [caps[i] for i in active])
-        rate = {i: min(1.0, g / tenants[i].sm_need) for i, g in zip(active, got, strict=True)}
+        active = tuple(i for i in range(n) if rem[i] is not None)
+        rate = rates.get(active)
+        if rate is None:
+            got = shares([tenants[i].weight for i in active], [caps[i] for i in active])
+            rate = rates[active] = {i: min(1.0, g / tenants[i].sm_need) for i, g in zip(active, got, strict=True)}
         t_done = min((t + rem[i] / rate[i] for i in active), default=inf)  # type: ignore[operator]
         t_arr = min((nxt[i] for i in range(n) if rem[i] is None), default=inf)
         te = min(t_done, t_arr)

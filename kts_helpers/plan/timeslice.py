@@ -242,7 +242,7 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
         cur, last = i, i
         if started[i] < 0:
             started[i] = run_from
-        others = any(pending[j] for j in range(n) if j != i)
+        others = sum(pending) - pending[i] > 0
         slice_end = (min(next_boundary(now) if periodic else run_from + q, kernel_boundary(i, run_from))
                      if others else inf)
 
@@ -296,7 +296,7 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
                 return
 
     while True:
-        t_arr = min((nxt[i] for i in range(n) if not pending[i]), default=inf)
+        t_arr = min(nxt)  # a pending tenant's next issue is inf until it completes
         if cur >= 0:
             busy_from = max(t, run_from)
             t_done = completion(cur, busy_from)
@@ -343,7 +343,7 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
                     # contention starts: the holder's quantum runs (or its current slice ends)
                     slice_end = min(next_boundary(te) if periodic else max(te, run_from) + q,
                                     kernel_boundary(cur, max(te, run_from)))
-                busy = sum(1 for j in range(n) if j != i and pending[j])
+                busy = sum(pending) - 1
                 if multi_wait is not None and cur >= 0 and i != cur and busy >= 2 and prio < 0:
                     w = multi_wait(busy, rem[cur])
                     if w is not None:  # the measured rule: the holder is preempted so that i starts after w
