@@ -14,8 +14,10 @@ that did not tune it (``plan.validation``). Its inputs are exactly those a user 
   probe (``kts probe --multi``) exists, a kernel arriving while two or more other contexts have work waits a
   draw from the probe's measured waits for that many busy neighbours and that kernel length (empirical: no
   simple rule is assumed); without one, the round robin decides (and the prediction says so);
-* the **sharing mode**: time-slicing (``plan.timeslice``), MPS and MPS with thread caps (``plan.mps``, the
-  fluid model; a workload's weight is :data:`MPS_WEIGHTS`).
+* the **sharing mode**: time-slicing (``plan.timeslice``; an LLM step is a launch-bound chain of kernels,
+  :data:`KERNELS_PER_OP` and :data:`BUSY_SHARE`; tenants of one cadence start together, :func:`common_start`),
+  MPS and MPS with thread caps (``plan.mps``, the fluid model; a workload's weight is :data:`MPS_WEIGHTS`, the
+  share of the SMs at which it reaches its alone speed :data:`SM_NEED`).
 
 Intervals: ``replicates`` simulated runs of the scenario's actual iteration counts, each with its own
 quantum and switch drawn from the probe's intervals and its own bootstrap resample of the alone iterations:
@@ -50,7 +52,22 @@ REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "data" / "reference"
 # saturating GEMM on the H200 (device p50 0.36 ms alone -> 7.9 ms under MPS: a share of 4.6 %; tuned on
 # data/reference/h200-2026-11-30-saturating). The LLM's small launch-bound kernels are taken to claim like
 # the FFT's (not measured: a prediction to check).
-MPS_WEIGHTS = {"gemm": 1.0, "fft": 0.048, "llm": 0.048, "noop": 0.048}
+MPS_WEIGHTS = {"gemm": 1.0, "fft": 0.028, "llm": 0.048, "noop": 0.048}
+# The share of the SMs on which a workload's kernels reach their alone speed (``plan.mps.MpsTenant.sm_need``; 1
+# where not listed). The FFT is bandwidth-bound: 60 % of the SMs give it its alone speed (fitted on the two
+# mps-limited runs: next to a GEMM capped at 50 % it ran at about 0.8 of its alone speed, 0.62-0.65 ms against
+# 0.50-0.56 ms), so its weight above is the one that, at this need, keeps its 4.6 % speed next to the saturating
+# GEMM (a share of 2.7 %).
+SM_NEED = {"fft": 0.6}
+# How many kernels one operation launches (workers/kts_worker.py), where more than one: an LLM step is a chain
+# of launch-bound kernels (embedding, mask, 4 encoder layers of about a dozen kernels each, head, argmax, cat:
+# about 60), so under time-slicing a waiting context gets the GPU at the step's next kernel boundary, not at
+# its slice end. A GEMM is one cuBLAS kernel; the FFT (cuFFT, 0.36 ms, far below the quantum) is taken as one.
+KERNELS_PER_OP = {"llm": 60}
+# The share of a launch-bound step's time its kernels keep the GPU busy (not measured: the alone logs time the
+# step, not its kernels): the LLM's kernels (128 tokens, d_model 512) last a few us against 30-50 us per launch
+# (a 1.9-2.9 ms step over about 60 launches). Its queued kernels make up a neighbour's slice at 1 / share speed.
+BUSY_SHARE = {"llm": 0.2}
 MODES = ("timeslice", "mps", "mps-limited")
 DEFAULT_REPLICATES = 24
 LEVEL = 0.95
@@ -312,6 +329,32 @@ def _phase_shifted(draw: Callable[[], Op], shift_ms: float, min_gap_ms: float) -
     return shifted
 
 
+BARRIER_SKEW_MS = 0.1  # the workers' release from the start barrier: one time.sleep to a common instant
+
+
+def common_start(cycles: Sequence[float], kernels: Sequence[float], rng: random.Random) -> list[float] | None:
+    """The tenants' first launches: tenants of one cadence together (within the barrier's skew), others at random
+    (None where no two share a cadence: the simulator's own random start).
+
+    Why: the runner releases every tenant of a shared scenario from one barrier to one start instant (the
+    workers' ``wait_for_start``; padding then keeps each at its cadence). Two tenants whose cycles differ by less
+    than the shorter one's kernel still overlap one cycle after they collide, so they stay locked at the phase
+    the start gave them; between other cadences the beat sweeps every phase, and a random one stands in for it.
+    Time-slicing only: the MPS fluid model would hold two co-started kernels at an even split for ever, an
+    equilibrium the H200's block scheduler breaks at once (the earlier launch fills the SMs first:
+    ``h200-2026-11-30-val-fft-2gemm-sleepy``'s co-started GEMMs ran at alone speed under MPS).
+    """
+    offsets = [rng.uniform(0.0, c) for c in cycles]
+    locked = False
+    for i in range(len(cycles)):
+        for j in range(i):
+            if abs(cycles[i] - cycles[j]) < min(kernels[i], kernels[j]):
+                offsets[i] = offsets[j] + rng.uniform(0.0, BARRIER_SKEW_MS)
+                locked = True
+                break
+    return offsets if locked else None
+
+
 def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, duration_ms: float | None = None,
                   ) -> Any:
     """One simulated run of the scenario (pandas rows, ``timeslice.simulate``'s columns + phase, overhead).
@@ -328,19 +371,24 @@ def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, 
     duration = duration_ms or 1.25 * max(n * c for n, c in zip(sc.n, cycles, strict=True)) + 50.0
     mean_k = [max(float(np.mean([op.kernel_ms for it in t.iterations for op in it])), 1e-6) for t in sc.tenants]
     mean_gap = [float(np.mean([op.gap_ms for it in t.iterations for op in it])) for t in sc.tenants]
+    offsets = common_start(cycles, mean_k, random.Random(seed + 1))
     if sc.sharing == "timeslice":
         q = gpu.quantum_ms.draw(rng, 0.05) if vary else gpu.quantum_ms.value
         s = min(gpu.switch_ms.draw(rng, 0.0) if vary else gpu.switch_ms.value, 0.5 * q)
-        if vary:
-            draws = [_phase_shifted(d, rng.uniform(-q / 2, q / 2), SLEEP_QUANTA * q) for d in draws]
-        tenants = [SimTenant(t.name, k, g) for t, k, g in zip(sc.tenants, mean_k, mean_gap, strict=True)]
-        return simulate(tenants, q, s, duration, seed, slice_timer=gpu.slice_timer, draws=draws,
+        if vary:  # one lock phase for every tenant: same-cadence tenants keep their common start's phase
+            shift = rng.uniform(-q / 2, q / 2)
+            draws = [_phase_shifted(d, shift, SLEEP_QUANTA * q) for d in draws]
+        tenants = [SimTenant(t.name, k, g, kernels=KERNELS_PER_OP.get(t.workload, 1),
+                             busy_share=BUSY_SHARE.get(t.workload, 1.0))
+                   for t, k, g in zip(sc.tenants, mean_k, mean_gap, strict=True)]
+        return simulate(tenants, q, s, duration, seed, offsets, slice_timer=gpu.slice_timer, draws=draws,
                         multi_wait=gpu.multi_wait(random.Random(rng.random()), q),
                         idle_resets_slice=gpu.idle_resets_slice, switch_after_idle=gpu.switch_after_idle)
     caps = [t.thread_pct if sc.sharing == "mps-limited" else 100.0 for t in sc.tenants]
-    tenants = [MpsTenant(t.name, k, g, weight=MPS_WEIGHTS.get(t.workload, 1.0), thread_pct=c)
+    tenants = [MpsTenant(t.name, k, g, weight=MPS_WEIGHTS.get(t.workload, 1.0), thread_pct=c,
+                         sm_need=SM_NEED.get(t.workload, 1.0))
                for t, k, g, c in zip(sc.tenants, mean_k, mean_gap, caps, strict=True)]
-    return simulate_mps(tenants, duration, seed, draws=draws)
+    return simulate_mps(tenants, duration, seed, draws=draws)  # random phases: see ``common_start``
 
 
 def predict(sc: Scenario, gpu: GpuModel, *, replicates: int = DEFAULT_REPLICATES, seed: int = 0

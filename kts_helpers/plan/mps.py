@@ -18,7 +18,8 @@ small enough to reason about:
   only slower running. So ``wait_ms`` is 0 and ``device_ms`` (the events) carries all the interference.
 * Alone (the baseline, as the kit runs it, without MPS) a tenant has the whole GPU.
 
-Left out: kernels too small to fill the GPU alone, caches, clocks, the MPS server's own cost. The
+A kernel that needs only part of the SMs for its alone speed (``sm_need``) runs at
+``min(1, share / sm_need)``. Left out: caches, clocks, the MPS server's own cost. The
 weight of a tenant is not known a priori; ``teaching.reference`` calibrates it from one measured number.
 """
 
@@ -46,7 +47,13 @@ from kts_helpers.plan.timeslice import (
 
 @dataclass(frozen=True)
 class MpsTenant:
-    """One tenant under MPS: its closed loop, how hard its kernels claim SMs, and its thread percentage."""
+    """One tenant under MPS: its closed loop, how hard its kernels claim SMs, and its thread percentage.
+
+    ``sm_need``: the share of the SMs on which its kernels already run at their alone speed (1: a kernel that
+    needs the whole GPU, its speed is its share). Why: a bandwidth-bound kernel (the FFT) reaches its alone speed
+    on part of the SMs, so next to a neighbour capped by its thread percentage it runs on the SMs the cap leaves
+    at (near) alone speed, not at the share's speed.
+    """
 
     name: str
     kernel_ms: float
@@ -55,10 +62,11 @@ class MpsTenant:
     weight: float = 1.0
     thread_pct: float = 100.0
     overhead_ms: float = 0.0
+    sm_need: float = 1.0
 
 
 MPS_TENANT_RULES = (*TENANT_RULES, ("weight", lambda v: v > 0, "> 0"),
-                    ("thread_pct", lambda v: 0 < v <= 100, "in (0, 100]"))
+                    ("thread_pct", lambda v: 0 < v <= 100, "in (0, 100]"), ("sm_need", lambda v: 0 < v <= 1, "in (0, 1]"))
 
 
 def check_tenants(tenants: Sequence[MpsTenant], duration_ms: float) -> list[MpsTenant]:
@@ -108,11 +116,14 @@ def simulate_mps(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURA
     arrival = [0.0] * n
     iteration = [0] * n
     rows: list[tuple] = []
+    rates: dict[tuple[int, ...], dict[int, float]] = {}  # the rates depend only on who is in flight
     t = 0.0
     while True:
-        active = [i for i in range(n) if rem[i] is not None]
-        rate = dict(zip(active, shares([tenants[i].weight for i in active], [caps[i] for i in active]),
-                        strict=True))
+        active = tuple(i for i in range(n) if rem[i] is not None)
+        rate = rates.get(active)
+        if rate is None:
+            got = shares([tenants[i].weight for i in active], [caps[i] for i in active])
+            rate = rates[active] = {i: min(1.0, g / tenants[i].sm_need) for i, g in zip(active, got, strict=True)}
         t_done = min((t + rem[i] / rate[i] for i in active), default=inf)  # type: ignore[operator]
         t_arr = min((nxt[i] for i in range(n) if rem[i] is None), default=inf)
         te = min(t_done, t_arr)

@@ -10,7 +10,8 @@ to trust once you have seen them come out of a model small enough to check by ha
   complete, sleep ``period_ms`` (plus a uniform +/- ``jitter_ms``), repeat. ``period_ms=0`` issues
   back to back. Tenants start at random offsets (drawn from ``seed``) unless given ``offsets_ms``.
 * The GPU runs one context at a time. The context holding it keeps it until its kernel completes,
-  or until its quantum expires *while another context has pending work*; then the next pending
+  or until its quantum expires *while another context has pending work* (an operation of several
+  short kernels, ``SimTenant.kernels``: already at its next kernel boundary); then the next pending
   context in round-robin order gets it. A lone context is never preempted. When the holder's quantum
   starts is ``slice_timer``:
 
@@ -78,6 +79,16 @@ class SimTenant:
     ``overhead_ms``: the host's own launch and synchronisation cost per kernel, outside the GPU: it is in
     the tenant's wall clock (alone and shared alike) and nowhere else (0 in the lesson's hand-made cases; a
     real run's tenant pays its alone median of wall - device).
+
+    ``kernels``: how many kernels of equal length one operation launches (1: one kernel). Why: a holder whose
+    kernels are shorter than the quantum yields the GPU at its next kernel boundary when another context waits
+    (the multi-context probe's finding), so a waiting context behind a chain of short kernels (an LLM step)
+    waits one short kernel and a switch, not the rest of the slice.
+
+    ``busy_share``: the share of its operation's time the GPU spends on its kernels (1: the GPU-bound default).
+    Why: a launch-bound operation (an LLM step) keeps launching while another context holds the GPU, and its
+    queued kernels then run back to back, so it makes up a neighbour's slice instead of paying it in full; it
+    cannot end before its last launch (``kernel_ms`` after its start), as alone.
     """
 
     name: str
@@ -85,6 +96,8 @@ class SimTenant:
     period_ms: float
     jitter_ms: float = 0.0
     overhead_ms: float = 0.0
+    kernels: int = 1
+    busy_share: float = 1.0
 
 
 KERNEL_COLUMNS = ["tenant", "iteration", "arrival_ms", "start_ms", "end_ms", "work_ms", "device_ms",
@@ -119,12 +132,14 @@ def checked_tenants(tenants: Sequence[Any], kind: type, who: str,
 
 TENANT_RULES = (("kernel_ms", lambda v: v > 0, "> 0"), ("period_ms", lambda v: v >= 0, ">= 0"),
                 ("jitter_ms", lambda v: v >= 0, ">= 0"), ("overhead_ms", lambda v: v >= 0, ">= 0"))
+SIM_TENANT_RULES = (*TENANT_RULES, ("kernels", lambda v: v >= 1 and v == int(v), "a whole number >= 1"),
+                    ("busy_share", lambda v: 0 < v <= 1, "in (0, 1]"))
 
 
 def check_params(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float,
                  duration_ms: float, slice_timer: str = DEFAULT_SLICE_TIMER) -> list[SimTenant]:
     """The tenants as a list, or a SimError naming the first invalid parameter."""
-    tenants = checked_tenants(tenants, SimTenant, "simulate", TENANT_RULES)
+    tenants = checked_tenants(tenants, SimTenant, "simulate", SIM_TENANT_RULES)
     if not (math.isfinite(quantum_ms) and quantum_ms > 0):
         raise SimError(f"quantum_ms must be > 0, got {quantum_ms}")
     if not (math.isfinite(context_switch_ms) and context_switch_ms >= 0):
@@ -198,6 +213,8 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
     kernel = [float(t.kernel_ms) for t in tenants]
     period = [float(t.period_ms) for t in tenants]
     jitter = [float(t.jitter_ms) for t in tenants]
+    n_kernels = [int(t.kernels) for t in tenants]
+    share = [float(t.busy_share) for t in tenants]
     nxt = [o if o < duration_ms else inf for o in offsets]  # next issue time of idle tenants
     pending = [False] * n
     rem = [0.0] * n  # remaining work of the pending kernel
@@ -225,8 +242,41 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
         cur, last = i, i
         if started[i] < 0:
             started[i] = run_from
-        others = any(pending[j] for j in range(n) if j != i)
-        slice_end = (next_boundary(now) if periodic else run_from + q) if others else inf
+        others = sum(pending) - pending[i] > 0
+        slice_end = (min(next_boundary(now) if periodic else run_from + q, kernel_boundary(i, run_from))
+                     if others else inf)
+
+    def kernel_boundary(i: int, from_ms: float) -> float:
+        """When holder ``i``, running from ``from_ms``, next reaches the end of one of its kernels (inf: one
+        kernel per operation, whose end is its completion)."""
+        if n_kernels[i] <= 1:
+            return inf
+        o = op[i]
+        work = kernel[i] if o is None else o.kernel_ms
+        g = work / n_kernels[i]
+        done = work - rem[i]
+        if share[i] < 1.0:  # launch-bound: it runs its queued kernels, then yields once it has caught up
+            backlog = max(from_ms - arrival[i] - done, 0.0)
+            caught = from_ms + backlog * share[i] / (1.0 - share[i]) + share[i] * g
+            return caught if caught < completion(i, from_ms) - 1e-9 else inf
+        nb = (math.floor(done / g + 1e-9) + 1) * g
+        return from_ms + (nb - done) if nb < work - 1e-9 else inf
+
+    def completion(i: int, from_ms: float) -> float:
+        """When holder ``i``, running without a break from ``from_ms``, completes its operation."""
+        if share[i] >= 1.0:
+            return from_ms + rem[i]
+        work = kernel[i] if op[i] is None else op[i].kernel_ms  # type: ignore[union-attr]
+        return max(arrival[i] + work, from_ms + rem[i] * share[i])
+
+    def progress(i: int, from_ms: float, to_ms: float) -> None:
+        """The holder's remaining work after running from ``from_ms`` to ``to_ms``."""
+        if share[i] >= 1.0:
+            rem[i] -= to_ms - from_ms
+            return
+        work = kernel[i] if op[i] is None else op[i].kernel_ms  # type: ignore[union-attr]
+        done = min(work - rem[i] + (to_ms - from_ms) / share[i], to_ms - arrival[i], work)
+        rem[i] = max(work - done, 0.0)
 
     def next_boundary(now: float) -> float:
         """The end of the holder's current slice (switch-in timer): the first origin + k q after now."""
@@ -246,10 +296,10 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
                 return
 
     while True:
-        t_arr = min((nxt[i] for i in range(n) if not pending[i]), default=inf)
+        t_arr = min(nxt)  # a pending tenant's next issue is inf until it completes
         if cur >= 0:
             busy_from = max(t, run_from)
-            t_done = busy_from + rem[cur]
+            t_done = completion(cur, busy_from)
         else:
             busy_from, t_done = inf, inf
         te = min(t_arr, t_done, slice_end)
@@ -259,7 +309,7 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
         if cur >= 0:
             ran = te - busy_from
             if ran > 0:
-                rem[cur] -= ran
+                progress(cur, busy_from, te)
                 if want_segments:
                     if segs and segs[-1][0] == cur and segs[-1][2] == busy_from and segs[-1][3] == "run":
                         segs[-1][2] = te
@@ -291,8 +341,9 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
                 nxt[i] = inf
                 if cur >= 0 and i != cur and slice_end == inf:
                     # contention starts: the holder's quantum runs (or its current slice ends)
-                    slice_end = next_boundary(te) if periodic else max(te, run_from) + q
-                busy = sum(1 for j in range(n) if j != i and pending[j])
+                    slice_end = min(next_boundary(te) if periodic else max(te, run_from) + q,
+                                    kernel_boundary(cur, max(te, run_from)))
+                busy = sum(pending) - 1
                 if multi_wait is not None and cur >= 0 and i != cur and busy >= 2 and prio < 0:
                     w = multi_wait(busy, rem[cur])
                     if w is not None:  # the measured rule: the holder is preempted so that i starts after w
