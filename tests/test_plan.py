@@ -381,8 +381,12 @@ def test_the_validation_flags_say_which_runs_tuned_the_model() -> None:
     assert {n for n, tuned in flags.items() if not tuned} == {
         "h200-2026-11-30-repeats", "h200-2026-11-30-four-tenants", "h200-2026-11-30-val-llm-gemm-mps",
         # measured after the model was first frozen
-        "h200-2026-11-30-article-rerun", "h200-2026-11-30-matrix", "h200-2026-11-30-openloop",
-        "h200-2026-11-30-repeats-mps", "h200-2026-11-30-plan-validate-n2"}
+        "h200-2026-11-30-article-rerun", "h200-2026-11-30-openloop",
+        "h200-2026-11-30-repeats-mps", "h200-2026-11-30-plan-validate-n2",
+        # the sealed holdout, scored once after the freeze, and --validate of the frozen model's MPS answer
+        "h200-2026-11-30-hold-fft-llm", "h200-2026-11-30-hold-four-mixed", "h200-2026-11-30-hold-llm-2fft",
+        "h200-2026-11-30-hold-gemm6k-fft", "h200-2026-11-30-hold-mps-cap30", "h200-2026-11-30-hold-sat-fft60",
+        "h200-2026-12-01-plan-validate-mps-n2", "h200-2026-12-01-plan-validate-mps-n3"}
     # the FFT's SM need was fitted on the mps-limited runs; the common start kept to time-slicing after reading
     # the sleepy three-tenant run's MPS rows
     assert flags["h200-2026-11-30-mps-limited"] and flags["h200-2026-11-30-mps-limited-800"]

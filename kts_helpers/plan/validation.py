@@ -43,11 +43,24 @@ VALIDATION_RUNS: tuple[tuple[str, bool], ...] = (
     ("h200-2026-11-30-val-fft-2gemm-sleepy", True),
     # measured after the model was frozen (third and fourth H200 batches), never used to tune it
     ("h200-2026-11-30-article-rerun", False),
-    ("h200-2026-11-30-matrix", False),
+    # its collisions (an FFT behind the LLM waits 0.26 ms, not a slice) showed the LLM's kernel boundaries
+    # (engine.KERNELS_PER_OP): no number was fitted to it, but the mechanism was built from it
+    ("h200-2026-11-30-matrix", True),
     ("h200-2026-11-30-openloop", False),
     ("h200-2026-11-30-repeats-mps", False),
     ("h200-2026-11-30-mps-limited-800", True),  # with mps-limited: the FFT's SM need
     ("h200-2026-11-30-plan-validate-n2", False),
+    # the sealed holdout: measured on the H200 before the kernel-boundary, common-start and SM-need mechanisms
+    # were written, kept unread until the model was frozen (commit a39a98e), then scored once as they are
+    ("h200-2026-11-30-hold-fft-llm", False),
+    ("h200-2026-11-30-hold-four-mixed", False),
+    ("h200-2026-11-30-hold-llm-2fft", False),
+    ("h200-2026-11-30-hold-gemm6k-fft", False),
+    ("h200-2026-11-30-hold-mps-cap30", False),
+    ("h200-2026-11-30-hold-sat-fft60", False),
+    # kts plan --validate of the frozen model's new answer (the article mix under MPS, N = 2 and 3), run after it
+    ("h200-2026-12-01-plan-validate-mps-n2", False),
+    ("h200-2026-12-01-plan-validate-mps-n3", False),
 )
 # the H200 probes behind the multi-context finding (pair probe: quantum and switch; multi: k = 1..3 neighbours)
 PROBE_RUNS = ("h200-2026-11-30-probe", "h200-2026-11-30-probe-multi")
@@ -87,6 +100,37 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
         "under MPS next to the saturating GEMM the FFT ran at 3.4 ms, not the 8.0 ms the MPS weight tuned on the "
         "saturating reference (FFT every 100 ms) gives; this run's FFT came every 40 ms: the weight is not a "
         "constant of the pair",
+    # the sealed holdout (scored once after the freeze at a39a98e): read to explain, nothing fitted
+    ("h200-2026-11-30-hold-fft-llm", "shared", "fft", "op"):
+        "p99 over-predicted (0.70 vs 0.52 ms): the FFT's kernels ran faster next to the busy LLM than alone "
+        "(device p50 0.21 vs 0.36 ms, warm clocks); the engine takes the alone kernel time as fixed",
+    ("h200-2026-11-30-hold-four-mixed", "shared", "fft", "op"):
+        "the FFT ran faster than alone on a GPU its neighbour kept busy (device p50 0.21 ms shared vs 0.34-0.36 alone: warm clocks after no idle); the engine takes the alone kernel time as fixed",
+    ("h200-2026-11-30-hold-four-mixed", "shared", "gemm", "op"):
+        "p99 under-predicted (4.89 vs 6.20 ms): the 2.9 ms GEMM outlasts the 2.2 ms quantum and its own events "
+        "stretched to 4.8 ms (device p99; 2.9 alone) with three neighbours' slices inside them, more often than "
+        "the model preempts it; cause not established in detail",
+    ("h200-2026-11-30-hold-llm-2fft", "shared", "fft-1", "op"):
+        "the FFT ran faster than alone on a GPU its neighbour kept busy (device p50 0.21 ms shared vs 0.34-0.36 alone: warm clocks after no idle); the engine takes the alone kernel time as fixed",
+    ("h200-2026-11-30-hold-llm-2fft", "shared-mps", "fft-1", "op"):
+        "under MPS next to the LLM and the other FFT the FFT ran at about its alone speed (p50 0.48 vs 0.51 ms "
+        "alone); the fluid model shares the SMs by weight and slows it (0.69 ms)",
+    ("h200-2026-11-30-hold-llm-2fft", "shared-mps", "fft-2", "op"):
+        "as fft-1: near alone speed under MPS (p50 0.48 ms), the fluid share predicts 0.68 ms",
+    ("h200-2026-11-30-hold-gemm6k-fft", "shared", "gemm", "op"):
+        "the alone GEMM's p99 carries one 12.8 ms hiccup of 300 (p90 9.5 ms), which the engine draws into every "
+        "shared prediction (p99 14.1 ms); the shared runs had none (10.1 ms)",
+    ("h200-2026-11-30-hold-gemm6k-fft", "shared-mps", "fft", "op"):
+        "p99 under-predicted (7.3 vs 8.8 ms): under MPS about 1 % of the FFT's launches waited a whole 9.3 ms GEMM "
+        "kernel (a queue at the kernel boundary, as in val-fft-2gemm); the fluid model has no such queue",
+    ("h200-2026-11-30-hold-gemm6k-fft", "shared-mps", "gemm", "op"):
+        "as under time-slicing: the alone GEMM's one 12.8 ms hiccup sets the predicted p99 (14.1 ms; measured 9.6)",
+    ("h200-2026-11-30-hold-sat-fft60", "shared", "fft", "op"):
+        "the FFT's fixed 60 ms sleep locks to the saturating GEMM's slice clock at an unknowable phase; the measured "
+        "p50 (1.20 ms) lies inside the p50 interval [0.99, 2.69] but 33 % below its middle (as in the repeats run)",
+    ("h200-2026-11-30-hold-sat-fft60", "shared-mps", "fft", "op"):
+        "under MPS next to the saturating GEMM the FFT ran at 5.4 ms, not the 7.9 ms of the weight tuned at a 100 ms "
+        "cadence: 8.0 ms every 100 ms, 5.4 every 60, 3.4 every 40 (repeats-mps): the share follows the cadence",
 }
 
 
