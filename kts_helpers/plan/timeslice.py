@@ -28,6 +28,9 @@ to trust once you have seen them come out of a model small enough to check by ha
 It is event-driven and exact (no time steps): the state changes only at arrivals, completions
 and quantum expiries, so 10^5 kernels take about a second of pure Python.
 
+Longer than 500 lines: the event loop stays one function (locals, not attributes: the planner's capacity
+answer for N <= 8 must fit in 10 s on 2 cores), and this docstring is the model the lesson checks by hand.
+
 **The event rule.** A tenant times a kernel with two CUDA events recorded in its own stream; both
 are processed when *its* context runs. So waiting *before the kernel's first instruction* (another
 context holds the GPU) is outside the interval, while a kernel *preempted mid-way* keeps its start
