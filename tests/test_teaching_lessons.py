@@ -114,6 +114,9 @@ def test_reference_numbers_come_from_the_reports_own_comparison(refs) -> None:
 def test_mps_calibration_is_the_measured_share(refs) -> None:
     dirs, modes = refs
     cal = reference.calibrate_mps(dirs, modes)
+    assert cal.reference == "h200-2026-11-30-saturating"  # the run the planner's MPS weights were tuned on
+    others = [d for d in dirs if d.name != "h200-2026-11-30-saturating"]
+    assert reference.read_manifest(others[0]) and reference.calibrate_mps(others, modes).neighbour_sleep_ms == 0.0
     dev = modes[(modes["reference"] == cal.reference) & (modes["tenant"] == "fft") & (modes["clock"] == "device")
                 & (modes["mode"] == "mps")].iloc[0]
     assert cal.share == pytest.approx(dev["p50_alone_ms"] / dev["p50_ms"])
@@ -126,7 +129,9 @@ def test_mps_calibration_is_the_measured_share(refs) -> None:
 def test_mps_limited_is_shown_when_measured_and_said_missing_otherwise(refs) -> None:
     _dirs, modes = refs
     assert "not measured yet" in reference.mps_limited_note(modes[modes["mode"] != "mps-limited"])
-    assert "measured in: h200-2026-11-30-mps-limited" in reference.mps_limited_note(modes)  # committed since
+    note = reference.mps_limited_note(modes)  # committed since
+    assert note.startswith("MPS with a thread limit (`mps-limited`) measured in: ")
+    assert "h200-2026-11-30-mps-limited" in note.split(": ", 1)[1].split(", ")
     limited = modes.iloc[:1].assign(mode="mps-limited", reference="h200-some-mps-limited")
     unlimited = modes[modes["mode"] != "mps-limited"]
     assert reference.mps_limited_note(pd.concat([unlimited, limited])).endswith("measured in: h200-some-mps-limited")

@@ -53,6 +53,7 @@ REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "data" / "reference"
 # data/reference/h200-2026-11-30-saturating). The LLM's small launch-bound kernels are taken to claim like
 # the FFT's (not measured: a prediction to check).
 MPS_WEIGHTS = {"gemm": 1.0, "fft": 0.028, "llm": 0.048, "noop": 0.048}
+MPS_WEIGHTS_TUNED_ON = "h200-2026-11-30-saturating"  # the lesson calibrates its MPS model on the same run
 # The share of the SMs on which a workload's kernels reach their alone speed (``plan.mps.MpsTenant.sm_need``; 1
 # where not listed). The FFT is bandwidth-bound: 60 % of the SMs give it its alone speed (fitted on the two
 # mps-limited runs: next to a GEMM capped at 50 % it ran at about 0.8 of its alone speed, 0.62-0.65 ms against

@@ -21,6 +21,7 @@ from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.load import load_run, read_manifest
 from kts_helpers.analyse.probe import MULTI_PREFIX, PROBE_PROFILE
 from kts_helpers.errors import RunError
+from kts_helpers.plan.engine import MPS_WEIGHTS_TUNED_ON
 from kts_helpers.present.tables import fmt_ci
 from kts_helpers.teaching.mps import weight_for_share
 
@@ -136,13 +137,24 @@ def _overhead(wall_p50: Any, device_p50: Any) -> float:
 
 def calibrate_mps(run_dirs: list[str | os.PathLike] | list[Path], modes: pd.DataFrame, victim: str = "fft",
                   neighbour: str = "gemm") -> MpsCalibration:
-    """From the first reference measured under MPS: the victim's share = device p50 alone / under MPS.
+    """From a reference measured under MPS: the victim's share = device p50 alone / under MPS.
 
-    Meaningful when the neighbour never sleeps (then the victim always competes); the manifest says.
+    Meaningful when the neighbour never sleeps (then the victim always competes; the manifest says), so the
+    run the planner's MPS weights were tuned on comes first (``plan.engine.MPS_WEIGHTS_TUNED_ON``: lesson and
+    planner then read one run), then any run whose neighbour never sleeps, then the others, each in name order.
     """
     dev = modes[(modes["clock"] == "device") & (modes["mode"] == "mps")]
     wall = modes[(modes["clock"] == "wall") & (modes["mode"] == "mps")]
-    for d in run_dirs:
+
+    def order(d: str | os.PathLike) -> tuple[int, str]:
+        name = Path(d).name
+        if name == MPS_WEIGHTS_TUNED_ON:
+            return 0, name
+        shared = [s for s in read_manifest(d).scenarios if s.sharing == "mps"]
+        busy = any(t.name == neighbour and float(t.sleep_ms) == 0 for s in shared for t in s.tenants)
+        return (1 if busy else 2), name
+
+    for d in sorted(run_dirs, key=order):
         name = Path(d).name
         mine = dev[dev["reference"] == name].set_index("tenant")
         if victim not in mine.index or neighbour not in mine.index:
