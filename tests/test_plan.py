@@ -461,6 +461,18 @@ def test_the_planner_runs_the_llm_as_a_launch_bound_chain_of_kernels() -> None:
     assert engine.KERNELS_PER_OP["llm"] > 1 and 0 < engine.BUSY_SHARE["llm"] < 1
 
 
+def test_the_fft_hides_a_short_wait_inside_its_own_launches() -> None:
+    """Next to the four-mixed run's busy LLMs and GEMM the H200's FFT kept its alone wall (p50 0.49 ms; alone
+    0.47) while its events shrank to its back-to-back kernels (device p50 0.214 ms; alone 0.34): the model, with
+    the FFT launch-bound (engine.BUSY_SHARE), says wall p50 below 0.58 and device p50 below 0.25 (as one GPU-bound
+    kernel: 0.66 and 0.34)."""
+    run = REF / "h200-2026-11-30-hold-four-mixed"
+    sc = next(s for s in engine.scenarios_of_run(run) if s.sharing == "timeslice")
+    rows = _rows(engine.predict(sc, engine.gpu_model_for(run), replicates=3))
+    assert rows[(sc.name, "fft", "wall", "op")].p50_ms < 0.58, rows[(sc.name, "fft", "wall", "op")]
+    assert rows[(sc.name, "fft", "device", "op")].p50_ms < 0.25, rows[(sc.name, "fft", "device", "op")]
+
+
 def test_co_started_tenants_of_one_cadence_stay_locked_under_time_slicing() -> None:
     """The sleepy three-tenant run's two GEMMs (40 ms sleeps) start at one barrier and collide every iteration
     (H200 wall p50 5.5 ms, both kernels); at random phases they would rarely meet (p50 near the alone 3.0 ms)."""
