@@ -55,7 +55,9 @@ REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "data" / "reference"
 # How hard a workload's kernels claim SMs under MPS next to a GEMM (weight 1): the FFT's share next to the
 # saturating GEMM on the H200 (device p50 0.36 ms alone -> 7.9 ms under MPS: a share of 4.6 %; tuned on
 # data/reference/h200-2026-11-30-saturating). The LLM's small launch-bound kernels are taken to claim like
-# the FFT's (not measured: a prediction to check).
+# the FFT's (not measured: a prediction to check), and claim only while their kernels are in flight: the LLM's
+# weight is scaled by its BUSY_SHARE (next to the LLM and another FFT the H200's FFT ran at about its alone speed
+# under MPS, hold-llm-2fft: p50 0.48 vs 0.51 ms alone, where the full weight held it at 0.69; flagged tuned).
 MPS_WEIGHTS = {"gemm": 1.0, "fft": 0.028, "llm": 0.048, "noop": 0.048}
 # The share of the SMs on which a workload's kernels reach their alone speed (``plan.mps.MpsTenant.sm_need``; 1
 # where not listed). The FFT is bandwidth-bound: 60 % of the SMs give it its alone speed (fitted on the two
@@ -398,7 +400,9 @@ def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, 
                         multi_wait=gpu.multi_wait(random.Random(rng.random()), q),
                         idle_resets_slice=gpu.idle_resets_slice, switch_after_idle=gpu.switch_after_idle)
     caps = [t.thread_pct if sc.sharing == "mps-limited" else 100.0 for t in sc.tenants]
-    tenants = [MpsTenant(t.name, k, g, weight=MPS_WEIGHTS.get(t.workload, 1.0), thread_pct=c,
+    # a launch-bound step claims SMs only while its kernels are in flight: its busy share of the step (MPS_WEIGHTS)
+    tenants = [MpsTenant(t.name, k, g, weight=MPS_WEIGHTS.get(t.workload, 1.0) * BUSY_SHARE.get(t.workload, 1.0),
+                         thread_pct=c,
                          sm_need=SM_NEED.get(t.workload, 1.0))
                for t, k, g, c in zip(sc.tenants, mean_k, mean_gap, caps, strict=True)]
     return simulate_mps(tenants, duration, seed, draws=draws)  # random phases: see ``common_start``

@@ -55,7 +55,7 @@ VALIDATION_RUNS: tuple[tuple[str, bool], ...] = (
     # time-sliced ones then tuned the FFT's launch-bound share (engine.GPU_BUSY_SHARE, 0.6)
     ("h200-2026-11-30-hold-fft-llm", True),  # the FFT's launch-bound share (engine.GPU_BUSY_SHARE)
     ("h200-2026-11-30-hold-four-mixed", True),  # the FFT's launch-bound share (engine.GPU_BUSY_SHARE)
-    ("h200-2026-11-30-hold-llm-2fft", True),  # the FFT's launch-bound share (engine.GPU_BUSY_SHARE)
+    ("h200-2026-11-30-hold-llm-2fft", True),  # GPU_BUSY_SHARE; its MPS rows: the LLM's busy share under MPS
     ("h200-2026-11-30-hold-gemm6k-fft", True),  # the FFT's launch-bound share (engine.GPU_BUSY_SHARE)
     ("h200-2026-11-30-hold-mps-cap30", False),
     ("h200-2026-11-30-hold-sat-fft60", True),  # the FFT's launch-bound share (engine.GPU_BUSY_SHARE)
@@ -117,11 +117,6 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
         "LLM and the other FFT (as in the matrix run's FFT + LLM pair); cause not established",
     ("h200-2026-11-30-hold-llm-2fft", "shared", "fft-2", "op"):
         "as fft-1: p99 0.92 measured against 0.62 predicted (before the FFT's launch-bound share: 0.81, a hit)",
-    ("h200-2026-11-30-hold-llm-2fft", "shared-mps", "fft-1", "op"):
-        "under MPS next to the LLM and the other FFT the FFT ran at about its alone speed (p50 0.48 vs 0.51 ms "
-        "alone); the fluid model shares the SMs by weight and slows it (0.69 ms)",
-    ("h200-2026-11-30-hold-llm-2fft", "shared-mps", "fft-2", "op"):
-        "as fft-1: near alone speed under MPS (p50 0.48 ms), the fluid share predicts 0.68 ms",
     ("h200-2026-11-30-hold-gemm6k-fft", "shared", "gemm", "op"):
         "the alone GEMM's p99 carries one 12.8 ms hiccup of 300 (p90 9.5 ms), which the engine draws into every "
         "shared prediction (p99 14.1 ms); the shared runs had none (10.1 ms)",
