@@ -89,10 +89,11 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
         "often than the model preempts it (as in hold-four-mixed); the FFTs' queued kernels now take less of it",
     ("h200-2026-11-30-val-llm-gemm-mps", "shared-mps", "llm", "prefill"):
         "the LLM's MPS weight was never measured (0.048, the FFT's old one): measured prefill runs at alone "
-        "speed (p50 2.13 vs 2.25 ms alone) where the fluid model slows it twenty-fold",
+        "speed (p50 2.13 vs 2.25 ms alone) where the fluid model slows it eighty-fold (twenty-fold before its weight "
+        "was scaled by its busy share: the scaling that fits its neighbour FFTs in hold-llm-2fft makes this row worse)",
     ("h200-2026-11-30-val-llm-gemm-mps", "shared-mps", "llm", "decode"):
         "same unmeasured LLM weight; measured decode steps wait about one GEMM kernel (p50 21.5 ~ 21.6 ms), a "
-        "kernel-boundary queue the fluid model cannot express (it predicts a fluid share: 34.5 ms)",
+        "kernel-boundary queue the fluid model cannot express (it predicts a fluid share: 139 ms)",
     # the runs measured after the model was first frozen: read, explained, not fitted
     ("h200-2026-11-30-article-rerun", "shared", "fft", "op"):
         "p99 over-predicted (1.32 vs 0.84 ms) next to the sleepy 3 ms GEMM: the p99 of 800 launches sits on the few "
