@@ -386,7 +386,10 @@ def test_the_validation_flags_say_which_runs_tuned_the_model() -> None:
         "h200-2026-11-30-repeats-mps", "h200-2026-11-30-plan-validate-n2",
         # the sealed holdout's MPS-only run (its time-sliced runs fitted the FFT's launch-bound share), and
         # --validate of the frozen model's MPS answer
-        "h200-2026-11-30-hold-mps-cap30", "h200-2026-12-01-plan-validate-mps-n2", "h200-2026-12-01-plan-validate-mps-n3"}
+        "h200-2026-11-30-hold-mps-cap30", "h200-2026-12-01-plan-validate-mps-n2", "h200-2026-12-01-plan-validate-mps-n3",
+        # the second sealed holdout, scored once after the freeze at ca3ca2f
+        "h200-2026-12-01-hold2-fft-gemm-fast", "h200-2026-12-01-hold2-gemm-llm", "h200-2026-12-01-hold2-llm-2gemm",
+        "h200-2026-12-01-hold2-mps-cap70"}
     # the FFT's SM need was fitted on the mps-limited runs; the common start kept to time-slicing after reading
     # the sleepy three-tenant run's MPS rows
     assert flags["h200-2026-11-30-mps-limited"] and flags["h200-2026-11-30-mps-limited-800"]
