@@ -147,7 +147,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             return 0
         print(json.dumps(answer.to_dict(), indent=2) if args.format == "json" else answer.table())
         return 0
-    rows = engine.predict_run(args.from_run, args.probe, multi=args.multi_probe, replicates=args.replicates)
+    rows = engine.predict_run(args.from_run, args.probe, multi=args.multi_probe, replicates=args.replicates or engine.DEFAULT_REPLICATES)
     if args.format == "json":
         keys = ("scenario", "tenant", "metric", "phase", "p50_ms", "p99_ms", "p99_lo", "p99_hi")
         print(json.dumps([{**{k: r.to_dict()[k] for k in keys}, **r.to_dict()} for r in rows], indent=2))
@@ -264,7 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--probe", help="a time-slice probe run (default: the committed probe of the run's GPU model)")
     pl.add_argument("--multi-probe", help="a multi-context probe run (default: the committed one, if any)")
     pl.add_argument("--format", choices=["json", "table"], default="table", help="output (default: table)")
-    pl.add_argument("--replicates", type=int, default=24, help="simulated runs per scenario (default: 24)")
+    pl.add_argument("--replicates", type=int, help="simulated runs per scenario (default: 39, the fewest whose "
+                    "range is a 95 %% prediction interval)")
     pl.add_argument("--capacity", action="store_true", help="N = 1..8 pods from the run's workloads in turn: "
                     "the largest N meeting every goal under time-slicing and MPS")
     pl.add_argument("--slo", action="append", metavar="WORKLOAD=MS", help="a wall-clock p99 goal, e.g. fft=1.0")

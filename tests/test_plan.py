@@ -191,6 +191,16 @@ def article_capacity() -> cap.CapacityAnswer:
                         replicates=cap.CAPACITY_REPLICATES)
 
 
+def test_capacity_in_parallel_answers_as_in_turn(article_capacity: cap.CapacityAnswer) -> None:
+    """The forked workers (the <= 10 s goal on 2 cores) change nothing: each scenario draws from its seed alone."""
+    mix = cap.profiles_of_run(REF / "h200-2026-11-30-article")
+    goals = cap.parse_goals({"fft": 1.0}, None, [p.workload for p in mix])
+    in_turn = cap.capacity(mix, goals, engine.gpu_model_for(REF / "h200-2026-11-30-article"), max_n=4,
+                           replicates=cap.CAPACITY_REPLICATES, workers=1)
+    assert in_turn.rows == article_capacity.rows and in_turn.largest == article_capacity.largest
+    assert cap.predict_all([], engine.gpu_model_for(REF / "h200-2026-11-30-article"), replicates=2) == []
+
+
 def test_capacity_answers_for_every_n_and_mode(article_capacity: cap.CapacityAnswer) -> None:
     a = article_capacity
     assert {(r.n, r.mode) for r in a.rows} == {(n, m) for n in range(1, 5) for m in ("timeslice", "mps")}
@@ -322,7 +332,7 @@ def test_the_lock_phase_next_to_two_busy_gemms_is_unknown_and_the_interval_says_
     """Next to two back-to-back GEMMs the GPU never idles; the FFT's sleep locks to the slice clock at a phase no
     probe can pin down (45 slices per sleep): the replicates draw it, so the p50's interval spans most of a slice."""
     gpu = engine.gpu_model_for(REF / "h200-2026-11-30-saturating")
-    fft = _rows(engine.predict(_saturating_scenario(2), gpu, replicates=12))[("x", "fft", "wall", "op")]
+    fft = _rows(engine.predict(_saturating_scenario(2), gpu, replicates=engine.DEFAULT_REPLICATES))[("x", "fft", "wall", "op")]
     assert fft.p50_hi - fft.p50_lo > 0.8, (fft.p50_lo, fft.p50_hi)
     assert fft.p99_hi < 0.7 + 2 * (2.29 + 0.17) + 0.5  # at most two slices and switches on top of the FFT
 
@@ -389,7 +399,12 @@ def test_the_validation_flags_say_which_runs_tuned_the_model() -> None:
         "h200-2026-11-30-hold-mps-cap30", "h200-2026-12-01-plan-validate-mps-n2", "h200-2026-12-01-plan-validate-mps-n3",
         # the second sealed holdout, scored once after the freeze at ca3ca2f
         "h200-2026-12-01-hold2-fft-gemm-fast", "h200-2026-12-01-hold2-gemm-llm", "h200-2026-12-01-hold2-llm-2gemm",
-        "h200-2026-12-01-hold2-mps-cap70"}
+        "h200-2026-12-01-hold2-mps-cap70",
+        # the third sealed holdout, scored once after the interval's repair at 957dbb5
+        "h200-2026-12-01-hold3-3fft-gemm", "h200-2026-12-01-hold3-fft-llm-gemm", "h200-2026-12-01-hold3-2llm",
+        "h200-2026-12-01-hold3-sat-fft2k", "h200-2026-12-01-hold3-mps-cap50",
+        # --validate of the matrix mix's answer (MPS N = 3) and N + 1
+        "h200-2026-12-01-plan-validate-matrix-n3", "h200-2026-12-01-plan-validate-matrix-n4"}
     # the FFT's SM need was fitted on the mps-limited runs; the common start kept to time-slicing after reading
     # the sleepy three-tenant run's MPS rows
     assert flags["h200-2026-11-30-mps-limited"] and flags["h200-2026-11-30-mps-limited-800"]
@@ -512,3 +527,65 @@ def test_a_neighbours_thread_cap_leaves_the_fft_sms_of_its_own() -> None:
     assert capped[capped["tenant"] == "fft"]["device_ms"].median() < 0.36 / 0.75
     free = simulate_mps([fft, replace(gemm, thread_pct=100.0)], 2_000.0, 0)
     assert 6.5 < free[free["tenant"] == "fft"]["device_ms"].median() < 9.5
+
+
+def _next_run_coverage(draw, m: int, interval, trials: int = 4000, seed: int = 7) -> float:
+    """How often one more run falls inside the interval built from m runs (the validation's question)."""
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(trials):
+        runs, nxt = draw(rng, m), draw(rng, 1)[0]
+        lo, hi = interval(runs)
+        hits += lo <= nxt <= hi
+    return hits / trials
+
+
+@pytest.mark.parametrize("m", [6, 24, engine.DEFAULT_REPLICATES])
+@pytest.mark.parametrize("shape", ["lognormal", "two lock phases"])
+def test_prediction_interval_holds_its_level_for_the_next_run(m, shape):
+    # a p99 across replicates: skewed (lognormal), or bimodal (a phase-locked tenant locks at one of two phases)
+    draws = {"lognormal": lambda rng, k: 2.0 * rng.lognormal(0.0, 0.3, k),
+             "two lock phases": lambda rng, k: np.where(rng.random(k) < 0.7, 1.0, 2.5) * rng.lognormal(0, 0.05, k)}
+    draw = draws[shape]
+    t_cover = _next_run_coverage(draw, m, engine.prediction_interval)
+    quantile_cover = _next_run_coverage(draw, m, lambda x: tuple(np.quantile(x, [0.025, 0.975])))
+    assert t_cover >= 0.93, (shape, m, t_cover)
+    assert quantile_cover < 0.93, (shape, m, quantile_cover)  # why the replicates' own quantiles were dropped
+    if shape == "lognormal":
+        assert t_cover <= 0.97, (m, t_cover)  # not wider than its level where its assumption holds
+
+
+def test_prediction_interval_is_exact_where_its_assumption_holds():
+    """Lognormal runs, m = 6: the t interval's level to within 0.7 % (20000 trials; without the sqrt(1 + 1/m) for
+    the next run's own scatter it would hold 93.7 %)."""
+    cover = _next_run_coverage(lambda rng, k: rng.lognormal(0.5, 0.3, k), 6, engine.prediction_interval, trials=20000)
+    assert 0.943 <= cover <= 0.957, cover
+
+
+def test_prediction_interval_edges():
+    assert engine.prediction_interval(np.array([1.5, 1.5, 1.5])) == (1.5, 1.5)
+    lo, hi = engine.prediction_interval(np.array([0.0, 0.01, 0.02, 0.0]), log=False)
+    assert lo < 0.0 < 0.02 < hi  # shares: raw scale (the caller clips to [0, 1])
+    assert all(math.isnan(v) for v in engine.prediction_interval(np.array([math.nan])))
+    runs = np.linspace(1.0, 2.0, engine.DEFAULT_REPLICATES)  # from 39 runs: their range, nothing beyond it
+    assert engine.prediction_interval(runs) == (1.0, 2.0)
+
+
+def test_validate_compares_each_phase_with_its_own_measurement_by_the_tables_rule() -> None:
+    """An LLM pod has a prefill and a decode row: each meets its own phase's measurement (the H200 run of
+    ``--validate`` on the matrix mix, N = 3), and a p50 off by more than 25 % is a miss here as in the README."""
+    from kts_helpers.plan.live import _measured, compare_rows
+
+    measured = _measured(REF / "h200-2026-12-01-plan-validate-matrix-n3", 3)
+    assert measured[("llm", 1, "prefill")][0] == pytest.approx(2.438, abs=0.01)
+    assert measured[("llm", 1, "decode")][0] == pytest.approx(1.614, abs=0.01)
+
+    def row(phase: str, p50: float, p99: float) -> cap.PodRow:
+        return cap.PodRow(3, "mps", "llm-1", "llm", p50, p50 * 0.9, p50 * 1.1, p99, p99 * 0.9, p99 * 1.1,
+                          0.0, 0.0, 0.0, True, True, phase)
+
+    prefill, decode = compare_rows([row("prefill", 2.4, 3.8), row("decode", 1.6, 2.5)], measured)
+    assert prefill.startswith("  llm-1 prefill:") and "measured 2.438" in prefill and prefill.endswith("(hit)")
+    assert decode.startswith("  llm-1 decode:") and "measured 1.614" in decode and decode.endswith("(hit)")
+    (p50_off,) = compare_rows([row("decode", 2.2, 2.5)], measured)  # p99 agrees, p50 37 % high
+    assert p50_off.endswith("(miss: p50)")

@@ -9,7 +9,6 @@ filled from the mix in turn (at most four: the kit's largest scenario), under th
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -18,6 +17,7 @@ from kts_helpers.analyse.load import load_run
 from kts_helpers.analyse.summary import summarize_frame
 from kts_helpers.errors import SpecError
 from kts_helpers.plan.capacity import CAPACITY_ITERATIONS, CapacityAnswer, PodRow
+from kts_helpers.plan.validation import agrees
 from kts_helpers.run.experiment import run_experiment
 from kts_helpers.run.runs import open_run
 
@@ -50,33 +50,37 @@ def validation_params(answer: CapacityAnswer, source_run: str | os.PathLike, n: 
     return params
 
 
-def _measured(run_dir: Any, n: int) -> dict[tuple[str, int], tuple[float, float]]:
-    """(workload, k-th pod of it) -> measured wall (p50, p99), from the shared scenario (alone when N = 1)."""
+def _measured(run_dir: Any, n: int) -> dict[tuple[str, int, str], tuple[float, float]]:
+    """(workload, k-th pod of it, phase) -> measured wall (p50, p99), from the shared scenario (alone when N = 1)."""
 
     table = summarize_frame(load_run(run_dir).iterations, "wall")
     table = table[table["kind"] == ("shared" if n > 1 else "baseline")]
-    seen: dict[str, int] = {}
+    pods: dict[str, list[str]] = {}
     out = {}
     for row in table.itertuples():
-        seen[row.workload] = seen.get(row.workload, 0) + 1
-        out[(row.workload, seen[row.workload])] = (float(row.p50_ms), float(row.p99_ms))
+        names = pods.setdefault(row.workload, [])
+        if row.tenant not in names:
+            names.append(row.tenant)
+        out[(row.workload, names.index(row.tenant) + 1, row.phase)] = (float(row.p50_ms), float(row.p99_ms))
     return out
 
 
-def compare_rows(rows: Sequence[PodRow], measured: dict[tuple[str, int], tuple[float, float]]) -> list[str]:
-    """One line per pod: predicted p50/p99 with intervals against measured, and whether it is inside."""
+def compare_rows(rows: Sequence[PodRow], measured: dict[tuple[str, int, str], tuple[float, float]]) -> list[str]:
+    """One line per pod and phase: predicted p50/p99 with intervals against measured, and whether they agree
+    (``plan.validation.agrees``, the README table's rule)."""
     out = []
     for r in rows:
         k = int(r.tenant.rsplit("-", 1)[1]) if "-" in r.tenant else 1
-        got = measured.get((r.workload, k))
+        got = measured.get((r.workload, k, r.phase))
         if got is None:
-            out.append(f"  {r.tenant}: not measured")
+            out.append(f"  {r.pod}: not measured")
             continue
         p50, p99 = got
-        inside = r.p99_lo <= p99 <= r.p99_hi or (math.isfinite(r.p99_ms) and abs(p99 - r.p99_ms) <= 0.2 * r.p99_ms)
-        out.append(f"  {r.tenant}: p50 predicted {r.p50_ms:.3f} [{r.p50_lo:.3f}, {r.p50_hi:.3f}] measured {p50:.3f}; "
-                   f"p99 predicted {r.p99_ms:.3f} [{r.p99_lo:.3f}, {r.p99_hi:.3f}] measured {p99:.3f} "
-                   f"({'hit' if inside else 'miss'})")
+        p50_ok, p99_ok = agrees(r, p50, p99)
+        verdict = "hit" if p50_ok and p99_ok else "miss: " + " and ".join(
+            w for w, ok in (("p50", p50_ok), ("p99", p99_ok)) if not ok)
+        out.append(f"  {r.pod}: p50 predicted {r.p50_ms:.3f} [{r.p50_lo:.3f}, {r.p50_hi:.3f}] measured {p50:.3f}; "
+                   f"p99 predicted {r.p99_ms:.3f} [{r.p99_lo:.3f}, {r.p99_hi:.3f}] measured {p99:.3f} ({verdict})")
     return out
 
 

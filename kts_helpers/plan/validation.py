@@ -17,6 +17,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -24,7 +25,13 @@ from kts_helpers.analyse.load import load_run
 from kts_helpers.analyse.rules import scenario_group
 from kts_helpers.analyse.summary import summarize_frame
 from kts_helpers.fsutil import atomic_write_text
-from kts_helpers.plan.engine import REFERENCE_ROOT, Prediction, gpu_model_from_probe, predict_run
+from kts_helpers.plan.engine import (
+    DEFAULT_REPLICATES,
+    REFERENCE_ROOT,
+    Prediction,
+    gpu_model_from_probe,
+    predict_run,
+)
 from kts_helpers.plan.multi import MultiCheck, multi_context_checks
 
 P99_TOLERANCE, P50_TOLERANCE = 0.20, 0.25
@@ -69,6 +76,18 @@ VALIDATION_RUNS: tuple[tuple[str, bool], ...] = (
     ("h200-2026-12-01-hold2-gemm-llm", False),
     ("h200-2026-12-01-hold2-llm-2gemm", False),
     ("h200-2026-12-01-hold2-mps-cap70", False),
+    # the third sealed holdout: designed and measured on the H200 with the mechanisms frozen (ca3ca2f), unread until
+    # the prediction interval's repair was committed (957dbb5), then scored once as they are; its fifth run
+    # (mps-cap50), cut by the GPU call's time limit, measured again in the next call, after that commit
+    ("h200-2026-12-01-hold3-3fft-gemm", False),
+    ("h200-2026-12-01-hold3-fft-llm-gemm", False),
+    ("h200-2026-12-01-hold3-2llm", False),
+    ("h200-2026-12-01-hold3-sat-fft2k", False),
+    ("h200-2026-12-01-hold3-mps-cap50", False),
+    # kts plan --validate of the three-type matrix mix (FFT + GEMM + LLM, FFT p99 <= 1 ms): the answer, MPS N = 3,
+    # and N + 1, run with the model unchanged since the interval's repair (957dbb5)
+    ("h200-2026-12-01-plan-validate-matrix-n3", False),
+    ("h200-2026-12-01-plan-validate-matrix-n4", False),
 )
 # the H200 probes behind the multi-context finding (pair probe: quantum and switch; multi: k = 1..3 neighbours)
 PROBE_RUNS = ("h200-2026-11-30-probe", "h200-2026-11-30-probe-multi")
@@ -87,9 +106,9 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
         "under MPS next to two saturating GEMMs the FFT waits about a whole GEMM kernel (p50 47.9 ms ~ the GEMMs' "
         "43-48 ms): no SMs free, a queue; the fluid model gives it a small share (16 ms) and has no such queue",
     ("h200-2026-11-30-four-tenants", "shared", "fft-1", "op"):
-        "p99 under-predicted (2.09 [1.12, 2.49] vs 2.69 ms): the tail is the few launches that wait a GEMM slice "
-        "and switches among four tenants; hiding the FFT's launches (engine.GPU_BUSY_SHARE) took 0.14 ms off every "
-        "such wait (before: 2.31, a hit); fft-2, the same tenant, stays a hit (2.42)",
+        "p99 under-predicted (2.08 [0.91, 2.60] vs 2.69 ms, +29 %): the tail is the few launches that wait a GEMM "
+        "slice and switches among four tenants; hiding the FFT's launches (engine.GPU_BUSY_SHARE) took 0.14 ms off "
+        "every such wait (before: 2.31, a hit); fft-2, the same tenant, stays a hit (2.42)",
     ("h200-2026-11-30-four-tenants", "shared", "gemm", "op"):
         "p99 under-predicted by a hair (4.12 vs 5.00 ms, +21 %; before the FFT's launch-bound share 4.23, a hit): the "
         "2.9 ms GEMM outlasts the quantum and its events stretch with three neighbours' slices inside them more "
@@ -102,10 +121,6 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
         "same unmeasured LLM weight; measured decode steps wait about one GEMM kernel (p50 21.5 ~ 21.6 ms), a "
         "kernel-boundary queue the fluid model cannot express (it predicts a fluid share: 139 ms)",
     # the runs measured after the model was first frozen: read, explained, not fitted
-    ("h200-2026-11-30-article-rerun", "shared", "fft", "op"):
-        "p99 over-predicted (1.32 vs 0.84 ms) next to the sleepy 3 ms GEMM: the p99 of 800 launches sits on the few "
-        "that collide (1-5 %), and the H200's collided launches waited less than the round robin's spread up to "
-        "the quantum (as in the matrix run's FFT + GEMM pair: 16 collisions, wait p50 0.47 ms); cause not established",
     ("h200-2026-11-30-matrix", "shared-fft+llm", "fft", "op"):
         "p99 under-predicted (0.75 vs 1.07 ms): the FFT's own events stretch next to the LLM (device p99 0.78 vs "
         "0.41 ms next to the GEMM), as if the LLM's kernels ran between cuFFT's; the model has the FFT as one "
@@ -125,17 +140,10 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
         "LLM and the other FFT (as in the matrix run's FFT + LLM pair); cause not established",
     ("h200-2026-11-30-hold-llm-2fft", "shared", "fft-2", "op"):
         "as fft-1: p99 0.92 measured against 0.62 predicted (before the FFT's launch-bound share: 0.81, a hit)",
-    ("h200-2026-11-30-hold-gemm6k-fft", "shared", "gemm", "op"):
-        "the alone GEMM's p99 carries one 12.8 ms hiccup of 300 (p90 9.5 ms), which the engine draws into every "
-        "shared prediction (p99 14.1 ms); the shared runs had none (10.1 ms)",
-    ("h200-2026-11-30-hold-gemm6k-fft", "shared-mps", "fft", "op"):
-        "p99 under-predicted (7.3 vs 8.8 ms): under MPS about 1 % of the FFT's launches waited a whole 9.3 ms GEMM "
-        "kernel (a queue at the kernel boundary, as in val-fft-2gemm); the fluid model has no such queue",
     ("h200-2026-11-30-hold-gemm6k-fft", "shared-mps", "gemm", "op"):
-        "as under time-slicing: the alone GEMM's one 12.8 ms hiccup sets the predicted p99 (14.1 ms; measured 9.6)",
-    ("h200-2026-11-30-hold-sat-fft60", "shared", "fft", "op"):
-        "the FFT's fixed 60 ms sleep locks to the saturating GEMM's slice clock at an unknowable phase; the measured "
-        "p50 (1.20 ms) lies inside the p50 interval [0.99, 2.69] but 33 % below its middle (as in the repeats run)",
+        "the alone GEMM's p99 carries one 12.8 ms hiccup of 300 (p90 9.5 ms), which the engine draws into the "
+        "shared predictions (p99 12.8 ms; measured 9.6, the interval's low end 9.68); under time-slicing the same "
+        "row is a hit (measured 10.1)",
     ("h200-2026-11-30-hold-sat-fft60", "shared-mps", "fft", "op"):
         "under MPS next to the saturating GEMM the FFT ran at 5.4 ms, not the 7.9 ms of the weight tuned at a 100 ms "
         "cadence: 8.0 ms every 100 ms, 5.4 every 60, 3.4 every 40 (repeats-mps): the share follows the cadence",
@@ -144,17 +152,69 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
         "p99 under-predicted (1.48 vs 2.78 ms): under MPS 1-2 % of the FFT's launches waited a whole 2.9 ms GEMM "
         "kernel (device p99 2.64 ms: the wait sits inside its events), a queue at the kernel boundary the fluid "
         "model spreads thin (as in val-fft-2gemm and hold-gemm6k-fft)",
-    ("h200-2026-12-01-hold2-llm-2gemm", "shared", "llm", "prefill"):
-        "p99 over-predicted (5.98 vs 4.32 ms): the model holds the two GEMMs of one cadence locked back to back "
-        "(common start) and the LLM waits both; on the H200 they drifted apart (next row)",
     ("h200-2026-12-01-hold2-llm-2gemm", "shared", "llm", "decode"):
-        "as prefill: waits behind two GEMMs the model keeps locked together (5.68 predicted, 3.82 ms measured)",
+        "p99 over-predicted (5.69 vs 3.82 ms): the model holds the two GEMMs of one cadence locked back to back "
+        "(common start) and the decode step waits both; on the H200 they drifted apart (next rows); the prefill "
+        "row is a hit only because a few replicates unlocked",
     ("h200-2026-12-01-hold2-llm-2gemm", "shared", "gemm-1", "op"):
         "the two GEMMs of one 60 ms cadence did not stay locked next to the LLM (wall p5/p50/p90 2.9/4.0/5.5 ms): "
         "the LLM's steps between them shift their phases; the common start holds them at the locked 5.9 ms",
     ("h200-2026-12-01-hold2-llm-2gemm", "shared", "gemm-2", "op"):
         "as gemm-1: drifted out of the lock the model's common start keeps (p50 4.1 measured, 5.8 predicted)",
+    # the third holdout: read after scoring, explained, not fitted
+    ("h200-2026-12-01-hold3-2llm", "shared", "llm-2", "prefill"):
+        "p99 over-predicted (5.69 vs 3.33 ms): llm-2's alone run had a slow spell (alone prefill p99 5.56 ms, "
+        "llm-1's of the same workload 3.42), which the engine draws into every shared prediction; the shared run "
+        "had none (as hold-gemm6k-fft's GEMM)",
+    ("h200-2026-12-01-hold3-2llm", "shared", "llm-2", "decode"):
+        "as prefill: the alone run's slow spell (alone decode p99 3.98 ms, llm-1's 2.36) sets the predicted p99 "
+        "(4.11); measured 2.71",
+    ("h200-2026-12-01-hold3-2llm", "shared-mps", "llm-1", "prefill"):
+        "under MPS two launch-bound LLMs ran at about alone speed (prefill p50 2.12 vs 1.95 ms alone); the fluid "
+        "model shares the SMs by the LLM's weight, never measured (engine.MPS_WEIGHTS), and slows each step "
+        "(p50 3.28 ms): as val-llm-gemm-mps, the LLM's MPS rows are the model's weakest",
+    ("h200-2026-12-01-hold3-2llm", "shared-mps", "llm-1", "decode"):
+        "as prefill: the fluid model's share slows decode (p50 2.07 predicted, 1.48 ms measured, 1.18 alone)",
+    ("h200-2026-12-01-hold3-2llm", "shared-mps", "llm-2", "prefill"):
+        "the fluid model's share (as llm-1) on top of llm-2's slow alone spell: p50 3.37 and p99 9.00 predicted "
+        "against 1.89 and 2.91 ms measured",
+    ("h200-2026-12-01-hold3-2llm", "shared-mps", "llm-2", "decode"):
+        "as prefill: p50 2.17 and p99 6.61 predicted against 1.23 and 2.30 ms measured",
+    ("h200-2026-12-01-hold3-fft-llm-gemm", "shared-mps", "fft", "op"):
+        "p99 over-predicted by a hair (3.16 vs 2.46 ms, -22 %): under MPS about 1 % of the FFT's launches waited a "
+        "GEMM kernel (2.9 ms; device p99 2.34 ms), the kernel-boundary queue of hold2-fft-gemm-fast; the fluid "
+        "model, spreading the LLM's share too, puts the tail a little higher",
+    ("h200-2026-12-01-hold3-fft-llm-gemm", "shared-mps", "llm", "prefill"):
+        "under MPS the LLM's tail stayed at its alone tail (p99 3.83 vs 3.94 ms alone); the fluid model's "
+        "unmeasured LLM weight adds a slowdown (5.22 ms)",
+    ("h200-2026-12-01-hold3-fft-llm-gemm", "shared-mps", "llm", "decode"):
+        "as prefill: measured p99 3.48 ms (alone 3.23), predicted 4.38",
+    ("h200-2026-12-01-hold3-sat-fft2k", "shared-mps", "fft", "op"):
+        "under MPS next to the saturating GEMM this FFT (2048, every 80 ms) ran at 6.6 ms, not the 4.2 ms the "
+        "fitted weight gives: the cadence effect of repeats-mps and hold-sat-fft60 (8.0 ms every 100, 5.4 every "
+        "60, 3.4 every 40: about 8.3 % of the cadence, here 6.6 of 80, whatever the FFT's size); not modelled",
+    # kts plan --validate of the matrix mix: read after it ran, explained, not fitted
+    ("h200-2026-12-01-plan-validate-matrix-n3", "shared-mps-limited", "llm", "prefill"):
+        "capped at 33 % of the SMs, the launch-bound LLM ran faster than alone (p50 2.44 vs 3.24 ms alone, without "
+        "MPS): its small kernels reach their alone speed on a third of the SMs; the fluid model gives a tenant "
+        "with no measured SM need (engine.SM_NEED has the FFT's only) its share's speed, a third: 9.39 ms. The "
+        "goal tenant, the FFT, hits at N = 3 and 4, and the answer (N = 3) holds: FFT p99 0.87 ms, 1.00 at N = 4",
+    ("h200-2026-12-01-plan-validate-matrix-n3", "shared-mps-limited", "llm", "decode"):
+        "as prefill: decode p50 1.61 ms measured (2.04 alone), 6.06 predicted",
+    ("h200-2026-12-01-plan-validate-matrix-n4", "shared-mps-limited", "llm", "prefill"):
+        "as at N = 3, capped at 25 %: p50 2.88 ms measured (3.53 alone), 13.48 predicted",
+    ("h200-2026-12-01-plan-validate-matrix-n4", "shared-mps-limited", "llm", "decode"):
+        "as at N = 3, capped at 25 %: p50 1.77 ms measured (2.34 alone), 9.20 predicted",
 }
+
+
+def agrees(predicted: Any, measured_p50: float, measured_p99: float) -> tuple[bool, bool]:
+    """(p50 agrees, p99 agrees): the one rule by which a prediction meets a measured run, in the README's table
+    and in ``kts plan --validate``. p99: inside the prediction interval or within ``P99_TOLERANCE``; p50: within
+    ``P50_TOLERANCE`` (``predicted``: anything with ``p50_ms``, ``p99_ms``, ``p99_lo``, ``p99_hi``)."""
+    p = predicted
+    p99_ok = p.p99_lo <= measured_p99 <= p.p99_hi or abs(measured_p99 - p.p99_ms) <= P99_TOLERANCE * p.p99_ms
+    return abs(measured_p50 - p.p50_ms) <= P50_TOLERANCE * p.p50_ms, p99_ok
 
 
 @dataclass(frozen=True)
@@ -173,13 +233,11 @@ class Check:
 
     @property
     def p99_ok(self) -> bool:
-        p = self.predicted
-        return (p.p99_lo <= self.measured_p99 <= p.p99_hi
-                or abs(self.measured_p99 - p.p99_ms) <= P99_TOLERANCE * p.p99_ms)
+        return agrees(self.predicted, self.measured_p50, self.measured_p99)[1]
 
     @property
     def p50_ok(self) -> bool:
-        return abs(self.measured_p50 - self.predicted.p50_ms) <= P50_TOLERANCE * self.predicted.p50_ms
+        return agrees(self.predicted, self.measured_p50, self.measured_p99)[0]
 
     @property
     def hit(self) -> bool:
@@ -203,7 +261,7 @@ def measured_wall(run_dir: str | os.PathLike) -> pd.DataFrame:
     return table[table["kind"] == "shared"][["group", "tenant", "phase", "n", "p50_ms", "p99_ms"]]
 
 
-def check_run(run_dir: str | os.PathLike, tuned: bool, *, replicates: int = 24) -> list[Check]:
+def check_run(run_dir: str | os.PathLike, tuned: bool, *, replicates: int = DEFAULT_REPLICATES) -> list[Check]:
     """Every shared tenant's wall clock of a run: predicted (from alone logs) against measured."""
     run_dir = Path(run_dir)
     predictions = [p for p in predict_run(run_dir, replicates=replicates) if p.metric == "wall"]
@@ -236,7 +294,7 @@ def _pooled(checks: list[Check]) -> list[Check]:
 
 
 def validation_checks(runs: tuple[tuple[str, bool], ...] = VALIDATION_RUNS, root: Path = REFERENCE_ROOT,
-                      *, replicates: int = 24) -> list[Check]:
+                      *, replicates: int = DEFAULT_REPLICATES) -> list[Check]:
     """The checks of every listed run that exists (the integrator adds new H200 runs to ``runs``)."""
     out: list[Check] = []
     for name, tuned in runs:
@@ -261,7 +319,10 @@ def validation_markdown(checks: list[Check]) -> str:
                      f"{p.p99_ms:.2f} {_iv(p.p99_lo, p.p99_hi)} | {c.measured_p50:.2f} / {c.measured_p99:.2f} | "
                      f"{'hit' if c.hit else 'miss'} |")
     lines.append("")
-    for label, group in (("all rows", checks), ("runs not used to tune", [c for c in checks if not c.tuned]),
+    unseen = [c for c in checks if not c.tuned]
+    by_mode = [(f"runs not used to tune, {mode}", [c for c in unseen if c.sharing == mode])
+               for mode in dict.fromkeys(c.sharing for c in unseen)]
+    for label, group in (("all rows", checks), ("runs not used to tune", unseen), *by_mode,
                          ("runs used to tune", [c for c in checks if c.tuned])):
         hits = sum(c.hit for c in group)
         share = f"{hits / len(group):.0%}" if group else "n/a"
