@@ -18,10 +18,12 @@ that did not tune it (``plan.validation``). Its inputs are exactly those a user 
   :data:`KERNELS_PER_OP` and :data:`BUSY_SHARE`; on the H200 the FFT's launches hide a short wait,
   :data:`GPU_BUSY_SHARE`; tenants of one cadence start together, :func:`common_start`),
   MPS and MPS with thread caps (``plan.mps``, the fluid model; a workload's weight is :data:`MPS_WEIGHTS`, the
-  share of the SMs at which it reaches its alone speed :data:`SM_NEED`).
+  share of the SMs at which it reaches its alone speed :data:`SM_NEED`; next to an uncapped GEMM, which keeps
+  every SM (:data:`FILLS_GPU`), the others queue at its kernel boundary instead of sharing).
 
 Intervals: ``replicates`` simulated runs of the scenario's actual iteration counts, each with its own
-quantum and switch drawn from the probe's intervals and its own bootstrap resample of the alone iterations:
+quantum and switch drawn from the probe's intervals and its own block-bootstrap resample of the alone iterations
+(:func:`block_resample`: slow spells come whole):
 the spread of their p50s and p99s holds parameter uncertainty and finite-run noise together, turned into a 95 %
 interval for the next run by :func:`prediction_interval`.
 
@@ -59,6 +61,8 @@ REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "data" / "reference"
 # the FFT's (not measured: a prediction to check), and claim only while their kernels are in flight: the LLM's
 # weight is scaled by its BUSY_SHARE (next to the LLM and another FFT the H200's FFT ran at about its alone speed
 # under MPS, hold-llm-2fft: p50 0.48 vs 0.51 ms alone, where the full weight held it at 0.69; flagged tuned).
+# Next to an uncapped GEMM these weights no longer decide (the kernel-boundary queue, FILLS_GPU, does); they share
+# the SMs among the others, and among everyone next to a GEMM capped by its thread percentage.
 MPS_WEIGHTS = {"gemm": 1.0, "fft": 0.028, "llm": 0.048, "noop": 0.048}
 MPS_WEIGHTS_TUNED_ON = "h200-2026-11-30-saturating"  # the lesson calibrates its MPS model on the same run
 # The share of the SMs on which a workload's kernels reach their alone speed (``plan.mps.MpsTenant.sm_need``; 1
@@ -66,7 +70,15 @@ MPS_WEIGHTS_TUNED_ON = "h200-2026-11-30-saturating"  # the lesson calibrates its
 # mps-limited runs: next to a GEMM capped at 50 % it ran at about 0.8 of its alone speed, 0.62-0.65 ms against
 # 0.50-0.56 ms), so its weight above is the one that, at this need, keeps its 4.6 % speed next to the saturating
 # GEMM (a share of 2.7 %).
-SM_NEED = {"fft": 0.6}
+# The LLM's kernels (a few thread blocks each) reach their alone speed on a quarter of the SMs: capped at 33 and
+# 25 % (plan-validate-matrix-n3/-n4) it kept (beat) its alone step time, and two LLMs under MPS ran at about their
+# alone speed (hold3-2llm); set after reading those runs (flagged tuned).
+SM_NEED = {"fft": 0.6, "llm": 0.25}
+# Workloads whose kernels fill every SM for many waves (cuBLAS GEMMs): uncapped under MPS, another client's kernel
+# waits for their kernel boundary (``plan.mps``, the kernel-boundary queue). Found on the saturating runs at four
+# FFT cadences (saturating, repeats-mps, hold-sat-fft60, hold3-sat-fft2k) and the LLM next to the saturating GEMM
+# (val-llm-gemm-mps), all flagged tuned; it replaces the FFT's fitted MPS weight next to a GEMM.
+FILLS_GPU = frozenset({"gemm"})
 # How many kernels one operation launches (workers/kts_worker.py), where more than one: an LLM step is a chain
 # of launch-bound kernels (embedding, mask, 4 encoder layers of about a dozen kernels each, head, argmax, cat:
 # about 60), so under time-slicing a waiting context gets the GPU at the step's next kernel boundary, not at
@@ -372,6 +384,22 @@ def common_start(cycles: Sequence[float], kernels: Sequence[float], rng: random.
     return offsets if locked else None
 
 
+def block_resample(n: int, rng: random.Random) -> list[int]:
+    """n alone-iteration indices drawn as a circular block bootstrap (blocks of ceil(sqrt(n)) iterations).
+
+    Why blocks: an alone run has slow spells (tens of iterations of a slower host or GPU: hold3-2llm's llm-2 had
+    one over 60 of its 300 iterations, p99 5.6 ms against 3.4 for its twin), and a shared run may or may not
+    have one. Drawn one iteration at a time, every replicate holds the spell's share and the interval is as
+    narrow as if it always recurred; drawn in blocks, replicates with and without it differ as runs do.
+    """
+    length = max(1, math.ceil(math.sqrt(n)))
+    out: list[int] = []
+    while len(out) < n:
+        start = rng.randrange(n)
+        out.extend((start + k) % n for k in range(length))
+    return out[:n]
+
+
 def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, duration_ms: float | None = None,
                   ) -> Any:
     """One simulated run of the scenario (pandas rows, ``timeslice.simulate``'s columns + phase, overhead).
@@ -382,7 +410,7 @@ def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, 
     if sc.sharing not in MODES:
         raise RunError(f"unknown sharing mode {sc.sharing!r}; choose one of {', '.join(MODES)}")
     rng = random.Random(seed)
-    pools = [[rng.randrange(len(t.iterations)) for _ in t.iterations] if vary else None for t in sc.tenants]
+    pools = [block_resample(len(t.iterations), rng) if vary else None for t in sc.tenants]
     draws = [t.drawer(random.Random(rng.random()), pool) for t, pool in zip(sc.tenants, pools, strict=True)]
     cycles = [t.cycle_ms() for t in sc.tenants]
     duration = duration_ms or 1.25 * max(n * c for n, c in zip(sc.n, cycles, strict=True)) + 50.0
@@ -404,8 +432,8 @@ def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, 
     caps = [t.thread_pct if sc.sharing == "mps-limited" else 100.0 for t in sc.tenants]
     # a launch-bound step claims SMs only while its kernels are in flight: its busy share of the step (MPS_WEIGHTS)
     tenants = [MpsTenant(t.name, k, g, weight=MPS_WEIGHTS.get(t.workload, 1.0) * BUSY_SHARE.get(t.workload, 1.0),
-                         thread_pct=c,
-                         sm_need=SM_NEED.get(t.workload, 1.0))
+                         thread_pct=c, sm_need=SM_NEED.get(t.workload, 1.0), fills_gpu=t.workload in FILLS_GPU,
+                         busy_share=gpu.busy_share.get(t.workload, BUSY_SHARE.get(t.workload, 1.0)))
                for t, k, g, c in zip(sc.tenants, mean_k, mean_gap, caps, strict=True)]
     return simulate_mps(tenants, duration, seed, draws=draws)  # random phases: see ``common_start``
 

@@ -21,6 +21,18 @@ small enough to reason about:
 A kernel that needs only part of the SMs for its alone speed (``sm_need``) runs at
 ``min(1, share / sm_need)``. Left out: caches, clocks, the MPS server's own cost. The
 weight of a tenant is not known a priori; ``teaching.reference`` calibrates it from one measured number.
+
+The kernel-boundary queue (``fills_gpu``, the planner's GEMM): a kernel of many waves of long thread blocks keeps
+every SM until its last wave, and the block scheduler serves kernels in the order they arrive, so a small
+kernel from another client that arrives meanwhile does not share: it *waits for that kernel's end*, inside its
+own events. Its host keeps launching, so after the boundary its queued kernels run back to back (``busy_share``
+of their host-paced time) ahead of the filler's next kernel. A launch-bound operation running when a filler's
+kernel arrives has its later kernels queued behind it (blocked until that kernel ends), unless all its kernels
+were already queued. Measured on the H200 (the FFT next to the saturating GEMM ends one GEMM kernel boundary
+after it wakes: 8.0 ms every 100 ms, 5.4 every 60, 3.4 every 40, 6.6 every 80 ms, the sleep's distance to the next
+boundary of the 21.6 ms kernels; back-to-back LLM decode steps each wait one whole GEMM kernel, 21.5 ms, while a
+prefill after a 20 ms sleep waits only the rest of one and keeps its alone wall). Fillers share SMs among
+themselves, the others among themselves; a capped filler leaves SMs free and queues no one.
 """
 
 from __future__ import annotations
@@ -52,7 +64,9 @@ class MpsTenant:
     ``sm_need``: the share of the SMs on which its kernels already run at their alone speed (1: a kernel that
     needs the whole GPU, its speed is its share). Why: a bandwidth-bound kernel (the FFT) reaches its alone speed
     on part of the SMs, so next to a neighbour capped by its thread percentage it runs on the SMs the cap leaves
-    at (near) alone speed, not at the share's speed.
+    at (near) alone speed, not at the share's speed. ``fills_gpu``: its kernels keep every SM while uncapped, so
+    the others queue at its kernel boundary (the module's docstring); ``busy_share``: the share of its host-paced
+    kernel time its kernels keep the GPU busy (how fast its queued kernels run once the boundary comes).
     """
 
     name: str
@@ -63,10 +77,13 @@ class MpsTenant:
     thread_pct: float = 100.0
     overhead_ms: float = 0.0
     sm_need: float = 1.0
+    fills_gpu: bool = False
+    busy_share: float = 1.0
 
 
 MPS_TENANT_RULES = (*TENANT_RULES, ("weight", lambda v: v > 0, "> 0"),
-                    ("thread_pct", lambda v: 0 < v <= 100, "in (0, 100]"), ("sm_need", lambda v: 0 < v <= 1, "in (0, 1]"))
+                    ("thread_pct", lambda v: 0 < v <= 100, "in (0, 100]"), ("sm_need", lambda v: 0 < v <= 1, "in (0, 1]"),
+                    ("busy_share", lambda v: 0 < v <= 1, "in (0, 1]"))
 
 
 def check_tenants(tenants: Sequence[MpsTenant], duration_ms: float) -> list[MpsTenant]:
@@ -111,33 +128,51 @@ def simulate_mps(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURA
     offsets = start_offsets(tenants, duration_ms, rng, offsets_ms)
     inf = math.inf
     caps = [t.thread_pct / 100.0 for t in tenants]
+    fillers = {i for i, t in enumerate(tenants) if t.fills_gpu and caps[i] >= 1.0}  # an uncapped filler queues others
     nxt = [o if o < duration_ms else inf for o in offsets]
     rem: list[float | None] = [None] * n  # remaining work of the kernel in flight (None: none)
     arrival = [0.0] * n
     iteration = [0] * n
+    waits_for: list[set[int]] = [set() for _ in range(n)]  # the fillers whose kernel in flight it queues behind
+    queued = [False] * n  # all its kernels are queued (it waited a boundary): a new filler kernel cannot block it
     rows: list[tuple] = []
     rates: dict[tuple[int, ...], dict[int, float]] = {}  # the rates depend only on who is in flight
+
+    def work_of(i: int) -> float:
+        o = op[i]
+        return tenants[i].kernel_ms if o is None else o.kernel_ms
+
+    def rates_of(running: tuple[int, ...]) -> dict[int, float]:
+        out: dict[int, float] = {}
+        # fillers and the others do not share SMs (one waits for the other's boundary): two fluid pools
+        for group in ((tuple(i for i in running if i in fillers), tuple(i for i in running if i not in fillers))
+                      if fillers else (running,)):
+            got = shares([tenants[i].weight for i in group], [caps[i] for i in group])
+            out.update({i: min(1.0, g / tenants[i].sm_need) for i, g in zip(group, got, strict=True)})
+        return out
+
     t = 0.0
     while True:
-        active = tuple(i for i in range(n) if rem[i] is not None)
+        active = tuple(i for i in range(n) if rem[i] is not None and not waits_for[i])
         rate = rates.get(active)
         if rate is None:
-            got = shares([tenants[i].weight for i in active], [caps[i] for i in active])
-            rate = rates[active] = {i: min(1.0, g / tenants[i].sm_need) for i, g in zip(active, got, strict=True)}
+            rate = rates[active] = rates_of(active)
         t_done = min((t + rem[i] / rate[i] for i in active), default=inf)  # type: ignore[operator]
         t_arr = min((nxt[i] for i in range(n) if rem[i] is None), default=inf)
         te = min(t_done, t_arr)
         if te == inf:
             break
+        ended: list[int] = []
         for i in active:
             rem[i] -= rate[i] * (te - t)  # type: ignore[operator]
             o = op[i]
-            work = tenants[i].kernel_ms if o is None else o.kernel_ms
+            work = work_of(i)
             if rem[i] <= 1e-9 * work:  # type: ignore[operator]
                 rows.append((i, iteration[i], arrival[i], arrival[i], te, work, "op" if o is None else o.phase,
                              tenants[i].overhead_ms if o is None else o.overhead_ms))
                 iteration[i] += 1
                 rem[i] = None
+                ended.append(i)
                 if o is None:
                     gap = tenants[i].period_ms + (rng.uniform(-tenants[i].jitter_ms, tenants[i].jitter_ms)
                                                   if tenants[i].jitter_ms > 0 else 0.0)
@@ -145,12 +180,25 @@ def simulate_mps(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURA
                     gap = o.gap_ms
                 issue = te + max(gap, 0.0)
                 nxt[i] = issue if issue < duration_ms else inf
-        for i in range(n):
-            if rem[i] is None and nxt[i] <= te:
-                if draws is not None:
-                    op[i] = draws[i]()
-                work = tenants[i].kernel_ms if op[i] is None else op[i].kernel_ms  # type: ignore[union-attr]
-                rem[i], arrival[i], nxt[i] = float(work), nxt[i], inf
+        for i in range(n):  # a filler's boundary: who queued behind it runs its queued kernels back to back
+            if waits_for[i] and waits_for[i].difference(ended) != waits_for[i]:
+                waits_for[i].difference_update(ended)
+                if not waits_for[i]:
+                    queued[i] = True
+                    rem[i] = max(tenants[i].busy_share * rem[i], arrival[i] + work_of(i) - te)  # type: ignore[operator]
+        starting = [i for i in range(n) if rem[i] is None and nxt[i] <= te]
+        for i in starting:
+            if draws is not None:
+                op[i] = draws[i]()
+            rem[i], arrival[i], nxt[i], queued[i] = float(work_of(i)), nxt[i], inf, False
+        for i in starting:
+            if i in fillers:  # kernels launched from now on queue behind this one: still launching, or arriving
+                for j in range(n):  # (one arriving at the same instant goes first)
+                    if (j not in fillers and j not in starting and rem[j] is not None and not queued[j]
+                            and te < arrival[j] + work_of(j)):
+                        waits_for[j].add(i)
+            else:
+                waits_for[i] = {j for j in fillers if rem[j] is not None and j not in starting}
         t = te
     names = [tn.name for tn in tenants]
     df = pd.DataFrame(rows, columns=["_i", "iteration", "arrival_ms", "start_ms", "end_ms", "work_ms", "phase",
