@@ -319,13 +319,13 @@ def test_one_simulated_run_spreads_the_ffts_waits_next_to_one_gemm() -> None:
     p95 of 0.41 to 2.30 ms), not in a narrow band."""
     gpu = engine.gpu_model_for(REF / "h200-2026-11-30-saturating")
     spreads = []
-    for seed in range(1, 9):
+    for seed in range(1, 17):
         rows = engine.simulate_once(_saturating_scenario(1), gpu, seed)
         wall = rows[rows["tenant"] == "fft"]["wall_ms"].to_numpy(float)[:300]
         spreads.append(np.quantile(wall, 0.95) - np.quantile(wall, 0.05))
     # most simulated runs spread; with no switch charged after an idle GPU a run can still settle into a band
     # (seed 1: 2.05-2.77 ms), a limit of the model that the validation table's misses show too
-    assert sum(s > 1.5 for s in spreads) >= 5, spreads  # a majority
+    assert sum(s > 1.5 for s in spreads) >= 9, spreads  # a majority (16 runs: one in 8 is too few to tell)
 
 
 def test_the_lock_phase_next_to_two_busy_gemms_is_unknown_and_the_interval_says_so() -> None:
@@ -399,7 +399,9 @@ def test_the_validation_flags_say_which_runs_tuned_the_model() -> None:
         # the second sealed holdout, scored once after the freeze at ca3ca2f
         "h200-2026-12-01-hold2-gemm-llm", "h200-2026-12-01-hold2-llm-2gemm", "h200-2026-12-01-hold2-mps-cap70",
         # the third sealed holdout, scored once after the interval's repair at 957dbb5
-        "h200-2026-12-01-hold3-3fft-gemm", "h200-2026-12-01-hold3-fft-llm-gemm", "h200-2026-12-01-hold3-mps-cap50"}
+        "h200-2026-12-01-hold3-3fft-gemm", "h200-2026-12-01-hold3-fft-llm-gemm", "h200-2026-12-01-hold3-mps-cap50",
+        # the fourth sealed holdout, scored once after the kernel-boundary round's freeze at 83eaa16
+        "h200-2026-12-01-hold4-llm-sat", "h200-2026-12-01-hold4-fft-llm-sat"}
     # the kernel-boundary queue, the LLM's SM need and the block bootstrap were built from these (scored untuned
     # before): tuned from then on
     assert all(flags[r] for r in ("h200-2026-11-30-val-llm-gemm-mps", "h200-2026-11-30-repeats-mps",

@@ -443,7 +443,7 @@ def prediction_interval(values: np.ndarray, level: float = LEVEL, *, log: bool =
 
     With m >= 2 / (1 - level) - 1 runs (39 at 95 %): their minimum and maximum, which hold the next run with
     probability (m - 1) / (m + 1) whatever the distribution (Wilks) and never leave what the simulator can produce
-    (a phase-locked FFT's p99 has a hard ceiling of two slices). With fewer (the capacity table's 6): the t
+    (a phase-locked FFT's p99 has a hard ceiling of two slices). With fewer (the capacity table's 10): the t
     prediction interval mean +- t(m - 1) * sd * sqrt(1 + 1/m), on the log scale for positive times.
 
     Why not the replicates' own 2.5-97.5 % quantiles (as before): from m = 24 runs those hold only about
