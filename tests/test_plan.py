@@ -663,10 +663,23 @@ def test_a_gemm_kernel_launched_mid_step_holds_the_steps_later_kernels() -> None
     all its kernels are queued (it waited a boundary) a new GEMM kernel no longer holds it."""
     from kts_helpers.plan.mps import MpsTenant, simulate_mps
 
-    step = MpsTenant("step", 1.0, 100.0, busy_share=0.6)
+    step = MpsTenant("step", 1.0, 99.5, busy_share=0.6)
     gemm = MpsTenant("gemm", 5.0, 100.0, fills_gpu=True)
-    rows = simulate_mps([step, gemm], 50.0, 0, offsets_ms=[0.0, 0.3])
-    first = rows[rows["tenant"] == "step"].iloc[0]
-    assert first["wall_ms"] == pytest.approx(0.3 + 5.0 + 0.6 * 0.7, abs=1e-6)  # held, then its queued rest
+    rows = simulate_mps([step, gemm], 150.0, 0, offsets_ms=[0.0, 0.3])
+    first, second = rows[rows["tenant"] == "step"].iloc[:2].itertuples()
+    assert first.wall_ms == pytest.approx(0.3 + 5.0 + 0.6 * 0.7, abs=1e-6)  # held, then its queued rest
+    # its next op (at 105.22) is launching again when the GEMM's next kernel comes (105.3): held again
+    assert second.wall_ms == pytest.approx(0.08 + 5.0 + 0.6 * 0.92, abs=1e-6)
     rows = simulate_mps([step, gemm], 50.0, 0, offsets_ms=[0.0, 1.2])  # the GEMM comes after the step ended
     assert rows[rows["tenant"] == "step"].iloc[0]["wall_ms"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_a_step_whose_kernels_are_all_launched_is_not_held_by_a_later_gemm_kernel() -> None:
+    """Two steps sharing the free SMs run at half speed, past their 1 ms of launches: a GEMM kernel arriving at 1.5
+    ms finds every kernel of theirs already queued ahead of it, so they end at 2.0 ms, not after the GEMM."""
+    from kts_helpers.plan.mps import MpsTenant, simulate_mps
+
+    a, b = MpsTenant("a", 1.0, 100.0), MpsTenant("b", 1.0, 100.0)
+    gemm = MpsTenant("gemm", 5.0, 100.0, fills_gpu=True)
+    rows = simulate_mps([a, b, gemm], 50.0, 0, offsets_ms=[0.0, 0.0, 1.5])
+    assert rows[rows["tenant"] == "a"].iloc[0]["wall_ms"] == pytest.approx(2.0, abs=1e-6)

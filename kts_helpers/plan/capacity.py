@@ -45,8 +45,8 @@ MANIFESTS = Path(__file__).resolve().parents[2] / "manifests" / "overlays"
 OVERLAYS = {"timeslice": "device-plugin-timeslicing", "mps": "device-plugin-mps"}
 CONFIG_FILES = {"timeslice": "time-slicing-config.yaml", "mps": "mps-config.yaml"}
 MAX_N = 8
-CAPACITY_REPLICATES = 10  # per N and mode: 8 N x 2 modes x 10 runs in <= 10 s on 2 cores (make bench: 5.8 s, the
-# three-type mix). Not fewer: with block-resampled alone runs a borderline p99 (the article FFT at N = 2) spreads
+CAPACITY_REPLICATES = 10  # per N and mode: 8 N x 2 modes x 10 runs in <= 10 s on 2 cores (make bench: 5.8-6.3 s,
+# the three-type mix). Not fewer: with block-resampled alone runs a borderline p99 (the article FFT at N = 2) spreads
 # wide across replicates, and the median of 6 flipped the answer (0.96 ms, N = 2; of 8-39: 1.1-1.2 ms, N = 1)
 CAPACITY_ITERATIONS = 300  # each pod's predicted run: the kit's smallest design with a p99 bound
 

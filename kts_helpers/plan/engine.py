@@ -417,15 +417,16 @@ def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, 
     mean_k = [max(float(np.mean([op.kernel_ms for it in t.iterations for op in it])), 1e-6) for t in sc.tenants]
     mean_gap = [float(np.mean([op.gap_ms for it in t.iterations for op in it])) for t in sc.tenants]
     offsets = common_start(cycles, mean_k, random.Random(seed + 1))
+    # how fast queued kernels run (this GPU's measured share, else the a-priori one): one value for both modes
+    busy = [gpu.busy_share.get(t.workload, BUSY_SHARE.get(t.workload, 1.0)) for t in sc.tenants]
     if sc.sharing == "timeslice":
         q = gpu.quantum_ms.draw(rng, 0.05) if vary else gpu.quantum_ms.value
         s = min(gpu.switch_ms.draw(rng, 0.0) if vary else gpu.switch_ms.value, 0.5 * q)
         if vary:  # one lock phase for every tenant: same-cadence tenants keep their common start's phase
             shift = rng.uniform(-q / 2, q / 2)
             draws = [_phase_shifted(d, shift, SLEEP_QUANTA * q) for d in draws]
-        tenants = [SimTenant(t.name, k, g, kernels=KERNELS_PER_OP.get(t.workload, 1),
-                             busy_share=gpu.busy_share.get(t.workload, BUSY_SHARE.get(t.workload, 1.0)))
-                   for t, k, g in zip(sc.tenants, mean_k, mean_gap, strict=True)]
+        tenants = [SimTenant(t.name, k, g, kernels=KERNELS_PER_OP.get(t.workload, 1), busy_share=b)
+                   for t, k, g, b in zip(sc.tenants, mean_k, mean_gap, busy, strict=True)]
         return simulate(tenants, q, s, duration, seed, offsets, slice_timer=gpu.slice_timer, draws=draws,
                         multi_wait=gpu.multi_wait(random.Random(rng.random()), q),
                         idle_resets_slice=gpu.idle_resets_slice, switch_after_idle=gpu.switch_after_idle)
@@ -433,8 +434,8 @@ def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, 
     # a launch-bound step claims SMs only while its kernels are in flight: its busy share of the step (MPS_WEIGHTS)
     tenants = [MpsTenant(t.name, k, g, weight=MPS_WEIGHTS.get(t.workload, 1.0) * BUSY_SHARE.get(t.workload, 1.0),
                          thread_pct=c, sm_need=SM_NEED.get(t.workload, 1.0), fills_gpu=t.workload in FILLS_GPU,
-                         busy_share=gpu.busy_share.get(t.workload, BUSY_SHARE.get(t.workload, 1.0)))
-               for t, k, g, c in zip(sc.tenants, mean_k, mean_gap, caps, strict=True)]
+                         busy_share=b)
+               for t, k, g, c, b in zip(sc.tenants, mean_k, mean_gap, caps, busy, strict=True)]
     return simulate_mps(tenants, duration, seed, draws=draws)  # random phases: see ``common_start``
 
 

@@ -181,7 +181,7 @@ def simulate_mps(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURA
                 issue = te + max(gap, 0.0)
                 nxt[i] = issue if issue < duration_ms else inf
         for i in range(n):  # a filler's boundary: who queued behind it runs its queued kernels back to back
-            if waits_for[i] and waits_for[i].difference(ended) != waits_for[i]:
+            if waits_for[i].intersection(ended):
                 waits_for[i].difference_update(ended)
                 if not waits_for[i]:
                     queued[i] = True
