@@ -12,9 +12,9 @@ import pytest
 import vl_convert
 
 from kts_helpers.analyse import compare, openloop
+from kts_helpers.analyse import verdict as V
 from kts_helpers.analyse.load import RunData, load_run
-from kts_helpers.analyse.rules import df_reading
-from kts_helpers.analyse.stats import df_wording
+from kts_helpers.analyse.rules import MIN_CORUNNING
 from kts_helpers.present import charts
 from kts_helpers.run.runs import create_run
 from kts_helpers.run.spec import ExperimentParams, resolve
@@ -49,8 +49,16 @@ MATRIX_N = 1000  # iterations per series: enough for a 95 % upper bound of every
 
 
 def _consistent(reading: str, n_shared: int, lo: float, hi: float) -> bool:
-    """A row's reading is its interval's wording, or says why there is none ("insufficient ...")."""
-    return reading == df_reading(n_shared, df_wording(lo, hi)) or reading.startswith("insufficient")
+    """A row's reading is the tenant's verdict (one of its four words, never a DF interval worded its own way),
+    and DF's own rule holds in it: an interval above 1 reads degraded, below 1 faster -- or inconclusive when the
+    exceedance test says the opposite; "no change" only inside the margin."""
+    if reading not in V.readings():
+        return False
+    if n_shared >= MIN_CORUNNING and lo > 1:
+        return reading in (V.DEGRADED, V.INCONCLUSIVE)
+    if n_shared >= MIN_CORUNNING and hi < 1:
+        return reading in (V.FASTER, V.INCONCLUSIVE)
+    return reading != V.no_change() or (lo >= 1 - V.DEFAULT_MARGIN and hi <= 1 + V.DEFAULT_MARGIN)
 
 
 def _crafted_run(root: Path, run_id: str, params: dict, scenarios: dict[str, dict[str, list[str]]]) -> RunData:
@@ -177,7 +185,7 @@ def test_modes_where_the_fft_waits(modes):
     shared SMs, so the FFT's wait lands inside its CUDA events; under time-slicing it waits for a slice outside them."""
     f = modes[modes["tenant"] == "fft"].set_index("mode")
     assert f.loc["timeslice", "reading"] == f.loc["mps", "reading"] == "degraded"
-    assert f.loc["mps", "df_lo"] > f.loc["timeslice", "df"]
+    assert f.loc["mps", "df"] > f.loc["timeslice", "df_hi"]
     assert f.loc["mps", "device_p50_ms"] > 10 * f.loc["timeslice", "device_p50_ms"]
     # the GEMM barely notices either way
     g = modes[modes["tenant"] == "gemm"].set_index("mode")
@@ -201,8 +209,7 @@ def test_matrix_has_a_row_per_victim_and_neighbours(matrix, matrix_run):
     assert not matrix.loc[matrix["phase"] == "prefill", "primary"].any()
     _check_intervals(matrix, ("df",))
     for _, r in matrix.iterrows():
-        assert r["reading"] == df_reading(r["n_shared"], df_wording(r["df_lo"], r["df_hi"]))
-        assert r["reading"] in ("degraded", "no detectable change", "faster when shared")
+        assert _consistent(r["reading"], r["n_shared"], r["df_lo"], r["df_hi"])
     r = matrix[(matrix["victim"] == "llm") & (matrix["neighbours"] == "gemm") & (matrix["phase"] == "decode")].iloc[0]
     x, a = _clipped(matrix_run, "shared-gemm+llm", "llm", "decode"), _clipped(matrix_run, "baseline-llm", "llm",
                                                                               "decode")
@@ -279,7 +286,7 @@ def test_matrix_with_repeats_pools_runs_and_matches_numpy(tmp_path):
     assert r["n_shared"] == len(x) and r["n_alone"] == 120
     assert r["df"] == pytest.approx(np.quantile(x, 0.99) / np.quantile(a, 0.99))
     assert 2.4 < r["df"] < 3.6 and np.isinf(r["df_lo"]) and r["df_hi"] > r["df"]  # 120 + 120 samples: one-sided
-    assert r["reading"] == f"insufficient co-running data (n = {len(x)} < 368)"  # too few to read it
+    assert r["reading"] == V.INCONCLUSIVE  # too few to read it (n < 200 on a side: not even the exceedance test)
     allr = prim[(prim["victim"] == "fft") & (prim["neighbours"] == "all others")].iloc[0]
     assert allr["df"] > r["df"]  # effects multiply in this synthetic run: 3.0 x 1.5
     table = compare.phase_table(data, n_resamples=NR)
@@ -378,7 +385,7 @@ def test_phase_table_matrix(matrix_run):
     _check_intervals(t, ("p50", "p99", "df"))
     assert t.loc[t["when"] == "alone", "df"].isna().all() and t.loc[t["when"] == "shared", "df"].notna().all()
     for _, r in t[t["when"] == "shared"].iterrows():
-        assert r["reading"] == df_reading(r["n"], df_wording(r["df_lo"], r["df_hi"]))
+        assert _consistent(r["reading"], r["n"], r["df_lo"], r["df_hi"])
     ttft = t[(t["scenario"] == "baseline-llm") & (t["phase"] == "prefill")].iloc[0]
     assert ttft["p50_ms"] == pytest.approx(np.median(_clipped(matrix_run, "baseline-llm", "llm", "prefill",
                                                               "response_ms")))

@@ -7,9 +7,10 @@ their own schedule (open loop); and an LLM-like tenant with a prefill and a deco
 Each function here is a pure function of a :class:`~kts_helpers.analyse.load.RunData` (or of the
 tables built from it) and returns a DataFrame; the matching charts are in ``present.charts``.
 
-Every rule (co-running iterations only, repeat groups, baseline matching, DF and its interval and
-reading, the bootstrap choice, the CCDF) comes from ``rules``; intervals are 95 % bootstrap percentile
-intervals and ``note`` carries what the bootstrap said (a short series, redrawn resamples).
+Every rule (co-running iterations only, repeat groups, baseline matching, DF and its interval, the CCDF)
+comes from ``rules``, and every ``reading`` is the tenant's verdict (``verdict.decide``: the one rule the
+summary, the headline and the README use, so no table words a DF interval its own way); ``note`` carries
+what the interval said (no bound at this n, a short series).
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.load import RunData
 from kts_helpers.analyse.rules import (
     Degradation,
-    degradation,
     match_baseline,
     quantile,
     runs_of,
     scenario_group,
     series_label,
 )
+from kts_helpers.analyse.verdict import decide
 
 __all__ = ["MODE_ORDER", "Scenario", "catalogue", "contention_matrix", "has_matrix", "has_modes", "has_phases",
            "modes_table", "phase_table"]
@@ -154,8 +155,8 @@ def modes_table(data: RunData, *, metric: str = "wall", n_resamples: int = 2000,
                 runs = runs_of(r, col)
                 p50 = _quantile(runs, 0.50, n_resamples, seed)
                 p99 = _quantile(runs, 0.99, n_resamples, seed)
-                df = (degradation(runs, base_runs, 0.99, n_resamples=n_resamples, seed=seed) if mode != "alone"
-                      else None)
+                v = decide(runs, base_runs, n_resamples=n_resamples, seed=seed) if mode != "alone" else None
+                df = v.df if v else None
                 scen_name = scens[0].group if scens else "baseline"
                 rows.append({
                     "tenant": tenant, "workload": workload, "phase": phase, "label": series_label(tenant, phase),
@@ -166,7 +167,7 @@ def modes_table(data: RunData, *, metric: str = "wall", n_resamples: int = 2000,
                     "p99_ms": p99.estimate, **Estimate.of(p99).columns("p99"),
                     "device_p50_ms": float(np.median(r["device_ms"])) if len(r) else float("nan"),
                     "df": df.estimate if df else float("nan"), **_df_bounds(df).columns("df"),
-                    "reading": df.reading if df else "",
+                    "reading": v.reading if v else "",
                     "note": _notes(*(x for x in (p50, p99, df) if x is not None)),
                 })
     return pd.DataFrame(rows, columns=[
@@ -225,15 +226,15 @@ def contention_matrix(data: RunData, *, q: float = 0.99, metric: str = "wall", n
                 for phase in phases:
                     shared = _rows(data, [s.name for s in grp], victim, phase)
                     alone = _baseline_rows(data, cat, victim, workload, phase)
-                    iv = degradation(runs_of(shared, col), runs_of(alone, col), q, n_resamples=n_resamples,
-                                     seed=seed)
+                    v = decide(runs_of(shared, col), runs_of(alone, col), q=q, n_resamples=n_resamples, seed=seed)
+                    iv = v.df
                     primary = PRIMARY_PHASE.get(workload, phase) == phase or len(phases) == 1
                     rows.append({
                         "victim": victim, "neighbours": label, "sharing": mode, "phase": phase, "primary": primary,
                         "scenario": grp[0].group, "q": q, "metric": metric,
                         "alone_ms": float(np.quantile(alone[col], q)) if len(alone) else float("nan"),
                         "shared_ms": float(np.quantile(shared[col], q)) if len(shared) else float("nan"),
-                        "df": iv.estimate, **iv.bounds.columns("df"), "reading": iv.reading,
+                        "df": iv.estimate, **iv.bounds.columns("df"), "reading": v.reading,
                         "n_shared": int(len(shared)), "n_alone": int(len(alone)), "note": iv.note,
                     })
     return pd.DataFrame(rows, columns=[
@@ -294,14 +295,15 @@ def phase_table(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0)
                 runs = runs_of(r, col)
                 p50 = _quantile(runs, 0.50, n_resamples, seed)
                 p99 = _quantile(runs, 0.99, n_resamples, seed)
-                df = degradation(runs, base_runs, 0.99, n_resamples=n_resamples, seed=seed) if shared else None
+                v = decide(runs, base_runs, n_resamples=n_resamples, seed=seed) if shared else None
+                df = v.df if v else None
                 rows.append({
                     "tenant": tenant, "stat": stat, "phase": phase, "scenario": group,
                     "when": "shared" if shared else "alone", "sharing": scens[0].sharing, "n": int(len(r)),
                     "p50_ms": p50.estimate, **Estimate.of(p50).columns("p50"),
                     "p99_ms": p99.estimate, **Estimate.of(p99).columns("p99"),
                     "df": df.estimate if df else float("nan"), **_df_bounds(df).columns("df"),
-                    "reading": df.reading if df else "",
+                    "reading": v.reading if v else "",
                     "note": _notes(*(x for x in (p50, p99, df) if x is not None)),
                 })
     return pd.DataFrame(rows, columns=[
