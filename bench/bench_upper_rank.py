@@ -15,6 +15,15 @@ committed grid is seed 1), and the alone p99 interval of the FFT in the article 
 with the saturating FFT's wall DF. Why this is a script and not a change: only the third rule holds the bursty
 cells (<= 3.5 %), and it sends those alone bounds to the series' largest sample (an OS hiccup), which leaves DF
 unable to see the saturating FFT's 4.5x slowdown.
+
+A second price, found when the third rule was tried on the whole kit (2026-12-01): every p99 interval moves, the
+probe's time-slice quantum too (a p99 of contended waits; its upper bound 2.306 -> 2.309 ms). The planner draws
+the quantum from that interval, and the article mix's time-sliced N = 2 FFT p99 -- the median of 10 replicates,
+bimodal around 1 ms -- moved from 1.20 to 0.99 ms, flipping ``kts plan``'s answer to N = 2 against the 1.60 ms the
+article run measured there. With the rule, the verdicts of 3 of 738 reference rows change (article GEMM wall
+"faster" and the matrix LLM's two clocks "degraded" become "inconclusive"), the wide grid holds in every cell
+(seed 1: 3.5 % / 2.8 % above at n = 800 / 2000) and power on the article mixture stays 0.856. Adopting it first
+needs a capacity statistic that does not sit on that edge.
 """
 
 from __future__ import annotations
