@@ -201,6 +201,34 @@ def test_capacity_in_parallel_answers_as_in_turn(article_capacity: cap.CapacityA
     assert cap.predict_all([], engine.gpu_model_for(REF / "h200-2026-11-30-article"), replicates=2) == []
 
 
+def test_settle_asks_again_only_the_rows_the_answer_turns_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per mode, walking N upwards: a row whose interval holds the goal is predicted again with 39 replicates; the
+    walk goes on past it only if it then meets the goal; surely met rows and everything after the first failure
+    are left as they are."""
+    def pred(n: int, p99: float, lo: float, hi: float) -> engine.Prediction:
+        return engine.Prediction(f"n{n}", "fft", "fft", "wall", "op", "timeslice", n, 0.5, 0.4, 0.6, p99, lo, hi,
+                                 1.0, 0.0, 0.0, 0.0)
+
+    plan = [(mode, n, engine.Scenario(f"{mode}-n{n}", (), (), "timeslice")) for mode in cap.OVERLAYS
+            for n in (1, 2, 3, 4)]
+    first = {("timeslice", 1): (0.6, 0.5, 0.7), ("timeslice", 2): (0.99, 0.4, 3.0), ("timeslice", 3): (0.9, 0.5, 2.0),
+             ("timeslice", 4): (2.0, 0.9, 3.0), ("mps", 1): (0.6, 0.5, 0.7), ("mps", 2): (0.95, 0.8, 1.2),
+             ("mps", 3): (1.5, 1.2, 1.8), ("mps", 4): (0.5, 0.4, 1.1)}
+    again = {"timeslice-n2": (1.1, 0.6, 2.5), "mps-n2": (0.96, 0.85, 1.1)}
+    predicted = [[pred(n, *first[(m, n)])] for m, n, _ in plan]
+    asked: list[tuple[list[str], int]] = []
+
+    def fake(scenarios, gpu, *, replicates, seed, workers):
+        asked.append(([sc.name for sc in scenarios], replicates))
+        return [[pred(int(sc.name[-1]), *again[sc.name])] for sc in scenarios]
+
+    monkeypatch.setattr(cap, "predict_all", fake)
+    cap.settle(plan, predicted, {"fft": cap.Goal("fft", 1.0)}, None, replicates=39, seed=0, workers=1)  # type: ignore[arg-type]
+    assert asked == [(["timeslice-n2", "mps-n2"], 39)]  # mps-n3 fails surely: not asked; timeslice-n3 is past the failure
+    got = {(m, n): predicted[i][0].p99_ms for i, (m, n, _) in enumerate(plan)}
+    assert got[("timeslice", 2)] == 1.1 and got[("mps", 2)] == 0.96 and got[("timeslice", 3)] == 0.9
+
+
 def test_capacity_answers_for_every_n_and_mode(article_capacity: cap.CapacityAnswer) -> None:
     a = article_capacity
     assert {(r.n, r.mode) for r in a.rows} == {(n, m) for n in range(1, 5) for m in ("timeslice", "mps")}

@@ -220,7 +220,8 @@ def test_auto_run_completes_and_says_why_each_tenant_stopped(auto_run):
     st = data.stopping
     assert set(zip(st["scenario"], st["tenant"], strict=True)) == {
         ("baseline-fft", "fft"), ("baseline-gemm", "gemm"), ("shared", "fft"), ("shared", "gemm")}
-    assert (st["rule"] == "auto").all() and st["reason"].isin(["target reached", "time cap"]).all()
+    # on a loaded machine the cap can come right after the check that reached the target: the worker says so
+    assert (st["rule"] == "auto").all() and st["reason"].str.match(r"(target reached|time cap)( \(|$)").all()
     timed = data.iterations.groupby(["scenario", "tenant"]).size()
     for r in st.itertuples():
         assert timed[(r.scenario, r.tenant)] == r.n  # every timed line kept (co-running by construction)

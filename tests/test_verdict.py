@@ -105,10 +105,13 @@ def test_the_article_reference_reads_fft_wall_degraded_and_device_not() -> None:
         print(clock, out[clock].words)
     assert out["wall"].reading == "degraded"
     assert out["device"].reading != "degraded"
-    # item 1 on the same data: the alone FFT's p99 bound comes from its tail (7 clusters), not from the drift of
-    # its bulk (Geyer kept 99 lags of the normal scores: nu = 4, upper bound 2.437 ms, past the 2nd-largest sample)
+    # item 1 on the same data: the alone FFT's p99 bound comes from its tail (7 clusters, tau 1.3), not from the
+    # drift of its bulk (Geyer kept 99 lags of the normal scores: nu = 4). The bound exists; with whole effective
+    # counts it is the largest sample (3.57 ms, one hiccup), so DF's lower bound is 0.37 and the exceedance test
+    # decides -- the rule DF alone could not be (the bursty cells)
     alone = out["wall"].df.alone
-    assert alone is not None and alone.hi < 1.38 and alone.hi < 2 * alone.estimate
+    assert alone is not None and math.isfinite(alone.hi) and alone.ess > 0.7 * alone.n
+    assert "shared iterations slower than the alone" in out["wall"].rule
 
 
 # ---------------------------------------------------------------- the rule's measured error rates (fast subset)
@@ -169,6 +172,17 @@ def test_tail_tau_sees_bursts_and_not_the_bulk() -> None:
                                  C.lognormal(0.95)], ids=lambda g: g.name)
 def test_p99_covers_on_the_wider_grid(gen: C.Generator) -> None:
     _holds(C.series_quantile_cell(gen, 800, 200, seed=51))
+
+
+def test_bursty_collisions_hold_the_upper_side_at_800() -> None:
+    """The cell that failed while the upper rank was read between counts (4.9 % above on these series): collisions
+    in Markov bursts of mean 3, where a p99 from 800 samples has two or three samples beyond it. Enough series
+    that the Monte Carlo error (0.3 points) cannot carry a 4.9 % miss under the 3.5 % limit."""
+    cell = C.series_quantile_cell(C.collisions("bursty"), 800, 4000, seed=54)
+    print(C.wide_markdown([cell]).splitlines()[-1])
+    assert cell.above / cell.reps <= C.MAX_SIDE_MISS and cell.below / cell.reps <= C.MAX_SIDE_MISS
+    df = C.series_df_cell(C.lognormal(), C.collisions("bursty"), 800, 1000, seed=55)
+    assert df.above / df.reps <= C.MAX_SIDE_MISS and df.covered / df.reps >= C.MIN_COVERAGE
 
 
 @pytest.mark.parametrize("pair", [(C.lognormal(0.9), C.lognormal()), (C.lognormal(), C.lognormal(0.9)),

@@ -745,8 +745,8 @@ def p99_bounds(x: list[float], q: float = 0.99, confidence: float = 0.95) -> tup
         if math.isfinite(j):
             lo = at_rank(tau * j + 1)
     j = bdtrik(1 - a2, m, q)
-    if math.isfinite(j) and j + 1 <= m:
-        hi = at_rank(tau * j + 1)
+    if math.isfinite(j) and j + 1 <= m:  # a whole count of effective samples, then a whole sample (orderstat)
+        hi = at_rank(min(n, math.ceil(tau * math.ceil(j - 1e-9) + 1 - 1e-9)))
     return est, min(lo, est), max(hi, est), tau
 
 

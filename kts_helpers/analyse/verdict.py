@@ -33,9 +33,9 @@ one together stay near (1 - confidence) / 2. A user's SLO
 (``slo_ms``) is one fixed threshold and is asked alone.
 
 Measured (``coverage.decisions``, ``make bench``; bench/reference/cpu-2026-11-30-issue19-decisions.md, 700
-pairs a row): false "degraded" at most 2.1 % and false "faster" at most 2.4 % under DF = 1 (bursty, periodic
+pairs a row): false "degraded" at most 1.9 % and false "faster" at most 0.9 % under DF = 1 (bursty, periodic
 and random collisions on both sides, t3 tails, slow drift on either side; n = 800 and 2000); power 0.86 at
-n = 800 on the article-like mixture (DF's rule alone 0.80, the exceedance test alone 0.80; 1.00 at 2000).
+n = 800 on the article-like mixture (DF's rule alone 0.78, the exceedance test alone 0.80; 1.00 at 2000).
 Known limit: collisions in Markov bursts of mean 3 at n = 800 are seen only 18 % of the time, and 1.6 % of
 such shared series (those that happen to hold almost no burst) read "no change within ±10 %": no interval
 can see bursts the sample does not contain.

@@ -31,6 +31,7 @@ import pandas as pd
 
 from kts_helpers.errors import SpecError
 from kts_helpers.plan.engine import (
+    DEFAULT_REPLICATES,
     AloneProfile,
     GpuModel,
     Prediction,
@@ -45,9 +46,12 @@ MANIFESTS = Path(__file__).resolve().parents[2] / "manifests" / "overlays"
 OVERLAYS = {"timeslice": "device-plugin-timeslicing", "mps": "device-plugin-mps"}
 CONFIG_FILES = {"timeslice": "time-slicing-config.yaml", "mps": "mps-config.yaml"}
 MAX_N = 8
-CAPACITY_REPLICATES = 10  # per N and mode: 8 N x 2 modes x 10 runs in <= 10 s on 2 cores (make bench: 5.8-6.3 s,
-# the three-type mix). Not fewer: with block-resampled alone runs a borderline p99 (the article FFT at N = 2) spreads
-# wide across replicates, and the median of 6 flipped the answer (0.96 ms, N = 2; of 8-39: 1.1-1.2 ms, N = 1)
+CAPACITY_REPLICATES = 10  # per N and mode at first: 8 N x 2 modes x 10 runs in <= 10 s on 2 cores (bench_plan) ...
+SETTLE_REPLICATES = DEFAULT_REPLICATES  # ... and 39 (a prediction interval's own count) where the answer turns on it:
+# the first N of a mode whose interval holds its goal (``settle``). Where a p99 sits on its goal the median of 10
+# replicates is a coin flip: the article FFT at N = 2 under time-slicing spreads over 0.4-4 ms across replicates, and
+# its median of 10 moved from 1.20 to 0.99 ms (N = 2, against 1.60 measured) when the probe's quantum interval moved
+# by 0.003 ms; the median of 6 did so with nothing changed. Of 20 and 39 replicates: 1.1-1.3 ms, N = 1.
 CAPACITY_ITERATIONS = 300  # each pod's predicted run: the kit's smallest design with a p99 bound
 
 
@@ -214,6 +218,53 @@ def predict_all(scenarios: Sequence[Scenario], gpu: GpuModel, *, replicates: int
         return [futures[i].result() for i in range(len(scenarios))]
 
 
+def _unsettled(preds: Sequence[Prediction], by_type: dict[str, Goal]) -> bool:
+    """Whether a goal of this scenario lies inside a wall prediction's interval (neither surely met nor surely missed)."""
+    for pred in preds:
+        goal = by_type.get(pred.workload)
+        if pred.metric != "wall" or goal is None:
+            continue
+        if goal.slo_ms is not None and pred.p99_lo <= goal.slo_ms < pred.p99_hi:
+            return True
+        if goal.max_slow_share is not None and pred.share_lo <= goal.max_slow_share < pred.share_hi:
+            return True
+    return False
+
+
+def _all_met(preds: Sequence[Prediction], by_type: dict[str, Goal]) -> bool:
+    return all(_meets(p, by_type.get(p.workload), (p.share_above, p.share_lo, p.share_hi))[0]
+               for p in preds if p.metric == "wall")
+
+
+def settle(plan: Sequence[tuple[str, int, Scenario]], predicted: list[list[Prediction]], by_type: dict[str, Goal],
+           gpu: GpuModel, *, replicates: int, seed: int, workers: int | None) -> None:
+    """Predict again, with ``replicates``, the scenarios the answer turns on; ``predicted`` is updated in place.
+
+    Why: the largest N is decided at the first N of a mode that fails. Where a goal lies inside that N's
+    interval, the point is a median of few replicates of a spread-out p99, and which side of the goal it falls
+    is chance. Walking each mode upwards, the first scenario whose interval holds a goal is asked again with as
+    many replicates as a prediction interval needs; if it now meets its goals the walk goes on.
+    """
+    done: set[int] = set()
+    while True:
+        todo = []
+        for mode in OVERLAYS:
+            for i, (m, _n, _sc) in enumerate(plan):
+                if m != mode:
+                    continue
+                if i not in done and _unsettled(predicted[i], by_type):
+                    todo.append(i)
+                    break
+                if not _all_met(predicted[i], by_type):
+                    break
+        if not todo:
+            return
+        again = predict_all([plan[i][2] for i in todo], gpu, replicates=replicates, seed=seed, workers=workers)
+        for i, preds in zip(todo, again, strict=True):
+            predicted[i] = preds
+            done.add(i)
+
+
 def capacity(mix: Sequence[AloneProfile], goals: Sequence[Goal], gpu: GpuModel, *, max_n: int = MAX_N,
              replicates: int = CAPACITY_REPLICATES, iterations: int = CAPACITY_ITERATIONS,
              seed: int = 0, workers: int | None = None) -> CapacityAnswer:
@@ -235,6 +286,7 @@ def capacity(mix: Sequence[AloneProfile], goals: Sequence[Goal], gpu: GpuModel, 
             plan.append((mode, n, Scenario(f"{mode}-n{n}", group, (iterations,) * n, sharing,  # type: ignore[arg-type]
                                            thresholds)))
     predicted = predict_all([sc for _, _, sc in plan], gpu, replicates=replicates, seed=seed, workers=workers)
+    settle(plan, predicted, by_type, gpu, replicates=max(replicates, SETTLE_REPLICATES), seed=seed, workers=workers)
     rows: list[PodRow] = []
     largest: dict[str, int] = {}
     failed: dict[str, bool] = {}
@@ -289,7 +341,7 @@ def profiles_of_run(run_dir: Any) -> list[AloneProfile]:
 
 SHOWN_MAX_N = 4  # the report's section and the lesson's exercise: the same small question ...
 SHOWN_REPLICATES = CAPACITY_REPLICATES  # ... answered as `kts plan --capacity` does (the article's FFT at N = 2
-# sits on its 1 ms goal: 0.985 ms with 3 replicates, above it with 6; the report and the CLI must not differ)
+# sits near its 1 ms goal; the report and the CLI must not differ)
 DEFAULT_SLOW_SHARE = 0.05  # without a user's SLO: at most 5 % of iterations slower than the tenant's alone p99
 
 

@@ -144,7 +144,7 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
         "a whole 21.6 ms GEMM kernel (the decode steps' wait), which only some replicates give (point p99 3.30); "
         "the p50 hits (2.13 vs 2.27 ms)",
     ("h200-2026-11-30-hold-four-mixed", "shared", "gemm", "op"):
-        "p99 under-predicted (4.77 vs 6.20 ms): the 2.9 ms GEMM outlasts the 2.2 ms quantum and its own events "
+        "p99 under-predicted (4.78 vs 6.20 ms): the 2.9 ms GEMM outlasts the 2.2 ms quantum and its own events "
         "stretched to 4.8 ms (device p99; 2.9 alone) with three neighbours' slices inside them, more often than "
         "the model preempts it; cause not established in detail",
     ("h200-2026-11-30-hold-llm-2fft", "shared", "fft-2", "op"):
@@ -173,7 +173,7 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
         "its slice ends waits the saturating GEMM's next slice; the model queues its kernels and finishes it "
         "inside one",
     ("h200-2026-12-01-hold4-llm-sat", "shared", "llm", "prefill"):
-        "as decode: p99 6.87 measured (120 prefills: their second largest), 5.39 predicted (+27 %); 12 % of the "
+        "as decode: p99 6.87 measured (120 prefills: their second largest), 5.41 predicted (+27 %); 12 % of the "
         "prefills took more than 4.8 ms, two slices",
 }
 

@@ -257,8 +257,8 @@ def _intervals_text(n_resamples: int | None, method: str | None) -> str:
         return "No confidence intervals were computed for this rendering."
     if method in (None, "order"):
         return ("Intervals are 95 % **order-statistic** intervals: the binomial ranks of the quantile (as "
-                "`scipy.stats.quantile_test`), taken at the effective sample size n / τ, where τ and its degrees of "
-                "freedom come from the exceedance indicator at and around the quantile — how often and in what "
+                "`scipy.stats.quantile_test`), taken at the effective sample size n / τ (the upper one rounded out to "
+                "whole effective samples), where τ and its degrees of freedom come from the exceedance indicator at and around the quantile — how often and in what "
                 "clusters the series exceeds it — not from the bulk's drift; so they hold for autocorrelated, "
                 "bursty iterations. Where the data hold no bound at 95 % (a two-sided interval of a p99 needs "
                 f"{MIN_CORUNNING} effective samples), the tables say \"≥ x; no upper bound\" instead of printing "
