@@ -4,7 +4,9 @@ Data flows one way, through four wings (a test enforces the import rule):
 
 **run** — what runs, and how (works on a bare GPU host: torch and the standard library)
 
-* ``run.spec`` — profiles, parameters, tenants and scenarios; the resolved ``ExperimentSpec``
+* ``run.spec`` — parameters, tenants and scenarios; the resolved ``ExperimentSpec``
+* ``run.profiles`` — the named profiles, each with the measurement that chose it
+* ``run.looks`` — where a shared tenant's interim looks fall (``shared_max_factor``)
 * ``run.params`` — where parameters come in: ``--set``, notebook parameters, K8S_* settings
 * ``run.runs`` — immutable run directories, created atomically, never overwritten
 * ``run.manifest`` — a run's manifest read once into typed objects
@@ -46,6 +48,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``analyse.estimate`` — ``Estimate``: a number with its interval, the one form it travels in to ``present``
 * ``analyse.orderstat`` — the interval method: order statistics at the effective sample size, ratios by MOVER
 * ``analyse.verdict`` — one reading per tenant and clock from DF and the tail-exceedance test, or what is missing
+* ``analyse.sequential`` — interim looks: the verdict read while a shared scenario runs, to stop a decided tenant
 * ``analyse.coverage`` — how often the intervals cover, measured where the kit uses them (tests, ``make bench``)
 * ``analyse.resample`` — the bootstrap engine (exact, fast order-statistic resamplers), kept for comparison
 * ``analyse.intervals`` — intervals and verdicts for every summary row

@@ -26,6 +26,7 @@ from typing import Any
 
 from kts_helpers.errors import SpecError, run_command
 from kts_helpers.fsutil import atomic_write_text
+from kts_helpers.run.corun import Judge
 from kts_helpers.run.experiment import resume_experiment, run_experiment
 from kts_helpers.run.params import parse_sets, split_analysis
 from kts_helpers.run.runs import find_run
@@ -38,6 +39,17 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
         if val:
             params[key] = val
     return params
+
+
+def _judge() -> Judge | None:
+    """The interim looks' judge (shared_max_factor > 1): it needs the analysis stack, which a bare GPU host may
+    lack; without it every look is answered "go" and the tenants time to their maximum (the fixed design)."""
+    try:
+        from kts_helpers.analyse.sequential import VerdictJudge  # pandas: absent on a bare GPU host
+    except ImportError as exc:
+        print(f"kts: note: interim looks time on to the maximum here ({exc.name} is not installed)", file=sys.stderr)
+        return None
+    return VerdictJudge()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -53,7 +65,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         run = resume_experiment(args.resume, root=args.root, progress=not args.quiet)
         print(run.path)
         return 0 if run.manifest()["status"] == "complete" else 1
-    run = run_experiment(_params(args), run_id=args.run_id, root=args.root, progress=not args.quiet)
+    run = run_experiment(_params(args), run_id=args.run_id, root=args.root, progress=not args.quiet,
+                         judge=_judge())
     print(run.path)
     return 0 if run.manifest()["status"] == "complete" else 1
 
@@ -302,7 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--baseline", nargs="+", type=Path, help="logs of workloads run alone")
     s.add_argument("--shared", nargs="+", type=Path, help="logs of workloads run together")
     s.add_argument("--metric", choices=["device", "wall", "wait"], default="device",
-                   help="device: CUDA events (v1 logs only have this); wall: launch->completion; wait: wall-device")
+                   help="device: CUDA events (v1 logs only have this); wall: launch->completion (a CPU run: from "
+                   "when the operation was due); wait: wall-device")
     s.add_argument("--trim", type=int, default=0, help="drop the first N timed iterations of each workload per file")
     s.add_argument("--no-clip", action="store_true", help="keep shared iterations outside the overlap window")
     s.add_argument("--format", choices=["json", "table"], default="table",

@@ -128,6 +128,40 @@ def test_a_design_of_n_iterations_yields_n_co_running_samples_when_a_neighbour_w
     assert len(data.padding[data.padding["scenario"] == "shared"]) == got["shared/fft"][2] + got["shared/gemm"][2]
 
 
+def test_a_timed_operation_is_never_due_before_the_lead_in_ended(tmp_path, worker_module, monkeypatch):
+    """The CPU wall clock starts when an operation was due (its sleep's end). A host that wakes a tenant late from
+    its last lead-in sleep lets a neighbour print its first line meanwhile: the first timed operation, due at the
+    sleep's end, must still start its clock only when the lead-in ended, after that line (CI saw 299 of 300)."""
+    import io
+    import time
+    from types import SimpleNamespace
+
+    (tmp_path / "ready-a").write_text("1")
+    (tmp_path / "ready-b").write_text("2")
+    marked: list[int] = []
+    real_sleep = worker_module.StopRequest.sleep
+
+    def late_wake(self, seconds):  # the first lead-in sleep: the neighbour starts and marks, we wake 30 ms late
+        real_sleep(self, seconds)
+        if not marked:
+            marked.append(time.time_ns())
+            (tmp_path / "started-b").write_text("2")
+            time.sleep(0.03)
+
+    monkeypatch.setattr(worker_module.StopRequest, "sleep", late_wake)
+    args = worker_module.parse_args(["--workload", "fft", "--tenant", "a", "--iterations", "3", "--sleep-ms", "1",
+                                     "--barrier-dir", str(tmp_path), "--lead-in-s", "0", "--device", "cpu"])
+    out = io.StringIO()
+    monkeypatch.setattr(worker_module.sys, "stdout", out)
+    workload = worker_module.Workload("fft", lambda: [("op", lambda: None)])
+    clock = worker_module.Clock(None, SimpleNamespace(type="cpu"))
+    assert worker_module.run_loop(args, workload, clock) == 0
+    app = [ln.split(",") for ln in out.getvalue().splitlines() if ln.startswith("KTS_APP,")]
+    timed = [f for f in app if f[5] != "pad"]
+    assert app[0][5] == "pad" and len(timed) == 3
+    assert int(timed[0][7]) >= marked[0], "the first timed operation's clock starts before the neighbour's line"
+
+
 def test_neighbour_crash_during_padding_fails_the_scenario_and_keeps_timed_lines(tmp_path, tiny_params):
     # the fft needs 8 s for its 400 iterations, the gemm 40 ms for its 40: it crashes long before the fft is
     # done even when a loaded machine starts the two seconds apart

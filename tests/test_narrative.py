@@ -7,8 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from kts_helpers.analyse.load import RunData
 from kts_helpers.present import narrative
-from kts_helpers.present.notebook import open_run_dir
+from kts_helpers.present.notebook import metrics, open_run_dir
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = "data/reference/h200-2026-11-30-article"
@@ -52,7 +53,7 @@ def test_a_shifted_distribution_is_not_called_a_tail_effect() -> None:
 
 def test_decomposition_claims_follow_the_numbers() -> None:
     class Gpu:
-        on_gpu = True
+        on_gpu = two_clocks = True
 
     dev = _table({"fft": (0.4, 0.45, 0, 0.25, 0.44, 0, "no detectable change")}, "device")
     wait = _table({"fft": (0.1, 0.2, 0, 0.3, 1.2, 0, "degraded")}, "wait")
@@ -63,11 +64,35 @@ def test_decomposition_claims_follow_the_numbers() -> None:
     assert "wait grew" not in narrative.decomposition_text(Gpu(), pd.concat([dev, flat]))
     assert "waiting for the GPU" not in text
 
-    class Cpu:
-        on_gpu = False
+    class OldCpu:  # a worker before 2026-12-01 wrote one number for both clocks
+        on_gpu = two_clocks = False
+
+    old = narrative.decomposition_text(OldCpu(), pd.concat([dev, wait]))
+    assert "nothing to split" in old and "p99 wait" not in old
+
+    class Cpu:  # wall from the due time, device the operation alone
+        on_gpu, two_clocks = False, True
 
     cpu = narrative.decomposition_text(Cpu(), pd.concat([dev, wait]))
-    assert "nothing to split" in cpu and "p99 wait" not in cpu
+    assert "p99 wait 0.200 → 1.200 ms" in cpu and "nothing to split" not in cpu
+    assert "the neighbour holding the core" in cpu and "time-slices" not in cpu and "CUDA events" not in cpu
+
+
+@pytest.mark.parametrize(("on_gpu", "waits", "shown"), [
+    (True, [0.0, 0.0], ("wall", "device")),  # CUDA events: a clock of its own even where it reads the same
+    (False, [0.0, 0.0], ("wall",)),  # a CPU worker before 2026-12-01 wrote one number twice: one figure
+    (False, [0.0, 0.3], ("wall", "device")),  # wall from the due time: the wait for the core between them
+])
+def test_device_figures_only_where_device_time_is_a_clock_of_its_own(on_gpu, waits, shown) -> None:
+    class Manifest:
+        pass
+
+    m = Manifest()
+    m.on_gpu = on_gpu
+    device = pd.Series([1.0, 2.0])
+    frame = pd.DataFrame({"device_ms": device, "wall_ms": device + waits})
+    data = RunData(run=None, manifest=m, iterations=frame, meta=pd.DataFrame(), parse_issues=pd.DataFrame())
+    assert data.two_clocks == (len(shown) == 2) and metrics(data) == shown
 
 
 @pytest.mark.parametrize("where", ["repo", "notebooks"])

@@ -431,7 +431,9 @@ def test_the_validation_flags_say_which_runs_tuned_the_model() -> None:
         # the fourth sealed holdout, scored once after the kernel-boundary round's freeze at 83eaa16
         "h200-2026-12-01-hold4-llm-sat", "h200-2026-12-01-hold4-fft-llm-sat",
         # measured for iterations=auto after that freeze, scored once
-        "h200-2026-12-01-auto-article", "h200-2026-12-01-auto-saturating"}
+        "h200-2026-12-01-auto-article", "h200-2026-12-01-auto-saturating",
+        # the article profile at 1200 iterations on a third H200 (2026-12-02), scored once
+        "h200-2026-12-02-article"}
     # the kernel-boundary queue, the LLM's SM need and the block bootstrap were built from these (scored untuned
     # before): tuned from then on
     assert all(flags[r] for r in ("h200-2026-11-30-val-llm-gemm-mps", "h200-2026-11-30-repeats-mps",

@@ -15,7 +15,7 @@ def test_readme_reference_tables_match_the_committed_runs() -> None:
     blocks = re.findall(r"<!-- reference-table:(\S+):start -->\n(.*?)\n<!-- reference-table:\1:end -->", README, re.S)
     assert {name for name, _ in blocks} == {f"h200-2026-11-30-{n}" for n in (
         "article", "article-rerun", "saturating", "repeats", "repeats-mps", "mps-limited", "mps-limited-800",
-        "four-tenants", "matrix", "openloop", "probe")}
+        "four-tenants", "matrix", "openloop", "probe")} | {"h200-2026-12-02-article"}
     for name, block in blocks:
         assert block == reference_markdown(REPO / "data" / "reference" / name), name
 
@@ -63,6 +63,34 @@ def test_readme_prose_says_what_the_verdicts_say() -> None:
     ex = exceedance(runs["shared"], runs["baseline"])
     assert (ex.shared.count, ex.shared.n, ex.alone.count) == (23, 800, 8)
     assert "the rerun's FFT had 23 of 800 shared iterations beyond the alone p99 against 8" in " ".join(README.split())
+    third_dir = REPO / "data/reference/h200-2026-12-02-article"
+    third = _verdicts("h200-2026-12-02-article")
+    assert third[("fft", "timeslice", "wall")] == "inconclusive"  # "the rule does not call it"
+    assert third[("gemm", "timeslice", "wall")] == "faster when shared"  # "The GEMM reads faster when shared"
+    third_data = load_run(third_dir)
+    fft = next(f for f in collisions.run_collisions(third_data) if f.tenant == "fft")
+    assert (fft.share.collided, fft.share.n, fft.periodicity.lag) == (23, 1200, 35)
+    assert (round(fft.wait.median_with.estimate, 2), round(fft.wait.median_without.estimate, 2)) == (0.68, 0.30)
+    runs = {(k["kind"], k["tenant"]): r for k, r in series_groups(third_data.iterations, "wall")}
+    ex = exceedance(runs[("shared", "fft")], runs[("baseline", "fft")])
+    assert (ex.shared.count, ex.shared.n, ex.alone.count) == (17, 1200, 12)
+    it = third_data.iterations
+    gemm = {k: it[(it["kind"] == k) & (it["tenant"] == "gemm")] for k in ("baseline", "shared")}
+    slow = gemm["baseline"][gemm["baseline"]["wall_ms"] > 5.0]
+    assert (len(slow), int((slow["device_ms"] < 3.1).sum()), int((gemm["shared"]["wall_ms"] > 5.0).sum())) == (12, 9, 0)
+    alone_p99 = []
+    for d in (third_data, load_run(REPO / "data/reference/h200-2026-11-30-article"),
+              load_run(REPO / "data/reference/h200-2026-11-30-article-rerun")):
+        fft_alone = d.iterations[(d.iterations["kind"] == "baseline") & (d.iterations["tenant"] == "fft")]
+        alone_p99.append(round(float(fft_alone["wall_ms"].quantile(0.99)), 2))
+    assert alone_p99 == [0.84, 0.66, 0.64]
+    flat = " ".join(README.split())
+    for claim in ("this host's alone FFT reached a p99 of 0.84 ms (0.66 and 0.64 ms on the other two)",
+                  "23 of the FFT's 1200 launches found the GEMM running, again every 35 launches, and waited 0.68 ms "
+                  "against 0.30 ms", "17 of 1200 shared iterations beyond the alone p99 against 12 alone",
+                  "12 of its alone iterations took more than 5 ms, 9 of them with the kernel itself at 3.0 ms",
+                  "one reads *degraded* and two *inconclusive* by wall time"):
+        assert claim in flat, claim
     saturating = _verdicts("h200-2026-11-30-saturating")
     assert saturating[("fft", "timeslice", "wall")] == saturating[("fft", "mps", "wall")] == "degraded"
     assert saturating[("fft", "mps", "device")] == "degraded"  # "lands inside the FFT's events" under MPS
@@ -75,6 +103,17 @@ def test_readme_statistics_tables_are_the_committed_measurements() -> None:
     """The coverage and decision tables quoted in Statistics are the files ``make bench`` wrote, verbatim."""
     blocks = re.findall(r"<!-- bench:(\S+):start -->\n(.*?)\n<!-- bench:\1:end -->", README, re.S)
     assert {name for name, _ in blocks} == {"cpu-2026-11-30-issue19-coverage-wide", "cpu-2026-11-30-issue19-decisions",
-                                          "cpu-2026-11-30-issue19-decisions-300"}
+                                          "cpu-2026-11-30-issue19-decisions-300", "cpu-2026-12-02-issue19-sequential"}
     for name, block in blocks:
         assert block == (REPO / "bench" / "reference" / f"{name}.md").read_text().rstrip("\n"), name
+
+
+def test_a_cpu_runs_reference_sentences_name_its_own_clock(tmp_path, tiny_params) -> None:
+    """``kts reference-table`` on a CPU run: its device time is the operation's own time, never CUDA events."""
+    from kts_helpers.run import experiment
+
+    run = experiment.run_experiment({**tiny_params, "iterations": 20}, root=tmp_path, run_id="cpu", progress=False)
+    text = reference_markdown(run.path)
+    assert "by device time (the operation's own time)" in text and "CUDA events" not in text
+    gpu = reference_markdown(REPO / "data" / "reference" / "h200-2026-11-30-article")
+    assert "by device time (CUDA events)" in gpu

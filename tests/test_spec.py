@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import asdict
 
 import pytest
@@ -209,7 +210,7 @@ def test_tenant_env():
     env = t.env()
     assert env == {"WORKLOAD": "fft", "TENANT": "fft-1", "ITERATIONS": "30", "MATRIX_SIZE": "64",
                    "SLEEP_MS": "1.0", "WARMUP": "2", "THREADS": "2", "ARRIVAL": "poisson", "RATE_HZ": "12.5",
-                   "DURATION_S": "3.0"}
+                   "DURATION_S": "3.0", "SEED": str(zlib.crc32(b"fft-1"))}  # its own Poisson arrivals
     assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in env
     assert all(isinstance(v, str) for v in env.values())
     with_mps = TenantSpec("g", "gemm", 1, 1, 0.0, mps_thread_percentage=40).env()
@@ -263,3 +264,25 @@ def test_cpu_stand_in_pins_every_tenant_to_one_core_only_on_a_cpu():
     assert {t.env()["KTS_CPU_CORE"] for s in chosen.scenarios for t in s.tenants} == {"0"}
     with pytest.raises(SpecError, match="cpu_core=-5"):
         resolve(ExperimentParams.from_mapping({"cpu_core": -5}), "cpu")
+
+
+def test_sleep_dist_reaches_the_worker_only_where_asked():
+    """cpu-quick's think times are exponential (fixed sleeps lock two loops on one core into a beat); the GPU
+    profiles keep the article's fixed sleeps; a typo fails in one line."""
+    cpu = _resolve("cpu")
+    assert {t.env().get("SLEEP_DIST") for s in cpu.scenarios for t in s.tenants} == {"exp"}
+    seeds: dict[str, set[str]] = {}  # each tenant its own think times, the same alone and shared
+    for t in (t for s in cpu.scenarios for t in s.tenants):
+        seeds.setdefault(t.name, set()).add(t.env()["SEED"])
+    assert sorted(seeds) == ["fft", "gemm"] and all(len(v) == 1 for v in seeds.values())
+    assert seeds["fft"] != seeds["gemm"]
+    article = resolve(ExperimentParams.from_mapping({"profile": "article"}), "cuda")
+    assert {t.sleep_dist for s in article.scenarios for t in s.tenants} == {"fixed"}
+    assert all("SLEEP_DIST" not in t.env() for s in article.scenarios for t in s.tenants)
+    # the seed is every tenant's, whatever its sleeps: Poisson arrivals and inputs draw from it too
+    by_name = {t.name: t.env()["SEED"] for s in article.scenarios for t in s.tenants}
+    assert by_name["fft"] != by_name["gemm"] and by_name == {k: seeds[k].pop() for k in ("fft", "gemm")}
+    chosen = resolve(ExperimentParams.from_mapping({"profile": "article", "sleep_dist": "exp"}), "cuda")
+    assert {t.env()["SLEEP_DIST"] for s in chosen.scenarios for t in s.tenants} == {"exp"}
+    with pytest.raises(SpecError, match="unknown sleep_dist 'poisson'; choose from fixed, exp"):
+        resolve(ExperimentParams.from_mapping({"sleep_dist": "poisson"}), "cpu")

@@ -188,7 +188,7 @@ def test_thin_data_is_not_fitted_and_the_probes_quantum_is_used(thin_nb: nbforma
 def test_cpu_run_skips_the_fit_and_says_why(cpu_nb: nbformat.NotebookNode, static_nb) -> None:
     _no_errors(cpu_nb)
     text = _markdown(cpu_nb)
-    assert re.search(r"Quantum fit skipped: run run ran on the cpu, not a GPU: device time is wall time", text)
+    assert re.search(r"Quantum fit skipped: run run ran on the cpu, not a GPU: its waits are the OS scheduler's", text)
     assert "Fitted quantum" not in text and "measured DF" not in text
     assert _svgs(cpu_nb) == _svgs(static_nb)  # every simulator part still renders
 

@@ -32,7 +32,7 @@ def runs(start_worker, tmp_path_factory):
     """Start every worker at once; release the barrier one as soon as it is ready; collect all."""
     barrier = tmp_path_factory.mktemp("barrier")
     configs = {
-        "closed": {"WORKLOAD": "gemm", "TENANT": "g1", "ITERATIONS": "12",
+        "closed": {"WORKLOAD": "gemm", "TENANT": "g1", "ITERATIONS": "12", "SLEEP_MS": "20",
                    "START_AT": str(time.time_ns() - int(5e9))},  # in the past: warn, then run at once
         "barrier": {"ITERATIONS": "3", "TENANT": "b", "KTS_BARRIER_DIR": str(barrier)},
         "fixed": {"WORKLOAD": "noop", "ITERATIONS": "1000", "ARRIVAL": "fixed", "RATE_HZ": "200",
@@ -47,6 +47,7 @@ def runs(start_worker, tmp_path_factory):
         "bad-index": {"JOB_COMPLETION_INDEX": "2", "KTS_TENANTS": json.dumps([{"WORKLOAD": "noop"}])},
         # the CPU stand-in: every tenant on one core (-1: the last this process may use)
         "pinned": {"WORKLOAD": "noop", "ITERATIONS": "2", "KTS_CPU_CORE": "-1"},
+        "think": {"WORKLOAD": "noop", "ITERATIONS": "60", "SLEEP_MS": "4", "SLEEP_DIST": "exp"},
         "bad-core": {"WORKLOAD": "noop", "ITERATIONS": "2", "KTS_CPU_CORE": "100000"},
     }
     procs = {k: start_worker(env) for k, env in configs.items()}
@@ -96,9 +97,28 @@ def test_closed_loop_lines(runs):
     assert (f["start_ns"] <= f["end_ns"]).all()
     assert (f["intended_ns"] == f["start_ns"]).all()  # closed loop
     assert (f["wall_ms"] >= 0).all()
-    np.testing.assert_array_equal(f["device_ms"].to_numpy(), f["wall_ms"].to_numpy())  # CPU: one clock
+    # CPU: the wall clock starts when the operation was due (its sleep ended), so the wait for the core (here
+    # the sleep's overshoot) is inside it and outside the operation's own time; the first had no sleep before it
+    waited = (f["wall_ms"] - f["device_ms"]).to_numpy()
+    assert waited[0] == 0 and (waited[1:] > 0).all(), waited
+    gaps_ms = (f["start_ns"].to_numpy()[1:] - f["end_ns"].to_numpy()[:-1]) / 1e6
+    # due = when the sleep of 20 ms, begun just after the last operation, was to end: never before 20 ms after
+    # it; later only by the worker writing its line (a loaded host's stall shows there, not in the wall clock)
+    assert gaps_ms.min() > 19.9 and abs(np.median(gaps_ms) - 20.0) < 1.0, gaps_ms
     assert (f["start_ns"].diff().dropna() > 0).all()
     assert int(f["start_ns"].iloc[0]) >= meta["loop_start_ns"]
+
+
+def test_exponential_think_times_vary_around_their_mean(runs):
+    """sleep_dist=exp: the sleeps scatter like an exponential (sd = mean), so two cadences cannot lock."""
+    res = runs["think"]
+    assert res.returncode == 0, res.stderr
+    p = _parse(res.stdout)
+    assert p.meta[0]["sleep_dist"] == "exp" and p.meta[0]["sleep_ms"] == 4.0
+    f = p.frame
+    gaps_ms = (f["start_ns"].to_numpy()[1:] - f["end_ns"].to_numpy()[:-1]) / 1e6  # start = when it was due
+    assert 2.0 < gaps_ms.mean() < 6.5 and gaps_ms.std() > 0.5 * gaps_ms.mean(), gaps_ms
+    assert gaps_ms.min() < 1.5  # an exponential's short draws; a fixed 4 ms sleep never gives one
 
 
 def test_start_at_in_the_past_warns_and_runs(runs):

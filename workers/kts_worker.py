@@ -10,8 +10,12 @@ Line format (documented in README.md):
 
 * ``intended_ns``: when the operation was due (open-loop arrivals); equals ``start_ns`` in closed loop.
 * ``start_ns``/``end_ns``: host epoch clock (``time.time_ns``) just before launch and just after completion.
-* ``device_ms``: CUDA-event time on the GPU (on CPU: the wall time, there is no separate device clock).
+* ``device_ms``: CUDA-event time on the GPU (on CPU: the operation's own time, launch to completion).
 * ``wall_ms``: host monotonic clock from launch to completion (``perf_counter_ns``).
+
+On CPU in closed loop, "launch" is when the operation was due (the sleep before it ended): a CPU tenant waits
+for its core before it can start, where a GPU tenant waits after launch, so the CPU's wall clock and
+``start_ns`` begin at the due time and wall - device is the wait for the core, as it is the wait for the GPU.
 
 One ``KTS_META,v2,<json>`` line precedes the iterations: parameters, device (with the GPU's UUID, so a
 shared scenario can prove its tenants shared one physical GPU), work per op.
@@ -57,7 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 LINE_VERSION = "v2"  # the line's layout: a copy of kts_helpers/run/logformat.py (a test round-trips the two)
-APP_TAG, META_TAG, END_TAG = "KTS_APP", "KTS_META", "KTS_END"
+APP_TAG, META_TAG, END_TAG, LOOK_TAG = "KTS_APP", "KTS_META", "KTS_END", "KTS_LOOK"
 PAD_PHASE = "pad"
 EXIT_PAD_LIMIT = 3
 EXIT_STOPPED_EARLY = 128 + signal.SIGTERM
@@ -171,9 +175,16 @@ class Clock:
             self.ev_start = torch.cuda.Event(enable_timing=True)
             self.ev_end = torch.cuda.Event(enable_timing=True)
 
-    def time(self, fn: Callable[[], object]) -> tuple[int, int, float, float]:
+    def time(self, fn: Callable[[], object], due: tuple[int, int] | None = None) -> tuple[int, int, float, float]:
+        """``due`` (CPU, closed loop): when the sleep before this operation ended, as (epoch ns, perf ns). A CPU
+        tenant waits for its core *before* it can launch (the OS runs it when the core is free), a GPU tenant
+        after (its kernels queue on the GPU): on CPU the wall clock starts when the operation was due, so that
+        wait is inside it as it is on a GPU, and device time is the operation alone."""
         start_ns = time.time_ns()
         t0 = time.perf_counter_ns()
+        t_op = t0
+        if due is not None and not self.cuda and due[1] <= t0:
+            start_ns, t0 = due
         if self.cuda:
             self.ev_start.record()
             fn()
@@ -184,7 +195,7 @@ class Clock:
         t1 = time.perf_counter_ns()
         end_ns = time.time_ns()
         wall_ms = (t1 - t0) / 1e6
-        device_ms = float(self.ev_start.elapsed_time(self.ev_end)) if self.cuda else wall_ms
+        device_ms = float(self.ev_start.elapsed_time(self.ev_end)) if self.cuda else (t1 - t_op) / 1e6
         return start_ns, end_ns, device_ms, wall_ms
 
 
@@ -223,6 +234,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="iterations=auto: stop after this many timed iterations whatever the width")
     p.add_argument("--matrix-size", type=int, default=int(_env("MATRIX_SIZE", 4096)))
     p.add_argument("--sleep-ms", type=float, default=_env("SLEEP_MS", None))
+    p.add_argument("--sleep-dist", default=_env("SLEEP_DIST", "fixed"), choices=["fixed", "exp"],
+                   help="closed loop: sleep exactly --sleep-ms (the article), or an exponential think time of that "
+                        "mean, so that two tenants' cadences never lock into a fixed beat")
     p.add_argument("--warmup", type=int, default=int(_env("WARMUP", 5)))
     p.add_argument("--device", default=_env("DEVICE", "auto"))
     p.add_argument("--threads", type=int, default=int(_env("THREADS", 1)))
@@ -250,6 +264,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="exit code at the padding limit (Kubernetes: 0, so a Job can complete without its client)")
     p.add_argument("--start-delay-s", type=float, default=float(_env("KTS_START_DELAY_S", 0)),
                    help=argparse.SUPPRESS)  # tests: a tenant that wakes late after the barrier (a late pod)
+    p.add_argument("--looks", default=_env("KTS_LOOKS", ""),
+                   help="interim looks (shared scenario with a barrier directory): after this many timed iterations, "
+                        "e.g. 800,1200, pad until the orchestrator answers stop (the verdict decided) or go")
     p.add_argument("--crash-after", type=int, default=int(_env("KTS_CRASH_AFTER", -1)), help=argparse.SUPPRESS)
     p.add_argument("--crash-after-pad", type=int, default=int(_env("KTS_CRASH_AFTER_PAD", -1)),
                    help=argparse.SUPPRESS)
@@ -260,6 +277,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         a.sleep_ms = DEFAULT_SLEEP_MS[a.workload]
     a.sleep_ms = float(a.sleep_ms)
     a.tenant = a.tenant or a.workload
+    try:
+        a.looks = sorted({int(v) for v in str(a.looks).split(",") if v.strip()})
+    except ValueError:
+        p.error(f"--looks must be comma-separated iteration counts, got {a.looks!r}")
     a.auto = str(a.iterations).strip().lower() == "auto"
     try:
         a.iterations = a.auto_max_iterations if a.auto else int(a.iterations)
@@ -423,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
 
     meta = {
         "workload": args.workload, "tenant": args.tenant, "iterations": args.iterations,
-        "matrix_size": args.matrix_size, "sleep_ms": args.sleep_ms, "warmup": args.warmup,
+        "matrix_size": args.matrix_size, "sleep_ms": args.sleep_ms, "sleep_dist": args.sleep_dist,
+        "warmup": args.warmup,
         "threads": args.threads, "arrival": args.arrival, "rate_hz": args.rate_hz,
         "device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
         else platform.processor() or platform.machine(), "torch": torch.__version__,
@@ -432,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         "phases_per_iteration": len(workload.step()), "notes": workload.notes,
         "mps_thread_percentage": os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
         "lead_in_s": args.lead_in_s, "pad": args.pad, "pad_limit_s": args.pad_limit_s,
-        "stopping": StopRule.from_args(args).describe(),
+        "stopping": StopRule.from_args(args).describe(), "looks": args.looks, "seed": args.seed,
         "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         **gpu_identity(torch, device),
     }
@@ -466,6 +488,7 @@ class Arrivals:
         self.args, self.stop = args, stop
         self.rng = random.Random(args.seed)
         self.next_due = time.time_ns()
+        self.closed_due: tuple[int, int] | None = None  # when the closed loop's last sleep ended (epoch, perf ns)
 
     def wait(self) -> int | None:
         """Block until the next operation is due; its intended start (None in closed loop)."""
@@ -482,7 +505,10 @@ class Arrivals:
     def after(self, spent_s: float = 0.0) -> None:
         """The closed loop's sleep, less ``spent_s`` already spent since the operation (the stopping check)."""
         if self.args.arrival == "closed" and self.args.sleep_ms > 0:
-            self.stop.sleep(max(0.0, self.args.sleep_ms / 1000.0 - spent_s))
+            mean_s = self.args.sleep_ms / 1000.0
+            left_s = max(0.0, (self.rng.expovariate(1 / mean_s) if self.args.sleep_dist == "exp" else mean_s) - spent_s)
+            self.closed_due = (time.time_ns() + int(left_s * 1e9), time.perf_counter_ns() + int(left_s * 1e9))
+            self.stop.sleep(left_s)
 
 
 class LeadIn:
@@ -529,6 +555,47 @@ class LeadIn:
         return False
 
 
+class Looks:
+    """Interim looks: at each look count the tenant pads (its load stays on) until the orchestrator answers.
+
+    The orchestrator reads the ``KTS_LOOK`` line, reads the verdict from the first n timed iterations and writes
+    ``answer-<tenant>-<n>`` in the barrier directory: ``stop`` (the verdict decided: the timed part ends at n)
+    or ``go`` (time on, to the next look or ``--iterations``). No answer within ``--barrier-timeout-s`` is a go,
+    and without a barrier directory (Kubernetes) there are no looks: the design then runs to ``--iterations``,
+    which is the fixed design the final reading's level is set for.
+    """
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.dir = Path(args.barrier_dir) if args.barrier_dir else None
+        self.counts = [n for n in args.looks if n < args.iterations] if self.dir is not None else []
+        self.tenant, self.limit_s = args.tenant, args.barrier_timeout_s
+        self.waiting: int | None = None  # the look n the tenant pads at
+        self.deadline = 0.0
+        self.stopped_at: int | None = None
+
+    def reached(self, timed: int) -> str | None:
+        """The KTS_LOOK line to print when ``timed`` is a look count (the tenant then pads until answered)."""
+        if timed not in self.counts:
+            return None
+        self.waiting, self.deadline = timed, time.monotonic() + self.limit_s
+        return record_line(LOOK_TAG, {"tenant": self.tenant, "n": timed})
+
+    def answer(self) -> str | None:
+        """``stop``, ``go`` or None (not yet); a look unanswered past the time limit goes on."""
+        assert self.dir is not None and self.waiting is not None
+        path = self.dir / f"answer-{self.tenant}-{self.waiting}"
+        word = path.read_text().strip() if path.exists() else None
+        if word is None and time.monotonic() > self.deadline:
+            print(f"kts_worker: no answer at look {self.waiting} within {self.limit_s:.0f}s; timing on",
+                  file=sys.stderr, flush=True)
+            word = "go"
+        if word == "stop":
+            self.stopped_at = self.waiting
+        if word is not None:
+            self.waiting = None
+        return word
+
+
 def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: StopRequest | None = None) -> int:
     """The one timing loop: lead-in padding, the timed iterations, then padding until stopped.
 
@@ -540,7 +607,9 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
     rule = StopRule.from_args(args)
     out = sys.stdout
     lead_in = LeadIn(args)
+    looks = Looks(args)
     timed_from: int | None = None
+    timed_since: tuple[int, int] | None = None  # when the lead-in ended (epoch, perf ns): no timed op is due sooner
     timed = pads = tail = 0
     pad_deadline: float | None = None
     while True:
@@ -549,9 +618,14 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
         now = time.time_ns()
         if timed_from is None and lead_in.over(now):
             timed_from = now
-        if timed_from is not None and pad_deadline is None and (
-                rule.done(timed, timed_from, now) or _timed_done(args, timed, timed_from, arrivals)):
-            out.write(record_line(END_TAG, rule.end_record(args, timed, timed_from, now)) + "\n")
+            timed_since = (now, time.perf_counter_ns())
+        if looks.waiting is not None and looks.answer() == "go":
+            timed_since = (now, time.perf_counter_ns())  # timed again from here: no operation is due sooner
+        if timed_from is not None and pad_deadline is None and looks.waiting is None and (
+                looks.stopped_at is not None or rule.done(timed, timed_from, now)
+                or _timed_done(args, timed, timed_from, arrivals)):
+            reason = f"verdict decided at look {looks.stopped_at}" if looks.stopped_at is not None else None
+            out.write(record_line(END_TAG, rule.end_record(args, timed, timed_from, now, reason)) + "\n")
             out.flush()
             if not args.pad:
                 return 0
@@ -563,10 +637,16 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
         intended = arrivals.wait()
         if stop.requested:
             continue
-        padding = timed_from is None or pad_deadline is not None
+        padding = timed_from is None or pad_deadline is not None or looks.waiting is not None
         index = pads if padding else timed
+        sleep_end = arrivals.closed_due
+        if not padding and sleep_end is not None and timed_since is not None and sleep_end[0] < timed_since[0]:
+            # the sleep ended while the lead-in still waited for a neighbour: the operation became due as a
+            # timed one only when the lead-in ended, so its clock (and the co-running window) starts there
+            sleep_end = timed_since
         for phase, fn in workload.step():
-            start_ns, end_ns, device_ms, wall_ms = clock.time(fn)
+            start_ns, end_ns, device_ms, wall_ms = clock.time(fn, sleep_end)
+            sleep_end = None  # a later phase (an llm's decode step) follows the last one at once
             due = start_ns if intended is None else intended
             out.write(app_line(workload.name, args.tenant, index, PAD_PHASE if padding else phase, due, start_ns,
                                end_ns, device_ms, wall_ms) + "\n")
@@ -585,6 +665,10 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
             timed += 1
             if index == args.crash_after:
                 raise RuntimeError(f"injected crash after iteration {index} (KTS_CRASH_AFTER)")
+            look = looks.reached(timed)
+            if look is not None:
+                out.write(look + "\n")
+                out.flush()
             if rule.due(timed):  # the check's time comes out of the sleep, not the GPU's work
                 t0 = time.monotonic()
                 rule.check(timed)
@@ -798,16 +882,15 @@ class StopRule:
             return False
         return self.reached or timed >= self.max_iterations or (now_ns - timed_from) / 1e9 >= self.time_cap_s
 
-    def end_record(self, args: argparse.Namespace, timed: int, timed_from: int, now_ns: int) -> dict:
-        """The KTS_END record: n reached, why the timed part stopped, the last p99 intervals."""
-        if not self.auto:
+    def end_record(self, args: argparse.Namespace, timed: int, timed_from: int, now_ns: int,
+                   reason: str | None = None) -> dict:
+        """The KTS_END record: n reached, why the timed part stopped (``reason``: an interim look's verdict),
+        the last p99 intervals."""
+        if reason is None and not self.auto:
             reason = "fixed count" if timed >= args.iterations else "duration"
-        elif self.reached:
-            reason = "target reached"
-        elif timed >= self.max_iterations:
-            reason = "iteration cap"
-        else:
-            reason = "time cap"
+        elif reason is None:
+            reason = ("target reached" if self.reached else "iteration cap" if timed >= self.max_iterations
+                      else "time cap")
         if self.auto and not self.reached and self.series:
             self.check(timed)  # the interval at the n actually reached
             reason += " (target reached at the last check)" if self.reached else ""

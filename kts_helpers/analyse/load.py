@@ -69,6 +69,16 @@ class RunData:
     def on_gpu(self) -> bool:
         return self.manifest.on_gpu
 
+    @property
+    def two_clocks(self) -> bool:
+        """Whether device time is a clock of its own: on a GPU (CUDA events) always; on a CPU when the worker's
+        wall clock started at the operation's due time, so wall - device is the wait for the core (since
+        2026-12-01; before that a CPU worker wrote one number twice, and there is nothing to split)."""
+        if self.on_gpu:
+            return True
+        it = self.iterations
+        return bool(len(it)) and bool(((it["wall_ms"] - it["device_ms"]) > 0).any())
+
 
 # -- loading ------------------------------------------------------------------------------------------------
 def load_logs(baseline: list[str | os.PathLike], shared: list[str | os.PathLike], *,

@@ -28,8 +28,8 @@ odd line costs the same as none. ``make bench`` times it against ``pandas.read_c
 v1: ``KTS_APP,v1,<WORKLOAD>,<i>,<epoch_ns_start>,<epoch_ns_end>,<device_ms>,<phase>``
     (wall time = end - start; tenant = lower-cased workload unless the caller names it)
 v2: ``KTS_APP,v2,<workload>,<tenant>,<i>,<phase>,<intended_ns>,<start_ns>,<end_ns>,<device_ms>,<wall_ms>``
-``KTS_META,v2,<json>`` (before the lines) and ``KTS_END,v2,<json>`` (when the timed part ends: how many
-iterations and why) are collected, not counted as junk.
+``KTS_META,v2,<json>`` (before the lines), ``KTS_END,v2,<json>`` (when the timed part ends: how many
+iterations and why) and ``KTS_LOOK,v2,<json>`` (an interim look) are collected, not counted as junk.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from kts_helpers.run.logformat import (
     FIELDS,
     FLOAT_FIELDS,
     INT_FIELDS,
+    LOOK_TAG,
     META_TAG,
     PAD_PHASE,
 )
@@ -101,6 +102,7 @@ class ParsedLog:
     sources: list[str] = field(default_factory=list)
     rejected: dict[str, int] = field(default_factory=dict)  # lines that parse but cannot be true, by reason
     ends: list[dict] = field(default_factory=list)  # KTS_END records: n reached and why the timed part stopped
+    looks: list[dict] = field(default_factory=list)  # KTS_LOOK records: where a tenant padded for an interim look
 
     @property
     def n(self) -> int:
@@ -116,6 +118,7 @@ class ParsedLog:
         self.other += other.other
         self.meta.extend(other.meta)
         self.ends.extend(other.ends)
+        self.looks.extend(other.looks)
         self.sources.extend(other.sources)
         for k, v in other.rejected.items():
             self.rejected[k] = self.rejected.get(k, 0) + v
@@ -348,6 +351,7 @@ def _robust(data: bytes) -> ParsedLog:
     is_app = pc.starts_with(lines, f"{APP_TAG},")
     is_meta = pc.starts_with(lines, f"{META_TAG},")
     is_end = pc.starts_with(lines, f"{END_TAG},")
+    is_look = pc.starts_with(lines, f"{LOOK_TAG},")
     frames, rejected = [], {}
     valid = 0
     for version, names, regex in (("v2", V2_COLS, V2_RE), ("v1", V1_COLS, V1_RE)):
@@ -363,9 +367,9 @@ def _robust(data: bytes) -> ParsedLog:
             frames.append(frame)
     n_app = pc.sum(is_app).as_py() or 0
     malformed = n_app - valid
-    other = (pc.sum(nonempty).as_py() or 0) - n_app - (pc.sum(is_meta).as_py() or 0) - (pc.sum(is_end).as_py() or 0)
-    records: dict[str, list[dict]] = {"meta": [], "end": []}
-    for kind, mask in (("meta", is_meta), ("end", is_end)):
+    other = (pc.sum(nonempty).as_py() or 0) - n_app - sum(pc.sum(m).as_py() or 0 for m in (is_meta, is_end, is_look))
+    records: dict[str, list[dict]] = {"meta": [], "end": [], "look": []}
+    for kind, mask in (("meta", is_meta), ("end", is_end), ("look", is_look)):
         for raw in lines.filter(mask).to_pylist():
             try:
                 records[kind].append(json.loads(raw.split(b",", 2)[2]))
@@ -373,7 +377,7 @@ def _robust(data: bytes) -> ParsedLog:
                 malformed += 1
     frame = pd.concat(frames, ignore_index=True) if frames else _empty()
     return ParsedLog(frame=frame, malformed=int(malformed), other=int(other), meta=records["meta"],
-                     rejected=rejected, ends=records["end"])
+                     rejected=rejected, ends=records["end"], looks=records["look"])
 
 
 def _read_lines(lines: list[bytes], names: list[str]) -> tuple[pa.Table | None, int]:
@@ -407,7 +411,8 @@ def parse_bytes(data: bytes, *, source: str = "<bytes>", tenant: str | None = No
         frames = [f for f in (frame, _with_tenant(rest.frame, tenant)) if len(f)]
         out = ParsedLog(frame=pd.concat(frames, ignore_index=True) if len(frames) > 1 else
                         (frames[0] if frames else _empty()), malformed=rest.malformed + malformed,
-                        other=rest.other + other, meta=rest.meta, ends=rest.ends, rejected=dict(rejected))
+                        other=rest.other + other, meta=rest.meta, ends=rest.ends, looks=rest.looks,
+                        rejected=dict(rejected))
         for k, v in rest.rejected.items():
             out.rejected[k] = out.rejected.get(k, 0) + v
     else:

@@ -103,6 +103,8 @@ VALIDATION_RUNS: tuple[tuple[str, bool], ...] = (
     # used to tune the model, scored once as they are
     ("h200-2026-12-01-auto-article", False),
     ("h200-2026-12-01-auto-saturating", False),
+    # the article profile at 1200 iterations on a third H200 (2026-12-02, issue 19's defaults), scored once as it is
+    ("h200-2026-12-02-article", False),
 )
 # The runs scored after the model's last change and nothing else: the honest test of the model as it stands (the
 # cumulative untuned rows hold earlier holdouts whose misses later rounds were built from, and lost those runs).

@@ -61,9 +61,9 @@ def summary_paragraph(data: RunData, table: pd.DataFrame) -> str:
         dev_df = d["df"].iloc[0] if not d.empty else float("nan")
         reading = s.get("reading")
         verdict = f" ({esc(reading)})" if isinstance(reading, str) else ""
-        on_gpu = data.on_gpu
-        device_part = (f"measured by device time (CUDA events) alone the factor would be {_fmt(dev_df)}×, and "
-                       if on_gpu else "")
+        clock = "CUDA events" if data.on_gpu else "the operation's own time"
+        device_part = (f"measured by device time ({clock}) alone the factor would be {_fmt(dev_df)}×, and "
+                       if data.two_clocks else "")
         sentences.append(
             f"**{esc(tenant)}**: median wall latency {_fmt(a['p50_ms'])} ms alone vs {_fmt(s['p50_ms'])} ms shared, "
             f"p99 {_fmt(a['p99_ms'])} → {_fmt(s['p99_ms'])} ms, a wall-time degradation factor of "
@@ -87,12 +87,16 @@ def cpu_lead(data: RunData, n_tenants: int) -> str:
     threads = m.spec.resolved.get("threads")
     cores = m.environment.get("cpu_count")
     each = f", {threads} thread{'s' if threads != 1 else ''} each," if threads else ""
-    on = f"this machine's {cores} CPU cores" if cores else "this machine's CPU cores"
+    pinned = m.spec.resolved.get("cpu_core") is not None
+    on = (f"one core of this machine's {cores}" if pinned and cores else "one core" if pinned else
+          f"this machine's {cores} CPU cores" if cores else "this machine's CPU cores")
+    clocks = ("Wall time starts when an operation was due, device time when it started, so the wait for the core "
+              "is their difference." if data.two_clocks else
+              "This run's worker wrote one number for both clocks (before 2026-12-01), so only wall time is shown.")
     return (f"**This run used the CPU stand-in.** It demonstrates CPU contention of the same harness — the same "
             "workers, co-running rule, statistics and report — not GPU time-slicing: its numbers say nothing about "
             f"what a GPU's tenants pay. {n_tenants} tenants{each} shared {on} through the operating system's "
-            "scheduler. A CPU has no CUDA events (device time is wall time and there is no wait to split off), "
-            "so only wall time is shown.")
+            f"scheduler. {clocks}")
 
 
 def _pct(new: float, old: float) -> str:
@@ -163,17 +167,23 @@ def device_intro(data: RunData) -> str:
         return ("The same measurement by **device time** (CUDA events), the article's metric. Events are recorded "
                 "inside the tenant's own context, so they do not see the time its work waits for another "
                 "context's time-slice:")
-    return ("*A CPU has no CUDA events: device time is wall time, so a device-time table would repeat the one "
-            "above and is left out.*")
+    if data.two_clocks:
+        return ("The same measurement by **device time**: on a CPU, the operation's own time from its start to "
+                "its end. The wall clock starts earlier, when the operation was due, so device time does not "
+                "see the wait for the core while the neighbour holds it:")
+    return ("*This CPU run's worker wrote one number for both clocks (before 2026-12-01): a device-time table "
+            "would repeat the one above and is left out.*")
 
 
 def decomposition_text(data: RunData, table: pd.DataFrame) -> str:
     """Wall = device + wait + floor, and what this run's numbers say about it (on a CPU: nothing to split)."""
-    if not data.on_gpu:
-        return ("On a CPU there are no CUDA events: device time is wall time and the wait is zero by construction, "
-                "so there is nothing to split and the figure is left out.")
+    if not data.two_clocks:
+        return ("This CPU run's worker wrote one number for both clocks (before 2026-12-01): the wait is zero by "
+                "construction, so there is nothing to split and the figure is left out.")
     out = ["Wall time = device time (the kernel running) + wait (everything else the caller waits for: launch, "
-           "queueing, and on a shared GPU the other contexts' time-slices) + the tool's overhead floor."]
+           "queueing, and on a shared GPU the other contexts' time-slices) + the tool's overhead floor." if data.on_gpu
+           else "Wall time = device time (the operation running) + wait (from when it was due until it started: "
+           "the sleep's overshoot and, shared, the neighbour holding the core) + the tool's overhead floor."]
     dev = {(s["tenant"], s["group"]): (a, s) for a, s in shared_pairs(table, "device")}
     grew = []
     for a, s in shared_pairs(table, "wait"):
@@ -187,7 +197,8 @@ def decomposition_text(data: RunData, table: pd.DataFrame) -> str:
             grew.append(s["tenant"])
     if grew:
         out.append(f"For {_names(grew)} the wait grew more than the device time changed: the cost of sharing lies "
-                   "outside the kernel, where CUDA events cannot see it.")
+                   "outside the kernel, where " + ("CUDA events" if data.on_gpu else "the operation's own timer")
+                   + " cannot see it.")
     return " ".join(out)
 
 
@@ -298,6 +309,17 @@ def stopping_text(stopping: pd.DataFrame) -> str:
     auto = stopping[stopping["rule"] == "auto"]
     if auto.empty:
         ns = sorted({int(n) for n in stopping["n"].dropna()})
+        shared = stopping[~stopping["scenario"].astype(str).str.startswith("baseline")]
+        alone = stopping[stopping["scenario"].astype(str).str.startswith("baseline")]
+        looked = [f"{r.tenant} {int(r.n)} ({r.reason})" for r in shared.itertuples()]
+        if not alone.empty and (set(shared["n"].dropna().astype(int)) - set(alone["n"].dropna().astype(int)) or any(
+                "look" in str(r) for r in shared["reason"])):
+            return ("\n\n**Iterations (interim looks).** Alone, every tenant ran a fixed number of timed iterations "
+                    f"({', '.join(map(str, sorted(set(alone['n'].dropna().astype(int)))))}); shared, a tenant could time "
+                    "on to `shared_max_factor` times that while its verdict was undecided: at each look it kept its load "
+                    "on while the verdict was read at 99.8 % (Haybittle-Peto), stopping if it decided; a tenant at its "
+                    "maximum is read at 95 % like a fixed design. The shared and alone series therefore differ in "
+                    f"length: {'; '.join(looked)}.")
         return ("\n\n**Iterations.** Every tenant ran a fixed number of timed iterations "
                 f"({', '.join(map(str, ns))}).")
     target = float(auto["target"].dropna().iloc[0]) if auto["target"].notna().any() else float("nan")
@@ -350,7 +372,8 @@ def methods(data: RunData, *, trim: int, clip: bool, n_resamples: int | None, me
 the GPU spent once the tenant's context ran), the host's monotonic clock from launch to `synchronize()` (*wall*
 time, what the caller waited), and their difference less the tool's own overhead floor (*wait*). The floor is the
 median wall − device gap of a one-element kernel timed by the same loop ({_fmt(floor, 4) if floor is not None else "n/a"} ms
-here, {cal.get("n", 0)} samples). On a CPU, device time is wall time and the wait is zero by construction.
+here, {cal.get("n", 0)} samples). On a CPU the wall clock starts when the operation was due (the sleep before it
+ended), since a CPU tenant waits for its core before it can start; device time is the operation's own time.
 
 **Co-running.** {corun} A tenant's shared series with fewer than **{MIN_CORUNNING}** co-running samples gets
 no DF reading: below that many samples no distribution-free two-sided 95 % interval of a p99 exists
@@ -375,8 +398,10 @@ def caveats(data: RunData) -> str:
     m = data.manifest
     items = []
     if m.device == "cpu":
+        clocks = ("its wait is for the core, not for a GPU" if data.two_clocks else
+                  "device time equals wall time (a worker before 2026-12-01), so the wait is zero")
         items.append("This run used the **CPU** stand-in: tenants share cores through the OS scheduler, not a GPU's "
-                     "time-slices; device time equals wall time, so the wait is zero and no GPU telemetry exists.")
+                     f"time-slices; {clocks}, and no GPU telemetry exists.")
     items.append("Workloads are synthetic stand-ins (an FFT for a small latency-sensitive agent, a GEMM for a heavy "
                  "one); real agents' kernels differ in length and cadence.")
     items.append("Throughput is a proxy (1000 / mean latency of a closed loop), not an arrival process.")

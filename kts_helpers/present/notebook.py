@@ -18,6 +18,7 @@ from IPython.display import HTML, Markdown, display
 from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.intervals import add_all_intervals, trim_effect
 from kts_helpers.analyse.load import RunData, clocks, load_run
+from kts_helpers.analyse.sequential import VerdictJudge
 from kts_helpers.analyse.summary import (
     efficiency,
     focus,
@@ -78,9 +79,10 @@ def _runs_root(runs_root: str | os.PathLike) -> Path:
 
 
 def run_scenarios(run_dir: str | os.PathLike, kind: str) -> tuple[Run, list[Any]]:
-    """Run every scenario of ``kind`` (baseline or shared) that has not run yet."""
+    """Run every scenario of ``kind`` (baseline or shared) that has not run yet; a shared tenant's interim looks
+    (``shared_max_factor`` > 1) are answered by its verdict (``analyse.sequential``)."""
     run = open_run_dir(run_dir)
-    return run, experiment.run_kind(run, kind)
+    return run, experiment.run_kind(run, kind, judge=VerdictJudge() if kind == "shared" else None)
 
 
 def first_look(run: Run, kind: str) -> pd.DataFrame:
@@ -123,8 +125,8 @@ def analyse(run_dir: str | os.PathLike, *, clip: bool = True, trim: int = 0, war
 
 
 def metrics(data: RunData) -> tuple[str, ...]:
-    """The clocks worth a figure: wall and device time on a GPU; on a CPU device time is wall time, so wall only."""
-    return ("wall", "device") if data.on_gpu else ("wall",)
+    """The clocks worth a figure: wall and device time where they differ (``RunData.two_clocks``), else wall only."""
+    return ("wall", "device") if data.two_clocks else ("wall",)
 
 
 def victim(a: Analysis) -> tuple[str, str] | None:

@@ -36,7 +36,7 @@ def reference_markdown(run_dir: str | os.PathLike, *, n_resamples: int = 2000, s
                          f"| {fmt_ci(Estimate.from_row(a, 'p99', 'p99_ms'), n=int(a['n']))} "
                          f"| {fmt_ci(Estimate.from_row(r, 'p99', 'p99_ms'), n=int(r['n']))} "
                          f"| {fmt_ci(Estimate.from_row(r, 'df'))} | {fmt_slow(r)} | **{r['reading']}** |")
-    return "\n".join(lines + ["", *verdict_sentences(table)])
+    return "\n".join(lines + ["", *verdict_sentences(table, on_gpu=data.on_gpu)])
 
 
 def _label(r: pd.Series) -> str:
@@ -46,14 +46,16 @@ def _label(r: pd.Series) -> str:
     return series_label(r["tenant"], r["phase"]) + ("" if plain else f" · {r['group']}")
 
 
-def verdict_sentences(table: pd.DataFrame) -> list[str]:
+def verdict_sentences(table: pd.DataFrame, *, on_gpu: bool = True) -> list[str]:
     """Per shared tenant and sharing mode: its wall-time verdict and its device-time verdict, with the evidence
-    that decided each (``Verdict.words``). Generated, so the README's prose cannot contradict its table."""
+    that decided each (``Verdict.words``). Generated, so the README's prose cannot contradict its table; a CPU
+    run's device time is the operation's own time, not CUDA events."""
+    clock = "CUDA events" if on_gpu else "the operation's own time"
     device = {(r["tenant"], r["phase"], r["group"]): r for _, r in shared_pairs(table, "device")}
     out = []
     for _, r in shared_pairs(table, "wall"):
         d = device.get((r["tenant"], r["phase"], r["group"]))
-        dev = f"; by device time (CUDA events): {d['reading_detail']}" if d is not None else ""
+        dev = f"; by device time ({clock}): {d['reading_detail']}" if d is not None else ""
         out.append(f"- **{_label(r)}** ({r['sharing']}), by wall time: "
                    f"{r['reading_detail']}{dev}.")
     return out

@@ -15,14 +15,28 @@ the streamed pod logs. Imports only the standard library (the runner works on a 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kts_helpers.errors import KtsError
-from kts_helpers.run.logformat import APP_TAG, META_TAG, AppLine, LogRecord, parse_line
+from kts_helpers.run.logformat import APP_TAG, END_TAG, LOOK_TAG, META_TAG, AppLine, LogRecord, parse_line
 
 DEFAULT_LEAD_IN_S = 0.25  # padding before the timed iterations: far longer than the barrier skew (~ms) locally
+
+
+@dataclass(frozen=True)
+class LookAnswer:
+    """What an interim look's judge said of one tenant: stop timing (its verdict decided) or go on."""
+
+    stop: bool
+    reading: str
+    why: str = ""
+
+
+# judge(run, scenario, tenant, n) -> LookAnswer: built above the run wing (analyse.sequential.VerdictJudge) and
+# handed down, so the runner reads no statistics itself; without one every look is answered "go"
+Judge = Callable[..., LookAnswer]
 
 
 class CoRunError(KtsError):
@@ -40,6 +54,8 @@ class TenantProgress:
     last_timed_end_ns: int = 0
     tail_since: float | None = None  # monotonic time of its first pad line after a timed line
     meta: dict = field(default_factory=dict)
+    look: int | None = None  # the interim look it pads at (KTS_LOOK), until its next timed line or KTS_END
+    looks: list[int] = field(default_factory=list)  # every look it reached
 
     @property
     def timed_done(self) -> bool:
@@ -67,6 +83,13 @@ class CoRunWatch:
             if isinstance(rec, LogRecord) and rec.tag == META_TAG:
                 p.meta = rec.data
                 continue
+            if isinstance(rec, LogRecord) and rec.tag == LOOK_TAG:  # pads from here wait for an answer
+                p.look = int(rec.data.get("n", p.timed))
+                p.looks.append(p.look)
+                continue
+            if isinstance(rec, LogRecord) and rec.tag == END_TAG:
+                p.look = None
+                continue
             if not isinstance(rec, AppLine) or rec.version != "v2":
                 continue
             if p.first_start_ns is None:
@@ -74,9 +97,10 @@ class CoRunWatch:
             p.last_end_ns = max(p.last_end_ns, rec.end_ns)
             if rec.padding:
                 p.pads += 1
-                if p.timed and p.tail_since is None:
+                if p.timed and p.tail_since is None and p.look is None:
                     p.tail_since = time.monotonic()
             else:
+                p.look = None
                 p.timed += 1
                 p.last_timed_end_ns = max(p.last_timed_end_ns, rec.end_ns)
 
@@ -87,6 +111,11 @@ class CoRunWatch:
     @property
     def last_timed_end_ns(self) -> int:
         return max(p.last_timed_end_ns for p in self.tenants.values())
+
+    def corunning_through(self, tenant: str) -> bool:
+        """Every neighbour has a line that ends after this tenant's last timed iteration: all of them co-ran."""
+        t_last = self.tenants[tenant].last_timed_end_ns
+        return all(p.last_end_ns >= t_last for name, p in self.tenants.items() if name != tenant)
 
     def ready_to_stop(self) -> bool:
         """Every tenant is past its timed iterations and active until the last timed iteration ended."""

@@ -17,6 +17,7 @@ from typing import Any
 from kts_helpers.errors import SpecError
 from kts_helpers.run.backends import Backend, ScenarioResult, get_backend
 from kts_helpers.run.capacity import check_capacity
+from kts_helpers.run.corun import Judge
 from kts_helpers.run.environment import detect_environment, resolve_device
 from kts_helpers.run.logformat import AppLine, parse_line
 from kts_helpers.run.params import backend_options_from_env
@@ -117,9 +118,10 @@ def run_calibration(run: Run, *, progress: bool = True, backend: Backend | None 
 
 
 def run_kind(run: Run, kind: str, *, progress: bool = True, backend: Backend | None = None,
-             skip_failed: bool = False) -> list[ScenarioResult]:
+             skip_failed: bool = False, judge: Judge | None = None) -> list[ScenarioResult]:
     """Run every scenario of ``kind`` ("baseline" or "shared") that has not run yet, in spec order
-    (``skip_failed``: also leave out those that failed; their logs stay as they are)."""
+    (``skip_failed``: also leave out those that failed; their logs stay as they are). ``judge`` answers the
+    interim looks of a shared scenario (``analyse.sequential.VerdictJudge``; none: every tenant times on)."""
     if kind not in ("baseline", "shared"):
         raise SpecError(f"unknown scenario kind {kind!r}; choose baseline or shared")
     m = run.read()
@@ -131,16 +133,17 @@ def run_kind(run: Run, kind: str, *, progress: bool = True, backend: Backend | N
         if scenario.kind != kind or (record is not None and record.status in done):
             continue
         results.append(backend.run_scenario(run, scenario, timeout_s=m.spec.timeout_s, progress=progress,
-                                            pad_limit_s=m.spec.pad_limit_s))
+                                            pad_limit_s=m.spec.pad_limit_s, judge=judge))
     return results
 
 
 def run_experiment(params: dict[str, Any] | ExperimentParams, **kwargs: Any) -> Run:
     """Everything the three run notebooks do, in one call (the CLI's ``run``, the smoke test, each scale-out cell)."""
     progress = kwargs.get("progress", True)
+    judge = kwargs.pop("judge", None)
     run, _spec, _env = setup_run(params, **kwargs)
     for kind in ("baseline", "shared"):
-        run_kind(run, kind, progress=progress, backend=kwargs.get("backend"))
+        run_kind(run, kind, progress=progress, backend=kwargs.get("backend"), judge=judge)
     return run
 
 

@@ -7,7 +7,8 @@ between the two. Standard library only (the runner works on a bare GPU host).
 
 v1 (the article's tool): ``KTS_APP,v1,<WORKLOAD>,<i>,<epoch_ns_start>,<epoch_ns_end>,<device_ms>,<phase>``
 v2 (ours): ``KTS_APP,v2,<workload>,<tenant>,<i>,<phase>,<intended_ns>,<start_ns>,<end_ns>,<device_ms>,<wall_ms>``
-``KTS_META,v2,<json>`` precedes the lines; ``KTS_END,v2,<json>`` says when and why the timed part ended.
+``KTS_META,v2,<json>`` precedes the lines; ``KTS_END,v2,<json>`` says when and why the timed part ended;
+``KTS_LOOK,v2,<json>`` marks an interim look (``{"tenant", "n"}``): the tenant pads until the orchestrator answers.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-APP_TAG, META_TAG, END_TAG = "KTS_APP", "KTS_META", "KTS_END"
-RECORD_TAGS = (META_TAG, END_TAG)
+APP_TAG, META_TAG, END_TAG, LOOK_TAG = "KTS_APP", "KTS_META", "KTS_END", "KTS_LOOK"
+RECORD_TAGS = (META_TAG, END_TAG, LOOK_TAG)
 VERSION = "v2"  # what the worker writes
 V1_FIELDS = ("tag", "version", "workload", "iteration", "start_ns", "end_ns", "device_ms", "phase")
 V2_FIELDS = ("tag", "version", "workload", "tenant", "iteration", "phase", "intended_ns", "start_ns", "end_ns",

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import zlib
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from kts_helpers.errors import SpecError
+from kts_helpers.run.looks import look_counts
 from kts_helpers.run.probe import (
     CPU_REFUSAL,
     HOG,
@@ -29,10 +31,12 @@ from kts_helpers.run.probe import (
 )
 from kts_helpers.run.probe import DEFAULTS as PROBE_DEFAULTS
 from kts_helpers.run.probe import MULTI as MULTI_DEFAULTS
+from kts_helpers.run.profiles import PROFILES, default_profile
 
 WORKLOAD_KINDS = ("fft", "gemm", "llm", "noop")
 SHARING_MODES = ("timeslice", "mps", "mps-limited")  # mps-limited: MPS + CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
 ARRIVALS = ("closed", "poisson", "fixed")
+SLEEP_DISTS = ("fixed", "exp")  # fixed sleeps lock two cadences into a beat; exponential think times do not
 AUTO = "auto"  # iterations=auto: each tenant runs until its p99 is known to +-auto_rel_width (workers/kts_worker.py)
 DEFAULT_AUTO_REL_WIDTH = 0.10
 DEFAULT_AUTO_TIME_CAP_S = 600.0  # at most half the scenario timeout
@@ -48,6 +52,7 @@ class TenantSpec:
     iterations: int
     matrix_size: int
     sleep_ms: float
+    sleep_dist: str = "fixed"  # closed loop: "fixed" sleeps (the article) or "exp" think times of that mean
     warmup: int = 5
     threads: int = 1
     arrival: str = "closed"
@@ -58,9 +63,12 @@ class TenantSpec:
     auto_rel_width: float = DEFAULT_AUTO_REL_WIDTH
     auto_time_cap_s: float = DEFAULT_AUTO_TIME_CAP_S
     cpu_core: int | None = None  # the CPU stand-in: the one core every tenant is pinned to (-1: the last allowed)
+    looks: tuple[int, ...] = ()  # interim looks (shared, shared_max_factor > 1): ``iterations`` is then the maximum
 
     @property
     def iterations_text(self) -> str:
+        if self.looks:
+            return f"{self.looks[0]} (on to {self.iterations} while undecided; looks {self.looks})"
         return (f"auto (p99 to ±{self.auto_rel_width:.0%}, cap {self.auto_time_cap_s:g} s / {self.iterations})"
                 if self.auto else str(self.iterations))
 
@@ -78,6 +86,13 @@ class TenantSpec:
                         "KTS_AUTO_MAX_ITERATIONS": str(self.iterations)})
         if self.cpu_core is not None:
             env["KTS_CPU_CORE"] = str(self.cpu_core)
+        if self.looks:
+            env["KTS_LOOKS"] = ",".join(map(str, self.looks))
+        # each tenant its own draws (think times, Poisson arrivals, inputs), the same alone and shared: one seed
+        # for all handed every tenant the same think times, scaled, starting their loops in step
+        env["SEED"] = str(zlib.crc32(self.name.encode()))
+        if self.sleep_dist != "fixed":
+            env["SLEEP_DIST"] = self.sleep_dist
         if self.mps_thread_percentage is not None:
             env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(self.mps_thread_percentage)
         return env
@@ -113,6 +128,7 @@ class ExperimentParams:
     sleep_ms_fft: float | None = None
     sleep_ms_gemm: float | None = None
     sleep_ms_llm: float | None = None
+    sleep_dist: str | None = None  # closed loop: "fixed" (the article's sleeps) or "exp" (think times of that mean)
     warmup: int | None = None
     threads: int | None = None
     timeout_s: float | None = None
@@ -130,6 +146,7 @@ class ExperimentParams:
     auto_rel_width: float | None = None  # iterations=auto: stop when the p99's 95 % bounds lie within +-this
     auto_time_cap_s: float | None = None  # ... or after this many seconds of timed iterations
     auto_max_iterations: int | None = None  # ... or after this many timed iterations
+    shared_max_factor: float | None = None  # an undecided shared tenant times on up to this x n (run/looks.py)
     calibrate_iterations: int | None = None
     cpu_core: int | None = None  # CPU only: pin every tenant to this core (-1: the last allowed); None: the profile's
     probe_mode: str = "pair"  # the time-slice probe: "pair" (quantum and switch) or "multi" (k = 1..3 neighbours)
@@ -181,39 +198,6 @@ def _typed(name: str, value: Any, annotation: str) -> Any:
         return str(value)
     expected = " or ".join(_ACCEPTS[k][1] for k in kinds if k != "None")
     raise SpecError(f"parameter {name}={value!r}: expected {expected}")
-
-
-PROFILES: dict[str, dict[str, Any]] = {
-    # The article's parameters (Kube-TimeSlice-Profiler): 800 iterations of 4096^2, sleeps 100/150 ms.
-    "article": dict(workloads=("fft", "gemm"), iterations=800, fft_size=4096, gemm_size=4096,
-                    sleep_ms_fft=100.0, sleep_ms_gemm=150.0, sleep_ms_llm=50.0, warmup=5, threads=1,
-                    timeout_s=1800.0, calibrate_iterations=2000),
-    # A saturating neighbour: the GEMM never sleeps, so the FFT always finds the GPU busy.
-    "saturating": dict(workloads=("fft", "gemm"), iterations=800, fft_size=4096, gemm_size=8192,
-                       sleep_ms_fft=100.0, sleep_ms_gemm=0.0, sleep_ms_llm=50.0, warmup=5, threads=1,
-                       timeout_s=1800.0, calibrate_iterations=2000),
-    # CPU stand-in: one thread per tenant (more threads than cores measured the OS scheduling a lone FFT's own
-    # threads: 13.8 ms instead of 0.33), every tenant pinned to one core, so they time-share it as GPU tenants
-    # time-share a GPU (on free cores they would never meet); 1200 iterations (~20 s a scenario), so the
-    # collisions (a few % of the iterations, as in the article) reach a verdict.
-    "cpu-quick": dict(workloads=("fft", "gemm"), iterations=1200, fft_size=256, gemm_size=256,
-                      sleep_ms_fft=10.0, sleep_ms_gemm=15.0, sleep_ms_llm=10.0, warmup=5, threads=1,
-                      timeout_s=300.0, calibrate_iterations=300, cpu_core=-1),
-    # The time-slice probe (run/probe.py): tiny kernels at random times next to tens-of-ms GEMMs, and the
-    # reverse; the GEMM size is calibrated on the GPU (this one is the fallback), the hog's 400 timed kernels
-    # cover the tick's 20 s window. GPU only.
-    "probe": dict(workloads=("noop", "gemm"), iterations=400, fft_size=64, gemm_size=12288, sleep_ms_fft=0.0,
-                  sleep_ms_gemm=0.0, sleep_ms_llm=0.0, warmup=3, threads=1, timeout_s=300.0,
-                  calibrate_iterations=500),
-    # For tests: seconds, not minutes.
-    "tiny": dict(workloads=("fft", "gemm"), iterations=40, fft_size=64, gemm_size=64,
-                 sleep_ms_fft=1.0, sleep_ms_gemm=1.0, sleep_ms_llm=1.0, warmup=2, threads=1,
-                 timeout_s=120.0, calibrate_iterations=50),
-}
-
-
-def default_profile(device_type: str) -> str:
-    return "article" if device_type == "cuda" else "cpu-quick"
 
 
 @dataclass(frozen=True)
@@ -292,7 +276,7 @@ def _tenant(kind: str, r: dict[str, Any], p: ExperimentParams, name: str | None 
         name=name or kind, workload=kind, iterations=int(r["auto_max_iterations"] if auto else count),
         auto=auto, auto_rel_width=float(r["auto_rel_width"]), auto_time_cap_s=float(r["auto_time_cap_s"]),
         matrix_size=size,
-        sleep_ms=r.get(f"sleep_ms_{kind}", 0.0), warmup=r["warmup"],
+        sleep_ms=r.get(f"sleep_ms_{kind}", 0.0), sleep_dist=r.get("sleep_dist") or "fixed", warmup=r["warmup"],
         threads=r["threads"], arrival=p.arrival if kind == "fft" else "closed",
         rate_hz=p.rate_hz if kind == "fft" else 0.0, duration_s=p.duration_s if kind == "fft" else 0.0,
         mps_thread_percentage=(p.mps_thread_percentage.get(kind) if isinstance(p.mps_thread_percentage, dict)
@@ -307,16 +291,17 @@ def resolve(params: ExperimentParams, device_type: str) -> ExperimentSpec:
     if profile not in PROFILES:
         raise SpecError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}")
     r = dict(PROFILES[profile])
-    for key in ("workloads", "iterations", "sleep_ms_fft", "sleep_ms_gemm", "sleep_ms_llm", "warmup",
+    for key in ("workloads", "iterations", "sleep_ms_fft", "sleep_ms_gemm", "sleep_ms_llm", "sleep_dist", "warmup",
                 "threads", "timeout_s", "pad_limit_s", "calibrate_iterations", "fft_size", "gemm_size", "iterations_fft",
                 "iterations_gemm", "iterations_llm", "auto_rel_width", "auto_time_cap_s", "auto_max_iterations",
-                "cpu_core"):
+                "cpu_core", "shared_max_factor"):
         value = getattr(params, key)
         if value is not None:
             r[key] = value
     r.setdefault("auto_rel_width", DEFAULT_AUTO_REL_WIDTH)
     r.setdefault("auto_time_cap_s", min(DEFAULT_AUTO_TIME_CAP_S, float(r["timeout_s"]) / 2))
     r.setdefault("auto_max_iterations", DEFAULT_AUTO_MAX_ITERATIONS)
+    r.setdefault("shared_max_factor", 1.0)
     if device_type != "cpu":  # a GPU tenant's host thread stays where the OS puts it
         r["cpu_core"] = None
     elif r.get("cpu_core") is not None and r["cpu_core"] < -1:
@@ -356,6 +341,7 @@ def resolve(params: ExperimentParams, device_type: str) -> ExperimentSpec:
         for mode in params.sharing:
             msuffix = "" if mode == "timeslice" else f"-{mode}"
             tenants_m = tenants if mode == "mps-limited" else [replace(t, mps_thread_percentage=None) for t in tenants]
+            tenants_m = [extended(t, float(r["shared_max_factor"])) if len(tenants_m) > 1 else t for t in tenants_m]
             if params.matrix:
                 for a, b in itertools.combinations(tenants_m, 2):
                     scenarios.append(ScenarioSpec(f"shared{msuffix}-{a.name}+{b.name}{suffix}", "shared",
@@ -423,6 +409,12 @@ def _multi_scenarios(r: dict[str, Any], params: ExperimentParams) -> tuple[Scena
     return tuple(out)
 
 
+def extended(t: TenantSpec, factor: float) -> TenantSpec:
+    """A shared tenant with interim looks: it may time up to ``factor`` times its design's iterations."""
+    looks, top = look_counts(t.iterations, factor)
+    return t if factor <= 1 or t.auto else replace(t, iterations=top, looks=looks)
+
+
 def _validate(r: dict[str, Any], p: ExperimentParams) -> None:
     bad = [w for w in r["workloads"] if w not in WORKLOAD_KINDS or w == "noop"]
     if bad:
@@ -443,6 +435,12 @@ def _validate(r: dict[str, Any], p: ExperimentParams) -> None:
                         f"got {r['auto_time_cap_s']}")
     if r["warmup"] < 0:
         raise SpecError(f"warmup must be >= 0, got {r['warmup']}")
+    factor = float(r["shared_max_factor"])
+    autos = [k for k in ("iterations", "iterations_fft", "iterations_gemm", "iterations_llm") if _is_auto(r.get(k))]
+    if not 1 <= factor <= 10 or factor > 1 and (autos or p.repeats > 1):
+        why = ("it must lie in [1, 10] (1: the fixed design)" if not 1 <= factor <= 10 else
+               f"{autos[0]}=auto stops on its own rule" if autos else f"repeats={p.repeats} pool their verdict")
+        raise SpecError(f"shared_max_factor={factor:g} extends a fixed design of one repeat; {why}")
     if r.get("pad_limit_s") is not None and not float(r["pad_limit_s"]) > 0:
         raise SpecError(f"pad_limit_s must be > 0, got {r['pad_limit_s']}")
     for key in ("sleep_ms_fft", "sleep_ms_gemm", "sleep_ms_llm"):
@@ -453,6 +451,8 @@ def _validate(r: dict[str, Any], p: ExperimentParams) -> None:
     bad_modes = [m for m in p.sharing if m not in SHARING_MODES]
     if bad_modes or not p.sharing:
         raise SpecError(f"unknown sharing mode(s) {bad_modes}; choose from {', '.join(SHARING_MODES)}")
+    if r.get("sleep_dist", "fixed") not in SLEEP_DISTS:
+        raise SpecError(f"unknown sleep_dist {r['sleep_dist']!r}; choose from {', '.join(SLEEP_DISTS)}")
     if p.arrival not in ARRIVALS:
         raise SpecError(f"unknown arrival {p.arrival!r}; choose from {', '.join(ARRIVALS)}")
     if p.arrival != "closed" and p.rate_hz <= 0:
@@ -486,7 +486,8 @@ def _count_ok(value: Any) -> bool:
 def scenario_from_dict(d: dict[str, Any]) -> ScenarioSpec:
     """Rebuild a scenario from its manifest form (the notebooks after 00-setup work from the manifest)."""
     known = {f.name for f in fields(TenantSpec)}
-    tenants = tuple(TenantSpec(**{k: v for k, v in t.items() if k in known}) for t in d["tenants"])
+    tenants = tuple(TenantSpec(**{k: tuple(v) if k == "looks" else v for k, v in t.items() if k in known})
+                    for t in d["tenants"])
     return ScenarioSpec(name=d["name"], kind=d["kind"], tenants=tenants, sharing=d.get("sharing", "timeslice"),
                         repeat=d.get("repeat", 0))
 

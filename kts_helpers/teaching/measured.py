@@ -6,8 +6,8 @@ tests. The run is read through the analyse wing's loader and rules (co-running i
 trimming, the report's summary table and intervals), so the "measured" numbers are the report's numbers
 for the same run.
 
-The fit runs only where it can say something: on a GPU (on a CPU device time *is* wall time: no wait to
-fit), with a shared scenario, and on the tenants with at least ``rules.min_corunning_samples()`` contended
+The fit runs only where it can say something: on a GPU (a CPU's waits are the OS scheduler's: no GPU
+quantum to fit), with a shared scenario, and on the tenants with at least ``rules.min_corunning_samples()`` contended
 waits each (waits above the tenant's own launch noise, ``analyse.probe.contended_waits``: the probe's rule;
 a p99 of a tenant's waits needs that many). Otherwise it says why, and the simulation uses the probe's measured quantum if a probe run is given, else the lesson's.
 """
@@ -263,8 +263,8 @@ def from_run(run_dir: str | os.PathLike | RunData, *, probe: str | os.PathLike |
     result.tenants, result.measured_waits, result.n_contended = tenants, waits, contended
     if not (data.on_gpu or data.manifest.device == SIMULATED_DEVICE):
         result.why_not_fitted = (f"run {data.run_id} ran on the {data.manifest.device or 'unknown device'}, not a "
-                                 "GPU: device time is wall time there, so there is no time-slice wait to fit (and "
-                                 "a time-sliced GPU model says nothing about it)")
+                                 "GPU: its waits are the OS scheduler's, not a GPU time slice's, so there is no "
+                                 "quantum to fit (and a time-sliced GPU model says nothing about it)")
         return result
     need = min_corunning_samples()
     enough = {k: w for k, w in waits.items() if contended[k] >= need}  # a p99 of waits per tenant

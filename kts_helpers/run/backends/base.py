@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from kts_helpers.run.corun import Judge
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec
 
@@ -48,10 +49,12 @@ class Backend(Protocol):
         ...
 
     def run_scenario(self, run: Run, scenario: ScenarioSpec, *, timeout_s: float,
-                     progress: bool = True, pad_limit_s: float | None = None) -> ScenarioResult:
+                     progress: bool = True, pad_limit_s: float | None = None,
+                     judge: Judge | None = None) -> ScenarioResult:
         """Run every tenant of ``scenario`` together; raise TenantFailed on the first failure.
 
         In a shared scenario every tenant pads after its timed iterations until all have finished them
         (``kts_helpers.corun``); padding longer than ``pad_limit_s`` (default: ``timeout_s``) fails it.
+        ``judge`` answers a tenant's interim looks (``corun.Judge``); a backend that cannot let it times on.
         """
         ...

@@ -27,7 +27,9 @@ from kts_helpers.run.corun import (
     DEFAULT_LEAD_IN_S,
     CoRunError,
     CoRunWatch,
+    Judge,
     LogFollower,
+    LookAnswer,
     TenantProgress,
     gpu_mismatch,
     read_meta,
@@ -110,12 +112,13 @@ class LocalBackend:
         env["summary"] = (f"local backend: {n} CUDA GPU(s) visible ({env.get('device_name')}); tenants share it "
                           "by CUDA time-slicing" if env["device"] == "cuda" else
                           f"local backend on CPU ({env.get('cpu_count')} cores): tenants share the cores; "
-                          "device time = wall time")
+                          "wall time from when each operation was due, device time the operation alone")
         return env
 
     # -- running -------------------------------------------------------------------------------------------
     def run_scenario(self, run: Run, scenario: ScenarioSpec, *, timeout_s: float,
-                     progress: bool = True, pad_limit_s: float | None = None) -> ScenarioResult:
+                     progress: bool = True, pad_limit_s: float | None = None,
+                     judge: Judge | None = None) -> ScenarioResult:
         log_dir = run.claim_scenario(scenario.name)
         started = time.time_ns()
         results: list[TenantResult] = []
@@ -124,7 +127,7 @@ class LocalBackend:
         try:
             with self._sharing(scenario, log_dir) as sharing_env, self._telemetry(log_dir, extra):
                 results = self._run_tenants(run, scenario, sharing_env, timeout_s, progress,
-                                            timeout_s if pad_limit_s is None else pad_limit_s, extra)
+                                            timeout_s if pad_limit_s is None else pad_limit_s, extra, judge)
             check_same_gpu(run, scenario)
             status = "complete"
             return ScenarioResult(scenario.name, status, results, started, time.time_ns(), extra)
@@ -161,7 +164,8 @@ class LocalBackend:
         return env
 
     def _run_tenants(self, run: Run, scenario: ScenarioSpec, sharing_env: dict[str, str | None], timeout_s: float,
-                     progress: bool, pad_limit_s: float, extra: dict[str, Any]) -> list[TenantResult]:
+                     progress: bool, pad_limit_s: float, extra: dict[str, Any],
+                     judge: Judge | None = None) -> list[TenantResult]:
         barrier = Path(tempfile.mkdtemp(prefix="kts-barrier-"))
         procs: dict[str, subprocess.Popen] = {}
         handles = []
@@ -171,6 +175,7 @@ class LocalBackend:
         # the lead-in is the same for a tenant alone and shared; calibration measures the tool, not a tenant
         lead_in_s = 0.0 if scenario.kind == "calibration" else self.lead_in_s
         watch = CoRunWatch(scenario.tenant_names, pad_limit_s=pad_limit_s)
+        looks = _Looks(run, scenario, barrier, judge)
         try:
             for t in scenario.tenants:
                 out = open(run.log_path(scenario.name, t.name), "xb")  # noqa: SIM115 - "x": never overwrite; closed in finally
@@ -182,7 +187,7 @@ class LocalBackend:
                                          lead_in_s=lead_in_s),
                     start_new_session=True)
             self._release_barrier(run, scenario, procs, barrier, deadline)
-            codes = self._wait(run, scenario, procs, deadline, bars, timeout_s, watch, pad)
+            codes = self._wait(run, scenario, procs, deadline, bars, timeout_s, watch, pad, looks)
         except BaseException:
             _stop_all(procs)
             raise
@@ -192,6 +197,8 @@ class LocalBackend:
                 h.close()
             shutil.rmtree(barrier, ignore_errors=True)
             extra["corun"] = watch.summary()
+            if any(t.looks for t in scenario.tenants):
+                extra["looks"] = looks.answered
         return [TenantResult(t, codes[t], str(run.log_path(scenario.name, t)), str(run.stderr_path(scenario.name, t)))
                 for t in procs]
 
@@ -218,7 +225,7 @@ class LocalBackend:
                                    reason=EXIT_REASONS.get(code, ""))
 
     def _wait(self, run: Run, scenario: ScenarioSpec, procs: dict[str, subprocess.Popen], deadline: float,
-              bars: _Progress, timeout_s: float, watch: CoRunWatch, pad: bool) -> dict[str, int]:
+              bars: _Progress, timeout_s: float, watch: CoRunWatch, pad: bool, looks: _Looks) -> dict[str, int]:
         """Follow the logs until every tenant is done; in a shared scenario, stop the padders when it is safe."""
         followers = {name: LogFollower(run.log_path(scenario.name, name)) for name in procs}
         while True:
@@ -226,6 +233,7 @@ class LocalBackend:
             for name, follower in followers.items():
                 watch.feed(name, follower.read())
                 bars.update(name, watch.tenants[name])
+            looks.answer(watch)
             if all(p.poll() is not None for p in procs.values()):
                 return {n: p.returncode for n, p in procs.items()}
             if pad and watch.ready_to_stop():
@@ -268,6 +276,28 @@ class LocalBackend:
             raise BackendError(f"unknown sharing mode {scenario.sharing!r}")
         with MpsDaemon(control=self.mps_control, log_parent=log_dir, gpu_uuid=self.gpu_uuid) as daemon:
             yield daemon.client_env()
+
+
+class _Looks:
+    """Answers each tenant's interim look once every neighbour is proven active past its n-th iteration."""
+
+    def __init__(self, run: Run, scenario: ScenarioSpec, barrier: Path, judge: Judge | None) -> None:
+        self.run, self.scenario, self.barrier, self.judge = run, scenario, barrier, judge
+        self.answered: dict[str, list[dict[str, Any]]] = {}
+
+    def answer(self, watch: CoRunWatch) -> None:
+        for tenant, p in watch.tenants.items():
+            done = {a["n"] for a in self.answered.get(tenant, [])}
+            if p.look is None or p.look in done or not watch.corunning_through(tenant):
+                continue
+            said = (self.judge(self.run, self.scenario, tenant, p.look) if self.judge is not None
+                    else LookAnswer(False, "not read", "no judge: the fixed design runs to its maximum"))
+            word = "stop" if said.stop else "go"
+            tmp = self.barrier / f".answer-{tenant}-{p.look}.tmp"
+            tmp.write_text(word)
+            tmp.rename(self.barrier / f"answer-{tenant}-{p.look}")
+            self.answered.setdefault(tenant, []).append({"n": p.look, "answer": word, "reading": said.reading,
+                                                         "why": said.why})
 
 
 def check_same_gpu(run: Run, scenario: ScenarioSpec) -> None:

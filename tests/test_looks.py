@@ -1,0 +1,181 @@
+"""Interim looks (shared_max_factor > 1): the worker pads at a look until answered, the watch does not take that
+padding for the end of its timed part, the spec lays the looks out, and a real run stops on its verdict."""
+
+from __future__ import annotations
+
+import io
+import json
+from types import SimpleNamespace
+
+import pytest
+from conftest import corunning_fractions
+
+from kts_helpers.errors import SpecError
+from kts_helpers.run.corun import CoRunWatch
+from kts_helpers.run.logformat import END_TAG, LOOK_TAG, format_record
+from kts_helpers.run.looks import look_counts
+from kts_helpers.run.spec import ExperimentParams, ExperimentSpec, resolve
+
+T0 = 1_795_974_308_654_992_882
+
+
+def _loop(worker_module, monkeypatch, barrier, answer: str | None, iterations: int = 6, looks: str = "3"):
+    (barrier / "ready-a").write_text("1")
+    if answer is not None:
+        (barrier / "answer-a-3").write_text(answer)
+    args = worker_module.parse_args(["--workload", "fft", "--tenant", "a", "--iterations", str(iterations),
+                                     "--sleep-ms", "1", "--barrier-dir", str(barrier), "--lead-in-s", "0",
+                                     "--device", "cpu", "--looks", looks, "--barrier-timeout-s", "0.2"])
+    out = io.StringIO()
+    monkeypatch.setattr(worker_module.sys, "stdout", out)
+    workload = worker_module.Workload("fft", lambda: [("op", lambda: None)])
+    assert worker_module.run_loop(args, workload, worker_module.Clock(None, SimpleNamespace(type="cpu"))) == 0
+    lines = out.getvalue().splitlines()
+    app = [ln.split(",") for ln in lines if ln.startswith("KTS_APP,")]
+    end = json.loads(next(ln for ln in lines if ln.startswith(END_TAG)).split(",", 2)[2])
+    return lines, app, end
+
+
+def test_a_stop_answer_ends_the_timed_part_at_the_look(tmp_path, worker_module, monkeypatch):
+    lines, app, end = _loop(worker_module, monkeypatch, tmp_path, "stop")
+    assert [f[5] for f in app if f[5] != "pad"] == ["op"] * 3
+    assert any(ln.startswith(f"{LOOK_TAG},v2,") and '"n":3' in ln for ln in lines)
+    assert end["n"] == 3 and end["reason"] == "verdict decided at look 3"
+
+
+def test_a_go_answer_times_on_to_the_maximum_padding_only_while_it_waited(tmp_path, worker_module, monkeypatch):
+    lines, app, end = _loop(worker_module, monkeypatch, tmp_path, "go")
+    phases = [f[5] for f in app]
+    timed = [int(f[4]) for f in app if f[5] != "pad"]
+    assert timed == list(range(6)) and end["n"] == 6 and end["reason"] == "fixed count"
+    look_at = lines.index(next(ln for ln in lines if ln.startswith(LOOK_TAG)))
+    assert all(not ln.startswith("KTS_APP") or ",op," in ln for ln in lines[:look_at])  # no pad before the look
+    assert "pad" not in phases[-3:]  # timed again after the answer
+
+
+def test_an_unanswered_look_times_on_after_the_limit(tmp_path, worker_module, monkeypatch):
+    lines, app, end = _loop(worker_module, monkeypatch, tmp_path, None)
+    assert end["n"] == 6 and sum(f[5] == "pad" for f in app) >= 1
+
+
+def _app(tenant, i, start_ms, phase="op"):
+    s = T0 + int(start_ms * 1e6)
+    return f"KTS_APP,v2,fft,{tenant},{i},{phase},{s},{s},{s + 1_000_000},1.0,1.0\n".encode()
+
+
+def test_padding_at_a_look_is_not_the_end_of_the_timed_part():
+    w = CoRunWatch(["a", "b"], pad_limit_s=60)
+    w.feed("b", _app("b", 0, 0))
+    w.feed("a", _app("a", 0, 1) + (format_record(LOOK_TAG, {"tenant": "a", "n": 1}) + "\n").encode()
+           + _app("a", 0, 5, "pad"))
+    assert w.tenants["a"].look == 1 and not w.tenants["a"].timed_done
+    assert not w.corunning_through("a")  # b's last line ended before a's first iteration did
+    w.feed("b", _app("b", 1, 3))
+    assert w.corunning_through("a")
+    w.feed("a", (format_record(END_TAG, {"n": 1}) + "\n").encode() + _app("a", 1, 9, "pad"))
+    assert w.tenants["a"].timed_done and w.tenants["a"].looks == [1]
+
+
+def test_the_spec_lays_out_looks_on_shared_tenants_only():
+    assert look_counts(800, 2.0) == ((800, 1200), 1600)
+    assert look_counts(300, 1.5) == ((300,), 450)
+    spec = resolve(ExperimentParams.from_mapping({"profile": "article", "shared_max_factor": 2.0}), "cuda")
+    shared = spec.scenario("shared")
+    assert [(t.iterations, t.looks) for t in shared.tenants] == [(1600, (800, 1200))] * 2
+    assert shared.tenants[0].env()["KTS_LOOKS"] == "800,1200"
+    again = ExperimentSpec.from_dict(json.loads(json.dumps(spec.to_dict())))  # the manifest keeps the looks
+    assert again.scenario("shared").tenants == shared.tenants
+    assert all(not t.looks and t.iterations == 800 for s in spec.scenarios_of("baseline") for t in s.tenants)
+    plain = resolve(ExperimentParams.from_mapping({"profile": "article"}), "cuda")
+    assert "KTS_LOOKS" not in plain.scenario("shared").tenants[0].env()
+    with pytest.raises(SpecError, match="repeats"):
+        resolve(ExperimentParams.from_mapping({"profile": "article", "shared_max_factor": 2.0, "repeats": 2}), "cuda")
+    with pytest.raises(SpecError, match="auto"):
+        resolve(ExperimentParams.from_mapping({"profile": "article", "shared_max_factor": 2.0,
+                                               "iterations": "auto"}), "cuda")
+    with pytest.raises(SpecError, match="shared_max_factor"):
+        resolve(ExperimentParams.from_mapping({"profile": "article", "shared_max_factor": 0.5}), "cuda")
+
+
+@pytest.mark.e2e
+def test_a_decided_tenant_stops_at_its_first_look_and_every_iteration_co_ran(tmp_path):
+    """On the CPU stand-in the neighbour on the same core degrades both tenants clearly: the judge (the verdict
+    at 99.8 %) stops both at the first look; without a judge the same design times to its maximum."""
+    from kts_helpers.analyse.load import load_run
+    from kts_helpers.analyse.sequential import VerdictJudge
+    from kts_helpers.run import experiment
+
+    params = {"profile": "cpu-quick", "device": "cpu", "iterations": 400, "shared_max_factor": 2.0}
+    run, _spec, _ = experiment.setup_run(params, root=tmp_path, run_id="judged", progress=False)
+    for kind in ("baseline", "shared"):
+        experiment.run_kind(run, kind, progress=False, judge=VerdictJudge())
+    looks = run.manifest()["scenarios"]["shared"]["looks"]
+    # the GEMM next to the FFT on one core: 94 of 400 shared vs 4 of 400 alone beyond the alone p99 when written
+    assert [(a["n"], a["answer"], a["reading"]) for a in looks["gemm"]] == [(400, "stop", "degraded")]
+    got = corunning_fractions(run.path)
+    stopping = load_run(run.path).stopping.set_index(["scenario", "tenant"])
+    for tenant, said in looks.items():  # every answer follows its reading; the timed part ends where it says
+        assert [a["answer"] for a in said] == ["go" if a["reading"] == "inconclusive" else "stop" for a in said]
+        assert all(a["answer"] == "go" for a in said[:-1]) and [a["n"] for a in said] == [400, 600][:len(said)]
+        n = said[-1]["n"] if said[-1]["answer"] == "stop" else 800
+        assert got[f"shared/{tenant}"][:2] == (n, n)  # every timed iteration co-ran
+        reason = stopping.loc[("shared", tenant), "reason"]
+        assert reason == (f"verdict decided at look {n}" if n < 800 else "fixed count")
+
+    tiny = {"profile": "tiny", "device": "cpu", "iterations": 30, "shared_max_factor": 2.0}
+    run2, _spec, _ = experiment.setup_run(tiny, root=tmp_path, run_id="unjudged", progress=False)
+    for kind in ("baseline", "shared"):
+        experiment.run_kind(run2, kind, progress=False)
+    looks2 = run2.manifest()["scenarios"]["shared"]["looks"]
+    assert {a["answer"] for v in looks2.values() for a in v} == {"go"}
+    assert corunning_fractions(run2.path)["shared/fft"][:2] == (60, 60)
+
+
+def test_the_design_simulator_stops_where_the_verdict_decides_and_grows_only_what_it_says():
+    """``sequential.design_decisions`` (make bench: bench/results/sequential.md) on small samples: a 30 % shift
+    decides at the first look; collisions at 1.7 % usually need more shared iterations; the alone series grows
+    only in the design that says so."""
+    from kts_helpers.analyse import coverage
+    from kts_helpers.analyse.sequential import design_decisions
+
+    iid = coverage.lognormal()
+    shift = design_decisions(iid, coverage.lognormal(scale=1.3), 20, seed=3)
+    assert shift.degraded == 1.0 and shift.mean_shared_n == shift.mean_alone_n == 800
+    built = design_decisions(iid, coverage.collisions("random"), 30, seed=4)
+    both = design_decisions(iid, coverage.collisions("random"), 30, seed=4, grow_alone=True)
+    fixed = design_decisions(iid, coverage.collisions("random"), 30, seed=4, factor=1.0)
+    assert built.mean_alone_n == 800 and 800 < built.mean_shared_n <= 1600
+    assert both.mean_alone_n == both.mean_shared_n > 800
+    assert fixed.mean_shared_n == fixed.mean_alone_n == 800 and fixed.design == "fixed 800"
+    assert built.degraded >= fixed.degraded  # the same draws, read later where undecided
+
+
+def test_the_judge_reads_only_the_first_n_co_running_iterations(tmp_path, tiny_params):
+    """A look at n reads iterations 0..n-1 only: the shared FFT matches its alone series for its first 300
+    iterations, then one in four is slower than its slowest alone one, so the look at 300 must not read "degraded" and the one at 600 must."""
+    import numpy as np
+
+    from kts_helpers.analyse.sequential import VerdictJudge
+    from kts_helpers.run import experiment
+    from kts_helpers.run.logformat import AppLine, format_line
+
+    run, spec, _ = experiment.setup_run({**tiny_params, "iterations": 300}, root=tmp_path, run_id="j", progress=False)
+    experiment.run_kind(run, "baseline", progress=False)
+    rng = np.random.default_rng(5)
+
+    def alone(tenant):  # the tenant's own alone walls, in a new order
+        rows = [ln.split(",") for ln in run.log_path(f"baseline-{tenant}", tenant).read_text().splitlines()]
+        return rng.permutation([float(f[10]) for f in rows if f[0] == "KTS_APP" and f[5] != "pad"])
+
+    fft, later = alone("fft"), alone("fft")
+    later[::4] += 2 * fft.max()  # one in four slower than any alone iteration, spread out (not one long burst)
+    walls = {"fft": np.r_[fft, later], "gemm": np.r_[alone("gemm"), alone("gemm")]}
+    run.claim_scenario("shared")
+    for tenant, w in walls.items():
+        t0 = 1_800_000_000_000_000_000
+        lines = [AppLine(tenant, tenant, i, "op", t0 + i * 10_000_000, t0 + i * 10_000_000,
+                         t0 + i * 10_000_000 + int(x * 1e6), x, x) for i, x in enumerate(w)]
+        run.log_path("shared", tenant).write_text("".join(format_line(a) + "\n" for a in lines))
+    judge = VerdictJudge()
+    early, late = judge(run, spec.scenario("shared"), "fft", 300), judge(run, spec.scenario("shared"), "fft", 600)
+    assert "degraded" not in early.reading and late.stop and late.reading == "degraded", (early, late)
