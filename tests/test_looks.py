@@ -179,3 +179,29 @@ def test_the_judge_reads_only_the_first_n_co_running_iterations(tmp_path, tiny_p
     judge = VerdictJudge()
     early, late = judge(run, spec.scenario("shared"), "fft", 300), judge(run, spec.scenario("shared"), "fft", 600)
     assert "degraded" not in early.reading and late.stop and late.reading == "degraded", (early, late)
+
+
+def test_a_look_is_answered_once_and_only_after_every_neighbour_ran_past_it(tmp_path):
+    """The runner asks the judge at a look only when the neighbours' logs prove they were active through the
+    tenant's n-th iteration (else the verdict could rest on fewer than n co-running iterations), and once."""
+    from kts_helpers.run.backends.local import _Looks
+    from kts_helpers.run.corun import LookAnswer
+
+    asked = []
+
+    def judge(run, scenario, tenant, n):
+        asked.append((tenant, n))
+        return LookAnswer(True, "degraded")
+
+    looks = _Looks(None, None, tmp_path, judge)
+    w = CoRunWatch(["a", "b"], pad_limit_s=60)
+    w.feed("b", _app("b", 0, 0))
+    w.feed("a", _app("a", 0, 1) + (format_record(LOOK_TAG, {"tenant": "a", "n": 1}) + "\n").encode()
+           + _app("a", 0, 5, "pad"))
+    looks.answer(w)
+    assert asked == [] and not list(tmp_path.glob("answer-*"))  # b's last line ended before a's iteration did
+    w.feed("b", _app("b", 1, 3))
+    looks.answer(w)
+    looks.answer(w)
+    assert asked == [("a", 1)] and (tmp_path / "answer-a-1").read_text() == "stop"
+    assert looks.answered["a"] == [{"n": 1, "answer": "stop", "reading": "degraded", "why": ""}]
