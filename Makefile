@@ -80,13 +80,14 @@ index: $(STAMP) ## rebuild report/index.html from the rendered reports
 lab: $(STAMP) ## start JupyterLab on notebooks/ with the project's kernel (charts draw offline)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
-bench: $(STAMP) ## speed benchmarks (statistics vs scipy/arch, log parsing, kts plan), the intervals' coverage grid and the interim-looks design -> bench/results/
+bench: $(STAMP) ## speed benchmarks (statistics vs scipy/arch, log parsing, kts plan), the intervals' coverage grid, the interim-looks design and the collided launches' test -> bench/results/
 	@mkdir -p bench/results
 	$(PYTHON) -m bench.bench_stats --out bench/results/stats.json
 	$(PYTHON) -m bench.bench_timing --out bench/results/timing.json
 	$(PYTHON) -m bench.bench_coverage --out bench/results/coverage.json
 	$(PYTHON) -m bench.bench_plan --out bench/results/plan.json
 	$(PYTHON) -m bench.bench_sequential --out bench/results/sequential.json
+	$(PYTHON) -m bench.bench_collided --out bench/results/collided.json
 
 lint: $(STAMP) ## ruff
 	$(VENV)/bin/ruff check kts_helpers workers tests bench

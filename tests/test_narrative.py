@@ -126,3 +126,12 @@ def test_a_path_in_the_current_directory_wins_over_the_repo_root(tmp_path: Path,
     monkeypatch.chdir(tmp_path)
     assert repo_path("data/reference") == Path("data/reference")
     assert repo_path("data/examples/k8s-emulated-waits").resolve() == (REPO / "data/examples/k8s-emulated-waits")
+
+
+def test_the_stated_verdict_rule_names_each_way_to_degraded_at_its_own_level() -> None:
+    """Methods states the rule ``analyse.verdict`` applies: the collided launches' test with its own level."""
+    from kts_helpers.analyse.verdict import collided_alpha, exceedance_alpha
+
+    text = narrative.verdict_rule_text()
+    assert f"at p ≤ {exceedance_alpha():g}" in text and f"at p ≤ {collided_alpha():g}" in text
+    assert "launches that found a neighbour's operation in flight" in text

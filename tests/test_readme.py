@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
+
 from kts_helpers.present.reference import reference_markdown
 
 REPO = Path(__file__).resolve().parent.parent
@@ -28,8 +30,8 @@ def test_readme_documents_both_commands_and_the_line_format() -> None:
     assert "make test" in (REPO / ".ci/run").read_text()
 
 
-def _verdicts(name: str) -> dict[tuple[str, str, str], str]:
-    """(tenant, sharing, clock) -> reading of a committed reference, by the report's own computation."""
+def _shared_rows(name: str) -> dict[tuple[str, str, str], object]:
+    """(tenant, sharing, clock) -> the summary row of a committed reference, by the report's own computation."""
     from kts_helpers.analyse.intervals import add_all_intervals
     from kts_helpers.analyse.load import load_run
     from kts_helpers.analyse.summary import summarize_run
@@ -37,7 +39,12 @@ def _verdicts(name: str) -> dict[tuple[str, str, str], str]:
     data = load_run(REPO / "data" / "reference" / name)
     table = add_all_intervals(summarize_run(data), data.iterations, n_resamples=200)
     shared = table[table["kind"] == "shared"]
-    return {(r.tenant, r.sharing, r.metric): r.reading for r in shared.itertuples()}
+    return {(r.tenant, r.sharing, r.metric): r for r in shared.itertuples()}
+
+
+def _verdicts(name: str) -> dict[tuple[str, str, str], str]:
+    """(tenant, sharing, clock) -> reading of a committed reference."""
+    return {k: r.reading for k, r in _shared_rows(name).items()}
 
 
 def test_readme_prose_says_what_the_verdicts_say() -> None:
@@ -45,27 +52,36 @@ def test_readme_prose_says_what_the_verdicts_say() -> None:
     from kts_helpers.analyse import collisions
     from kts_helpers.analyse.load import load_run
 
-    article = _verdicts("h200-2026-11-30-article")
+    article_rows = _shared_rows("h200-2026-11-30-article")
+    article = {k: r.reading for k, r in article_rows.items()}
     assert article[("fft", "timeslice", "wall")] == "degraded"  # "shows by wall clock ..."
     assert article[("fft", "timeslice", "device")] != "degraded"  # "... and hides from silicon time"
+    fft_wall = article_rows[("fft", "timeslice", "wall")]
+    assert (fft_wall.collided_slow, fft_wall.collided_n) == (11, 14)  # "11 of those 14 ... the alone p99.75"
+    assert "launches that found a neighbour in flight slower than the alone p99.75" in fft_wall.reading_detail
     fft = next(f for f in collisions.run_collisions(load_run(REPO / "data/reference/h200-2026-11-30-article"))
                if f.tenant == "fft")
     assert (fft.share.collided, fft.share.n) == (14, 800) and fft.periodicity.lag == 35
     assert "14 of the FFT's 800 launches, 1.75 %, find the GEMM running, and they recur every 35 launches" in \
         " ".join(README.split())
-    rerun = _verdicts("h200-2026-11-30-article-rerun")
-    assert rerun[("fft", "timeslice", "wall")] == "inconclusive"  # "the rule does not call that decided"
+    rerun_rows = _shared_rows("h200-2026-11-30-article-rerun")
+    rerun_fft = rerun_rows[("fft", "timeslice", "wall")]
+    assert rerun_fft.reading == "degraded" and (rerun_fft.collided_slow, rerun_fft.collided_n) == (11, 15)
+    assert rerun_rows[("fft", "timeslice", "device")].reading != "degraded"
     from kts_helpers.analyse.rules import series_groups
     from kts_helpers.analyse.verdict import exceedance
 
     runs = {k["kind"]: r for k, r in series_groups(load_run(REPO / "data/reference/h200-2026-11-30-article-rerun")
                                                     .iterations, "wall") if k["tenant"] == "fft"}
     ex = exceedance(runs["shared"], runs["baseline"])
-    assert (ex.shared.count, ex.shared.n, ex.alone.count) == (23, 800, 8)
+    assert (ex.shared.count, ex.shared.n, ex.alone.count) == (23, 800, 8) and round(ex.p_more, 3) == 0.037
     assert "the rerun's FFT had 23 of 800 shared iterations beyond the alone p99 against 8" in " ".join(README.split())
     third_dir = REPO / "data/reference/h200-2026-12-02-article"
-    third = _verdicts("h200-2026-12-02-article")
-    assert third[("fft", "timeslice", "wall")] == "inconclusive"  # "the rule does not call it"
+    third_rows = _shared_rows("h200-2026-12-02-article")
+    third = {k: r.reading for k, r in third_rows.items()}
+    assert third[("fft", "timeslice", "wall")] == "degraded" and third[("fft", "timeslice", "device")] != "degraded"
+    assert (third_rows[("fft", "timeslice", "wall")].collided_slow, third_rows[("fft", "timeslice", "wall")].collided_n) \
+        == (15, 23)  # "15 of those 23 were beyond it"
     assert third[("gemm", "timeslice", "wall")] == "faster when shared"  # "The GEMM reads faster when shared"
     third_data = load_run(third_dir)
     fft = next(f for f in collisions.run_collisions(third_data) if f.tenant == "fft")
@@ -73,7 +89,7 @@ def test_readme_prose_says_what_the_verdicts_say() -> None:
     assert (round(fft.wait.median_with.estimate, 2), round(fft.wait.median_without.estimate, 2)) == (0.68, 0.30)
     runs = {(k["kind"], k["tenant"]): r for k, r in series_groups(third_data.iterations, "wall")}
     ex = exceedance(runs[("shared", "fft")], runs[("baseline", "fft")])
-    assert (ex.shared.count, ex.shared.n, ex.alone.count) == (17, 1200, 12)
+    assert (ex.shared.count, ex.shared.n, ex.alone.count) == (17, 1200, 12) and round(ex.p_more, 1) == 0.2
     it = third_data.iterations
     gemm = {k: it[(it["kind"] == k) & (it["tenant"] == "gemm")] for k in ("baseline", "shared")}
     slow = gemm["baseline"][gemm["baseline"]["wall_ms"] > 5.0]
@@ -89,7 +105,11 @@ def test_readme_prose_says_what_the_verdicts_say() -> None:
                   "23 of the FFT's 1200 launches found the GEMM running, again every 35 launches, and waited 0.68 ms "
                   "against 0.30 ms", "17 of 1200 shared iterations beyond the alone p99 against 12 alone",
                   "12 of its alone iterations took more than 5 ms, 9 of them with the kernel itself at 3.0 ms",
-                  "one reads *degraded* and two *inconclusive* by wall time"):
+                  "11 of those 14 were slower than the alone p99.75", "too few for the whole series' test at 800 "
+                  "iterations (p = 0.037), but 11 of the 15 launches that found the GEMM running were slower than the "
+                  "alone p99.75", "cannot tell from chance (p = 0.2)", "15 of those 23 were beyond it",
+                  "they decide one by wall time. The collided launches decide all three *degraded* by wall time and none "
+                  "by device time"):
         assert claim in flat, claim
     saturating = _verdicts("h200-2026-11-30-saturating")
     assert saturating[("fft", "timeslice", "wall")] == saturating[("fft", "mps", "wall")] == "degraded"
@@ -103,7 +123,8 @@ def test_readme_statistics_tables_are_the_committed_measurements() -> None:
     """The coverage and decision tables quoted in Statistics are the files ``make bench`` wrote, verbatim."""
     blocks = re.findall(r"<!-- bench:(\S+):start -->\n(.*?)\n<!-- bench:\1:end -->", README, re.S)
     assert {name for name, _ in blocks} == {"cpu-2026-11-30-issue19-coverage-wide", "cpu-2026-11-30-issue19-decisions",
-                                          "cpu-2026-11-30-issue19-decisions-300", "cpu-2026-12-02-issue19-sequential"}
+                                          "cpu-2026-11-30-issue19-decisions-300", "cpu-2026-12-02-issue19-sequential",
+                                          "cpu-2026-12-02-issue19-collided"}
     for name, block in blocks:
         assert block == (REPO / "bench" / "reference" / f"{name}.md").read_text().rstrip("\n"), name
 
@@ -117,3 +138,75 @@ def test_a_cpu_runs_reference_sentences_name_its_own_clock(tmp_path, tiny_params
     assert "by device time (the operation's own time)" in text and "CUDA events" not in text
     gpu = reference_markdown(REPO / "data" / "reference" / "h200-2026-11-30-article")
     assert "by device time (CUDA events)" in gpu
+
+
+def test_readme_collided_sentences_are_the_committed_measurement() -> None:
+    """The sentence before the collided launches' table says what its JSON holds."""
+    import json
+
+    rows = json.loads((REPO / "bench/reference/cpu-2026-12-02-issue19-collided.json").read_text())["rows"]
+    fa = [r for r in rows if r["measures"] == "false alarm"]
+    pct = lambda v: f"{100 * v:.3g} %"  # noqa: E731
+    assert pct(max(r["collided_degraded"] / r["reps"] for r in fa)) == "0.75 %"
+    assert pct(max((r["degraded"] - r["degraded_without"]) / r["reps"] for r in fa)) == "0.75 %"
+    worst = max((r for r in fa if r["n"] == 800), key=lambda r: r["degraded"])
+    assert (pct(worst["degraded"] / worst["reps"]), worst["alone"], worst["shared"]) == (
+        "2.75 %", "lognormal φ 0.9", "lognormal φ 0") and worst["degraded"] == worst["degraded_without"]
+    power = {(r["shared"], round(r["true_df"], 2)): (r["degraded"] / r["reps"], r["degraded_without"] / r["reps"])
+             for r in rows if r["measures"] == "power" and r["n"] == 800}
+    assert {k: (f"{a:.2f}", f"{b:.3f}") for k, (a, b) in power.items()} == {  # the table's digits
+        ("random collisions 1.7 %", 2.46): ("1.00", "0.835"), ("bursty collisions 1.7 % (burst 3)", 2.46): ("0.98", "0.242"),
+        ("periodic collisions 1.7 %", 2.46): ("1.00", "0.917"), ("random collisions 1.7 %", 1.09): ("1.00", "0.573"),
+        ("periodic collisions 1.7 %", 1.09): ("1.00", "0.605")}
+    flat = " ".join(README.split())
+    for claim in ("at most 0.75 % of the pairs whose collisions cost nothing", "the worst row, 2.75 % at n = 800",
+                  "1.00 for random and periodic collisions and 0.98 for bursty ones (0.835, 0.917 and 0.242 without",
+                  "(true DF 1.09; 0.573 and 0.605 without)"):
+        assert claim in flat, claim
+
+
+def test_readme_runs_measured_after_the_collided_test_read_as_it_says() -> None:
+    """The three H200 runs made after the collided launches' test: their looks, verdicts and the one miss."""
+    import json
+
+    from kts_helpers.analyse import collisions
+    from kts_helpers.analyse.load import load_run
+
+    said = {}
+    for k in ("1", "2"):
+        name = f"h200-2026-12-02-looks-article-{k}"
+        looks = json.loads((REPO / "data/reference" / name / "manifest.json").read_text())["scenarios"]["shared"]["looks"]
+        said[k] = {t: [(a["n"], a["answer"], a["reading"]) for a in v] for t, v in looks.items()}
+        rows = _shared_rows(name)
+        assert rows[("fft", "timeslice", "wall")].reading == rows[("gemm", "timeslice", "wall")].reading == "degraded"
+        assert rows[("fft", "timeslice", "device")].reading != "degraded"
+    assert said["1"]["fft"] == said["2"]["fft"] == [(800, "stop", "degraded")]
+    assert said["2"]["gemm"] == [(800, "stop", "degraded")]
+    assert [a[:2] for a in said["1"]["gemm"]] == [(800, "go"), (1200, "go")]
+    assert "p = 0.0027" in json.dumps(json.loads((REPO / "data/reference/h200-2026-12-02-looks-article-1/manifest.json")
+                                                 .read_text())["scenarios"]["shared"]["looks"]["gemm"][0])
+    collided = [(_shared_rows(f"h200-2026-12-02-looks-article-{k}")[("fft", "timeslice", "wall")]) for k in "12"]
+    assert [(r.collided_slow, r.collided_n) for r in collided] == [(12, 14), (9, 11)]
+    plain = _shared_rows("h200-2026-12-02-article-800")
+    fft = plain[("fft", "timeslice", "wall")]
+    assert fft.reading == "inconclusive" and plain[("gemm", "timeslice", "wall")].reading == "degraded"
+    assert (fft.collided_n, round(fft.collided_p, 2)) == (11, 0.11)
+    data = load_run(REPO / "data/reference/h200-2026-12-02-article-800")
+    it = data.iterations
+    alone = it[(it["kind"] == "baseline") & (it["tenant"] == "fft")].sort_values("start_ns")["wall_ms"].to_numpy()
+    from kts_helpers.analyse.verdict import _effective
+
+    assert round(_effective(alone, alone > float(np.quantile(alone, 0.99)), 0.99)[0], 1) == 8.4
+    beyond = it[(it["kind"] == "shared") & (it["tenant"] == "fft") & it["collided"]]["wall_ms"] > np.quantile(alone, 0.99)
+    assert int(beyond.sum()) == 6
+    waits = {}
+    for name in ("h200-2026-11-30-article", "h200-2026-11-30-article-rerun", "h200-2026-12-02-article",
+                 "h200-2026-12-02-looks-article-1", "h200-2026-12-02-looks-article-2", "h200-2026-12-02-article-800"):
+        f = next(c for c in collisions.run_collisions(load_run(REPO / "data/reference" / name)) if c.tenant == "fft")
+        waits[name] = round(f.wait.median_with.estimate, 2)
+    assert waits.pop("h200-2026-12-02-article-800") == 0.47 and (min(waits.values()), max(waits.values())) == (0.54, 0.85)
+    flat = " ".join(README.split())
+    for claim in ("(12 of 14 and 9 of 11 collided launches beyond the alone tail)", "median wait 0.47 ms, against "
+                  "0.54–0.85 ms in the other five runs", "(τ 8.4 at its p99), so 6 of 11 collided launches beyond that "
+                  "p99 read p = 0.11", "The GEMM read *degraded* by wall time in all three", "(p = 0.0027 at 800"):
+        assert claim in flat, claim

@@ -212,3 +212,68 @@ def test_edge_cases_give_a_reading_not_an_error() -> None:
     assert all_beyond.p_more > 0.5 and all_beyond.p_less > 0.5
     halves = V.decide([s[:400], s[400:]], [a[:400], a[400:]])  # repeats pool
     assert halves.df.n_shared == 800 and halves.reading in V.readings()
+
+
+# ---------------------------------------------------------------- the collided launches (neighbours' timestamps)
+
+def _flagged(k_slow: int) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """An unchanged shared series with 14 launches flagged as collided, ``k_slow`` of them (spread out) just
+    beyond the alone p99."""
+    rng = np.random.default_rng(8)
+    al, sh = C.lognormal().draw(rng, 1, 800)[0], C.lognormal().draw(rng, 1, 800)[0]
+    hit = np.zeros(800, bool)
+    hit[np.arange(20, 800, 57)] = True
+    idx = np.flatnonzero(hit)[:: 14 // k_slow][:k_slow]
+    sh[idx] = np.quantile(al, 0.99) * 1.05
+    return [sh], [al], [hit]
+
+
+def test_collided_launches_decide_at_their_own_level() -> None:
+    """Rule 2, the collided launches: 3 of 14 beyond the alone p99 (where 0.14 are expected) read "degraded"
+    though the whole series' tests see nothing; 2 of 14 (p about 1 %, below DF's and the exceedance test's 2 %
+    but above the collided test's 0.25 %) do not, so the three ways together keep their false alarms."""
+    sh, al, hit = _flagged(3)
+    v = V.decide(sh, al, collided=hit)
+    assert V.collided_alpha() == pytest.approx(0.0025)
+    assert v.reading == "degraded" and v.exceedance is not None and v.exceedance.p_more > V.exceedance_alpha()
+    assert v.collided is not None and v.collided.shared.n == 14 and v.collided.decisive.shared_count == 3
+    assert "3 of 14 launches that found a neighbour in flight slower than the alone p99" in v.rule
+    assert V.decide(sh, al).reading != "degraded"  # the same data without the neighbours' timestamps
+    sh2, al2, hit2 = _flagged(2)
+    v2 = V.decide(sh2, al2, collided=hit2)
+    assert V.collided_alpha() < v2.collided.p_more < V.exceedance_alpha() and v2.reading != "degraded"
+
+
+def test_collisions_that_cost_nothing_rarely_read_degraded_and_costly_ones_decide() -> None:
+    """The fast subset of ``make bench``'s collided grid: flags drawn apart from the values (random, bursty,
+    on the beat) next to slow drift and bursty hiccups on both sides; then the bursty collisions that the whole
+    series' tests see in a fifth of the runs at n = 800, flagged."""
+    for alone, shared, flags in ((C.lognormal(0.95), C.lognormal(0.95), "periodic"),
+                                 (C.collisions("bursty"), C.collisions("bursty"), "bursty"),
+                                 (C.lognormal(0.9), C.lognormal(), "random")):
+        d = C.collided_decisions(alone, shared, 800, 100, flags=flags, seed=31)
+        print(d)
+        assert d.collided_degraded <= 0.05 * d.reps and d.degraded <= 0.05 * d.reps  # target 2.5 % + noise
+        assert d.mean_collided > 10
+    pw = C.collided_decisions(C.lognormal(), C.collisions("bursty"), 800, 100, seed=32)
+    print(pw)
+    assert pw.collided_degraded >= 0.9 * pw.reps and pw.degraded_without <= 0.5 * pw.reps and pw.faster == 0
+
+
+def test_a_launch_collides_inside_a_neighbours_line_padding_included() -> None:
+    """``rules.mark_collided``: the tenant's own start inside a neighbour's closed [start, end], pad lines
+    count (their load is real), alone rows and other scenarios never collide."""
+    import pandas as pd
+
+    from kts_helpers.analyse.rules import mark_collided
+
+    def row(scenario, kind, tenant, start, end, phase="op"):
+        return {"scenario": scenario, "kind": kind, "repeat": 0, "tenant": tenant, "phase": phase,
+                "start_ns": start, "end_ns": end}
+
+    f = pd.DataFrame([row("shared", "shared", "b", 100, 200), row("shared", "shared", "b", 300, 400, "pad"),
+                      row("shared", "shared", "a", 150, 160), row("shared", "shared", "a", 200, 210),
+                      row("shared", "shared", "a", 250, 260), row("shared", "shared", "a", 350, 360),
+                      row("shared", "shared", "a", 401, 410), row("baseline-a", "baseline", "a", 150, 160),
+                      row("shared-r2", "shared", "a", 150, 160)])
+    assert mark_collided(f)["collided"].tolist() == [False, False, True, True, False, True, False, False, False]

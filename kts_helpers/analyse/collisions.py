@@ -14,7 +14,7 @@ scenario:
 * **the beat**: whether collisions recur with a period set by the tenants' cadences (the expected period
   from the measured cadences, and the period the collision indicator itself shows, or none).
 
-**In flight** (the one rule, :func:`in_flight`): an iteration collides when its ``start_ns`` lies inside
+**In flight** (the one rule, ``rules.in_flight``): an iteration collides when its ``start_ns`` lies inside
 the closed interval ``[start_ns, end_ns]`` of any line a neighbour wrote in the same scenario, *padding lines
 included* (padding runs the same operation at the same cadence: its load is as real as a timed one). Those
 two host epoch stamps enclose the neighbour's launch and its ``cuda.synchronize()``, so the GPU work lies
@@ -63,6 +63,7 @@ from scipy.stats import t as student_t
 
 from kts_helpers.analyse import orderstat, rules, stats
 from kts_helpers.analyse.logparse import parse_file
+from kts_helpers.analyse.rules import in_flight  # noqa: F401 -- the one rule lives in rules; named here too
 
 if TYPE_CHECKING:
     from kts_helpers.analyse.load import RunData
@@ -72,19 +73,6 @@ CONTINUOUS_BUSY = 0.5  # a neighbour in flight this fraction of its cycle or mor
 MIN_BURSTS = 3  # fewer bursts than this: no periodicity test
 NULL_DRAWS = 500  # random placements of the burst starts for the periodicity test
 PERIODIC_P = 0.05
-
-
-# ----------------------------------------------------------------------------- the rule
-def in_flight(launch_ns: np.ndarray, op_start_ns: np.ndarray, op_end_ns: np.ndarray) -> np.ndarray:
-    """For each launch instant, whether it lies inside some operation's closed [start, end] (the module's rule)."""
-    launch = np.asarray(launch_ns, np.int64)
-    if len(op_start_ns) == 0:
-        return np.zeros(len(launch), bool)
-    order = np.argsort(op_start_ns, kind="stable")
-    starts = np.asarray(op_start_ns, np.int64)[order]
-    reach = np.maximum.accumulate(np.asarray(op_end_ns, np.int64)[order])  # latest end among ops started so far
-    i = np.searchsorted(starts, launch, side="right") - 1
-    return (i >= 0) & (reach[np.maximum(i, 0)] >= launch)
 
 
 # ----------------------------------------------------------------------------- typed results

@@ -26,6 +26,7 @@ from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.load import RunData
 from kts_helpers.analyse.rules import (
     Degradation,
+    collided_of,
     match_baseline,
     quantile,
     runs_of,
@@ -155,7 +156,8 @@ def modes_table(data: RunData, *, metric: str = "wall", n_resamples: int = 2000,
                 runs = runs_of(r, col)
                 p50 = _quantile(runs, 0.50, n_resamples, seed)
                 p99 = _quantile(runs, 0.99, n_resamples, seed)
-                v = decide(runs, base_runs, n_resamples=n_resamples, seed=seed) if mode != "alone" else None
+                v = decide(runs, base_runs, n_resamples=n_resamples, seed=seed,
+                           collided=collided_of(r)) if mode != "alone" else None
                 df = v.df if v else None
                 scen_name = scens[0].group if scens else "baseline"
                 rows.append({
@@ -226,7 +228,8 @@ def contention_matrix(data: RunData, *, q: float = 0.99, metric: str = "wall", n
                 for phase in phases:
                     shared = _rows(data, [s.name for s in grp], victim, phase)
                     alone = _baseline_rows(data, cat, victim, workload, phase)
-                    v = decide(runs_of(shared, col), runs_of(alone, col), q=q, n_resamples=n_resamples, seed=seed)
+                    v = decide(runs_of(shared, col), runs_of(alone, col), q=q, n_resamples=n_resamples, seed=seed,
+                               collided=collided_of(shared))
                     iv = v.df
                     primary = PRIMARY_PHASE.get(workload, phase) == phase or len(phases) == 1
                     rows.append({
@@ -295,7 +298,8 @@ def phase_table(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0)
                 runs = runs_of(r, col)
                 p50 = _quantile(runs, 0.50, n_resamples, seed)
                 p99 = _quantile(runs, 0.99, n_resamples, seed)
-                v = decide(runs, base_runs, n_resamples=n_resamples, seed=seed) if shared else None
+                v = decide(runs, base_runs, n_resamples=n_resamples, seed=seed,
+                           collided=collided_of(r)) if shared else None
                 df = v.df if v else None
                 rows.append({
                     "tenant": tenant, "stat": stat, "phase": phase, "scenario": group,

@@ -36,7 +36,14 @@ import numpy as np
 
 from kts_helpers.analyse.rules import degradation
 from kts_helpers.analyse.stats import jitter_ci, mean_ratio_ci, quantile_ci_runs, quantile_interval
-from kts_helpers.analyse.verdict import DEGRADED, FASTER, INCONCLUSIVE, decide, exceedance_alpha
+from kts_helpers.analyse.verdict import (
+    DEGRADED,
+    FASTER,
+    INCONCLUSIVE,
+    collided_alpha,
+    decide,
+    exceedance_alpha,
+)
 
 GRID_N = (300, 800, 5000)
 GRID_PHI = (0.0, 0.5, 0.8)
@@ -244,6 +251,8 @@ class Generator:
     draw: Callable[[np.random.Generator, int, int], np.ndarray]
     quantile: Callable[[float], float]
     exceed: Callable[[float], float]  # P(X > x): the true tail share above a threshold
+    # (reps, n) values and which iterations collided (their added wait): the collided launches' own test
+    flagged: Callable[[np.random.Generator, int, int], tuple[np.ndarray, np.ndarray]] | None = None
 
 
 def _log_ar1_matrix(rng: np.random.Generator, reps: int, n: int, phi: float, sigma: float) -> np.ndarray:
@@ -302,36 +311,47 @@ def collisions(kind: str = "random", *, share: float = COLLISION_SHARE, wait: fl
     """
     from scipy.optimize import brentq  # scipy: ~0.6 s to import, needed here only
 
-    def draw(rng: np.random.Generator, reps: int, n: int) -> np.ndarray:
+    def flagged(rng: np.random.Generator, reps: int, n: int) -> tuple[np.ndarray, np.ndarray]:
         bulk = median * np.exp(rng.normal(0.0, spread, (reps, n)))
-        if kind == "random":
-            hit = rng.random((reps, n)) < share
-            extra = rng.uniform(0.0, wait, (reps, n))
-        elif kind == "bursty":
-            stay = 1 - 1 / burst
-            enter = share * (1 - stay) / (1 - share)
-            hit = np.empty((reps, n), bool)
-            hit[:, 0] = rng.random(reps) < share
-            u = rng.random((reps, n))
-            for i in range(1, n):
-                hit[:, i] = np.where(hit[:, i - 1], u[:, i] < stay, u[:, i] < enter)
-            extra = rng.uniform(0.0, wait, (reps, n))
-        elif kind == "periodic":
-            step = 1 / BEAT + rng.normal(0.0, 0.002, (reps, n))
-            step[:, 0] = rng.random(reps)
-            phase = np.cumsum(step, axis=1) % 1.0
-            hit = phase < share
-            extra = (share - phase) / share * wait
-        else:
-            raise ValueError(f"unknown collision kind {kind!r}")
-        return bulk + np.where(hit, extra, 0.0)
+        hit, depth = collision_flags(kind, rng, reps, n, share=share, burst=burst)
+        return bulk + np.where(hit, depth * wait, 0.0), hit
+
+    def draw(rng: np.random.Generator, reps: int, n: int) -> np.ndarray:
+        return flagged(rng, reps, n)[0]
 
     def quantile(q: float) -> float:
         return float(brentq(lambda x: _mixture_cdf(x, share, wait, median, spread) - q, median * 0.5,
                             median * 3 + wait, xtol=1e-10))
 
     label = f"{kind} collisions {100 * share:g} %" + (f" (burst {burst:g})" if kind == "bursty" else "")
-    return Generator(label, draw, quantile, lambda x: 1.0 - _mixture_cdf(x, share, wait, median, spread))
+    return Generator(label, draw, quantile, lambda x: 1.0 - _mixture_cdf(x, share, wait, median, spread), flagged)
+
+
+def collision_flags(kind: str, rng: np.random.Generator, reps: int, n: int, *, share: float = COLLISION_SHARE,
+                    burst: float = 3.0) -> tuple[np.ndarray, np.ndarray]:
+    """(hit, depth): which iterations meet a busy neighbour, and how much of a full wait each pays (0-1).
+
+    "random": independent; "bursty": a Markov chain with mean burst ``burst``; "periodic": on a phase that
+    advances 1 / ``BEAT`` per iteration with a little jitter (the depth set by where in the neighbour's busy
+    window the launch falls). Drawn in the order ``collisions`` always drew them, so seeds reproduce.
+    """
+    if kind == "random":
+        return rng.random((reps, n)) < share, rng.uniform(0.0, 1.0, (reps, n))
+    if kind == "bursty":
+        stay = 1 - 1 / burst
+        enter = share * (1 - stay) / (1 - share)
+        hit = np.empty((reps, n), bool)
+        hit[:, 0] = rng.random(reps) < share
+        u = rng.random((reps, n))
+        for i in range(1, n):
+            hit[:, i] = np.where(hit[:, i - 1], u[:, i] < stay, u[:, i] < enter)
+        return hit, rng.uniform(0.0, 1.0, (reps, n))
+    if kind == "periodic":
+        step = 1 / BEAT + rng.normal(0.0, 0.002, (reps, n))
+        step[:, 0] = rng.random(reps)
+        phase = np.cumsum(step, axis=1) % 1.0
+        return phase < share, (share - phase) / share
+    raise ValueError(f"unknown collision kind {kind!r}")
 
 
 def _matrix_cell(statistic: str, n: object, phi: object, truth: float, rows: Iterable[tuple[float, float, str | None]],
@@ -434,6 +454,90 @@ def decisions(alone: Generator, shared: Generator, n: int, reps: int, *, seed: i
     return Decisions(alone.name, shared.name, n, reps, shared.quantile(q) / alone.quantile(q), counts["dd"],
                      counts["df"], counts["ed"], counts["ef"], counts["d"], counts["f"], counts["e"], counts["i"],
                      counts["rc"], round(dt, 2))
+
+
+@dataclass(frozen=True)
+class CollidedDecisions:
+    """The verdict with the neighbours' timestamps: how often the collided launches' test, and the combined
+    verdict, read what, on pairs whose shared iterations carry collision flags."""
+
+    alone: str
+    shared: str
+    flags: str  # "own collisions" (the shared generator's: power) or an independent kind (false alarms)
+    n: int
+    reps: int
+    true_df: float
+    mean_collided: float  # flagged launches per shared series
+    collided_degraded: int  # the collided launches' test alone: p <= verdict.collided_alpha()
+    degraded: int  # the combined verdict, flags given
+    faster: int
+    no_change: int
+    inconclusive: int
+    degraded_without: int  # the combined verdict on the same pairs without flags
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def collided_decisions(alone: Generator, shared: Generator, n: int, reps: int, *, flags: str | None = None,
+                       seed: int = 0, q: float = 0.99, margin: float = 0.10) -> CollidedDecisions:
+    """``verdict.decide`` with and without ``collided`` on ``reps`` pairs. ``flags`` None: the shared
+    generator's own collisions are flagged (they cost time: power); a kind ("random", "bursty", "periodic"):
+    flags drawn independently of the values, as launches that met a neighbour which cost nothing (false alarms)."""
+    rng = np.random.default_rng(seed)
+    xa = alone.draw(rng, reps, n)
+    if flags is None:
+        if shared.flagged is None:
+            raise ValueError(f"{shared.name} has no collisions to flag")
+        xs, hit = shared.flagged(rng, reps, n)
+    else:
+        xs = shared.draw(rng, reps, n)
+        hit, _depth = collision_flags(flags, rng, reps, n)
+    alpha = collided_alpha()
+    counts = dict.fromkeys(("cd", "d", "f", "e", "i", "dw"), 0)
+    t0 = time.perf_counter()
+    for i in range(reps):
+        v = decide([xs[i]], [xa[i]], q=q, margin=margin, collided=[hit[i]])
+        counts["cd"] += v.collided is not None and v.collided.p_more <= alpha
+        counts["d"] += v.reading == DEGRADED
+        counts["f"] += v.reading == FASTER
+        counts["i"] += v.reading == INCONCLUSIVE
+        counts["e"] += v.reading not in (DEGRADED, FASTER, INCONCLUSIVE)
+        counts["dw"] += decide([xs[i]], [xa[i]], q=q, margin=margin).reading == DEGRADED
+    return CollidedDecisions(alone.name, shared.name, "own collisions" if flags is None else f"{flags}, no cost", n,
+                             reps, shared.quantile(q) / alone.quantile(q), float(hit.sum(axis=1).mean()),
+                             counts["cd"], counts["d"], counts["f"], counts["e"], counts["i"], counts["dw"],
+                             round(time.perf_counter() - t0, 2))
+
+
+def collided_pairs() -> list[tuple[str, Generator, Generator, str | None]]:
+    """(what it measures, alone, shared, flags): DF = 1 with collisions that cost nothing, of every kind, on
+    every false-alarm pair of the decision grid; then collisions that cost time, flagged."""
+    out = [("false alarm", a, s, kind) for kind_, a, s in decision_pairs() if kind_ == "false alarm"
+           for kind in ("random", "bursty", "periodic")]
+    iid = lognormal()
+    out += [("power", iid, collisions(kind), None) for kind in ("random", "bursty", "periodic")]
+    out += [("power", iid, collisions(kind, wait=0.3), None) for kind in ("random", "periodic")]  # a small cost
+    return out
+
+
+def collided_grid(reps: int, *, ns: Iterable[int] = (800, 2000), seed: int = 0
+                  ) -> list[tuple[str, CollidedDecisions]]:
+    return [(kind, collided_decisions(a, s, n, reps, flags=flags, seed=seed + 100 * j + n))
+            for n in ns for j, (kind, a, s, flags) in enumerate(collided_pairs())]
+
+
+def collided_markdown(rows: Iterable[tuple[str, CollidedDecisions]]) -> str:
+    lines = ["| measures | alone / shared | flagged launches | n | true DF | mean flagged | collided test: degraded | "
+             "verdict with flags: degraded / faster / no change / inconclusive | verdict without flags: degraded |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for kind, d in rows:
+        r = d.reps
+        lines.append(f"| {kind} | {d.alone} / {d.shared} | {d.flags} | {d.n} | {d.true_df:.3g} | {d.mean_collided:.1f} | "
+                     f"{d.collided_degraded / r:.3f} | {d.degraded / r:.3f} / {d.faster / r:.3f} / {d.no_change / r:.3f}"
+                     f" / {d.inconclusive / r:.3f} | {d.degraded_without / r:.3f} |")
+    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- the issue-19 grid and decisions

@@ -43,6 +43,8 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
     out = table.copy()
     samples = {(k["kind"], k["group"], k["sharing"], k["tenant"], k["phase"]): runs
                for k, runs in series_groups(frame, metric)}
+    flags = ({(k["kind"], k["group"], k["sharing"], k["tenant"], k["phase"]): runs
+              for k, runs in series_groups(frame, metric, column="collided")} if "collided" in frame else {})
     for col in CI_COLUMNS + VERDICT_COLUMNS:
         if col not in out:
             out[col] = np.nan if col.endswith(("_lo", "_hi")) else None
@@ -51,7 +53,9 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
     for i, row in out.iterrows():
         if row["metric"] != metric:
             continue
-        runs = [r for r in samples[(row["kind"], row["group"], row["sharing"], row["tenant"], row["phase"])] if len(r)]
+        key = (row["kind"], row["group"], row["sharing"], row["tenant"], row["phase"])
+        runs = [r for r in samples[key] if len(r)]
+        hit = [c for r, c in zip(samples[key], flags[key], strict=True) if len(r)] if key in flags else None
         x = np.concatenate(runs) if runs else np.zeros(0)
         shared_ratio = row["kind"] == "shared" and metric != "wait"  # a wait is often 0: no ratio interval
         if len(x) < 2:  # nothing to resample: the row stays, saying why
@@ -77,7 +81,8 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
             alone = (samples[(base["kind"], base["group"], base["sharing"], base["tenant"], base["phase"])]
                      if base is not None else [])
             if alone:
-                v = verdict.decide(runs, alone, q=0.99, margin=margin, slo_ms=slo.get(row["tenant"]), **opts)
+                v = verdict.decide(runs, alone, q=0.99, margin=margin, slo_ms=slo.get(row["tenant"]), collided=hit,
+                                   **opts)
                 _put(out, i, "df", v.df.bounds)
                 for col, value in verdict_columns(v).items():
                     out.at[i, col] = value

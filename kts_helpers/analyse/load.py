@@ -20,6 +20,7 @@ from kts_helpers.analyse.logparse import ParsedLog, parse_file, parse_files
 from kts_helpers.analyse.rules import (
     add_clocks,
     apply_warmup,
+    mark_collided,
     mark_overlap,
     scenario_group,
     split_padding,
@@ -106,7 +107,7 @@ def load_logs(baseline: list[str | os.PathLike], shared: list[str | os.PathLike]
         last = parsed if last is None else _merge_counts(last, parsed)
     if not frames:
         raise LogParseError("no log files given; pass --baseline and/or --shared files")
-    frame = mark_overlap(pd.concat(frames, ignore_index=True), clip=clip)  # raw lines, padding included
+    frame = mark_collided(mark_overlap(pd.concat(frames, ignore_index=True), clip=clip))  # raw lines, padding included
     frame, _pads = split_padding(frame)
     frame = trim_leading(frame, trim)
     frame = add_clocks(frame, floor_ms)
@@ -189,7 +190,7 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
     if not frames:
         raise RunError(f"run {run.run_id} has no usable iterations yet"
                        + (f" ({problems[0]})" if problems else ""))
-    frame = mark_overlap(pd.concat(frames, ignore_index=True), clip=clip)  # raw lines, before any trimming
+    frame = mark_collided(mark_overlap(pd.concat(frames, ignore_index=True), clip=clip))  # raw lines, untrimmed
     frame, padding = split_padding(frame)
     frame, dropped = apply_warmup(frame, trim=trim, rule=warmup)
     frame = add_clocks(frame, manifest.floor_ms)

@@ -95,6 +95,41 @@ def mark_overlap(frame: pd.DataFrame, *, clip: bool = True) -> pd.DataFrame:
     return out
 
 
+def in_flight(launch_ns: np.ndarray, op_start_ns: np.ndarray, op_end_ns: np.ndarray) -> np.ndarray:
+    """For each launch instant, whether it lies inside some operation's closed [start, end]: a collision.
+
+    Those two host stamps enclose a neighbour's launch and its synchronize, so its GPU work lies inside them
+    (``collisions`` says why the same definition as ``shared/tools/tailcount.py``)."""
+    launch = np.asarray(launch_ns, np.int64)
+    if len(op_start_ns) == 0:
+        return np.zeros(len(launch), bool)
+    order = np.argsort(op_start_ns, kind="stable")
+    starts = np.asarray(op_start_ns, np.int64)[order]
+    reach = np.maximum.accumulate(np.asarray(op_end_ns, np.int64)[order])  # latest end among ops started so far
+    i = np.searchsorted(starts, launch, side="right") - 1
+    return (i >= 0) & (reach[np.maximum(i, 0)] >= launch)
+
+
+def mark_collided(frame: pd.DataFrame) -> pd.DataFrame:
+    """Flag each shared iteration launched while a neighbour's operation was in flight (``collided``).
+
+    Applied to the raw lines (padding and any later-trimmed iterations included: they held the GPU), so the
+    flag is the one ``collisions.run_collisions`` counts. The verdict asks whether these launches, picked by the
+    neighbours' timestamps and not by the tenant's own time, are slower than the alone tail
+    (``verdict.decide``'s ``collided``). Alone rows, and shared ones without a neighbour, are never flagged.
+    """
+    out = frame.copy()
+    out["collided"] = False
+    for _key, grp in out[out["kind"] == "shared"].groupby(["scenario", "repeat"], sort=False):
+        for _tenant, own in grp.groupby("tenant", sort=False):
+            ops = grp[grp["tenant"] != _tenant]
+            if len(ops):
+                out.loc[own.index, "collided"] = in_flight(own["start_ns"].to_numpy(np.int64),
+                                                           ops["start_ns"].to_numpy(np.int64),
+                                                           ops["end_ns"].to_numpy(np.int64))
+    return out
+
+
 def split_padding(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(timed iterations, padding lines): padding proves a neighbour was busy and is never a statistic."""
     pad = frame["phase"] == PAD_PHASE
@@ -187,15 +222,17 @@ def _stationarity_note(point: int | None, n: int) -> str:
 
 
 # -- the samples behind a row ---------------------------------------------------------------------------------
-def series_groups(frame: pd.DataFrame, metric: str) -> list[tuple[dict[str, Any], list[np.ndarray]]]:
+def series_groups(frame: pd.DataFrame, metric: str, column: str | None = None
+                  ) -> list[tuple[dict[str, Any], list[np.ndarray]]]:
     """The samples behind each summary row: one array per repeat, co-running only, in time order.
 
     A series with no iteration inside its overlap window still gets its (empty) arrays, so the row
-    that says "no co-running samples" is shown instead of vanishing.
+    that says "no co-running samples" is shown instead of vanishing. ``column``: another per-iteration
+    column in the same grouping and order (``collided``), aligned element for element with the metric's.
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
-    col = f"{metric}_ms"
+    col = column or f"{metric}_ms"
     if col not in frame:
         raise LogParseError(f"metric {metric!r} needs column {col}; add_clocks() first")
     data = frame[frame["phase"] != PAD_PHASE]
@@ -367,6 +404,11 @@ def runs_of(rows: pd.DataFrame, col: str) -> list[np.ndarray]:
         return []
     key = "repeat" if "repeat" in rows else "scenario"
     return [g.sort_values("start_ns")[col].to_numpy(np.float64) for _, g in rows.groupby(key, sort=True)]
+
+
+def collided_of(rows: pd.DataFrame) -> list[np.ndarray] | None:
+    """Per repeat, which iterations found a neighbour in flight, aligned with ``runs_of`` (None: not flagged)."""
+    return [r.astype(bool) for r in runs_of(rows, "collided")] if "collided" in rows else None
 
 
 # -- the tail -------------------------------------------------------------------------------------------------

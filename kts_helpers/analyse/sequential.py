@@ -25,7 +25,7 @@ import pandas as pd
 
 from kts_helpers.analyse.coverage import Generator
 from kts_helpers.analyse.load import load_logs, load_run
-from kts_helpers.analyse.rules import match_baseline, runs_of
+from kts_helpers.analyse.rules import collided_of, match_baseline, runs_of
 from kts_helpers.analyse.verdict import DEGRADED, FASTER, INCONCLUSIVE, decide
 from kts_helpers.run.corun import LookAnswer
 from kts_helpers.run.looks import look_counts
@@ -61,7 +61,8 @@ class VerdictJudge:
         readings = {}
         for phase, rows in mine.groupby("phase", sort=False):
             base = match_baseline(alone, tenant, workload, str(phase))
-            v = decide(runs_of(rows, self.column), runs_of(base, self.column), confidence=self.confidence)
+            v = decide(runs_of(rows, self.column), runs_of(base, self.column), confidence=self.confidence,
+                       collided=collided_of(rows))
             readings[str(phase)] = v
         stop = all(v.decided for v in readings.values())
         words = "; ".join(f"{p}: {v.words}" for p, v in readings.items())

@@ -33,7 +33,7 @@ from kts_helpers.fsutil import atomic_write_text
 # The verdict of a shared row (``analyse.verdict``): the reading, its reason, and the tail-exceedance estimand.
 VERDICT_COLUMNS = ("reading", "reading_detail", "iterations_needed", "slow_threshold_ms", "slow_threshold_source",
                    "slow_shared", "slow_shared_lo", "slow_shared_hi", "slow_alone", "slow_alone_lo", "slow_alone_hi",
-                   "slow_ratio", "slow_ratio_lo", "slow_ratio_hi")
+                   "slow_ratio", "slow_ratio_lo", "slow_ratio_hi", "collided_n", "collided_slow", "collided_p")
 
 
 def verdict_columns(v: verdict.Verdict) -> dict[str, object]:
@@ -48,6 +48,9 @@ def verdict_columns(v: verdict.Verdict) -> dict[str, object]:
                    slow_alone=ex.alone.estimate, **Estimate(ex.alone.estimate, ex.alone.lo, ex.alone.hi)
                    .columns("slow_alone"),
                    slow_ratio=ex.ratio, **Estimate(ex.ratio, ex.lo, ex.hi).columns("slow_ratio"))
+    cx = v.collided
+    if cx is not None:  # the launches that found a neighbour in flight: how many, how many beyond, the p-value
+        out.update(collided_n=cx.shared.n, collided_slow=cx.decisive.shared_count, collided_p=cx.p_more)
     return out
 
 

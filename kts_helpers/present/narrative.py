@@ -23,6 +23,7 @@ from kts_helpers.analyse.verdict import (
     DEGRADED,
     EXCEEDANCE_MIN_N,
     FASTER,
+    collided_alpha,
     exceedance_alpha,
     no_change,
 )
@@ -251,11 +252,14 @@ def _coverage_text() -> str:
 
 def verdict_rule_text(margin: float = DEFAULT_MARGIN) -> str:
     """The verdict rule as the report states it (``analyse.verdict`` is its one home; this is its wording)."""
-    return (f"**Verdicts.** One per tenant and clock, from two estimands. *Degraded* when DF's lower bound "
+    return (f"**Verdicts.** One per tenant and clock, from two estimands and the collisions behind them. "
+            f"*Degraded* when DF's lower bound "
             f"exceeds 1, or when the shared series is slower than the tenant's alone p99 (or its SLO) more often "
             f"than the alone series is — a one-sided test whose threshold's own uncertainty is part of it, asked at "
-            f"the alone p99 and p99.75 (Bonferroni), at p ≤ {exceedance_alpha():g}; *faster when shared* is the "
-            f"mirror image; evidence both ways reads *inconclusive*. *{no_change(margin)}* only when DF's whole "
+            f"the alone p99 and p99.75 (Bonferroni), at p ≤ {exceedance_alpha():g} — or when the same test on the "
+            f"launches that found a neighbour's operation in flight (*Collisions*; picked by the neighbours' "
+            f"timestamps, not the tenant's own time) says so at p ≤ {collided_alpha():g}; *faster when shared* is the "
+            f"mirror image of the first two; evidence both ways reads *inconclusive*. *{no_change(margin)}* only when DF's whole "
             f"interval lies within 1 ± {margin:g}. Otherwise *inconclusive*, with what is missing and about how "
             f"many iterations would decide. Below {MIN_CORUNNING} co-running samples DF has no two-sided interval "
             f"and is not read, but the exceedance test still decides, at a quarter of its level; below "
