@@ -191,6 +191,7 @@ def test_readme_runs_measured_after_the_collided_test_read_as_it_says() -> None:
     fft = plain[("fft", "timeslice", "wall")]
     assert fft.reading == "inconclusive" and plain[("gemm", "timeslice", "wall")].reading == "degraded"
     assert (fft.collided_n, round(fft.collided_p, 2)) == (11, 0.11)
+    assert "nor does the test on the 11 launches that found a neighbour in flight (p = 0.11)" in fft.reading_detail
     data = load_run(REPO / "data/reference/h200-2026-12-02-article-800")
     it = data.iterations
     alone = it[(it["kind"] == "baseline") & (it["tenant"] == "fft")].sort_values("start_ns")["wall_ms"].to_numpy()

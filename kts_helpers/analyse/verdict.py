@@ -456,10 +456,12 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
     if usable and math.isfinite(d.lo) and math.isfinite(d.hi) and 1 - margin <= d.lo and d.hi <= 1 + margin:
         return Verdict(no_change(margin), f"DF {d.estimate:.2f} [{d.lo:.2f}, {d.hi:.2f}] inside "
                        f"[{1 - margin:g}, {1 + margin:g}]", d, ex, open_sides=opened, **common)
+    nor = (f"; nor does the test on the {cx.shared.n} launches that found a neighbour in flight (p = "
+           f"{cx.p_more:.2g})" if cx is not None else "")
     if short:
         return Verdict(INCONCLUSIVE, "too few samples", d, ex,
                        f"{which}: n = {fewest} < {need} samples for DF's two-sided interval, and the exceedance "
-                       f"test (p = {ex.p_more:.2g}) does not decide", need, **common)
+                       f"test (p = {ex.p_more:.2g}) does not decide{nor}", need, **common)
     if not usable:
         missing = f"DF's {method} interval is not used for a verdict and the exceedance test did not decide"
     elif opened:
@@ -468,7 +470,7 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
     else:
         missing = (f"DF {d.estimate:.2f} [{d.lo:.2f}, {d.hi:.2f}] neither excludes 1 nor lies within "
                    f"±{100 * margin:g} %, and the exceedance test (p = {ex.p_more:.2g}) does not decide")
-    return Verdict(INCONCLUSIVE, "nothing decides", d, ex, missing,
+    return Verdict(INCONCLUSIVE, "nothing decides", d, ex, missing + nor,
                    _projection(d if usable else None, ex, min(d.n_shared, d.n_alone), margin, alpha), opened,
                    **common)
 
