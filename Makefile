@@ -88,6 +88,7 @@ bench: $(STAMP) ## speed benchmarks (statistics vs scipy/arch, log parsing, kts 
 	$(PYTHON) -m bench.bench_plan --out bench/results/plan.json
 	$(PYTHON) -m bench.bench_sequential --out bench/results/sequential.json
 	$(PYTHON) -m bench.bench_collided --out bench/results/collided.json
+	$(PYTHON) -m bench.bench_drift --out bench/results/drift.json
 
 lint: $(STAMP) ## ruff
 	$(VENV)/bin/ruff check kts_helpers workers tests bench

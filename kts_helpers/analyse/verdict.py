@@ -101,8 +101,18 @@ def no_change(margin: float = DEFAULT_MARGIN) -> str:
 
 
 def readings(margin: float = DEFAULT_MARGIN) -> tuple[str, ...]:
-    """Every reading a Verdict can have, exactly these words."""
-    return DEGRADED, FASTER, no_change(margin), INCONCLUSIVE
+    """Every reading a Verdict can have, exactly these words: a slowdown at least the margin, one below it, the
+    mirror images, no change within the margin, inconclusive."""
+    return DEGRADED, small_slower(margin), FASTER, small_faster(margin), no_change(margin), INCONCLUSIVE
+
+
+def slower_readings(margin: float = DEFAULT_MARGIN) -> tuple[str, ...]:
+    """The readings that say sharing made the tenant slower (large or small)."""
+    return DEGRADED, small_slower(margin)
+
+
+def faster_readings(margin: float = DEFAULT_MARGIN) -> tuple[str, ...]:
+    return FASTER, small_faster(margin)
 
 
 @dataclass(frozen=True)
@@ -136,9 +146,13 @@ class Step:
 class Exceedance:
     """Shared vs alone share beyond one threshold (the alone p99 or an SLO), their ratio, and the test.
 
-    ``ratio`` is shared share / alone share with its interval (test inversion of the same model, so
-    ``lo > 1`` exactly when the test at this threshold alone rejects); ``p_more``/``p_less`` are the
-    ladder-corrected one-sided p-values the verdict uses, ``steps`` what each threshold showed.
+    ``ratio`` is shared share / alone share with its interval: the same model inverted, but at a level widened
+    for tau's uncertainty (a t over the nu clusters) that the p-values do not carry -- so ``lo > 1`` and
+    ``p_more <= (1 - confidence) / 2`` at the first threshold usually agree but not always (9 of 300 null pairs
+    at n = 800 disagreed; the interval is then the stricter). ``p_more``/``p_less`` are the ladder-corrected
+    one-sided p-values the verdict uses (both directions alike), ``steps`` what each threshold showed. Carrying
+    the widening into the p-values was tried: with the 2-3 clusters of a collided launches' test it cut the
+    power on small collisions by half, so the interval alone is widened.
     """
 
     threshold_ms: float
@@ -182,7 +196,23 @@ class Verdict:
     q: float = 0.99
     margin: float = DEFAULT_MARGIN
     confidence: float = 0.95
-    collided: Exceedance | None = None  # the same test on the launches that found a neighbour in flight
+    collided: Exceedance | None = None  # the tail test on the launches that found a neighbour in flight
+    contrast: Contrast | None = None  # ... against the same blocks' launches that found none (same moment)
+    drift: Drift | None = None  # the between-block term the tests carry
+    tail: Exceedance | None = None  # the tail test that decides: each block scaled to its median (or the SLO)
+    level: float = math.nan  # shared / alone median (the blocks' mean log medians)
+    p_slower: float = 1.0  # the verdict's own one-sided p-values (its tests combined by weight)
+    p_faster: float = 1.0
+    p_slower_adjusted: float = 1.0  # ... after the report's family correction (``family``)
+    p_faster_adjusted: float = 1.0
+    family: int = 1  # how many verdicts shared the level (Holm)
+    slower_evidence: tuple[str, ...] = ()  # each test's words, strongest first
+    faster_evidence: tuple[str, ...] = ()
+    within: tuple[bool, bool] = (False, False)  # the two one-sided tests of "no change within ±margin"
+    within_text: str = ""
+    short: bool = False
+    usable: bool = False  # DF's interval may decide (order method, n >= 368, inside its tested range)
+    method: str = "order"
 
     @property
     def decided(self) -> bool:
@@ -293,10 +323,11 @@ def _share(count: int, n: int, tau: float, a2: float) -> Share:
 
 
 def exceedance(shared: Sequence[np.ndarray], alone: Sequence[np.ndarray], *, q: float = 0.99,
-               slo_ms: float | None = None, confidence: float = 0.95) -> Exceedance:
+               slo_ms: float | None = None, confidence: float = 0.95, interval: bool = True) -> Exceedance:
     """Shared vs alone share beyond the alone q-quantile (or ``slo_ms``), with intervals and the test.
 
     The alone series' own uncertainty about its q-quantile is part of the test (see the module's doc).
+    ``interval=False``: the p-values only (the ratio's interval NaN), for the tests the verdict runs inside.
     """
     xs = np.concatenate([np.asarray(r, np.float64) for r in shared])
     xa = np.concatenate([np.asarray(r, np.float64) for r in alone])
@@ -320,20 +351,122 @@ def exceedance(shared: Sequence[np.ndarray], alone: Sequence[np.ndarray], *, q: 
         k, r = int(bs.sum()), int(ba.sum())
         (tau_s, nu_s), (tau_a, nu_a) = _effective(xs, bs, q), _effective(xa, ba, q)
         tau_s = tau_a = max(tau_s, tau_a)  # the larger clustering on both sides (see the module's doc)
-        a2 = (1 - orderstat.t_widened(confidence, _welch(k, m, tau_s, nu_s, r, n, tau_a, nu_a))) / 2
+        nu = _welch(k, m, tau_s, nu_s, r, n, tau_a, nu_a)
+        a2 = (1 - orderstat.t_widened(confidence, nu)) / 2
         ke, me = k / tau_s, m / tau_s
         # the alone tail probability at the threshold: Beta(r + 1, n - r) above, Beta(r, n - r + 1) below
         up, down = _beta_nodes((r + 1) / tau_a, (n - r) / tau_a), _beta_nodes(r / tau_a, (n - r + 1) / tau_a)
+        # the p-values at tau alone: the t over nu clusters widens only the printed ratio interval (see Exceedance)
         pm, pl = _p_more(ke, me, up), _p_less(ke, me, down)
         steps.append(Step(label, thr, k, r, pm, pl))
         if first is None:
-            lo = _solve(lambda R, ke=ke, me=me, up=up: _p_more(ke, me, up, ratio=R), a2, True)
-            hi = _solve(lambda R, ke=ke, me=me, down=down: _p_less(ke, me, down, ratio=R), a2, False)
+            lo = _solve(lambda R, ke=ke, me=me, up=up: _p_more(ke, me, up, ratio=R), a2, True) if interval else math.nan
+            hi = (_solve(lambda R, ke=ke, me=me, down=down: _p_less(ke, me, down, ratio=R), a2, False) if interval
+                  else math.nan)
             first = (thr, _share(k, m, tau_s, a2), _share(r, n, tau_a, a2), lo, hi)
     thr, s_sh, s_al, lo, hi = first
     ratio = s_sh.estimate / s_al.estimate if s_al.count else (math.inf if s_sh.count else math.nan)
+    # both directions ladder-corrected alike (before: "more" took the better of two thresholds, "less" only one)
     p_more = min(1.0, len(steps) * min(s.p_more for s in steps))
-    return Exceedance(thr, source, s_sh, s_al, ratio, lo, hi, p_more, steps[0].p_less, tuple(steps), confidence)
+    p_less = min(1.0, len(steps) * min(s.p_less for s in steps))
+    return Exceedance(thr, source, s_sh, s_al, ratio, lo, hi, p_more, p_less, tuple(steps), confidence)
+
+
+# ----------------------------------------------------------------------------- drift between blocks
+
+@dataclass(frozen=True)
+class Drift:
+    """How far a tenant's speed moves between blocks (alone and shared phases), on the log scale.
+
+    ``sd`` is one block's level sd; the difference of the two phases' mean levels then has ``se`` =
+    sd * sqrt(1/K + 1/J) from drift alone. Estimated from the blocks' log medians (each phase's blocks around
+    their own mean: the sharing effect, common to every shared block, does not enter), pooled with the prior
+    allowance as ``PRIOR_DRIFT_DF`` more degrees of freedom; with ONE alone block nothing is measured and the
+    prior is used as known (``df`` inf), which the verdict says.
+    """
+
+    sd: float
+    df: float  # degrees of freedom of sd (inf: the prior, taken as known)
+    alone_blocks: int
+    shared_blocks: int
+    observed: float | None  # the blocks' own sd (None: one block a side, nothing observed)
+    sampling: float = 0.0  # with one block a side: the two medians' own variance (log scale), else in the scatter
+
+    @property
+    def measured(self) -> bool:
+        return self.alone_blocks >= 2
+
+    @property
+    def se(self) -> float:
+        """sd of the shared-minus-alone mean log level under no effect: drift (and, one block a side, sampling)."""
+        return math.sqrt(self.sd**2 * (1 / self.alone_blocks + 1 / self.shared_blocks) + self.sampling)
+
+    def quantile(self, p: float) -> float:
+        """The upper p-quantile of the standardised level difference (t with ``df``, normal when known)."""
+        from scipy.stats import norm, t  # scipy: ~0.6 s to import, needed here only
+
+        return float(norm.isf(p) if not math.isfinite(self.df) else t.isf(p, self.df))
+
+    def sf(self, z: float) -> float:
+        from scipy.stats import norm, t  # scipy: ~0.6 s to import, needed here only
+
+        return float(norm.sf(z) if not math.isfinite(self.df) else t.sf(z, self.df))
+
+    @property
+    def words(self) -> str:
+        if not self.measured:
+            return (f"one alone block: no drift measured, the prior allowance sd {100 * PRIOR_DRIFT_SD:.1f} % per block "
+                    f"is used")
+        obs = f"; the blocks' own sd {100 * self.observed:.1f} %" if self.observed is not None else ""
+        return (f"drift between blocks sd {100 * self.sd:.1f} % from {self.alone_blocks} alone and "
+                f"{self.shared_blocks} shared blocks with the prior{obs}")
+
+
+# The prior allowance for drift between blocks (log-scale sd of one block's level), used where a run has one alone
+# block (old references, foreign logs) and pooled as one degree of freedom with the blocks' own scatter otherwise.
+# Measured on the committed H200 runs with repeats (bench/drift_prior.py): the largest spread of a tenant's alone
+# block medians, the FFT's wall clock in h200-2026-11-30-repeats (0.570, 0.531, 0.525 ms: sd of log 0.045; the
+# GEMM's 0.2-0.5 %, the MPS run's FFT 3.3 %).
+PRIOR_DRIFT_SD = 0.045
+PRIOR_DRIFT_DF = 0.0
+
+
+def _log_median_var(x: np.ndarray, confidence: float = 0.95) -> float:
+    """The variance of log median(x), from its order-statistic interval (autocorrelation included)."""
+    from scipy.stats import norm  # scipy: ~0.6 s to import, needed here only
+
+    b = orderstat.quantile_bounds(x, 0.5, confidence)
+    if not (b.lo > 0 and math.isfinite(b.hi)):
+        return math.inf
+    return ((math.log(b.hi) - math.log(b.lo)) / (2 * norm.isf((1 - confidence) / 2))) ** 2
+
+
+def drift(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray]) -> Drift:
+    """The between-block drift of one tenant: the blocks are the repeats (``-rK`` scenarios) of each phase."""
+    la = [math.log(float(np.median(r))) for r in alone_runs if len(r) and np.median(r) > 0]
+    ls = [math.log(float(np.median(r))) for r in shared_runs if len(r) and np.median(r) > 0]
+    k, j = max(len(la), 1), max(len(ls), 1)
+    ss = float(np.sum((np.array(la) - np.mean(la)) ** 2)) if len(la) > 1 else 0.0
+    ss += float(np.sum((np.array(ls) - np.mean(ls)) ** 2)) if len(ls) > 1 else 0.0
+    dfd = max(len(la) - 1, 0) + max(len(ls) - 1, 0)
+    if len(la) < 2:  # nothing measured about the alone phase's moments: the prior, as known
+        xa = np.concatenate([r for r in alone_runs if len(r)]) if la else np.zeros(0)
+        xs = np.concatenate([r for r in shared_runs if len(r)]) if ls else np.zeros(0)
+        samp = (_log_median_var(xa) + _log_median_var(xs)) if len(xa) > 2 and len(xs) > 2 else 0.0
+        return Drift(PRIOR_DRIFT_SD, math.inf, k, j, math.sqrt(ss / dfd) if dfd else None,
+                     samp if math.isfinite(samp) else 0.0)
+    sd = math.sqrt((PRIOR_DRIFT_DF * PRIOR_DRIFT_SD**2 + ss) / (PRIOR_DRIFT_DF + dfd))
+    return Drift(sd, PRIOR_DRIFT_DF + dfd, k, j, math.sqrt(ss / dfd))
+
+
+def _scaled(runs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Each block divided by its own median: the tail's shape, free of the block's level (drift)."""
+    out = []
+    for r in runs:
+        r = np.asarray(r, np.float64)
+        med = float(np.median(r)) if len(r) else 0.0
+        out.append(r / med if med > 0 else r)
+    return out
 
 
 # ----------------------------------------------------------------------------- the rule
@@ -388,28 +521,165 @@ def _projection(d: rules.Degradation | None, ex: Exceedance | None, n: int, marg
     return int(math.ceil(v / digits) * digits)
 
 
-def _collided_test(shared_runs: Sequence[np.ndarray], collided: Sequence[np.ndarray] | None, alone: list[np.ndarray],
-                   q: float, slo_ms: float | None, confidence: float) -> Exceedance | None:
-    """The exceedance test on the shared launches flagged as collided (None: no flags, or none flagged)."""
+def _split(shared_runs: Sequence[np.ndarray], collided: Sequence[np.ndarray] | None
+           ) -> tuple[list[np.ndarray], list[np.ndarray]] | None:
+    """(collided launches, the others), each block scaled to its own median; None: no flags, or none flagged."""
     if collided is None:
         return None
-    picked = [np.asarray(r, np.float64)[np.asarray(c, bool)]
-              for r, c in zip(shared_runs, collided, strict=True) if len(r)]
-    picked = [x for x in picked if len(x)]
-    return exceedance(picked, alone, q=q, slo_ms=slo_ms, confidence=confidence) if picked else None
+    hit, rest = [], []
+    for r, c in zip(shared_runs, collided, strict=True):
+        if not len(r):
+            continue
+        x, c = _scaled([r])[0], np.asarray(c, bool)
+        hit.append(x[c])
+        rest.append(x[~c])
+    if not sum(len(x) for x in hit):
+        return None
+    return [x for x in hit if len(x)], [x for x in rest if len(x)]
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """The same-moment control: the launches that found a neighbour in flight against the same shared blocks'
+    launches that did not (same moment, same drift, same host) -- the part of the slowdown sharing causes."""
+
+    n_collided: int
+    n_clear: int
+    beyond: int  # collided launches beyond the clear launches' p99 (each block scaled to its median)
+    clear_beyond: int
+    p: float  # one-sided: collided slower than the clear ones more often
+    median_ms: float  # median of the collided launches minus median of the clear ones (ms, raw)
+    lo_ms: float
+    hi_ms: float
+
+    @property
+    def words(self) -> str:
+        def f(v: float) -> str:
+            return "no bound" if not math.isfinite(v) else f"{v:+.3g}"
+        return (f"{self.beyond} of {self.n_collided} launches that found a neighbour in flight beyond the p99 of the "
+                f"{self.n_clear} that did not (same blocks), p = {self.p:.2g}; median {f(self.median_ms)} ms "
+                f"[{f(self.lo_ms)}, {f(self.hi_ms)}]")
+
+
+def _contrast(shared_runs: Sequence[np.ndarray], collided: Sequence[np.ndarray] | None, q: float,
+              confidence: float) -> Contrast | None:
+    parts = _split(shared_runs, collided)
+    if parts is None or not sum(len(x) for x in parts[1]):
+        return None
+    hit, rest = parts
+    ex = exceedance(hit, rest, q=q, confidence=confidence, interval=False)
+    raw_hit = np.concatenate([np.asarray(r, np.float64)[np.asarray(c, bool)]
+                              for r, c in zip(shared_runs, collided or [], strict=True) if len(r)])
+    raw_rest = np.concatenate([np.asarray(r, np.float64)[~np.asarray(c, bool)]
+                               for r, c in zip(shared_runs, collided or [], strict=True) if len(r)])
+    m1, m0 = float(np.median(raw_hit)), float(np.median(raw_rest))
+    lo = hi = math.nan
+    if len(raw_hit) >= 2 and len(raw_rest) >= 2:  # MOVER for a difference of two independent medians
+        b1, b0 = orderstat.quantile_bounds(raw_hit, 0.5, confidence), orderstat.quantile_bounds(raw_rest, 0.5, confidence)
+        lo = m1 - m0 - math.hypot(m1 - b1.lo, b0.hi - m0)
+        hi = m1 - m0 + math.hypot(b1.hi - m1, m0 - b0.lo)
+    return Contrast(ex.shared.n, ex.alone.n, ex.decisive.shared_count, ex.decisive.alone_count, ex.p_more,
+                    m1 - m0, lo, hi)
+
+
+SMALL_SLOWER = "small slowdown"
+SMALL_FASTER = "small speed-up"
+# Within a verdict the tests share its one-sided level by weight (Bonferroni: p = min over tests of p_i / w_i):
+WEIGHTS = {"DF": 0.4, "level": 0.3, "tail": 0.2, "collided": 0.1}
+
+
+def small_slower(margin: float = DEFAULT_MARGIN) -> str:
+    """A significant slowdown whose DF is below 1 + margin: "small slowdown (< 10 %)"."""
+    return f"{SMALL_SLOWER} (< {100 * margin:g} %)"
+
+
+def small_faster(margin: float = DEFAULT_MARGIN) -> str:
+    return f"{SMALL_FASTER} (< {100 * margin:g} %)"
+
+
+def level_test(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], dr: Drift
+               ) -> tuple[float, float, float]:
+    """(shared / alone level ratio, p slower, p faster): the blocks' mean log medians, against drift's se."""
+    la = [math.log(float(np.median(r))) for r in alone_runs if len(r) and np.median(r) > 0]
+    ls = [math.log(float(np.median(r))) for r in shared_runs if len(r) and np.median(r) > 0]
+    if not la or not ls:
+        return math.nan, 1.0, 1.0
+    diff = float(np.mean(ls) - np.mean(la))
+    se = dr.se
+    if se <= 0:
+        return math.exp(diff), (0.0 if diff > 0 else 1.0), (0.0 if diff < 0 else 1.0)
+    return math.exp(diff), dr.sf(diff / se), dr.sf(-diff / se)
+
+
+def _widened_df(d: rules.Degradation, dr: Drift, confidence: float) -> tuple[rules.Degradation, float, float]:
+    """DF's interval with the between-block term added in quadrature (log scale), and its one-sided p-values
+    (the normal reading of that interval: ``lo > 1`` exactly when ``p_more`` <= (1 - confidence) / 2)."""
+    from dataclasses import replace
+
+    from scipy.stats import norm  # scipy: ~0.6 s to import, needed here only
+
+    est = d.estimate
+    if not (math.isfinite(est) and est > 0) or math.isnan(d.lo):
+        return d, 1.0, 1.0
+    a2 = (1 - confidence) / 2
+    z = float(norm.isf(a2))
+    w = dr.quantile(a2) * dr.se  # the drift term at the same level
+    e = math.log(est)
+    h_lo = e - math.log(d.lo) if d.lo > 0 and math.isfinite(d.lo) else math.inf
+    h_hi = math.log(d.hi) - e if math.isfinite(d.hi) else math.inf
+    H_lo, H_hi = math.hypot(h_lo, w), math.hypot(h_hi, w)
+    lo = math.exp(e - H_lo) if math.isfinite(H_lo) else -math.inf
+    hi = math.exp(e + H_hi) if math.isfinite(H_hi) else math.inf
+    p_more = float(norm.sf(e / (H_lo / z))) if math.isfinite(H_lo) and H_lo > 0 else 1.0
+    p_less = float(norm.cdf(e / (H_hi / z))) if math.isfinite(H_hi) and H_hi > 0 else 1.0
+    return replace(d, lo=lo, hi=hi), p_more, p_less
+
+
+def _within(sh: list[np.ndarray], al: list[np.ndarray], q: float, margin: float, dr: Drift,
+            confidence: float) -> tuple[bool, bool, str]:
+    """Two one-sided tests that the shared q-quantile lies within ±margin of the alone one, drift allowed for.
+
+    Upper: fewer than 1 - q of the shared iterations (upper bound of their share) beyond (1 + margin) x the alone
+    p99's lower bound, shrunk by the drift allowance; lower: fewer than 1 - q of the alone iterations beyond the
+    shared p99's lower bound / (1 - margin), shrunk alike. Shares are precise where a p99's upper bound is open
+    (800 samples of a drifting series), so "no change" is reachable at the kit's sizes.
+    """
+    a2 = (1 - confidence) / 2
+    xs, xa = np.concatenate(sh), np.concatenate(al)
+    if len(xs) < 2 or len(xa) < 2:
+        return False, False, ""
+    shrink = math.exp(-dr.quantile(a2) * dr.se)
+    lo_a = rules.quantile(al, q, confidence=confidence).lo
+    lo_s = rules.quantile(sh, q, confidence=confidence).lo
+
+    def below(x: np.ndarray, thr: float) -> tuple[bool, int, float]:
+        if not (math.isfinite(thr) and thr > 0):
+            return False, 0, 1.0
+        beyond = x > thr
+        tau, _nu = _effective(x, beyond, q)
+        s = _share(int(beyond.sum()), len(x), tau, a2)
+        return s.hi < 1 - q, int(beyond.sum()), s.hi
+
+    up, k_up, hi_up = below(xs, (1 + margin) * lo_a * shrink)
+    down, k_down, hi_down = below(xa, lo_s / (1 - margin) * shrink)
+    text = (f"{k_up} of {len(xs)} shared iterations beyond (1 + {margin:g}) x the alone p{100 * q:g}'s lower bound "
+            f"(share up to {100 * hi_up:.2g} %), {k_down} of {len(xa)} alone beyond the shared one's / (1 - {margin:g}) "
+            f"(up to {100 * hi_down:.2g} %), drift allowance {100 * (1 - shrink):.1f} %")
+    return up, down, text
 
 
 def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], *, q: float = 0.99,
            margin: float = DEFAULT_MARGIN, slo_ms: float | None = None, confidence: float = 0.95,
            method: str = "order", n_resamples: int = 2000, seed: int | None = 0,
            collided: Sequence[np.ndarray] | None = None) -> Verdict:
-    """The verdict for one tenant and clock: shared runs against alone runs (each a list of repeats).
+    """The verdict for one tenant and clock: shared runs against alone runs (each a list of blocks/repeats).
 
     ``collided``: per shared run, which of its iterations (same order) found a neighbour in flight; with it,
-    those launches' own exceedance test is a third way to "degraded" (see the module's doc).
+    those launches' test (against the same blocks' clear launches and the alone tail) is a fourth way to a
+    slowdown (see the module's doc).
 
     ``method`` other than "order" (a bootstrap) still gives its DF interval, but a bootstrap's coverage fails
-    at the kit's sizes, so the verdict then rests on the exceedance test and DF's equivalence margin only.
+    at the kit's sizes, so the verdict then rests on the other tests and never reads "no change".
     """
     if not 0 < margin < 1:
         raise ValueError(f"margin must be in (0, 1), got {margin!r}")
@@ -422,58 +692,135 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
     if fewest < EXCEEDANCE_MIN_N:
         return Verdict(INCONCLUSIVE, "too few samples", d, None,
                        f"{which}: n = {fewest} < {EXCEEDANCE_MIN_N} samples", need, **common)
-    short = fewest < need  # DF's two-sided interval needs MIN_CORUNNING; the exceedance test still asks
+    short = fewest < need  # DF's two-sided interval needs MIN_CORUNNING; the other tests still ask, cut
     sh = [np.asarray(r, np.float64) for r in shared_runs if len(r)]
     al = [np.asarray(r, np.float64) for r in alone_runs if len(r)]
-    ex = exceedance(sh, al, q=q, slo_ms=slo_ms, confidence=confidence)
-    cx = _collided_test(shared_runs, collided, al, q, slo_ms, confidence)
-    common["collided"] = cx
-    alpha = exceedance_alpha(confidence)
-    usable = method == "order" and not short and math.isfinite(d.estimate) and not math.isnan(d.lo)
-    pname = f"p{100 * q:g}"
-    more, less = [], []
-    if usable and d.lo > 1:
-        more.append(f"DF {d.estimate:.2f}: its lower bound {d.lo:.2f} > 1")
-    if usable and d.hi < 1:
-        less.append(f"DF {d.estimate:.2f}: its upper bound {d.hi:.2f} < 1")
-    if ex.p_more <= (alpha * SHORT_ALPHA_SHARE if short else alpha):
-        s = min(ex.steps, key=lambda t: t.p_more)
-        more.append(f"{s.shared_count} of {d.n_shared} shared iterations slower than the {s.label} "
-                    f"({s.threshold_ms:.3g} ms) vs {s.alone_count} of {d.n_alone} alone, p = {ex.p_more:.2g}")
-    if cx is not None and cx.p_more <= collided_alpha(confidence):
-        s = min(cx.steps, key=lambda t: t.p_more)
-        more.append(f"{s.shared_count} of {cx.shared.n} launches that found a neighbour in flight slower than the "
-                    f"{s.label} ({s.threshold_ms:.3g} ms) vs {s.alone_count} of {d.n_alone} alone, p = {cx.p_more:.2g}")
-    if ex.p_less <= (alpha * SHORT_ALPHA_SHARE if short else alpha):
-        s = ex.steps[0]
-        less.append(f"{s.shared_count} of {d.n_shared} shared iterations slower than the {s.label} "
-                    f"vs {s.alone_count} of {d.n_alone} alone, p = {ex.p_less:.2g}")
-    opened = _open_sides(d, q) if usable else ()
-    if more and less:
-        return Verdict(INCONCLUSIVE, "the estimands disagree", d, ex,
-                       f"slower by {more[0]} but faster by {less[0]}", None, opened, **common)
-    if more or less:
-        return Verdict(DEGRADED if more else FASTER, "; ".join(more or less), d, ex, open_sides=opened, **common)
-    if usable and math.isfinite(d.lo) and math.isfinite(d.hi) and 1 - margin <= d.lo and d.hi <= 1 + margin:
-        return Verdict(no_change(margin), f"DF {d.estimate:.2f} [{d.lo:.2f}, {d.hi:.2f}] inside "
-                       f"[{1 - margin:g}, {1 + margin:g}]", d, ex, open_sides=opened, **common)
-    nor = (f"; nor does the test on the {cx.shared.n} launches that found a neighbour in flight (p = "
-           f"{cx.p_more:.2g})" if cx is not None else "")
-    if short:
-        return Verdict(INCONCLUSIVE, "too few samples", d, ex,
-                       f"{which}: n = {fewest} < {need} samples for DF's two-sided interval, and the exceedance "
-                       f"test (p = {ex.p_more:.2g}) does not decide{nor}", need, **common)
-    if not usable:
-        missing = f"DF's {method} interval is not used for a verdict and the exceedance test did not decide"
-    elif opened:
-        missing = (f"{' and '.join(opened)} bound open at n = {d.n_shared}/{d.n_alone}; DF {d.estimate:.2f} "
-                   f"[{_fmt(d.lo)}, {_fmt(d.hi)}] and the {pname} exceedance test (p = {ex.p_more:.2g}) decide nothing")
+    dr = drift(sh, al)
+    # the tail's shape: each block scaled to its own median (drift moves a block's level, not its shape); an SLO
+    # is a fixed threshold in ms and is asked of the raw series
+    ex_raw = exceedance(sh, al, q=q, slo_ms=slo_ms, confidence=confidence)
+    ex = ex_raw if slo_ms is not None else exceedance(_scaled(sh), _scaled(al), q=q, confidence=confidence,
+                                                      interval=False)
+    split = _split(shared_runs, collided)
+    cx = exceedance(split[0], _scaled(al), q=q, confidence=confidence, interval=False) if split is not None else None
+    ct = _contrast(shared_runs, collided, q, confidence)
+    sides = {k: iv for k, iv in (("shared", d.shared), ("alone", d.alone)) if iv is not None}
+    untested = rules._untested(method, sides)  # a bootstrap, or lag-1 > 0.9: DF's coverage is not measured there
+    usable = (method == "order" and not short and math.isfinite(d.estimate) and not math.isnan(d.lo)
+              and untested is None)
+    dw, p_df_more, p_df_less = _widened_df(d, dr, confidence)
+    level, p_lv_more, p_lv_less = level_test(sh, al, dr)
+    cut = SHORT_ALPHA_SHARE if short else 1.0  # below 368 the tail tests decide at a quarter of their weight
+    w = dict(WEIGHTS)
+    w["tail"] *= cut
+    w["collided"] *= cut
+    more: list[tuple[float, str]] = []
+    less: list[tuple[float, str]] = []
+    if usable:
+        more.append((p_df_more / w["DF"], f"DF {dw.estimate:.2f}: its lower bound {dw.lo:.2f} (drift included)"))
+        less.append((p_df_less / w["DF"], f"DF {dw.estimate:.2f}: its upper bound {_fmt(dw.hi)} (drift included)"))
+    if math.isfinite(level):
+        more.append((p_lv_more / w["level"], f"the median {level:.3f}x alone, p = {p_lv_more:.2g} against drift"))
+        less.append((p_lv_less / w["level"], f"the median {level:.3f}x alone, p = {p_lv_less:.2g} against drift"))
+    s = min(ex.steps, key=lambda t: t.p_more)
+    scaled = "" if slo_ms is not None else " (each block scaled to its median)"
+    more.append((ex.p_more / w["tail"], f"{s.shared_count} of {d.n_shared} shared iterations slower than the {s.label}"
+                 f"{scaled} vs {s.alone_count} of {d.n_alone} alone, p = {ex.p_more:.2g}"))
+    s2 = min(ex.steps, key=lambda t: t.p_less)
+    less.append((ex.p_less / w["tail"], f"{s2.shared_count} of {d.n_shared} shared iterations slower than the "
+                 f"{s2.label}{scaled} vs {s2.alone_count} of {d.n_alone} alone, p = {ex.p_less:.2g}"))
+    if cx is not None:
+        pc = min(1.0, 2 * min(cx.p_more, ct.p if ct is not None else 1.0))  # two controls, Bonferroni
+        c = min(cx.steps, key=lambda t: t.p_more)
+        same = f"; {ct.words}" if ct is not None else ""
+        more.append((pc / w["collided"], f"{c.shared_count} of {cx.shared.n} launches that found a neighbour in flight "
+                     f"slower than the {c.label}{scaled} vs {c.alone_count} of {d.n_alone} alone, p = {cx.p_more:.2g}"
+                     f"{same}"))
+    p_slower = min(1.0, min(p for p, _ in more))
+    p_faster = min(1.0, min(p for p, _ in less)) if less else 1.0
+    up, down, within_text = _within(sh, al, q, margin, dr, confidence) if usable else (False, False, "")
+    return _read(Verdict(INCONCLUSIVE, "", dw, ex_raw, open_sides=_open_sides(d, q) if usable else (),
+                         collided=cx, contrast=ct, drift=dr, tail=ex, level=level, p_slower=p_slower,
+                         p_faster=p_faster, slower_evidence=tuple(t for _, t in sorted(more)),
+                         faster_evidence=tuple(t for _, t in sorted(less)), within=(up, down), within_text=within_text,
+                         short=short, usable=usable, method=method, **common),
+                 p_slower, p_faster, 1)
+
+
+def _read(v: Verdict, p_slower: float, p_faster: float, family: int) -> Verdict:
+    """The reading from the verdict's evidence at adjusted p-values (``family``: how many verdicts share the level)."""
+    from dataclasses import replace
+
+    alpha = (1 - v.confidence) / 2
+    m, d = v.margin, v.df
+    fam = f" (Holm over {family} verdicts: p = {{p:.2g}})" if family > 1 else " (p = {p:.2g})"
+    slower, faster = p_slower <= alpha, p_faster <= alpha
+    est = d.estimate if math.isfinite(d.estimate) else v.level
+    base = {"family": family, "p_slower_adjusted": p_slower, "p_faster_adjusted": p_faster}
+    if slower and faster:
+        return replace(v, reading=INCONCLUSIVE, rule="the estimands disagree", missing=(
+            f"slower by {v.slower_evidence[0]} but faster by {v.faster_evidence[0]}"), iterations_needed=None, **base)
+    if slower:
+        word = DEGRADED if not (math.isfinite(est) and est < 1 + m) else small_slower(m)
+        return replace(v, reading=word, rule=v.slower_evidence[0] + fam.format(p=p_slower), **base)
+    if faster:
+        word = FASTER if not (math.isfinite(est) and est > 1 - m) else small_faster(m)
+        return replace(v, reading=word, rule=v.faster_evidence[0] + fam.format(p=p_faster), **base)
+    if v.usable and all(v.within):
+        return replace(v, reading=no_change(m), rule=f"within ±{100 * m:g} %: {v.within_text}", **base)
+    pname = f"p{100 * v.q:g}"
+    n = min(d.n_shared, d.n_alone)
+    nor = (f"; nor does the test on the {v.collided.shared.n} launches that found a neighbour in flight (p = "
+           f"{v.collided.p_more:.2g})" if v.collided is not None else "")
+    drift_words = f"; {v.drift.words}" if v.drift is not None else ""
+    if v.short:
+        return replace(v, reading=INCONCLUSIVE, rule="too few samples", missing=(
+            f"{'shared' if d.n_shared <= d.n_alone else 'alone'}: n = {n} < {rules.MIN_CORUNNING} samples for DF's "
+            f"two-sided interval, and no test decides (p = {p_slower:.2g} slower){nor}{drift_words}"),
+            iterations_needed=rules.MIN_CORUNNING, **base)
+    if not v.usable:
+        missing = (f"DF's {v.method} interval is not used for a verdict" if v.method != "order" else
+                   f"DF is outside its tested range ({d.reading})") + f" and no other test decides (p = {p_slower:.2g})"
+    elif v.open_sides:
+        missing = (f"{' and '.join(v.open_sides)} bound open at n = {d.n_shared}/{d.n_alone}; DF {d.estimate:.2f} "
+                   f"[{_fmt(d.lo)}, {_fmt(d.hi)}] and the {pname} tests decide nothing (p = {p_slower:.2g} slower, "
+                   f"{p_faster:.2g} faster)")
     else:
-        missing = (f"DF {d.estimate:.2f} [{d.lo:.2f}, {d.hi:.2f}] neither excludes 1 nor lies within "
-                   f"±{100 * margin:g} %, and the exceedance test (p = {ex.p_more:.2g}) does not decide")
-    return Verdict(INCONCLUSIVE, "nothing decides", d, ex, missing + nor,
-                   _projection(d if usable else None, ex, min(d.n_shared, d.n_alone), margin, alpha), opened,
-                   **common)
+        missing = (f"DF {d.estimate:.2f} [{_fmt(d.lo)}, {_fmt(d.hi)}] excludes neither 1 nor a change beyond "
+                   f"±{100 * m:g} % (p = {p_slower:.2g} slower, {p_faster:.2g} faster)")
+    return replace(v, reading=INCONCLUSIVE, rule="nothing decides", missing=missing + nor + drift_words,
+                   iterations_needed=_projection(d if v.usable else None, v.tail, n, m, alpha * WEIGHTS["tail"]),
+                   **base)
+
+
+def family(verdicts: Sequence[Verdict]) -> list[Verdict]:
+    """The report's verdicts as one family: Holm's step-down over the slower and the faster p-values separately,
+    each at the one-sided (1 - confidence) / 2, so a report with no effect anywhere shows a false slowdown in at
+    most that share of runs (and a false speed-up in as few), whatever the tests' dependence (tenants x clocks)."""
+    vs = list(verdicts)
+    m = len(vs)
+    if m <= 1:
+        return vs
+
+    def holm(ps: list[float]) -> list[float]:
+        order = sorted(range(m), key=lambda i: ps[i])
+        adj, run = [1.0] * m, 0.0
+        for rank, i in enumerate(order):
+            run = max(run, min(1.0, (m - rank) * ps[i]))
+            adj[i] = run
+        return adj
+
+    fast = [v for v in vs if v.exceedance is not None]
+    if len(fast) <= 1:
+        return vs
+    idx = [i for i, v in enumerate(vs) if v.exceedance is not None]
+    m = len(idx)
+    ps = holm([vs[i].p_slower for i in idx])
+    pf = holm([vs[i].p_faster for i in idx])
+    out = list(vs)
+    for k, i in enumerate(idx):
+        out[i] = _read(vs[i], ps[k], pf[k], m)
+    return out
 
 
 def _fmt(v: float) -> str:

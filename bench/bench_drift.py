@@ -1,0 +1,66 @@
+"""Benchmark: the verdict on series whose speed moves between phases (issue 30) -> bench/results/drift.{md,json}.
+
+Run: ``python -m bench.bench_drift --out bench/results/drift.json [--reps 100] [--report-reps 100] [--jobs 2]``.
+``driftgrid.grid``: every no-effect cell (drift between blocks sd 0-2 %, OS hiccups, i.i.d. and AR 0.9 bulk, with
+and without the neighbours' timestamps, n = 800 and 2000; both directions counted), the power table, "no change"
+under a clean null, no-effect reports of 2 and 4 tenants x 2 clocks read as one family (Holm), and the old design
+(one alone block) under sd 2 % drift for comparison. The committed reference: bench/reference/cpu-2026-12-02-issue30-drift.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from kts_helpers.analyse import driftgrid
+from kts_helpers.fsutil import atomic_write_json
+
+
+def _part(args: tuple[int, int, int, int]) -> list[driftgrid.DriftRow]:
+    n, reps, report_reps, seed = args
+    if n == 0:  # the power, no-change and report rows (n = 800 inside)
+        rows = [r for r in driftgrid.grid(reps, report_reps=report_reps, seed=seed, ns=(800, 2000), sds=())
+                if not r.measures.startswith("false alarm (")] + [
+            driftgrid.verdict_row("false alarm (old design)", driftgrid.lognormal(), driftgrid.lognormal(), 800, reps,
+                                  sd=0.02, design=driftgrid.OLD_DESIGN, seed=seed + 800)]
+    else:
+        rows = [driftgrid.verdict_row(k, a, s, nn, reps, sd=sd, timestamps=ts, seed=seed + j)
+                for j, (k, a, s, nn, sd, ts) in enumerate(driftgrid.null_cells((n,)))]
+    for r in rows:
+        print(driftgrid.markdown([r]).splitlines()[-1], flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="bench/results/drift.json")
+    ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--report-reps", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    jobs = [(800, args.reps, args.report_reps, args.seed), (2000, args.reps, args.report_reps, args.seed + 50),
+            (0, args.reps, args.report_reps, args.seed)]
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        parts = list(pool.map(_part, jobs))
+    rows = [r for part in parts for r in part]
+    seconds = time.perf_counter() - t0
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out, {"reps": args.reps, "report_reps": args.report_reps, "seed": args.seed,
+                            "seconds": round(seconds, 1), "rows": [r.to_dict() for r in rows]})
+    table = driftgrid.markdown(rows)
+    out.with_suffix(".md").write_text(
+        f"The verdict under drift between blocks (issue 30): {args.reps} runs per verdict row, {args.report_reps} "
+        f"reports per report row (seed {args.seed}); hiccups: {100 * driftgrid.HICCUP_SHARE:g} % of iterations "
+        f"{driftgrid.HICCUP_FACTOR[0]:g}-{driftgrid.HICCUP_FACTOR[1]:g}x; {seconds:.0f} s.\n\n{table}\n")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
