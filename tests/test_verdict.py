@@ -29,8 +29,9 @@ def _holds(cell: C.Cell) -> None:
     assert C.wilson(max(cell.below, cell.above), cell.reps)[0] <= C.MAX_SIDE_MISS
 
 
-def test_readings_are_exactly_four_words() -> None:
-    assert V.readings() == ("degraded", "faster when shared", "no change within ±10 %", "inconclusive")
+def test_readings_are_exactly_six_words() -> None:
+    assert V.readings() == ("degraded", "small slowdown (< 10 %)", "faster when shared", "small speed-up (< 10 %)",
+                            "no change within ±10 %", "inconclusive")
     assert V.no_change(0.05) == "no change within ±5 %"
     sh, al = _pair(C.lognormal(), C.lognormal(scale=1.5), 800, 1)
     v = V.decide(sh, al)
@@ -57,8 +58,7 @@ def test_degraded_needs_only_the_lower_side() -> None:
     al = [C.lognormal().draw(rng, 1, 2000)[0]]
     sh = [C.lognormal(0.9, scale=1.6).draw(rng, 1, 800)[0]]  # drifting shared series: no upper bound at 800
     v = V.decide(sh, al)
-    assert math.isinf(v.df.hi) and v.df.lo > 1
-    assert v.reading == "degraded" and "shared p99 upper" in v.open_sides and "lower bound" in v.rule
+    assert math.isinf(v.df.hi) and v.reading == "degraded" and "shared p99 upper" in v.open_sides
 
 
 def test_faster_when_shared() -> None:
@@ -68,13 +68,17 @@ def test_faster_when_shared() -> None:
 
 
 def test_no_change_only_inside_the_margin() -> None:
-    """Rule 3: equal series read "no change within ±10 %" only where DF's whole interval lies in [0.9, 1.1]."""
-    sh, al = _pair(C.lognormal(), C.lognormal(), 5000, 5)
+    """Rule 3: equal series in the kit's blocks read "no change within ±10 %" (both one-sided share tests, drift
+    allowed for); one block a side cannot (the prior drift allowance eats the margin), nor can a 1 % margin."""
+    rng = np.random.default_rng(5)
+    from kts_helpers.analyse import driftgrid as G
+
+    sh, al, _ = G.draw_pair(rng, C.lognormal(), C.lognormal(), 2000, G.DEFAULT_DESIGN, 0.0, hiccups=False)
     v = V.decide(sh, al)
-    assert v.df.lo >= 0.9 and v.df.hi <= 1.1
-    assert v.reading == "no change within ±10 %"
-    narrow = V.decide(sh, al, margin=0.01)  # the same data, a margin its interval does not fit: undecided
-    assert narrow.reading == "inconclusive" and narrow.iterations_needed and narrow.iterations_needed > 5000
+    assert v.reading == "no change within ±10 %" and all(v.within) and v.drift.measured
+    assert V.decide(sh, al, margin=0.01).reading == "inconclusive"
+    one = V.decide([np.concatenate(sh)], [np.concatenate(al)])
+    assert one.reading == "inconclusive" and "one alone block" in one.missing
 
 
 def test_article_mixture_is_degraded_by_its_tail() -> None:
@@ -116,19 +120,19 @@ def test_the_article_reference_reads_fft_wall_degraded_and_device_not() -> None:
 
 # ---------------------------------------------------------------- the rule's measured error rates (fast subset)
 
-def test_false_alarms_and_power_at_800() -> None:
-    """Item 4's targets on a few replications: DF = 1 with bursty collisions on both sides and with slow drift
-    rarely reads "degraded"; the article-like mixture (1.7 % + U[0, 2.4 ms]) mostly does."""
-    fa = [C.decisions(C.collisions("bursty"), C.collisions("bursty"), 800, 120, seed=21),
-          C.decisions(C.lognormal(0.95), C.lognormal(0.95), 800, 120, seed=22)]
-    for d in fa:
-        print(d)
-        assert d.degraded <= 0.05 * d.reps and d.faster <= 0.05 * d.reps  # target 2.5 %, + Monte Carlo noise
-        assert d.no_change == 0  # a margin reading from 800 drifting samples would be a false certainty
-    pw = C.decisions(C.lognormal(), C.collisions("random"), 800, 120, seed=23)
-    print(pw)
-    assert pw.degraded >= 0.78 * pw.reps and pw.faster == 0 and pw.no_change == 0  # target 0.85
-    assert pw.ex_ratio_covered >= 0.9 * pw.reps
+def test_false_alarms_under_drift_and_power_at_800() -> None:
+    """The drift grid's fast subset (``make bench``: bench/bench_drift.py): drift between blocks sd 2 % and OS
+    hiccups, no effect, AR 0.9 bulk, timestamps known: rarely a slowdown or a speed-up; the article-like mixture
+    with timestamps and a x1.15 bulk slowdown mostly read "degraded"."""
+    from kts_helpers.analyse import driftgrid as G
+
+    fa = G.verdict_row("false alarm", C.lognormal(0.9), C.lognormal(0.9), 800, 40, sd=0.02, timestamps=True, seed=21)
+    print(fa)
+    assert fa.degraded + fa.small_slower <= 3 and fa.faster + fa.small_faster <= 3  # target 2.5 % + noise
+    for shared in (C.collisions("random"), C.lognormal(scale=1.15)):
+        pw = G.verdict_row("power", C.lognormal(), shared, 800, 30, sd=0.02, timestamps=True, seed=23)
+        print(pw)
+        assert pw.degraded >= 0.8 * pw.reps and pw.faster + pw.no_change == 0
 
 
 def test_threshold_uncertainty_is_the_beta_of_an_order_statistic() -> None:
@@ -204,7 +208,8 @@ def test_bootstrap_method_still_runs_and_is_not_a_verdict() -> None:
 def test_edge_cases_give_a_reading_not_an_error() -> None:
     rng = np.random.default_rng(81)
     a, s = C.lognormal().draw(rng, 2, 800)
-    assert V.decide([np.full(800, 0.56)], [np.full(800, 0.56)]).reading == "no change within ±10 %"
+    flat = V.decide([np.full(800, 0.56)], [np.full(800, 0.56)])
+    assert flat.reading in V.readings() and flat.p_slower > 0.025 and flat.p_faster > 0.025
     assert V.decide([], [a]).missing.startswith("shared: n = 0 < 200")
     none_beyond = V.exceedance([s], [a], slo_ms=50.0)  # nobody slower than the SLO: no ratio, no evidence
     assert math.isnan(none_beyond.ratio) and none_beyond.p_more == 1.0 and none_beyond.p_less == 1.0
@@ -234,14 +239,13 @@ def test_collided_launches_decide_at_their_own_level() -> None:
     but above the collided test's 0.25 %) do not, so the three ways together keep their false alarms."""
     sh, al, hit = _flagged(3)
     v = V.decide(sh, al, collided=hit)
-    assert V.collided_alpha() == pytest.approx(0.0025)
-    assert v.reading == "degraded" and v.exceedance is not None and v.exceedance.p_more > V.exceedance_alpha()
+    assert v.reading in V.slower_readings() and v.exceedance is not None and v.exceedance.p_more > V.exceedance_alpha()
     assert v.collided is not None and v.collided.shared.n == 14 and v.collided.decisive.shared_count == 3
-    assert "3 of 14 launches that found a neighbour in flight slower than the alone p99" in v.rule
-    assert V.decide(sh, al).reading != "degraded"  # the same data without the neighbours' timestamps
-    sh2, al2, hit2 = _flagged(2)
-    v2 = V.decide(sh2, al2, collided=hit2)
-    assert V.collided_alpha() < v2.collided.p_more < V.exceedance_alpha() and v2.reading != "degraded"
+    assert v.contrast is not None and v.contrast.n_collided == 14 and v.contrast.n_clear == 786
+    assert "launches that found a neighbour in flight beyond the p99 of the 786 that did not" in v.rule
+    assert V.decide(sh, al).reading not in V.slower_readings()  # the same data without the neighbours' timestamps
+    sh2, al2, hit2 = _flagged(1)
+    assert V.decide(sh2, al2, collided=hit2).reading not in V.slower_readings()
 
 
 def test_collisions_that_cost_nothing_rarely_read_degraded_and_costly_ones_decide() -> None:
@@ -277,3 +281,55 @@ def test_a_launch_collides_inside_a_neighbours_line_padding_included() -> None:
                       row("shared", "shared", "a", 401, 410), row("baseline-a", "baseline", "a", 150, 160),
                       row("shared-r2", "shared", "a", 150, 160)])
     assert mark_collided(f)["collided"].tolist() == [False, False, True, True, False, True, False, False, False]
+
+
+# ---------------------------------------------------------------- issue 30: drift, the family, the smaller findings
+
+def test_a_report_is_one_family_holm_over_its_verdicts() -> None:
+    """A p of 0.02 reads a slowdown alone; among four verdicts (the others silent) Holm's 4 x 0.02 does not."""
+    from dataclasses import replace
+
+    sh, al = _pair(C.lognormal(), C.lognormal(scale=1.5), 800, 91)
+    v = V.decide(sh, al)
+    weak = V._read(replace(v, p_slower=0.02), 0.02, v.p_faster, 1)
+    assert weak.reading in V.slower_readings()
+    quiet = replace(v, p_slower=1.0, p_faster=1.0)
+    fam = V.family([replace(v, p_slower=0.02), quiet, quiet, quiet])
+    assert fam[0].reading not in V.slower_readings() and fam[0].family == 4 and fam[0].p_slower_adjusted == 0.08
+    strong = V.family([v, quiet, quiet, quiet])[0]
+    assert strong.reading == "degraded" and "Holm over 4 verdicts" in strong.rule
+
+
+def test_drift_between_blocks_is_measured_and_one_block_takes_the_prior() -> None:
+    from kts_helpers.analyse import driftgrid as G
+
+    rng = np.random.default_rng(92)
+    sh, al, _ = G.draw_pair(rng, C.lognormal(), C.lognormal(), 800, G.Design(4, 3), 0.03, hiccups=False)
+    d = V.drift(sh, al)
+    assert d.measured and d.df == 5 and 0.01 < d.sd < 0.08
+    one = V.drift([np.concatenate(sh)], [np.concatenate(al)])
+    assert not one.measured and one.sd == V.PRIOR_DRIFT_SD and math.isinf(one.df) and "one alone block" in one.words
+
+
+def test_df_does_not_decide_outside_its_tested_range() -> None:
+    """lag-1 > 0.9 (``rules._untested``): DF's interval is not read; the other tests still may decide."""
+    sh, al = _pair(C.lognormal(0.97), C.lognormal(0.97), 800, 93)
+    v = V.decide(sh, al)
+    assert rules._untested("order", {"shared": v.df.shared, "alone": v.df.alone}) is not None
+    assert not v.usable and not any(t.startswith("DF") for t in v.slower_evidence + v.faster_evidence)
+
+
+def test_faster_takes_the_ladder_as_slower_does() -> None:
+    """Both directions of the exceedance test are ladder-corrected alike (before: "faster" read only the p99)."""
+    sh, al = _pair(C.lognormal(), C.lognormal(scale=0.97), 800, 94)
+    ex = V.exceedance(sh, al)
+    assert len(ex.steps) == 2
+    assert ex.p_less == pytest.approx(min(1.0, 2 * min(s.p_less for s in ex.steps)))
+    assert ex.p_more == pytest.approx(min(1.0, 2 * min(s.p_more for s in ex.steps)))
+
+
+def test_the_exceedance_docstring_says_what_the_p_values_carry() -> None:
+    """The tau widening reaches the ratio's interval, not the p-values: the docstring no longer claims they agree
+    exactly (they disagreed in 9 of 300 null pairs)."""
+    doc = " ".join((V.Exceedance.__doc__ or "").split())
+    assert "exactly when" not in doc and "usually agree but not always" in doc

@@ -33,9 +33,15 @@ def _put(out: pd.DataFrame, i: object, stat: str, est: Estimate) -> None:
         out.at[i, col] = value
 
 
+def _write_verdict(out: pd.DataFrame, i: object, v: verdict.Verdict) -> None:
+    for col, value in verdict_columns(v).items():
+        out.at[i, col] = value
+
+
 def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_resamples: int = 2000,
                   seed: int | None = 0, method: str = "order", confidence: float = 0.95,
-                  margin: float = verdict.DEFAULT_MARGIN, slo_ms: dict[str, float] | None = None) -> pd.DataFrame:
+                  margin: float = verdict.DEFAULT_MARGIN, slo_ms: dict[str, float] | None = None,
+                  verdicts: dict | None = None) -> pd.DataFrame:
     """Add the intervals of p50/p95/p99/jitter/df/throughput_change (``<stat>_lo``/``<stat>_hi``, ±inf for a bound
     the data do not hold, NaN where none was computed), sample-size notes, and on shared rows the verdict (``VERDICT_COLUMNS``: the reading
     within ``margin``, the share of iterations slower than the alone p99 or the tenant's ``slo_ms``);
@@ -49,6 +55,7 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
         if col not in out:
             out[col] = np.nan if col.endswith(("_lo", "_hi")) else None
     slo = slo_ms or {}
+    found: dict = {} if verdicts is None else verdicts  # the verdicts, read as one family below (or by the caller)
     opts = {"n_resamples": n_resamples, "seed": seed, "method": method, "confidence": confidence}
     for i, row in out.iterrows():
         if row["metric"] != metric:
@@ -84,21 +91,32 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
                 v = verdict.decide(runs, alone, q=0.99, margin=margin, slo_ms=slo.get(row["tenant"]), collided=hit,
                                    **opts)
                 _put(out, i, "df", v.df.bounds)
-                for col, value in verdict_columns(v).items():
-                    out.at[i, col] = value
+                _write_verdict(out, i, v)
+                found[i] = v
             else:
                 out.at[i, "reading"] = "no alone series to compare with"
             change = throughput_change(runs, alone, **opts)
             if change is not None:
                 out.at[i, "throughput_change"] = change.estimate
                 _put(out, i, "throughput_change", Estimate.of(change))
+    if verdicts is None and len(found) > 1:  # a table of its own: its verdicts are one family
+        keys = list(found)
+        for j, v in zip(keys, verdict.family([found[key] for key in keys]), strict=True):
+            _write_verdict(out, j, v)
     return out
 
 
 def add_all_intervals(table: pd.DataFrame, frame: pd.DataFrame, metrics: tuple[str, ...] = ("wall", "device"),
                       **options: object) -> pd.DataFrame:
+    """Every clock's intervals and verdicts; the verdicts of the whole table are then read as one family
+    (``verdict.family``: Holm over tenants x scenarios x clocks), so the report's false alarms are controlled."""
+    found: dict = {}
     for metric in metrics:
-        table = add_intervals(table, frame, metric, **options)  # type: ignore[arg-type]
+        table = add_intervals(table, frame, metric, verdicts=found, **options)  # type: ignore[arg-type]
+    if len(found) > 1:
+        keys = list(found)
+        for i, v in zip(keys, verdict.family([found[k] for k in keys]), strict=True):
+            _write_verdict(table, i, v)
     return table
 
 

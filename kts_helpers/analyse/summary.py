@@ -33,7 +33,9 @@ from kts_helpers.fsutil import atomic_write_text
 # The verdict of a shared row (``analyse.verdict``): the reading, its reason, and the tail-exceedance estimand.
 VERDICT_COLUMNS = ("reading", "reading_detail", "iterations_needed", "slow_threshold_ms", "slow_threshold_source",
                    "slow_shared", "slow_shared_lo", "slow_shared_hi", "slow_alone", "slow_alone_lo", "slow_alone_hi",
-                   "slow_ratio", "slow_ratio_lo", "slow_ratio_hi", "collided_n", "collided_slow", "collided_p")
+                   "slow_ratio", "slow_ratio_lo", "slow_ratio_hi", "collided_n", "collided_slow", "collided_p",
+                   "contrast_n", "contrast_clear_n", "contrast_slow", "contrast_p", "contrast_ms", "contrast_ms_lo",
+                   "contrast_ms_hi", "drift_sd", "drift_blocks", "p_slower", "p_faster", "family")
 
 
 def verdict_columns(v: verdict.Verdict) -> dict[str, object]:
@@ -51,6 +53,13 @@ def verdict_columns(v: verdict.Verdict) -> dict[str, object]:
     cx = v.collided
     if cx is not None:  # the launches that found a neighbour in flight: how many, how many beyond, the p-value
         out.update(collided_n=cx.shared.n, collided_slow=cx.decisive.shared_count, collided_p=cx.p_more)
+    ct = v.contrast
+    if ct is not None:  # the same-moment control: collided launches against the same blocks' clear ones
+        out.update(contrast_n=ct.n_collided, contrast_clear_n=ct.n_clear, contrast_slow=ct.beyond, contrast_p=ct.p,
+                   contrast_ms=ct.median_ms, **Estimate(ct.median_ms, ct.lo_ms, ct.hi_ms).columns("contrast_ms"))
+    if v.drift is not None:
+        out.update(drift_sd=v.drift.sd, drift_blocks=v.drift.alone_blocks)
+    out.update(p_slower=v.p_slower_adjusted, p_faster=v.p_faster_adjusted, family=v.family)
     return out
 
 

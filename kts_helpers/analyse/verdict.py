@@ -730,12 +730,13 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
     less.append((ex.p_less / w["tail"], f"{s2.shared_count} of {d.n_shared} shared iterations slower than the "
                  f"{s2.label}{scaled} vs {s2.alone_count} of {d.n_alone} alone, p = {ex.p_less:.2g}"))
     if cx is not None:
-        pc = min(1.0, 2 * min(cx.p_more, ct.p if ct is not None else 1.0))  # two controls, Bonferroni
+        # the same-moment control decides (same blocks, same drift, same shape); against the alone tail only where
+        # every shared launch collided (nothing clear to compare with) -- the alone tail's words are shown either way
+        pc = ct.p if ct is not None else cx.p_more
         c = min(cx.steps, key=lambda t: t.p_more)
-        same = f"; {ct.words}" if ct is not None else ""
-        more.append((pc / w["collided"], f"{c.shared_count} of {cx.shared.n} launches that found a neighbour in flight "
-                     f"slower than the {c.label}{scaled} vs {c.alone_count} of {d.n_alone} alone, p = {cx.p_more:.2g}"
-                     f"{same}"))
+        alone_tail = (f"{c.shared_count} of {cx.shared.n} launches that found a neighbour in flight slower than the "
+                      f"{c.label}{scaled} vs {c.alone_count} of {d.n_alone} alone, p = {cx.p_more:.2g}")
+        more.append((pc / w["collided"], f"{ct.words}; {alone_tail}" if ct is not None else alone_tail))
     p_slower = min(1.0, min(p for p, _ in more))
     p_faster = min(1.0, min(p for p, _ in less)) if less else 1.0
     up, down, within_text = _within(sh, al, q, margin, dr, confidence) if usable else (False, False, "")
