@@ -19,19 +19,10 @@ from kts_helpers.analyse import driftgrid
 from kts_helpers.fsutil import atomic_write_json
 
 
-def _part(args: tuple[int, int, int, int]) -> list[driftgrid.DriftRow]:
-    n, reps, report_reps, seed = args
-    if n == 0:  # the power, no-change and report rows (n = 800 inside)
-        rows = [r for r in driftgrid.grid(reps, report_reps=report_reps, seed=seed, ns=(800, 2000), sds=())
-                if not r.measures.startswith("false alarm (")] + [
-            driftgrid.verdict_row("false alarm (old design)", driftgrid.lognormal(), driftgrid.lognormal(), 800, reps,
-                                  sd=0.02, design=driftgrid.OLD_DESIGN, seed=seed + 800)]
-    else:
-        rows = [driftgrid.verdict_row(k, a, s, nn, reps, sd=sd, timestamps=ts, seed=seed + j)
-                for j, (k, a, s, nn, sd, ts) in enumerate(driftgrid.null_cells((n,)))]
-    for r in rows:
-        print(driftgrid.markdown([r]).splitlines()[-1], flush=True)
-    return rows
+def _row(spec: tuple[str, dict]) -> driftgrid.DriftRow:
+    row = driftgrid.run_spec(spec)
+    print(driftgrid.markdown([row]).splitlines()[-1], flush=True)
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,11 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    jobs = [(800, args.reps, args.report_reps, args.seed), (2000, args.reps, args.report_reps, args.seed + 50),
-            (0, args.reps, args.report_reps, args.seed)]
+    specs = driftgrid.specs(args.reps, report_reps=args.report_reps, seed=args.seed)
+    # longest first (a report row reads 4-8 verdicts a run), the table in the grid's own order
+    order = sorted(range(len(specs)), key=lambda k: -specs[k][1]["reps"] * specs[k][1]["n"]
+                   * (8 if specs[k][0] == "report_row" else 1))
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        parts = list(pool.map(_part, jobs))
-    rows = [r for part in parts for r in part]
+        done = dict(zip(order, pool.map(_row, [specs[k] for k in order]), strict=True))
+    rows = [done[k] for k in range(len(specs))]
     seconds = time.perf_counter() - t0
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

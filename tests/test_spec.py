@@ -85,9 +85,26 @@ def test_article_profile_defaults():
     r = spec.resolved
     assert (r["iterations"], r["fft_size"], r["gemm_size"], r["warmup"]) == (800, 4096, 4096, 5)
     assert (r["sleep_ms_fft"], r["sleep_ms_gemm"]) == (100.0, 150.0)
-    fft, gemm = spec.scenario("baseline-fft").tenants[0], spec.scenario("baseline-gemm").tenants[0]
+    one = _resolve("cuda", profile="article", blocks=0)  # one block a side: the article's own layout
+    fft, gemm = one.scenario("baseline-fft").tenants[0], one.scenario("baseline-gemm").tenants[0]
     assert (fft.iterations, fft.matrix_size, fft.sleep_ms, fft.warmup) == (800, 4096, 100.0, 5)
     assert (gemm.iterations, gemm.matrix_size, gemm.sleep_ms, gemm.warmup) == (800, 4096, 150.0, 5)
+
+
+def test_the_default_design_brackets_shared_blocks_with_alone_blocks():
+    """Issue 30: alone, shared, alone, shared, alone; each side keeps its 800 iterations, split evenly."""
+    spec = _resolve("cuda", profile="article")
+    assert [s.name for s in spec.scenarios] == [
+        "baseline-fft-r1", "baseline-gemm-r1", "shared-r1", "baseline-fft-r2", "baseline-gemm-r2", "shared-r2",
+        "baseline-fft-r3", "baseline-gemm-r3"]
+    assert spec.resolved["design"] == "3 alone blocks around 2 shared blocks"
+    assert [t.iterations for t in spec.scenario("shared-r2").tenants] == [400, 400]
+    assert spec.scenario("baseline-fft-r3").tenants[0].iterations == 267
+    assert [s.repeat for s in spec.scenarios if s.name.startswith("baseline-fft")] == [0, 1, 2]
+    kept = _resolve("cpu", profile="cpu-quick", repeats=2)  # the profile's blocks give way to repeats, and say so
+    assert kept.resolved["design"] == "one block a side (repeats=2)" and kept.resolved["blocks"] == 0
+    with pytest.raises(SpecError, match="blocks=2"):
+        _resolve("cpu", profile="cpu-quick", repeats=2, blocks=2)
 
 
 @pytest.mark.parametrize("profile", ["article", "cpu-quick", "tiny", "saturating"])
@@ -96,7 +113,9 @@ def test_profiles_resolve_to_their_table(profile):
     assert spec.profile == profile
     for key, value in PROFILES[profile].items():
         assert spec.resolved[key] == value
-    assert [s.name for s in spec.scenarios] == ["baseline-fft", "baseline-gemm", "shared"]
+    names = [s.name for s in spec.scenarios]
+    assert names == (["baseline-fft", "baseline-gemm", "shared"] if not PROFILES[profile].get("blocks") else
+                     [n for b in (1, 2, 3) for n in (f"baseline-fft-r{b}", f"baseline-gemm-r{b}", f"shared-r{b}")][:-1])
 
 
 def test_default_profile_by_device():
@@ -105,7 +124,7 @@ def test_default_profile_by_device():
 
 
 def test_explicit_values_override_profile():
-    spec = _resolve(profile="article", iterations=30, matrix_size=64, gemm_size=128, sleep_ms_fft=0.0)
+    spec = _resolve(profile="article", iterations=30, matrix_size=64, gemm_size=128, sleep_ms_fft=0.0, blocks=0)
     fft, gemm = spec.scenario("shared").tenants
     assert (fft.iterations, fft.matrix_size, fft.sleep_ms) == (30, 64, 0.0)
     assert (gemm.iterations, gemm.matrix_size, gemm.sleep_ms) == (30, 128, 150.0)
@@ -251,7 +270,7 @@ def test_cpu_quick_gives_each_tenant_one_thread():
     spec = _resolve("cpu")
     assert spec.profile == "cpu-quick"
     assert {t.threads for s in spec.scenarios for t in s.tenants} == {1}
-    assert spec.scenario("shared").tenants[0].env()["THREADS"] == "1"
+    assert spec.scenario("shared-r1").tenants[0].env()["THREADS"] == "1"
     assert spec.resolved["iterations"] >= 662  # enough samples for a distribution-free bound on each p99
 
 

@@ -119,18 +119,24 @@ def run_calibration(run: Run, *, progress: bool = True, backend: Backend | None 
 
 def run_kind(run: Run, kind: str, *, progress: bool = True, backend: Backend | None = None,
              skip_failed: bool = False, judge: Judge | None = None) -> list[ScenarioResult]:
-    """Run every scenario of ``kind`` ("baseline" or "shared") that has not run yet, in spec order
-    (``skip_failed``: also leave out those that failed; their logs stay as they are). ``judge`` answers the
-    interim looks of a shared scenario (``analyse.sequential.VerdictJudge``; none: every tenant times on)."""
+    """Run the scenarios of one notebook that have not run yet, in spec order: "baseline" the alone scenarios
+    before the first shared one, "shared" everything from there on -- the shared blocks and the alone blocks
+    between and after them (the bracketed design, ``spec._bracketed``; repeats likewise alternate), so alone is
+    measured on both sides of every shared block. A run of one block a side runs as before: every alone scenario,
+    then every shared one. ``skip_failed``: also leave out those that failed; their logs stay as they are.
+    ``judge`` answers the interim looks of a shared scenario (``analyse.sequential.VerdictJudge``; none: every
+    tenant times on)."""
     if kind not in ("baseline", "shared"):
         raise SpecError(f"unknown scenario kind {kind!r}; choose baseline or shared")
     m = run.read()
     backend = backend or backend_for_run(run)
     results = []
     done = ("complete", "failed") if skip_failed else ("complete",)
-    for scenario in m.scenarios:
+    first = next((i for i, s in enumerate(m.scenarios) if s.kind == "shared"), len(m.scenarios))
+    mine = m.scenarios[:first] if kind == "baseline" else m.scenarios[first:]
+    for scenario in mine:
         record = m.record(scenario.name)
-        if scenario.kind != kind or (record is not None and record.status in done):
+        if scenario.kind not in ("baseline", "shared") or (record is not None and record.status in done):
             continue
         results.append(backend.run_scenario(run, scenario, timeout_s=m.spec.timeout_s, progress=progress,
                                             pad_limit_s=m.spec.pad_limit_s, judge=judge))

@@ -8,15 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
+# The design (issue 30): each side's iterations in blocks, alone on both sides of every shared block (alone, shared,
+# alone, shared, alone), so every run measures how far each tenant's speed moves between moments
+# (``analyse.verdict.drift``); tiny and probe keep one block a side.
+BLOCKS = 2
+
 PROFILES: dict[str, dict[str, Any]] = {
     # The article's parameters (Kube-TimeSlice-Profiler): 800 iterations of 4096^2, sleeps 100/150 ms.
     "article": dict(workloads=("fft", "gemm"), iterations=800, fft_size=4096, gemm_size=4096,
                     sleep_ms_fft=100.0, sleep_ms_gemm=150.0, sleep_ms_llm=50.0, warmup=5, threads=1,
-                    timeout_s=1800.0, calibrate_iterations=2000),
+                    timeout_s=1800.0, calibrate_iterations=2000, blocks=BLOCKS),
     # A saturating neighbour: the GEMM never sleeps, so the FFT always finds the GPU busy.
     "saturating": dict(workloads=("fft", "gemm"), iterations=800, fft_size=4096, gemm_size=8192,
                        sleep_ms_fft=100.0, sleep_ms_gemm=0.0, sleep_ms_llm=50.0, warmup=5, threads=1,
-                       timeout_s=1800.0, calibrate_iterations=2000),
+                       timeout_s=1800.0, calibrate_iterations=2000, blocks=BLOCKS),
     # CPU stand-in: one thread per tenant (more threads than cores measured the OS scheduling a lone FFT's own
     # threads: 13.8 ms instead of 0.33), every tenant pinned to one core, so they time-share it as GPU tenants
     # time-share a GPU. Exponential think times: fixed sleeps lock two loops into a beat whose phase decided
@@ -24,7 +29,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     # host's own bursts of slowness (README, Known limits). 2000 iterations, ~15 s a scenario.
     "cpu-quick": dict(workloads=("fft", "gemm"), iterations=2000, fft_size=512, gemm_size=512,
                       sleep_ms_fft=6.0, sleep_ms_gemm=3.0, sleep_ms_llm=6.0, sleep_dist="exp", warmup=5, threads=1,
-                      timeout_s=300.0, calibrate_iterations=300, cpu_core=-1),
+                      timeout_s=300.0, calibrate_iterations=300, cpu_core=-1, blocks=BLOCKS),
     # The time-slice probe (run/probe.py): tiny kernels at random times next to tens-of-ms GEMMs, and the
     # reverse; the GEMM size is calibrated on the GPU (this one is the fallback), the hog's 400 timed kernels
     # cover the tick's 20 s window. GPU only.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import zlib
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
@@ -134,6 +135,7 @@ class ExperimentParams:
     timeout_s: float | None = None
     pad_limit_s: float | None = None  # how long a finished tenant may pad for slower ones (None: timeout_s)
     repeats: int = 1
+    blocks: int | None = None  # the design: shared in this many blocks between alone blocks (None: the profile's)
     sharing: tuple[str, ...] = ("timeslice",)
     mps_thread_percentage: int | dict[str, int] | None = None  # one for all, or per workload
     matrix: bool = False
@@ -332,6 +334,12 @@ def resolve(params: ExperimentParams, device_type: str) -> ExperimentSpec:
         seen[kind] = seen.get(kind, 0) + 1
         name = kind if counts[kind] == 1 else f"{kind}-{seen[kind]}"
         tenants.append(_tenant(kind, r, params, name))
+    blocks = _blocks(r, params)
+    if blocks:
+        r["repeats"] = params.repeats
+        r["sharing"] = list(params.sharing)
+        return ExperimentSpec(params=params, profile=profile, device=device_type, resolved=r,
+                              scenarios=_bracketed(tenants, params, blocks))
     scenarios: list[ScenarioSpec] = []
     for rep in range(params.repeats):
         suffix = "" if params.repeats == 1 else f"-r{rep + 1}"
@@ -355,6 +363,66 @@ def resolve(params: ExperimentParams, device_type: str) -> ExperimentSpec:
     r["sharing"] = list(params.sharing)
     return ExperimentSpec(params=params, profile=profile, device=device_type, resolved=r,
                           scenarios=tuple(scenarios))
+
+
+def _blocks(r: dict[str, Any], params: ExperimentParams) -> int:
+    """How many shared blocks the design brackets with alone blocks (0: every alone scenario, then every shared).
+
+    The default of the GPU profiles and cpu-quick (``blocks`` 2): alone, shared, alone, shared, alone -- each
+    tenant's drift between moments is measured by the run itself (``analyse.verdict.drift``). A design that the
+    blocks cannot split (repeats, iterations=auto, interim looks, open-loop arrivals) keeps one block a side when
+    the blocks came from the profile, and is refused when asked for explicitly; ``resolved["design"]`` says which.
+    """
+    asked = params.blocks is not None
+    b = int(params.blocks if asked else r.get("blocks", 0))
+    autos = [k for k in ("iterations", "iterations_fft", "iterations_gemm", "iterations_llm") if _is_auto(r.get(k))]
+    clash = (f"repeats={params.repeats}" if params.repeats > 1 else f"{autos[0]}=auto" if autos else
+             f"shared_max_factor={float(r['shared_max_factor']):g}" if float(r["shared_max_factor"]) > 1 else
+             f"arrival={params.arrival}" if params.arrival != "closed" else
+             "one tenant" if len(r["workloads"]) < 2 else None)
+    if b < 0:
+        raise SpecError(f"blocks must be >= 0, got {b}")
+    if b and clash:
+        if asked:
+            raise SpecError(f"blocks={b} splits a fixed design of one repeat; {clash} does not split")
+        r["design"] = f"one block a side ({clash})"
+        b = 0
+    else:
+        r["design"] = (f"{b + 1} alone blocks around {b} shared blocks" if b else "one block a side")
+    r["blocks"] = b
+    return b
+
+
+def _bracketed(tenants: list[TenantSpec], params: ExperimentParams, blocks: int) -> tuple[ScenarioSpec, ...]:
+    """Alone blocks on both sides of every shared block: baseline-<t>-r1, shared-r1, ..., baseline-<t>-r<B+1>.
+
+    Each side keeps its iteration count, split evenly (alone in B + 1 blocks, shared in B); the blocks are the
+    repeats the analysis pools (``-rK``), and the runner takes them in this order (``experiment.run_kind``).
+    """
+    def split(t: TenantSpec, k: int) -> TenantSpec:
+        return replace(t, iterations=max(1, math.ceil(t.iterations / k)))
+
+    out: list[ScenarioSpec] = []
+    for blk in range(blocks + 1):
+        out += [ScenarioSpec(f"baseline-{t.name}-r{blk + 1}", "baseline",
+                             (replace(split(t, blocks + 1), mps_thread_percentage=None),), "timeslice", blk)
+                for t in tenants]
+        if blk == blocks:
+            break
+        for mode in params.sharing:
+            msuffix = "" if mode == "timeslice" else f"-{mode}"
+            tenants_m = [split(t, blocks) if mode == "mps-limited" else replace(split(t, blocks),
+                                                                                 mps_thread_percentage=None)
+                         for t in tenants]
+            if params.matrix:
+                for a, b in itertools.combinations(tenants_m, 2):
+                    out.append(ScenarioSpec(f"shared{msuffix}-{a.name}+{b.name}-r{blk + 1}", "shared", (a, b), mode,
+                                            blk))
+                if len(tenants_m) > 2:
+                    out.append(ScenarioSpec(f"shared{msuffix}-all-r{blk + 1}", "shared", tuple(tenants_m), mode, blk))
+            else:
+                out.append(ScenarioSpec(f"shared{msuffix}-r{blk + 1}", "shared", tuple(tenants_m), mode, blk))
+    return tuple(out)
 
 
 def _probe_scenarios(r: dict[str, Any], params: ExperimentParams) -> tuple[ScenarioSpec, ...]:
