@@ -177,24 +177,40 @@ def no_change_cells(ns: Iterable[int] = (800, 2000)) -> list[tuple[str, Generato
     return [("no change (clean null)", lognormal(), lognormal(), n, 0.0, False) for n in ns]
 
 
-def grid(reps: int, *, report_reps: int | None = None, seed: int = 0, ns: Iterable[int] = (800, 2000),
-         sds: Iterable[float] = (0.0, 0.005, 0.01, 0.02)) -> list[DriftRow]:
-    """The full drift grid: every no-effect cell (both directions), the power table, "no change" under a clean
-    null, and no-effect reports of 2 and 4 tenants."""
+def specs(reps: int, *, report_reps: int | None = None, seed: int = 0, ns: Iterable[int] = (800, 2000),
+          sds: Iterable[float] = (0.0, 0.005, 0.01, 0.02)) -> list[tuple[str, dict]]:
+    """The full drift grid as (function name, keyword arguments) rows, each one process's work: every no-effect
+    cell (both directions), the power table, "no change" under a clean null, no-effect reports of 2 and 4
+    tenants (Holm), and the old design (one alone block) under sd 2 % drift."""
     ns, sds = tuple(ns), tuple(sds)
-    rows = []
+    out: list[tuple[str, dict]] = []
     for j, (kind, a, s, n, sd, ts) in enumerate(null_cells(ns, sds)):
-        rows.append(verdict_row(kind, a, s, n, reps, sd=sd, timestamps=ts, seed=seed + j))
+        out.append(("verdict_row", dict(measures=kind, alone=a, shared=s, n=n, reps=reps, sd=sd, timestamps=ts,
+                                        seed=seed + j)))
     for j, (kind, a, s, n, sd, ts) in enumerate(power_cells()):
-        rows.append(verdict_row(kind, a, s, n, reps, sd=sd, timestamps=ts, seed=seed + 500 + j))
+        out.append(("verdict_row", dict(measures=kind, alone=a, shared=s, n=n, reps=reps, sd=sd, timestamps=ts,
+                                        seed=seed + 500 + j)))
     for j, (kind, a, s, n, sd, ts) in enumerate(no_change_cells(ns)):
-        rows.append(verdict_row(kind, a, s, n, reps, sd=sd, hiccups=False, timestamps=ts, seed=seed + 600 + j))
-    rr = report_reps or reps
+        out.append(("verdict_row", dict(measures=kind, alone=a, shared=s, n=n, reps=reps, sd=sd, hiccups=False,
+                                        timestamps=ts, seed=seed + 600 + j)))
     for j, (tenants, sd) in enumerate((t, sd) for t in (2, 4) for sd in (0.0, 0.02)):
-        rows.append(report_row(tenants, 800, rr, sd=sd, timestamps=True, seed=seed + 700 + j))
-    rows.append(verdict_row("false alarm (old design)", lognormal(), lognormal(), 800, reps, sd=0.02,
-                            design=OLD_DESIGN, seed=seed + 800))
-    return rows
+        out.append(("report_row", dict(tenants=tenants, n=800, reps=report_reps or reps, sd=sd, timestamps=True,
+                                       seed=seed + 700 + j)))
+    out.append(("verdict_row", dict(measures="false alarm (old design)", alone=lognormal(), shared=lognormal(), n=800,
+                                    reps=reps, sd=0.02, design=OLD_DESIGN, seed=seed + 800)))
+    return out
+
+
+def run_spec(spec: tuple[str, dict]) -> DriftRow:
+    name, kw = spec
+    kw = dict(kw)
+    if name == "verdict_row":
+        return verdict_row(kw.pop("measures"), kw.pop("alone"), kw.pop("shared"), kw.pop("n"), kw.pop("reps"), **kw)
+    return report_row(kw.pop("tenants"), kw.pop("n"), kw.pop("reps"), **kw)
+
+
+def grid(reps: int, **options: object) -> list[DriftRow]:
+    return [run_spec(s) for s in specs(reps, **options)]  # type: ignore[arg-type]
 
 
 def markdown(rows: Iterable[DriftRow]) -> str:
