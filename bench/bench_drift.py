@@ -19,8 +19,10 @@ from kts_helpers.analyse import driftgrid
 from kts_helpers.fsutil import atomic_write_json
 
 
-def _row(spec: tuple[str, dict]) -> driftgrid.DriftRow:
-    row = driftgrid.run_spec(spec)
+def _row(job: tuple[int, int, int, int]) -> driftgrid.DriftRow:
+    """One row, by its index in the grid (generators hold closures: each process builds the grid itself)."""
+    k, reps, report_reps, seed = job
+    row = driftgrid.run_spec(driftgrid.specs(reps, report_reps=report_reps, seed=seed)[k])
     print(driftgrid.markdown([row]).splitlines()[-1], flush=True)
     return row
 
@@ -39,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     order = sorted(range(len(specs)), key=lambda k: -specs[k][1]["reps"] * specs[k][1]["n"]
                    * (8 if specs[k][0] == "report_row" else 1))
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        done = dict(zip(order, pool.map(_row, [specs[k] for k in order]), strict=True))
+        done = dict(zip(order, pool.map(_row, [(k, args.reps, args.report_reps, args.seed) for k in order]),
+                        strict=True))
     rows = [done[k] for k in range(len(specs))]
     seconds = time.perf_counter() - t0
     out = Path(args.out)
