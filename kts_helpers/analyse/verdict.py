@@ -380,9 +380,11 @@ class Drift:
 
     ``sd`` is one block's level sd; the difference of the two phases' mean levels then has ``se`` =
     sd * sqrt(1/K + 1/J) from drift alone. Estimated from the blocks' log medians (each phase's blocks around
-    their own mean: the sharing effect, common to every shared block, does not enter), pooled with the prior
-    allowance as ``PRIOR_DRIFT_DF`` more degrees of freedom; with ONE alone block nothing is measured and the
-    prior is used as known (``df`` inf), which the verdict says.
+    their own mean: the sharing effect, common to every shared block, does not enter; their own sampling noise
+    does), with (K - 1) + (J - 1) degrees of freedom and the prior allowance pooled as ``PRIOR_DRIFT_DF`` more
+    (0: the blocks alone; a prior of one degree of freedom at 4.5 % cut "no change" under a clean null at n = 800
+    from 31 to 8 of 40 runs); with ONE alone block nothing is measured and the prior is used as known (``df`` inf), which the
+    verdict says.
     """
 
     sd: float
@@ -417,14 +419,14 @@ class Drift:
         if not self.measured:
             return (f"one alone block: no drift measured, the prior allowance sd {100 * PRIOR_DRIFT_SD:.1f} % per block "
                     f"is used")
-        obs = f"; the blocks' own sd {100 * self.observed:.1f} %" if self.observed is not None else ""
-        return (f"drift between blocks sd {100 * self.sd:.1f} % from {self.alone_blocks} alone and "
-                f"{self.shared_blocks} shared blocks with the prior{obs}")
+        prior = f" and the prior as {PRIOR_DRIFT_DF:g} more degrees of freedom" if PRIOR_DRIFT_DF else ""
+        return (f"drift between blocks sd {100 * self.sd:.1f} % ({self.df:g} degrees of freedom) from "
+                f"{self.alone_blocks} alone and {self.shared_blocks} shared blocks{prior}")
 
 
 # The prior allowance for drift between blocks (log-scale sd of one block's level), used where a run has one alone
 # block (old references, foreign logs) and pooled as one degree of freedom with the blocks' own scatter otherwise.
-# Measured on the committed H200 runs with repeats (bench/drift_prior.py): the largest spread of a tenant's alone
+# Measured on the committed H200 runs with repeats (``python -m bench.bench_drift_prior``): the largest spread of a tenant's alone
 # block medians, the FFT's wall clock in h200-2026-11-30-repeats (0.570, 0.531, 0.525 ms: sd of log 0.045; the
 # GEMM's 0.2-0.5 %, the MPS run's FFT 3.3 %).
 PRIOR_DRIFT_SD = 0.045

@@ -1,0 +1,46 @@
+"""Where the verdict's prior drift allowance comes from: each tenant's alone block medians on the committed H200 runs
+with repeats, and the sd of their logs per tenant and clock (``verdict.PRIOR_DRIFT_SD`` is the largest).
+
+Run: ``python -m bench.bench_drift_prior [RUN ...]`` (default: data/reference/h200-2026-11-30-repeats, -repeats-mps).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from kts_helpers.analyse.load import load_run
+
+REF = Path(__file__).resolve().parents[1] / "data" / "reference"
+RUNS = ("h200-2026-11-30-repeats", "h200-2026-11-30-repeats-mps")
+
+
+def spreads(run: Path) -> list[tuple[str, str, list[float], float]]:
+    """(tenant, clock, the alone blocks' medians in ms, sd of their logs) of one run."""
+    it = load_run(run).iterations
+    alone = it[it["kind"] == "baseline"]
+    out = []
+    for clock in ("wall", "device"):
+        for tenant, g in alone.groupby("tenant"):
+            meds = [float(np.median(b[f"{clock}_ms"])) for _, b in g.groupby("scenario")]
+            if len(meds) > 1:
+                out.append((str(tenant), clock, meds, float(np.std(np.log(meds), ddof=1))))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    runs = [Path(a) for a in (argv if argv is not None else sys.argv[1:])] or [REF / r for r in RUNS]
+    worst = 0.0
+    for run in runs:
+        for tenant, clock, meds, sd in spreads(run):
+            worst = max(worst, sd)
+            print(f"{run.name} {tenant} {clock}: alone block medians {', '.join(f'{m:.3f}' for m in meds)} ms, "
+                  f"sd of log {100 * sd:.1f} %")
+    print(f"largest: {100 * worst:.1f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
