@@ -638,7 +638,7 @@ def _widened_df(d: rules.Degradation, dr: Drift, confidence: float) -> tuple[rul
 
 
 def _within(sh: list[np.ndarray], al: list[np.ndarray], q: float, margin: float, dr: Drift,
-            confidence: float, d: rules.Degradation) -> tuple[bool, bool, str]:
+            confidence: float) -> tuple[bool, bool, str]:
     """Two one-sided tests that the shared q-quantile lies within ±margin of the alone one, drift allowed for.
 
     Upper: fewer than 1 - q of the shared iterations (upper bound of their share) beyond (1 + margin) x the alone
@@ -651,9 +651,10 @@ def _within(sh: list[np.ndarray], al: list[np.ndarray], q: float, margin: float,
     if len(xs) < 2 or len(xa) < 2:
         return False, False, ""
     shrink = math.exp(-dr.quantile(a2) * dr.se)
-    if d.alone is None or d.shared is None:
-        return False, False, ""
-    lo_a, lo_s = d.alone.lo, d.shared.lo  # the two p99s' own lower bounds (``rules.degradation``'s sides)
+    # each side's p99 lower bound from its blocks pooled as one series: the blocks' scatter in level is drift, which
+    # the allowance below carries (the repeats' interval, with K - 1 degrees of freedom, often has no bound at all)
+    lo_a = orderstat.quantile_bounds(xa, q, confidence).lo
+    lo_s = orderstat.quantile_bounds(xs, q, confidence).lo
 
     def below(x: np.ndarray, thr: float) -> tuple[bool, int, float]:
         if not (math.isfinite(thr) and thr > 0):
@@ -742,7 +743,7 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
         more.append((pc / w["collided"], f"{ct.words}; {alone_tail}" if ct is not None else alone_tail))
     p_slower = min(1.0, min(p for p, _ in more))
     p_faster = min(1.0, min(p for p, _ in less)) if less else 1.0
-    up, down, within_text = _within(sh, al, q, margin, dr, confidence, d) if usable else (False, False, "")
+    up, down, within_text = _within(sh, al, q, margin, dr, confidence) if usable else (False, False, "")
     return _read(Verdict(INCONCLUSIVE, "", dw, ex_raw, open_sides=_open_sides(d, q) if usable else (),
                          collided=cx, contrast=ct, drift=dr, tail=ex, level=level, p_slower=p_slower,
                          p_faster=p_faster, slower_evidence=tuple(t for _, t in sorted(more)),
