@@ -343,3 +343,15 @@ def test_the_looks_simulation_reads_the_collided_flags_as_the_live_judge_does() 
 
     d = design_decisions(C.lognormal(), C.collisions("bursty"), 20, factor=1.0, seed=95)
     assert d.degraded >= 0.8
+
+
+def test_below_368_samples_the_collided_test_is_cut_like_the_tail_test() -> None:
+    """Both tail tests decide at a quarter of their weight on short series (before: only the whole series' test)."""
+    assert V.weights(False) == V.WEIGHTS
+    short = V.weights(True)
+    assert short["tail"] == pytest.approx(V.WEIGHTS["tail"] * V.SHORT_ALPHA_SHARE)
+    assert short["collided"] == pytest.approx(V.WEIGHTS["collided"] * V.SHORT_ALPHA_SHARE)
+    assert short["DF"] == V.WEIGHTS["DF"] and short["level"] == V.WEIGHTS["level"]
+    sh, al, hit = _flagged(3)
+    v = V.decide([sh[0][:300]], [al[0][:300]], collided=[hit[0][:300]])
+    assert v.short and v.reading in V.readings()

@@ -590,6 +590,14 @@ SMALL_FASTER = "small speed-up"
 WEIGHTS = {"DF": 0.4, "level": 0.3, "tail": 0.2, "collided": 0.1}
 
 
+def weights(short: bool) -> dict[str, float]:
+    """Each test's share of the verdict's level; below ``rules.MIN_CORUNNING`` samples (``short``) the two tail
+    tests -- the whole series' and the collided launches' alike -- decide at a quarter of theirs
+    (``SHORT_ALPHA_SHARE``: at n = 300 slow drift took the tail test's false alarms to 4 % at the full level)."""
+    cut = SHORT_ALPHA_SHARE if short else 1.0
+    return {k: v * (cut if k in ("tail", "collided") else 1.0) for k, v in WEIGHTS.items()}
+
+
 def small_slower(margin: float = DEFAULT_MARGIN) -> str:
     """A significant slowdown whose DF is below 1 + margin: "small slowdown (< 10 %)"."""
     return f"{SMALL_SLOWER} (< {100 * margin:g} %)"
@@ -714,10 +722,7 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
               and untested is None)
     dw, p_df_more, p_df_less = _widened_df(d, dr, confidence)
     level, p_lv_more, p_lv_less = level_test(sh, al, dr)
-    cut = SHORT_ALPHA_SHARE if short else 1.0  # below 368 the tail tests decide at a quarter of their weight
-    w = dict(WEIGHTS)
-    w["tail"] *= cut
-    w["collided"] *= cut
+    w = weights(short)
     more: list[tuple[float, str]] = []
     less: list[tuple[float, str]] = []
     if usable:
