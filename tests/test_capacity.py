@@ -49,7 +49,7 @@ def test_unknown_workload_is_one_line_error():
 
 
 def test_check_capacity_passes_and_returns_estimates():
-    spec = resolve(ExperimentParams.from_mapping({"profile": "saturating", "workloads": "fft,gemm,llm",
+    spec = resolve(ExperimentParams.from_mapping({"profile": "saturating", "workloads": "fft,gemm,llm", "blocks": 0,
                                                   "matrix": True}), "cuda")
     scenarios = [*spec.scenarios, calibration_scenario(spec.resolved)]
     est = check_capacity(scenarios, 139.8 * 1024)
@@ -60,7 +60,7 @@ def test_check_capacity_passes_and_returns_estimates():
 
 
 def test_check_capacity_names_the_scenario_that_does_not_fit():
-    spec = resolve(ExperimentParams.from_mapping({"profile": "article"}), "cuda")
+    spec = resolve(ExperimentParams.from_mapping({"profile": "article", "blocks": 0}), "cuda")
     need = estimate_scenario_memory_mib(spec.scenario("shared"))
     gpu = need / 0.9 - 10  # the shared scenario just over 90 %, each baseline well under
     with pytest.raises(SpecError) as exc:
@@ -72,7 +72,7 @@ def test_check_capacity_names_the_scenario_that_does_not_fit():
 
 
 def test_check_capacity_counts_more_offenders_and_reads_manifests():
-    spec = resolve(ExperimentParams.from_mapping({"profile": "article", "workloads": "fft,fft,gemm,llm"}), "cuda")
+    spec = resolve(ExperimentParams.from_mapping({"profile": "article", "workloads": "fft,fft,gemm,llm", "blocks": 0}), "cuda")
     scenarios = json.loads(json.dumps(spec.to_dict()))["scenarios"]  # as a manifest holds them
     est = check_capacity(scenarios, 139.8 * 1024)
     assert est["shared"] == pytest.approx(sum(v for k, v in est.items() if k.startswith("baseline-")))

@@ -87,7 +87,7 @@ def test_the_spec_lays_out_looks_on_shared_tenants_only():
     assert again.scenario("shared").tenants == shared.tenants
     assert all(not t.looks and t.iterations == 800 for s in spec.scenarios_of("baseline") for t in s.tenants)
     plain = resolve(ExperimentParams.from_mapping({"profile": "article"}), "cuda")
-    assert "KTS_LOOKS" not in plain.scenario("shared").tenants[0].env()
+    assert "KTS_LOOKS" not in plain.scenario("shared-r1").tenants[0].env()
     with pytest.raises(SpecError, match="repeats"):
         resolve(ExperimentParams.from_mapping({"profile": "article", "shared_max_factor": 2.0, "repeats": 2}), "cuda")
     with pytest.raises(SpecError, match="auto"):
