@@ -51,9 +51,13 @@ def main(argv: list[str] | None = None) -> int:
                             "seconds": round(seconds, 1), "rows": [r.to_dict() for r in rows]})
     table = driftgrid.markdown(rows)
     out.with_suffix(".md").write_text(
-        f"The verdict under drift between blocks (issue 30): {args.reps} runs per verdict row, {args.report_reps} "
-        f"reports per report row (seed {args.seed}); hiccups: {100 * driftgrid.HICCUP_SHARE:g} % of iterations "
-        f"{driftgrid.HICCUP_FACTOR[0]:g}-{driftgrid.HICCUP_FACTOR[1]:g}x; {seconds:.0f} s.\n\n{table}\n")
+        f"The verdict under drift between blocks (issue 30), `python -m bench.bench_drift --reps {args.reps} "
+        f"--report-reps {args.report_reps}` (seed {args.seed}; {seconds:.0f} s on {args.jobs} processes): {args.reps} "
+        f"runs per verdict row, {args.report_reps} reports per report row, a report row counting the reports with at "
+        f"least one verdict of that reading; drift: each block's level times exp(N(0, sd)); hiccups: "
+        f"{100 * driftgrid.HICCUP_SHARE:g} % of iterations {driftgrid.HICCUP_FACTOR[0]:g}-{driftgrid.HICCUP_FACTOR[1]:g}x; "
+        f"timestamps: the shared generator's own collisions flagged, or {100 * driftgrid.FLAG_SHARE:g} % random flags "
+        f"that cost nothing.\n\n{table}\n")
     print(table)
     return 0
 

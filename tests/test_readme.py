@@ -17,7 +17,7 @@ def test_readme_reference_tables_match_the_committed_runs() -> None:
     blocks = re.findall(r"<!-- reference-table:(\S+):start -->\n(.*?)\n<!-- reference-table:\1:end -->", README, re.S)
     assert {name for name, _ in blocks} == {f"h200-2026-11-30-{n}" for n in (
         "article", "article-rerun", "saturating", "repeats", "repeats-mps", "mps-limited", "mps-limited-800",
-        "four-tenants", "matrix", "openloop", "probe")} | {"h200-2026-12-02-article"}
+        "four-tenants", "matrix", "openloop", "probe")} | {"h200-2026-12-02-article", "h200-2026-12-02-article-blocks"}
     for name, block in blocks:
         assert block == reference_markdown(REPO / "data" / "reference" / name), name
 
@@ -59,6 +59,9 @@ def test_readme_prose_says_what_the_verdicts_say() -> None:
     fft_wall = article_rows[("fft", "timeslice", "wall")]
     assert (fft_wall.collided_slow, fft_wall.collided_n) == (11, 14)  # "11 of those 14 ... the alone p99.75"
     assert "launches that found a neighbour in flight slower than the alone p99.75" in fft_wall.reading_detail
+    # the same-moment control, shown next to the verdict: collided launches against the same blocks' clear ones
+    assert (fft_wall.contrast_slow, fft_wall.contrast_n, fft_wall.contrast_clear_n) == (12, 14, 786)
+    assert fft_wall.contrast_p < 1e-10 and fft_wall.contrast_ms > 0.5
     fft = next(f for f in collisions.run_collisions(load_run(REPO / "data/reference/h200-2026-11-30-article"))
                if f.tenant == "fft")
     assert (fft.share.collided, fft.share.n) == (14, 800) and fft.periodicity.lag == 35
@@ -67,6 +70,7 @@ def test_readme_prose_says_what_the_verdicts_say() -> None:
     rerun_rows = _shared_rows("h200-2026-11-30-article-rerun")
     rerun_fft = rerun_rows[("fft", "timeslice", "wall")]
     assert rerun_fft.reading == "degraded" and (rerun_fft.collided_slow, rerun_fft.collided_n) == (11, 15)
+    assert (rerun_fft.contrast_slow, rerun_fft.contrast_clear_n, f"{rerun_fft.contrast_p:.2g}") == (11, 785, "2.8e-09")
     assert rerun_rows[("fft", "timeslice", "device")].reading != "degraded"
     from kts_helpers.analyse.rules import series_groups
     from kts_helpers.analyse.verdict import exceedance
@@ -107,7 +111,8 @@ def test_readme_prose_says_what_the_verdicts_say() -> None:
                   "12 of its alone iterations took more than 5 ms, 9 of them with the kernel itself at 3.0 ms",
                   "11 of those 14 were slower than the alone p99.75", "too few for the whole series' test at 800 "
                   "iterations (p = 0.037), but 11 of the 15 launches that found the GEMM running were slower than the "
-                  "alone p99.75", "cannot tell from chance (p = 0.2)", "15 of those 23 were beyond it",
+                  "alone p99.75 — and 11 of them slower than the p99 of the 785 launches that found the GPU free in "
+                  "the same scenario (p = 2.8e-09)", "cannot tell from chance (p = 0.2)", "15 of those 23 were beyond it",
                   "they decide one by wall time. The collided launches decide all three *degraded* by wall time and none "
                   "by device time"):
         assert claim in flat, claim
@@ -124,7 +129,7 @@ def test_readme_statistics_tables_are_the_committed_measurements() -> None:
     blocks = re.findall(r"<!-- bench:(\S+):start -->\n(.*?)\n<!-- bench:\1:end -->", README, re.S)
     assert {name for name, _ in blocks} == {"cpu-2026-11-30-issue19-coverage-wide", "cpu-2026-11-30-issue19-decisions",
                                           "cpu-2026-11-30-issue19-decisions-300", "cpu-2026-12-02-issue19-sequential",
-                                          "cpu-2026-12-02-issue19-collided"}
+                                          "cpu-2026-12-02-issue19-collided", "cpu-2026-12-02-issue30-drift"}
     for name, block in blocks:
         assert block == (REPO / "bench" / "reference" / f"{name}.md").read_text().rstrip("\n"), name
 
@@ -188,10 +193,10 @@ def test_readme_runs_measured_after_the_collided_test_read_as_it_says() -> None:
     collided = [(_shared_rows(f"h200-2026-12-02-looks-article-{k}")[("fft", "timeslice", "wall")]) for k in "12"]
     assert [(r.collided_slow, r.collided_n) for r in collided] == [(12, 14), (9, 11)]
     plain = _shared_rows("h200-2026-12-02-article-800")
-    fft = plain[("fft", "timeslice", "wall")]
-    assert fft.reading == "inconclusive" and plain[("gemm", "timeslice", "wall")].reading == "degraded"
-    assert (fft.collided_n, round(fft.collided_p, 2)) == (11, 0.11)
-    assert "nor does the test on the 11 launches that found a neighbour in flight (p = 0.11)" in fft.reading_detail
+    fft = plain[("fft", "timeslice", "wall")]  # "Today's same-moment control decides it: 5 of those 11 ..."
+    assert fft.reading == "degraded" and plain[("gemm", "timeslice", "wall")].reading == "degraded"
+    assert (fft.contrast_slow, fft.contrast_n, fft.contrast_clear_n, round(fft.contrast_p, 5)) == (5, 11, 789, 0.00089)
+    assert "5 of 11 launches that found a neighbour in flight beyond the p99 of the 789 that did not" in fft.reading_detail
     data = load_run(REPO / "data/reference/h200-2026-12-02-article-800")
     it = data.iterations
     alone = it[(it["kind"] == "baseline") & (it["tenant"] == "fft")].sort_values("start_ns")["wall_ms"].to_numpy()
@@ -209,5 +214,72 @@ def test_readme_runs_measured_after_the_collided_test_read_as_it_says() -> None:
     flat = " ".join(README.split())
     for claim in ("(12 of 14 and 9 of 11 collided launches beyond the alone tail)", "median wait 0.47 ms, against "
                   "0.54–0.85 ms in the other five runs", "(τ 8.4 at its p99), so 6 of 11 collided launches beyond that "
-                  "p99 read p = 0.11", "The GEMM read *degraded* by wall time in all three", "(p = 0.0027 at 800"):
+                  "p99 read p = 0.11", "The GEMM read *degraded* by wall time in all three", "(p = 0.0027 at 800",
+                  "5 of those 11 launches were slower than the p99 of the 789 launches of the same block that found "
+                  "the GPU free (p = 0.00089), so it reads *degraded* too"):
+        assert claim in flat, claim
+
+
+def test_readme_bracketed_design_run_reads_as_it_says() -> None:
+    """The article profile in the bracketed design (issue 30): its FFT's wall verdict, the same-moment control
+    behind it, every shared iteration co-running, and what the design cost against the one-block run."""
+    import json
+
+    from kts_helpers.analyse.load import load_run
+    from kts_helpers.analyse.summary import overlap_counts
+
+    name = "h200-2026-12-02-article-blocks"
+    rows = _shared_rows(name)
+    fft = rows[("fft", "timeslice", "wall")]
+    assert fft.reading == "degraded" and rows[("fft", "timeslice", "device")].reading != "degraded"
+    assert (fft.contrast_slow, fft.contrast_n, fft.contrast_clear_n) == (10, 13, 787) and fft.drift_blocks == 3
+    counts = overlap_counts(load_run(REPO / "data/reference" / name))
+    assert (counts["timed"] == 400).all() and (counts["outside"] == 0).all() and len(counts) == 4
+
+    def span(run: str) -> float:
+        s = json.loads((REPO / "data/reference" / run / "manifest.json").read_text())["scenarios"]
+        return (max(v["ended_ns"] for v in s.values()) - min(v["started_ns"] for v in s.values())) / 1e9
+
+    assert (round(span(name)), round(span("h200-2026-12-02-article-800"))) == (372, 355)
+    flat = " ".join(README.split())
+    for claim in ("10 of its 13 launches that found the GEMM running were slower than the p99 of the 787 launches",
+                  "The run took 372 s", "against 355 s for the one-block run", "costs about 18 s (5 %)"):
+        assert claim in flat, claim
+
+
+def test_readme_drift_sentences_are_the_committed_measurement() -> None:
+    """The paragraph before the drift grid says what its JSON holds (issue 30's done-when numbers)."""
+    import json
+
+    rows = json.loads((REPO / "bench/reference/cpu-2026-12-02-issue30-drift.json").read_text())["rows"]
+    share = lambda r, k: r[k] / r["reps"]  # noqa: E731
+    fa = [r for r in rows if r["measures"] == "false alarm"]
+    assert {r["n"] for r in fa} == {800, 2000} and {r["drift_sd"] for r in fa} == {0.0, 0.005, 0.01, 0.02}
+    assert all(r["degraded"] == r["faster"] == 0 for r in fa)
+    assert (round(max(share(r, "small_slower") for r in fa), 3), round(max(share(r, "small_faster") for r in fa), 3)) \
+        == (0.033, 0.067)
+    reports = [r for r in rows if r["measures"].startswith("report")]
+    assert len(reports) == 4 and all(r["degraded"] == 0 for r in reports)
+    assert max(share(r, "small_slower") for r in reports) == 0.025
+    power = {(r["shared"], r["drift_sd"]): r for r in rows if r["measures"].startswith("power")}
+    small = power[("random collisions 2 %", 0.0)]
+    assert small["degraded"] + small["small_slower"] == small["reps"] and round(share(small, "degraded"), 2) == 0.73
+    article = power[("random collisions 1.7 %", 0.0)]
+    assert article["degraded"] + article["small_slower"] == article["reps"] and round(share(article, "degraded"), 2) \
+        == 0.95
+    assert share(power[("lognormal φ 0 ×1.15", 0.0)], "degraded") == 1.0
+    assert round(share(power[("lognormal φ 0 ×1.15", 0.02)], "degraded"), 2) == 0.83
+    assert all(power[("lognormal φ 0 ×1.05", sd)]["degraded"] == 0 for sd in (0.0, 0.02))
+    assert all(power[("lognormal φ 0 ×1.3", sd)]["no_change"] == 0 for sd in (0.0, 0.02))
+    clean = {r["n"]: round(share(r, "no_change"), 2) for r in rows if r["measures"].startswith("no change")}
+    assert clean == {800: 0.97, 2000: 0.98}
+    old = next(r for r in rows if r["measures"] == "false alarm (old design)")
+    assert old["inconclusive"] == old["reps"]
+    flat = " ".join(README.split())
+    for claim in ("No cell read *degraded* or *faster when shared* in any of its runs",
+                  "at most 3.3 % (*small slowdown*) and 6.7 % (*small speed-up*, one cell)",
+                  "at most 2.5 % of them a small slowdown", "read a slowdown in every run (0.73 *degraded*",
+                  "the article-like mixture in every run (0.95 *degraded*)",
+                  "*degraded* in every run without drift and 0.83 with sd 2 % drift",
+                  "0.97 of runs at n = 800, 0.98 at 2000", "read every run inconclusive"):
         assert claim in flat, claim
