@@ -189,7 +189,10 @@ def test_modes_where_the_fft_waits(modes):
     assert f.loc["mps", "device_p50_ms"] > 10 * f.loc["timeslice", "device_p50_ms"]
     # the GEMM barely notices either way
     g = modes[modes["tenant"] == "gemm"].set_index("mode")
-    assert g.loc["timeslice", "df_hi"] < 1.1 and g.loc["mps", "df"] < 1.05
+    # (DF's interval now carries the drift between moments -- a prior allowance on this one-block run -- so its
+    # upper bound is no longer the claim: the GEMM's slowdown, if any, reads small, never "degraded")
+    assert g.loc["timeslice", "df"] < 1.05 and g.loc["mps", "df"] < 1.05
+    assert g.loc["timeslice", "reading"] not in ("degraded", "faster when shared")
     assert np.isinf(g.loc["mps", "df_hi"])  # its shared series (lag-1 0.8): ~80 effective samples, no p99 upper bound
 
 
