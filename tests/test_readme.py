@@ -283,3 +283,14 @@ def test_readme_drift_sentences_are_the_committed_measurement() -> None:
                   "*degraded* in every run without drift and 0.83 with sd 2 % drift",
                   "0.97 of runs at n = 800, 0.98 at 2000", "read every run inconclusive"):
         assert claim in flat, claim
+
+
+def test_readme_design_cost_on_cpu_is_the_committed_measurement() -> None:
+    import json
+
+    runs = json.loads((REPO / "bench/reference/cpu-2026-12-02-issue30-design-cost.json").read_text())["runs"]
+    assert (runs["blocks=2"]["scenarios"], runs["blocks=0"]["scenarios"]) == (8, 3)
+    said = (round(runs["blocks=2"]["seconds_calibration_to_end"]), round(runs["blocks=0"]["seconds_calibration_to_end"]))
+    assert said == (135, 105)
+    assert "the cpu-quick run took 135 s from calibration to its last block against 105 s one block a side" in \
+        " ".join(README.split())
