@@ -47,9 +47,10 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``analyse.stats`` — intervals for quantiles, DF, jitter, throughput; steady state; sample size
 * ``analyse.estimate`` — ``Estimate``: a number with its interval, the one form it travels in to ``present``
 * ``analyse.orderstat`` — the interval method: order statistics at the effective sample size, ratios by MOVER
-* ``analyse.verdict`` — one reading per tenant and clock from DF and the tail-exceedance test, or what is missing
+* ``analyse.verdict`` — one reading per tenant and clock from tests that carry the drift between moments, or what is missing
 * ``analyse.sequential`` — interim looks: the verdict read while a shared scenario runs, to stop a decided tenant
 * ``analyse.coverage`` — how often the intervals cover, measured where the kit uses them (tests, ``make bench``)
+* ``analyse.driftgrid`` — the verdict on series whose speed moves between blocks: the drift grid (tests, ``make bench``)
 * ``analyse.resample`` — the bootstrap engine (exact, fast order-statistic resamplers), kept for comparison
 * ``analyse.intervals`` — intervals and verdicts for every summary row
 * ``analyse.compare`` — beyond the article: sharing modes, contention matrix, LLM phases

@@ -2,7 +2,9 @@
 
 Everything a run does is decided here, before any work starts, so that a typo in a
 parameter or profile fails in a second instead of after a ten-minute baseline.
-Imports only the standard library: the runner must work on a bare GPU host.
+Imports only the standard library: the runner must work on a bare GPU host. Longer than 500 lines: the scenario
+layouts (one block a side, the bracketed design, probes) are decided from the same validated parameters, and a
+layout split from its validation would let a parameter reach the runner unchecked.
 """
 
 from __future__ import annotations
