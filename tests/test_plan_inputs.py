@@ -158,3 +158,12 @@ def test_no_constant_in_plan_is_keyed_by_workload_name_except_the_documented_fal
                 found.append((path.name, targets[0]))
     assert {name for _, name in found} == allowed
     assert {file for file, _ in found} == {"traits.py"}  # the fallbacks have one home
+
+
+def test_the_configmaps_comment_follows_its_replicas():
+    from kts_helpers.plan.capacity import device_plugin_configmap
+
+    two = device_plugin_configmap("mps", 2)
+    assert "replicas: 2" in two and "2 clients per physical GPU" in two and "1/2 of the SMs" in two
+    assert "4 clients" not in two and "1/4" not in two
+    assert "replicas: 3" in device_plugin_configmap("timeslice", 3)

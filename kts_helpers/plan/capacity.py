@@ -317,7 +317,9 @@ def device_plugin_configmap(mode: str, replicas: int, manifests: Path = MANIFEST
     new, count = re.subn(r"(\n\s+replicas: )\d+", rf"\g<1>{replicas}", text)
     if count != 1:
         raise SpecError(f"{OVERLAYS[mode]}/{CONFIG_FILES[mode]} does not hold exactly one replicas: line")
-    return new
+    # the overlay's comment states its own count ("4 clients per physical GPU, each limited to 1/4"): it follows
+    new = re.sub(r"\b\d+ clients per physical GPU", f"{replicas} clients per physical GPU", new)
+    return re.sub(r"\b1/\d+ of the SMs", f"1/{replicas} of the SMs", new)
 
 
 def profiles_of_run(run_dir: Any) -> list[AloneProfile]:

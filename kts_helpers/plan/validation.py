@@ -389,9 +389,11 @@ def write_readme_block(readme: str | os.PathLike, markdown: str, start: str = ST
     atomic_write_text(Path(readme), f"{head}{start}\n{markdown}\n{end}{tail}")
 
 
-def real_model_markdown(runs: tuple[tuple[str, bool], ...] = REAL_MODEL_RUNS, root: Path = REFERENCE_ROOT) -> str:
-    """The real-model block: the same rule and table, its own runs, reasons and score."""
+def real_model_markdown(runs: tuple[tuple[str, bool], ...] = REAL_MODEL_RUNS, root: Path = REFERENCE_ROOT, *,
+                        checks: list[Check] | None = None) -> str:
+    """The real-model block: the same rule and table, its own runs, reasons and score (``checks``: already made)."""
     sealed = tuple(name for name, seen in runs if not seen)
-    return validation_markdown(validation_checks(runs, root), reasons=REAL_MISS_REASONS, latest=sealed,
+    checks = validation_checks(runs, root) if checks is None else checks
+    return validation_markdown(checks, reasons=REAL_MISS_REASONS, latest=sealed,
                                flag="seen before the freeze?", flagged="runs seen before the freeze",
                                unflagged="sealed runs")
