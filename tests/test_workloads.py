@@ -194,8 +194,9 @@ def test_model_sizes_are_settable(runs):
 
 # -- the profile's arithmetic on a synthetic GPU trace ------------------------------------------------------------
 def _trace():
-    """Two calls of phase "op": call 0 launches two kernels (one of 264 blocks on 132 SMs, one of 66), call 1 one;
-    a third kernel launched outside any call is not counted."""
+    """Two calls of phase "op": call 0 launches two kernels (one of 264 blocks on 132 SMs, one of 66, which starts on
+    the device's clock after the call's annotation ends), call 1 one; a kernel launched outside any call is not
+    counted."""
     ev = [
         {"cat": "user_annotation", "name": "kts_phase:op:0", "ts": 0.0, "dur": 100.0},
         {"cat": "user_annotation", "name": "kts_phase:op:1", "ts": 200.0, "dur": 50.0},
@@ -204,7 +205,8 @@ def _trace():
         {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 210.0, "dur": 3.0, "args": {"correlation": 3}},
         {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 400.0, "dur": 3.0, "args": {"correlation": 4}},
         {"cat": "kernel", "name": "gemm", "ts": 20.0, "dur": 40.0, "args": {"correlation": 1, "grid": [132, 2, 1]}},
-        {"cat": "kernel", "name": "small", "ts": 70.0, "dur": 10.0, "args": {"correlation": 2, "grid": [66, 1, 1]}},
+        # the device's clock runs a little apart from the host's: this kernel of call 0 starts after its annotation
+        {"cat": "kernel", "name": "small", "ts": 101.0, "dur": 10.0, "args": {"correlation": 2, "grid": [66, 1, 1]}},
         {"cat": "kernel", "name": "gemm", "ts": 215.0, "dur": 25.0, "args": {"correlation": 3, "grid": [264, 1, 1]}},
         {"cat": "kernel", "name": "stray", "ts": 405.0, "dur": 99.0, "args": {"correlation": 4, "grid": [1, 1, 1]}},
     ]
@@ -218,7 +220,7 @@ def test_profile_attributes_kernels_to_their_call_by_correlation():
     assert op["kernels_per_op"] == 1.5  # 2 and 1; the stray kernel belongs to no call
     assert op["busy_ms"] == pytest.approx((0.050 + 0.025) / 2)  # p50 of 0.050 and 0.025
     assert op["busy_share"] == pytest.approx((0.5 + 0.5) / 2)  # 50/100 and 25/50
-    assert op["launch_gap_ms"] == pytest.approx(0.010)  # 60 -> 70 us
+    assert op["launch_gap_ms"] == pytest.approx(0.041)  # 60 -> 101 us
     assert op["grid_blocks"] == {"p50": 264, "max": 264}
     # SM share weighted by kernel time: 40 us and 25 us at 1.0, 10 us at 0.5
     assert op["sm_share"] == pytest.approx((40 + 25 + 5) / 75)
