@@ -198,7 +198,46 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
 
 
 # Why each real-model miss misses, written after the one scoring (a test holds the keys equal to the misses).
-REAL_MISS_REASONS: dict[tuple[str, str, str, str], str] = {}
+# Two causes cover them. (1) Every real model on this H200 is host-bound: its kernels keep the GPU busy 4-19 % of
+# the op (the profiles), the rest is the Python host's launch work, whose speed drifts between processes: the same
+# llama-decode step's alone p50 was 24.7, 11.3, 14.9 and 15.7 ms in four baselines of one hour. A shared run at a
+# different host speed than its alone one is then mispredicted whatever the GPU model says (alone and shared are
+# measured at different moments; nothing here removes that). (2) The MPS fluid model stretches the whole op of a
+# launch-bound tenant by its SM share (its weight sm_need x busy_share is small), although most of the op is host
+# time that no neighbour slows: it predicted 3-5x slowdowns that did not happen.
+_HOST_DRIFT = ("host-bound step (GPU busy ~{busy} of it): measured faster shared than its own alone run "
+               "(alone p50 {alone}); the alone baseline ran at a slower host speed, which the model takes as given")
+_MPS_STRETCH = ("the MPS fluid model stretches the whole launch-bound op by its small SM share (weight {w}); the op "
+                "is mostly host time no neighbour slows")
+REAL_MISS_REASONS: dict[tuple[str, str, str, str], str] = {
+    ("h200-2026-12-02-rm-llama-train", "shared", "llama-decode", "prefill"):
+        _HOST_DRIFT.format(busy="6 %", alone="29.0 ms"),
+    ("h200-2026-12-02-rm-llama-train", "shared", "llama-decode", "decode"):
+        _HOST_DRIFT.format(busy="4 %", alone="24.7 ms"),
+    ("h200-2026-12-02-rm-llama-train", "shared-mps", "llama-decode", "prefill"):
+        _MPS_STRETCH.format(w="0.014 against the training step's 0.136") + "; also measured below its alone p50",
+    ("h200-2026-12-02-rm-llama-train", "shared-mps", "llama-decode", "decode"):
+        _MPS_STRETCH.format(w="0.014 against the training step's 0.136") + "; also measured below its alone p50",
+    ("h200-2026-12-02-rm-bert-vit-llama", "shared", "llama-decode", "prefill"):
+        "slower shared (+69 %) where the model saw almost no contention: next to BERT and ViT, each of the step's "
+        "~550 kernels can meet a neighbour's kernel and a context switch (0.16 ms); the model spreads the step's GPU "
+        "work evenly at its busy share and charges a switch only when a neighbour waits at a boundary. Not "
+        "established: host contention between three Python processes is the other candidate",
+    ("h200-2026-12-02-rm-bert-vit-llama", "shared", "llama-decode", "decode"):
+        "as prefill (+70 %): the kernel-by-kernel switches or the host, not separated by this run",
+    ("h200-2026-12-02-rm-bert-vit-llama", "shared-mps", "bert", "op"):
+        _MPS_STRETCH.format(w="0.06") + "; measured even below its alone p50 (9.3 ms): host drift",
+    ("h200-2026-12-02-rm-bert-vit-llama", "shared-mps", "vit", "op"):
+        _MPS_STRETCH.format(w="0.19") + "; measured below its alone p50 (6.6 ms): host drift",
+    ("h200-2026-12-02-rm-bert-vit-llama", "shared-mps", "llama-decode", "prefill"):
+        _MPS_STRETCH.format(w="0.03") + " (p50 hit; measured p99 28 % below the predicted)",
+    ("h200-2026-12-02-rm-bert-vit-llama", "shared-mps", "llama-decode", "decode"):
+        _MPS_STRETCH.format(w="0.03") + " (p50 hit; measured p99 30 % below the predicted)",
+    ("h200-2026-12-02-rm-two-llama", "shared", "llama-decode-2", "prefill"):
+        _HOST_DRIFT.format(busy="10 %", alone="17.3 ms") + " (p50 hit; measured p99 24 % below the predicted)",
+    ("h200-2026-12-02-rm-two-llama", "shared", "llama-decode-2", "decode"):
+        _HOST_DRIFT.format(busy="6 %", alone="15.7 ms") + " (p50 hit; measured p99 26 % below the predicted)",
+}
 
 
 def agrees(predicted: Any, measured_p50: float, measured_p99: float) -> tuple[bool, bool]:
@@ -396,4 +435,42 @@ def real_model_markdown(runs: tuple[tuple[str, bool], ...] = REAL_MODEL_RUNS, ro
     checks = validation_checks(runs, root) if checks is None else checks
     return validation_markdown(checks, reasons=REAL_MISS_REASONS, latest=sealed,
                                flag="seen before the freeze?", flagged="runs seen before the freeze",
-                               unflagged="sealed runs")
+                               unflagged="sealed runs") + "\n\n" + alone_profiles_markdown(runs, root)
+
+
+def alone_profiles_markdown(runs: tuple[tuple[str, bool], ...] = REAL_MODEL_RUNS, root: Path = REFERENCE_ROOT) -> str:
+    """Each real-model run's tenants alone: wall p50/p99 of the timed iterations and what their profile measured
+    (kernels per op, the kernels' time over the timed wall, the SM share of their grids, peak memory, the
+    profiling's cost in run time)."""
+    import numpy as np
+
+    from kts_helpers.analyse.logparse import parse_file
+    from kts_helpers.run.logformat import PAD_PHASE
+    from kts_helpers.run.runs import open_run
+
+    lines = ["| run | tenant | phase | n | wall p50 / p99 (ms) | kernels per op | GPU-busy share | SM share | "
+             "peak memory (MiB) | profiling cost (s) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, _seen in runs:
+        if not (root / name / "manifest.json").exists():
+            continue
+        run = open_run(root / name)
+        for sc in run.read().scenarios:
+            if sc.kind != "baseline":
+                continue
+            for t in sc.tenants:
+                parsed = parse_file(run.log_path(sc.name, t.name))
+                frame = parsed.frame[parsed.frame["phase"] != PAD_PHASE]
+                prof = next((m["profile"] for m in parsed.meta if isinstance(m.get("profile"), dict)), {})
+                for phase, group in frame.groupby("phase", sort=False):
+                    wall = group["wall_ms"].to_numpy(float)
+                    p50 = float(np.median(wall))
+                    ph = (prof.get("phases") or {}).get(phase) or {}
+                    kernels = f"{ph['kernels_per_op']:.0f}" if ph.get("kernels_per_op") else "n/a"
+                    busy = f"{ph['busy_ms'] / p50:.1%}" if ph.get("busy_ms") else "n/a"
+                    sm = f"{ph['sm_share']:.2f}" if ph.get("sm_share") is not None else "n/a"
+                    mem = (prof.get("memory") or {}).get("peak_mib")
+                    lines.append(f"| {name} | {t.name} | {phase} | {len(wall)} | {p50:.2f} / "
+                                 f"{float(np.quantile(wall, 0.99)):.2f} | {kernels} | {busy} | {sm} | "
+                                 f"{f'{mem:.0f}' if mem is not None else 'n/a'} | "
+                                 f"{prof['cost_s']:.1f} |" if prof else "n/a |")
+    return "\n".join(lines)
