@@ -137,30 +137,37 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise SpecError("kts plan needs --from-run RUN (a run whose alone baselines describe the tenants)")
     if not Path(args.from_run).is_dir():
         raise SpecError(f"--from-run {args.from_run}: no such run directory")
+    from kts_helpers.plan.inputs import (  # pandas: absent on a bare GPU host
+        load_plan_input,
+        mix_of,
+        predict_input,
+    )
+
+    inp = load_plan_input(args.from_run, args.probe, args.multi_probe)  # the one time the run is opened
+    for line in inp.fallbacks():
+        print(f"kts plan: {line}", file=sys.stderr)
     if args.capacity or args.validate:
-        from kts_helpers.plan.capacity import (  # pandas: absent on a bare GPU host
+        from kts_helpers.plan.capacity import (  # pandas: absent on a bare host
             capacity,
             parse_goals,
-            profiles_of_run,
             with_cadence,
         )
 
         sleeps, rates = _pairs(args.sleep, "--sleep"), _pairs(args.rate, "--rate")
-        mix = [with_cadence(p, sleeps.get(p.workload), rates.get(p.workload)) for p in profiles_of_run(args.from_run)]
+        mix = [with_cadence(p, sleeps.get(p.workload), rates.get(p.workload)) for p in mix_of(inp)]
         goals = parse_goals(_pairs(args.slo, "--slo"), args.max_slow_share, [p.workload for p in mix])
-        answer = capacity(mix, goals, engine.gpu_model_for(args.from_run, args.probe, args.multi_probe),
-                          max_n=args.max_n)
+        answer = capacity(mix, goals, inp.gpu, max_n=args.max_n)  # type: ignore[arg-type]
         if args.configmap_out:
             atomic_write_text(Path(args.configmap_out), answer.configmap)
         if args.validate:
             from kts_helpers.plan.live import validate_capacity  # pandas: absent on a bare GPU host
 
-            print(validate_capacity(answer, args.from_run, root=args.root, progress=not args.quiet,
+            print(validate_capacity(answer, inp, root=args.root, progress=not args.quiet,
                                     overrides=parse_sets(args.set)))
             return 0
         print(json.dumps(answer.to_dict(), indent=2) if args.format == "json" else answer.table())
         return 0
-    rows = engine.predict_run(args.from_run, args.probe, multi=args.multi_probe, replicates=args.replicates or engine.DEFAULT_REPLICATES)
+    rows = predict_input(inp, replicates=args.replicates or engine.DEFAULT_REPLICATES)
     if args.format == "json":
         keys = ("scenario", "tenant", "metric", "phase", "p50_ms", "p99_ms", "p99_lo", "p99_hi")
         print(json.dumps([{**{k: r.to_dict()[k] for k in keys}, **r.to_dict()} for r in rows], indent=2))

@@ -293,6 +293,27 @@ def test_the_readme_validation_table_is_generated_from_the_runs() -> None:
     assert readme_block(REPO / "README.md") == readme_markdown().strip()
 
 
+def test_the_readme_real_model_block_is_generated_from_the_runs_with_every_miss_explained() -> None:
+    """The real-model batch (issue 31): its own block, the same rule; every miss has its reason and no reason
+    outlives its miss."""
+    from kts_helpers.plan.validation import (
+        REAL_END,
+        REAL_MISS_REASONS,
+        REAL_MODEL_RUNS,
+        REAL_START,
+        miss_key,
+        real_model_markdown,
+        validation_checks,
+    )
+
+    text = (REPO / "README.md").read_text()
+    assert text.count(REAL_START) == 1 and text.count(REAL_END) == 1
+    checks = validation_checks(REAL_MODEL_RUNS)
+    assert readme_block(REPO / "README.md", REAL_START, REAL_END) == real_model_markdown(checks=checks).strip()
+    misses = {miss_key(c) for c in checks if not c.hit}
+    assert set(REAL_MISS_REASONS) == misses
+
+
 def test_the_engine_is_not_a_second_simulator() -> None:
     """The planner drives the lesson's simulators: the very same modules."""
     import kts_helpers.plan.mps as plan_mps

@@ -184,7 +184,6 @@ def test_open_loop_fixed_rate(runs):
 
 @pytest.mark.parametrize("env, args, needle", [
     ({"WORKLOAD": ""}, [], "--workload (or WORKLOAD) is required"),
-    ({}, ["--workload", "conv"], "invalid choice"),
     ({"ITERATIONS": "0"}, [], "must be positive"),
     ({"SLEEP_MS": "-1"}, [], "not negative"),
     ({"ARRIVAL": "poisson"}, [], "rate-hz"),

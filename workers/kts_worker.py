@@ -46,6 +46,7 @@ Longer than 500 lines because it is one file on purpose: the container copies ju
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import operator
@@ -68,6 +69,28 @@ EXIT_STOPPED_EARLY = 128 + signal.SIGTERM
 DEFAULT_SLEEP_MS = {"fft": 100.0, "gemm": 150.0, "noop": 0.0, "llm": 50.0}
 
 
+# ----------------------------------------------------------------------------- the workload API
+# A tenant's workload is built once per worker by a *factory*: ``factory(torch, device, params) -> Workload``.
+# This API is stable (documented in README.md, "Bring your own workload"; examples/ holds a factory):
+#
+# * ``torch``: the imported torch module; ``device``: the ``torch.device`` the worker runs on (cuda or cpu);
+# * ``params``: a dict: ``size`` (the run's matrix size), ``seed``, ``device_type`` ("cuda"/"cpu"), and the run's
+#   ``workload_params`` for this workload (``KTS_WORKLOAD_PARAMS``, a JSON object) on top;
+# * it returns a :class:`Workload` (or any object with its attributes: ``name`` and ``step``, optionally
+#   ``flops_per_op``, ``bytes_per_op``, ``notes``). ``step()`` returns one iteration's operations in order, as a
+#   list of ``(phase, callable)`` pairs; the kit times each callable (on CUDA between two events and a
+#   synchronize) and prints one line per pair. Allocate in the factory, not in the callables.
+#
+# A workload is named in ``workloads=`` as a built-in name (``fft``, ``gemm``, ``llm``, ``noop``; the real
+# architectures ``llama-decode``, ``bert``, ``vit``, ``train-step`` from ``kts_models.py``), as
+# ``package.module:factory`` (imported from the worker's ``PYTHONPATH``), or as the name of an entry point in
+# the group ``kts.workloads``. The kit keeps the harness: barrier, lead-in, padding, three clocks, looks, GPU
+# identity, MPS. ``--check`` builds the workload and checks it without timing anything (the runner's pre-flight).
+
+ENTRY_POINT_GROUP = "kts.workloads"
+EXIT_BAD_WORKLOAD = 4
+
+
 @dataclass
 class Workload:
     """What one iteration runs, and how much work it does (for TFLOP/s and GB/s)."""
@@ -79,11 +102,16 @@ class Workload:
     notes: dict = field(default_factory=dict)
 
 
+class WorkloadError(Exception):
+    """A workload that cannot be built or does not keep the API: one line, naming what went wrong."""
+
+
 def _single(phase: str, fn: Callable[[], object]) -> Callable[[], list[tuple[str, Callable[[], object]]]]:
     return lambda: [(phase, fn)]
 
 
-def make_fft(torch, n: int, device) -> Workload:
+def make_fft(torch, device, params: dict) -> Workload:
+    n = int(params.get("size", 4096))
     # complex64 like the article; allocated once so allocator/plan creation stay out of the timed window.
     data = torch.randn(n, n, device=device, dtype=torch.complex64)
     # Bandwidth model: one read and one write of the N x N complex64 array per fft2 (a lower bound;
@@ -97,7 +125,8 @@ def make_fft(torch, n: int, device) -> Workload:
     )
 
 
-def make_gemm(torch, n: int, device) -> Workload:
+def make_gemm(torch, device, params: dict) -> Workload:
+    n = int(params.get("size", 4096))
     a = torch.randn(n, n, device=device)
     b = torch.randn(n, n, device=device)
     return Workload(
@@ -109,20 +138,24 @@ def make_gemm(torch, n: int, device) -> Workload:
     )
 
 
-def make_noop(torch, n: int, device) -> Workload:
+def make_noop(torch, device, params: dict) -> Workload:
     # A one-element add: the smallest kernel, timed the same way, gives the tool's overhead floor.
     x = torch.zeros(1, device=device)
     return Workload("noop", _single("op", lambda: x.add_(1.0)))
 
 
-def make_llm(torch, n: int, device) -> Workload:
-    """A small decoder-only transformer with random weights: one prefill, then token-by-token decode."""
-    d_model = int(os.environ.get("LLM_D_MODEL", "512"))
-    n_layers = int(os.environ.get("LLM_LAYERS", "4"))
-    n_heads = int(os.environ.get("LLM_HEADS", "8"))
-    prompt = int(os.environ.get("LLM_PROMPT_TOKENS", "128"))
-    decode = int(os.environ.get("LLM_DECODE_TOKENS", "16"))
-    vocab = int(os.environ.get("LLM_VOCAB", "4096"))
+def make_llm(torch, device, params: dict) -> Workload:
+    """A small decoder-only transformer with random weights: one prefill, then token-by-token decode (no KV
+    cache: each decode step re-runs the prefix; ``llama-decode`` is the serving step with a KV cache)."""
+    def knob(key: str, env: str, default: str) -> int:
+        return int(params.get(key, os.environ.get(env, default)))
+
+    d_model = knob("d_model", "LLM_D_MODEL", "512")
+    n_layers = knob("layers", "LLM_LAYERS", "4")
+    n_heads = knob("heads", "LLM_HEADS", "8")
+    prompt = knob("prompt_tokens", "LLM_PROMPT_TOKENS", "128")
+    decode = knob("decode_tokens", "LLM_DECODE_TOKENS", "16")
+    vocab = knob("vocab", "LLM_VOCAB", "4096")
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(d_model, n_heads, 4 * d_model, dropout=0.0, batch_first=True)
     model = torch.nn.ModuleDict(
@@ -151,18 +184,103 @@ def make_llm(torch, n: int, device) -> Workload:
     def steps():
         return [("prefill", prefill)] + [("decode", decode_one)] * decode
 
-    params = sum(p.numel() for p in model.parameters())
+    n_params = sum(p.numel() for p in model.parameters())
     return Workload(
         "llm",
         steps,
-        flops_per_op=2.0 * params * (prompt + decode),
+        flops_per_op=2.0 * n_params * (prompt + decode),
         notes={"d_model": d_model, "layers": n_layers, "heads": n_heads, "prompt_tokens": prompt,
-               "decode_tokens": decode, "vocab": vocab, "parameters": params,
+               "decode_tokens": decode, "vocab": vocab, "parameters": n_params,
                "flops_model": "2 x parameters x tokens (no KV cache: each decode step re-runs the prefix)"},
     )
 
 
 WORKLOADS: dict[str, Callable] = {"fft": make_fft, "gemm": make_gemm, "noop": make_noop, "llm": make_llm}
+REAL_MODELS = ("llama-decode", "bert", "vit", "train-step")  # kts_models.py (transformers, imported lazily)
+
+
+def find_factory(name: str) -> Callable:
+    """The factory a workload name stands for: built in, ``module:factory``, or a ``kts.workloads`` entry point."""
+    if name in WORKLOADS:
+        return WORKLOADS[name]
+    if name in REAL_MODELS:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))  # kts_models.py sits beside this file
+        try:
+            import kts_models
+        except ImportError as exc:
+            raise WorkloadError(f"the real-model workloads need kts_models.py beside the worker ({exc})") from None
+        return kts_models.FACTORIES[name]
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        try:
+            obj = importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - any import failure is the user's, reported in one line
+            raise WorkloadError(f"cannot import {module!r} ({type(exc).__name__}: {exc}); is it on PYTHONPATH "
+                                "(or in the image)?") from None
+        for part in attr.split("."):
+            if not hasattr(obj, part):
+                raise WorkloadError(f"module {module!r} has no {attr!r}")
+            obj = getattr(obj, part)
+        if not callable(obj):
+            raise WorkloadError(f"{name} is not callable (a factory takes torch, device, params)")
+        return obj
+    from importlib.metadata import entry_points
+
+    found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+    if found:
+        try:
+            return found[0].load()
+        except Exception as exc:  # noqa: BLE001
+            raise WorkloadError(f"entry point {name!r} ({found[0].value}) fails to load ({type(exc).__name__}: "
+                                f"{exc})") from None
+    raise WorkloadError(f"unknown workload {name!r}: not built in ({', '.join([*WORKLOADS, *REAL_MODELS])}), not "
+                        f"module:factory, and no entry point of that name in the group {ENTRY_POINT_GROUP!r}")
+
+
+def checked_workload(obj: object) -> Workload:
+    """The factory's result as a :class:`Workload`, once its ``step()`` is seen to give (phase, callable) pairs."""
+    name, step = getattr(obj, "name", None), getattr(obj, "step", None)
+    if not isinstance(name, str) or not callable(step):
+        raise WorkloadError(f"the factory returned {type(obj).__name__}, not a Workload (name: str, step: callable)")
+    w = obj if isinstance(obj, Workload) else Workload(
+        name, step, float(getattr(obj, "flops_per_op", 0.0) or 0.0), float(getattr(obj, "bytes_per_op", 0.0) or 0.0),
+        dict(getattr(obj, "notes", None) or {}))
+    try:
+        ops = list(w.step())
+    except Exception as exc:  # noqa: BLE001
+        raise WorkloadError(f"its step() raised {type(exc).__name__}: {exc}") from None
+    bad = [op for op in ops if not (isinstance(op, tuple) and len(op) == 2 and isinstance(op[0], str) and op[0]
+                                    and op[0] != PAD_PHASE and "," not in op[0] and callable(op[1]))]
+    if not ops or bad:
+        what = "nothing" if not ops else repr(bad[0])[:80]
+        raise WorkloadError(f"its step() must return (phase, callable) pairs (phase: a name without commas, not "
+                            f"{PAD_PHASE!r}); it gave {what}")
+    return w
+
+
+def build_workload(name: str, torch, device, params: dict) -> Workload:
+    """Find the factory, call it, check what it returns (each failure a :class:`WorkloadError`, one line)."""
+    factory = find_factory(name)
+    try:
+        made = factory(torch, device, dict(params))
+    except WorkloadError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise WorkloadError(f"its factory raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                            ) from None
+    return checked_workload(made)
+
+
+def workload_params(args: argparse.Namespace, device) -> dict:
+    """What a factory gets: the run's size and seed, the device type, and ``KTS_WORKLOAD_PARAMS`` on top."""
+    raw = os.environ.get("KTS_WORKLOAD_PARAMS") or "{}"
+    try:
+        extra = json.loads(raw)
+    except ValueError:
+        extra = None
+    if not isinstance(extra, dict):
+        raise WorkloadError(f"KTS_WORKLOAD_PARAMS must be a JSON object, got {raw[:60]!r}")
+    return {"size": args.matrix_size, "seed": args.seed, "device_type": device.type, **extra}
 
 
 class Clock:
@@ -222,7 +340,8 @@ def own_tenant_env(environ=os.environ) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="kts worker: time one workload per iteration")
-    p.add_argument("--workload", default=_env("WORKLOAD", None), choices=sorted(WORKLOADS))
+    p.add_argument("--workload", default=_env("WORKLOAD", None),
+                   help="a built-in name, module:factory, or a kts.workloads entry point (see the module's API)")
     p.add_argument("--tenant", default=_env("TENANT", None))
     p.add_argument("--iterations", default=_env("ITERATIONS", "800"),
                    help="timed iterations, or 'auto': until the p99's interval is within --auto-rel-width")
@@ -267,6 +386,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--looks", default=_env("KTS_LOOKS", ""),
                    help="interim looks (shared scenario with a barrier directory): after this many timed iterations, "
                         "e.g. 800,1200, pad until the orchestrator answers stop (the verdict decided) or go")
+    p.add_argument("--check", action="store_true",
+                   help="build the workload, check its API and run one iteration; time nothing (pre-flight)")
+    p.add_argument("--profile-iterations", type=int, default=int(_env("KTS_PROFILE_ITERATIONS", 0)),
+                   help="profile this many iterations (torch.profiler) after the warm-up, before the barrier, "
+                        "and store the summary in KTS_META (kts_profile.py); 0: no profile")
     p.add_argument("--crash-after", type=int, default=int(_env("KTS_CRASH_AFTER", -1)), help=argparse.SUPPRESS)
     p.add_argument("--crash-after-pad", type=int, default=int(_env("KTS_CRASH_AFTER_PAD", -1)),
                    help=argparse.SUPPRESS)
@@ -274,7 +398,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if a.workload is None:
         p.error("--workload (or WORKLOAD) is required")
     if a.sleep_ms is None:
-        a.sleep_ms = DEFAULT_SLEEP_MS[a.workload]
+        a.sleep_ms = DEFAULT_SLEEP_MS.get(a.workload, 0.0)
     a.sleep_ms = float(a.sleep_ms)
     a.tenant = a.tenant or a.workload
     try:
@@ -435,12 +559,30 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     device = resolve_device(torch, args.device)
     torch.manual_seed(args.seed)
-    workload = WORKLOADS[args.workload](torch, args.matrix_size, device)
-    clock = Clock(torch, device)
-
-    for _ in range(args.warmup):  # cuFFT plans, cuBLAS handles, first-touch allocations
-        for _phase, fn in workload.step():
-            clock.time(fn)
+    try:
+        workload = build_workload(args.workload, torch, device, workload_params(args, device))
+        clock = Clock(torch, device)
+        for _ in range(max(args.warmup, 1 if args.check else 0)):  # cuFFT plans, cuBLAS handles, first touches
+            for _phase, fn in workload.step():
+                clock.time(fn)
+    except WorkloadError as exc:
+        print(f"kts_worker: tenant {args.tenant} (workload {args.workload}): {exc}", file=sys.stderr, flush=True)
+        return EXIT_BAD_WORKLOAD
+    if args.check:
+        print(f"kts_worker: tenant {args.tenant} (workload {args.workload}): ok, {workload.name}, phases "
+              f"{sorted({ph for ph, _ in workload.step()})}", flush=True)
+        return 0
+    workload_name = workload.name
+    workload.name = args.workload  # the lines carry the name the run gave it, as its manifest does
+    profile = None
+    if args.profile_iterations > 0:  # outside the timed iterations: before the barrier
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        try:
+            import kts_profile
+        except ImportError:  # an image built before the profile existed: the run goes on, the planner falls back
+            print("kts_worker: kts_profile.py is not beside the worker; no profile recorded", file=sys.stderr)
+        else:
+            profile = kts_profile.profile_workload(torch, device, workload.step, args.profile_iterations)
 
     meta = {
         "workload": args.workload, "tenant": args.tenant, "iterations": args.iterations,
@@ -451,13 +593,15 @@ def main(argv: list[str] | None = None) -> int:
         else platform.processor() or platform.machine(), "torch": torch.__version__,
         "cuda": torch.version.cuda, "pid": os.getpid(), "host": platform.node(),
         "flops_per_op": workload.flops_per_op, "bytes_per_op": workload.bytes_per_op,
-        "phases_per_iteration": len(workload.step()), "notes": workload.notes,
+        "phases_per_iteration": len(workload.step()), "notes": workload.notes, "workload_name": workload_name,
         "mps_thread_percentage": os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
         "lead_in_s": args.lead_in_s, "pad": args.pad, "pad_limit_s": args.pad_limit_s,
         "stopping": StopRule.from_args(args).describe(), "looks": args.looks, "seed": args.seed,
         "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         **gpu_identity(torch, device),
     }
+    if profile is not None:
+        meta["profile"] = profile
     meta["barrier_reached_ns"] = time.time_ns()  # start-up (CUDA init, warm-up) ends, the barrier wait begins
     start_at = wait_for_start(args, stop)
     stop.sleep(args.start_delay_s)

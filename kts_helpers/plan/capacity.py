@@ -36,11 +36,8 @@ from kts_helpers.plan.engine import (
     GpuModel,
     Prediction,
     Scenario,
-    gpu_model_for,
     predict,
-    profile_from_log,
 )
-from kts_helpers.run.runs import open_run
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests" / "overlays"
 OVERLAYS = {"timeslice": "device-plugin-timeslicing", "mps": "device-plugin-mps"}
@@ -320,23 +317,17 @@ def device_plugin_configmap(mode: str, replicas: int, manifests: Path = MANIFEST
     new, count = re.subn(r"(\n\s+replicas: )\d+", rf"\g<1>{replicas}", text)
     if count != 1:
         raise SpecError(f"{OVERLAYS[mode]}/{CONFIG_FILES[mode]} does not hold exactly one replicas: line")
-    return new
+    # the overlay's comment states its own count ("4 clients per physical GPU, each limited to 1/4"): it follows
+    new = re.sub(r"\b\d+ clients per physical GPU", f"{replicas} clients per physical GPU", new)
+    return re.sub(r"\b1/\d+ of the SMs", f"1/{replicas} of the SMs", new)
 
 
 def profiles_of_run(run_dir: Any) -> list[AloneProfile]:
-    """One alone profile per workload of a run (its first baseline of each), the mix's tenant types."""
+    """One alone profile per workload of a run (its first baseline of each), the mix's tenant types
+    (``plan.inputs.mix_of`` on the run loaded once)."""
+    from kts_helpers.plan.inputs import load_plan_input, mix_of
 
-    run = open_run(run_dir)
-    m = run.read()
-    out: dict[str, AloneProfile] = {}
-    for s in m.scenarios:
-        if s.kind == "baseline":
-            for t in s.tenants:
-                if t.workload not in out and t.workload != "noop":
-                    out[t.workload] = profile_from_log(run.log_path(s.name, t.name), t.workload, t.workload)
-    if not out:
-        raise SpecError(f"run {run.run_id} has no alone baseline to take tenant types from")
-    return list(out.values())
+    return mix_of(load_plan_input(run_dir, gpu=False))
 
 
 SHOWN_MAX_N = 4  # the report's section and the lesson's exercise: the same small question ...
@@ -351,10 +342,13 @@ def capacity_of_run(run_dir: Any, *, slo_ms: dict[str, float] | None = None, max
     the two cannot differ): the committed probe of the run's GPU, the run's alone baselines, the given goals
     (default: at most 5 % of iterations slower than the alone p99)."""
 
-    mix = profiles_of_run(run_dir)
+    from kts_helpers.plan.inputs import load_plan_input, mix_of
+
+    inp = load_plan_input(run_dir)
+    mix = mix_of(inp)
     share = max_slow_share if max_slow_share is not None or slo_ms else DEFAULT_SLOW_SHARE
     goals = parse_goals(slo_ms, share, [p.workload for p in mix])
-    return capacity(mix, goals, gpu_model_for(run_dir), max_n=max_n, replicates=replicates)
+    return capacity(mix, goals, inp.gpu, max_n=max_n, replicates=replicates)  # type: ignore[arg-type]
 
 
 def capacity_frame(answer: CapacityAnswer) -> Any:

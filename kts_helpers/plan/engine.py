@@ -14,12 +14,17 @@ that did not tune it (``plan.validation``). Its inputs are exactly those a user 
   probe (``kts probe --multi``) exists, a kernel arriving while two or more other contexts have work waits a
   draw from the probe's measured waits for that many busy neighbours and that kernel length (empirical: no
   simple rule is assumed); without one, the round robin decides (and the prediction says so);
-* the **sharing mode**: time-slicing (``plan.timeslice``; an LLM step is a launch-bound chain of kernels,
-  :data:`KERNELS_PER_OP` and :data:`BUSY_SHARE`; on the H200 the FFT's launches hide a short wait,
-  :data:`GPU_BUSY_SHARE`; tenants of one cadence start together, :func:`common_start`),
-  MPS and MPS with thread caps (``plan.mps``, the fluid model; a workload's weight is :data:`MPS_WEIGHTS`, the
-  share of the SMs at which it reaches its alone speed :data:`SM_NEED`; next to an uncapped GEMM, which keeps
-  every SM (:data:`FILLS_GPU`), the others queue at its kernel boundary instead of sharing).
+* each tenant's **traits** (``plan.traits.TenantTraits``: kernels per op, busy share, MPS weight, SM need, whether
+  it fills the GPU), measured by the profile its alone run recorded, else the documented fallbacks of
+  ``plan.traits`` (re-exported here: :data:`KERNELS_PER_OP`, :data:`BUSY_SHARE`, :data:`GPU_BUSY_SHARE`,
+  :data:`MPS_WEIGHTS`, :data:`SM_NEED`, :data:`FILLS_GPU`);
+* the **sharing mode**: time-slicing (``plan.timeslice``; a launch-bound op is a chain of kernels whose boundaries
+  let a waiting context in; tenants of one cadence start together, :func:`common_start`), MPS and MPS with thread
+  caps (``plan.mps``, the fluid model: a tenant claims SMs by its weight and reaches its alone speed on its SM need;
+  next to an uncapped tenant that fills the GPU the others queue at its kernel boundary instead of sharing).
+
+The engine's inputs are loaded once (``plan.inputs.PlanInput``); the ``*_run`` functions here are conveniences
+that load a run and delegate.
 
 Intervals: ``replicates`` simulated runs of the scenario's actual iteration counts, each with its own
 quantum and switch drawn from the probe's intervals and its own block-bootstrap resample of the alone iterations
@@ -50,51 +55,23 @@ from kts_helpers.errors import KtsError, RunError
 from kts_helpers.plan.mps import MpsTenant, simulate_mps
 from kts_helpers.plan.multi import round_robin_holds
 from kts_helpers.plan.timeslice import Op, SimTenant, simulate
+from kts_helpers.plan.traits import (  # noqa: F401 - the documented fallbacks, re-exported (README, tests)
+    BUSY_SHARE,
+    FILLS_GPU,
+    GPU_BUSY_SHARE,
+    KERNELS_PER_OP,
+    MPS_WEIGHTS,
+    MPS_WEIGHTS_TUNED_ON,
+    SM_NEED,
+    TenantTraits,
+    fallback_traits,
+    traits_from_profile,
+)
 from kts_helpers.run.logformat import PAD_PHASE
 from kts_helpers.run.probe import MULTI_PREFIX
 from kts_helpers.run.runs import Run, open_run
 
 REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "data" / "reference"
-# How hard a workload's kernels claim SMs under MPS next to a GEMM (weight 1): the FFT's share next to the
-# saturating GEMM on the H200 (device p50 0.36 ms alone -> 7.9 ms under MPS: a share of 4.6 %; tuned on
-# data/reference/h200-2026-11-30-saturating). The LLM's small launch-bound kernels are taken to claim like
-# the FFT's (not measured: a prediction to check), and claim only while their kernels are in flight: the LLM's
-# weight is scaled by its BUSY_SHARE (next to the LLM and another FFT the H200's FFT ran at about its alone speed
-# under MPS, hold-llm-2fft: p50 0.48 vs 0.51 ms alone, where the full weight held it at 0.69; flagged tuned).
-# Next to an uncapped GEMM these weights no longer decide (the kernel-boundary queue, FILLS_GPU, does); they share
-# the SMs among the others, and among everyone next to a GEMM capped by its thread percentage.
-MPS_WEIGHTS = {"gemm": 1.0, "fft": 0.028, "llm": 0.048, "noop": 0.048}
-MPS_WEIGHTS_TUNED_ON = "h200-2026-11-30-saturating"  # the lesson calibrates its MPS model on the same run
-# The share of the SMs on which a workload's kernels reach their alone speed (``plan.mps.MpsTenant.sm_need``; 1
-# where not listed). The FFT is bandwidth-bound: 60 % of the SMs give it its alone speed (fitted on the two
-# mps-limited runs: next to a GEMM capped at 50 % it ran at about 0.8 of its alone speed, 0.62-0.65 ms against
-# 0.50-0.56 ms), so its weight above is the one that, at this need, keeps its 4.6 % speed next to the saturating
-# GEMM (a share of 2.7 %).
-# The LLM's kernels (a few thread blocks each) reach their alone speed on a quarter of the SMs: capped at 33 and
-# 25 % (plan-validate-matrix-n3/-n4) it kept (beat) its alone step time, and two LLMs under MPS ran at about their
-# alone speed (hold3-2llm); set after reading those runs (flagged tuned).
-SM_NEED = {"fft": 0.6, "llm": 0.25}
-# Workloads whose kernels fill every SM for many waves (cuBLAS GEMMs): uncapped under MPS, another client's kernel
-# waits for their kernel boundary (``plan.mps``, the kernel-boundary queue). Found on the saturating runs at four
-# FFT cadences (saturating, repeats-mps, hold-sat-fft60, hold3-sat-fft2k) and the LLM next to the saturating GEMM
-# (val-llm-gemm-mps), all flagged tuned; it replaces the FFT's fitted MPS weight next to a GEMM.
-FILLS_GPU = frozenset({"gemm"})
-# How many kernels one operation launches (workers/kts_worker.py), where more than one: an LLM step is a chain
-# of launch-bound kernels (embedding, mask, 4 encoder layers of about a dozen kernels each, head, argmax, cat:
-# about 60), so under time-slicing a waiting context gets the GPU at the step's next kernel boundary, not at
-# its slice end. A GEMM is one cuBLAS kernel; the FFT (cuFFT, 0.36 ms, far below the quantum) is taken as one.
-KERNELS_PER_OP = {"llm": 60}
-# The share of a launch-bound step's time its kernels keep the GPU busy (not measured: the alone logs time the
-# step, not its kernels): the LLM's kernels (128 tokens, d_model 512) last a few us against 30-50 us per launch
-# (a 1.9-2.9 ms step over about 60 launches). Its queued kernels make up a neighbour's slice at 1 / share speed.
-BUSY_SHARE = {"llm": 0.2}
-# Measured per GPU model (the probe's gpu_name; ``GpuModel.busy_share``): the FFT (torch.fft.fft2: a few cuFFT
-# kernels) is partly launch-bound too: alone its events span 0.32-0.36 ms, queued behind a busy neighbour its
-# kernels run back to back in 0.213-0.216 ms (device p50 in every time-sliced hold-* run; share 0.6), while its wall
-# stays its alone wall (0.46-0.49 ms shared against 0.44-0.51 alone): a wait shorter than its launches (about 0.14
-# ms) hides inside them. Not a faster (warm) clock: that would shorten the wall as well. Under MPS (no wait) it
-# keeps its alone device time (hold-llm-2fft: 0.35 against 0.36 ms).
-GPU_BUSY_SHARE = {"NVIDIA H200": {"fft": 0.6}}
 MODES = ("timeslice", "mps", "mps-limited")
 DEFAULT_REPLICATES = 39  # the fewest whose minimum and maximum make a 95 % interval: prediction_interval
 LEVEL = 0.95
@@ -109,6 +86,7 @@ class AloneProfile:
     workload: str
     iterations: tuple[tuple[Op, ...], ...]
     thread_pct: float = 100.0
+    traits: TenantTraits | None = None  # from the alone run's profile; None: the documented fallbacks
 
     @property
     def phases(self) -> list[str]:
@@ -143,8 +121,18 @@ class AloneProfile:
 
 
 def profile_from_log(path: str | os.PathLike, name: str, workload: str, thread_pct: float = 100.0) -> AloneProfile:
-    """The tenant's alone profile from its baseline log (timed lines only, in the order they ran)."""
-    frame = parse_file(path).frame
+    """The tenant's alone profile from its baseline log (timed lines only, in the order they ran), with its traits
+    from the profile the worker recorded in ``KTS_META`` (none there: the documented fallbacks apply)."""
+    parsed = parse_file(path)
+    alone = _alone_iterations(parsed.frame, path, name, workload, thread_pct)
+    recorded = next((m["profile"] for m in parsed.meta if isinstance(m.get("profile"), dict)), None)
+    if recorded is None:
+        return alone
+    walls = {ph: float(np.median(alone.column("wall_ms", ph))) for ph in alone.phases}
+    return replace(alone, traits=traits_from_profile(recorded, walls))
+
+
+def _alone_iterations(frame: Any, path: Any, name: str, workload: str, thread_pct: float) -> AloneProfile:
     frame = frame[frame["phase"] != PAD_PHASE].sort_values("start_ns", kind="stable")
     if frame.empty:
         raise RunError(f"{path}: no timed iteration alone; cannot predict {name} sharing")
@@ -261,12 +249,14 @@ def _gpu_name(run: Run) -> str:
     return str(run.read().environment.get("gpu_name") or "")
 
 
-def committed_probes(gpu_name: str, root: Path = REFERENCE_ROOT) -> tuple[str, str]:
-    """(pair probe, multi-context probe or "") committed for this GPU model, newest first."""
+@lru_cache(maxsize=8)
+def committed_probes(gpu_name: str, root: Path = REFERENCE_ROOT, skip: str = "") -> tuple[str, str]:
+    """(pair probe, multi-context probe or "") committed for this GPU model, newest first (``skip``: a run already
+    loaded, e.g. the one being planned, which is not opened again)."""
 
     pair = multi = ""
     for d in sorted(root.glob("*"), reverse=True):
-        if not (d / "manifest.json").exists():
+        if not (d / "manifest.json").exists() or (skip and d.resolve() == Path(skip).resolve()):
             continue
         try:
             m = open_run(d).read()
@@ -285,9 +275,14 @@ def committed_probes(gpu_name: str, root: Path = REFERENCE_ROOT) -> tuple[str, s
 def gpu_model_for(run_dir: str | os.PathLike, probe: str | os.PathLike | None = None,
                   multi: str | os.PathLike | None = None) -> GpuModel:
     """The GPU model for a run: the given probe(s), else the committed probes of the run's GPU model."""
-    run = open_run(run_dir)
-    gpu = _gpu_name(run)
-    found_pair, found_multi = committed_probes(gpu) if gpu else ("", "")
+    return gpu_model_for_name(_gpu_name(open_run(run_dir)), probe, multi)
+
+
+def gpu_model_for_name(gpu: str, probe: str | os.PathLike | None = None,
+                       multi: str | os.PathLike | None = None, *, loaded: str = "") -> GpuModel:
+    """The GPU model for a GPU model's name (a run's ``gpu_name``): the given probe(s), else the committed ones
+    (``loaded``: the run already open, skipped in the search)."""
+    found_pair, found_multi = committed_probes(gpu, REFERENCE_ROOT, loaded) if gpu else ("", "")
     pair = str(probe) if probe else found_pair
     if not pair:
         who = gpu or "the run's GPU"
@@ -418,24 +413,24 @@ def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, 
     mean_gap = [float(np.mean([op.gap_ms for it in t.iterations for op in it])) for t in sc.tenants]
     offsets = common_start(cycles, mean_k, random.Random(seed + 1))
     # how fast queued kernels run (this GPU's measured share, else the a-priori one): one value for both modes
-    busy = [gpu.busy_share.get(t.workload, BUSY_SHARE.get(t.workload, 1.0)) for t in sc.tenants]
+    traits = [t.traits or fallback_traits(t.workload, gpu.busy_share) for t in sc.tenants]
+    busy = [tr.busy_share for tr in traits]
     if sc.sharing == "timeslice":
         q = gpu.quantum_ms.draw(rng, 0.05) if vary else gpu.quantum_ms.value
         s = min(gpu.switch_ms.draw(rng, 0.0) if vary else gpu.switch_ms.value, 0.5 * q)
         if vary:  # one lock phase for every tenant: same-cadence tenants keep their common start's phase
             shift = rng.uniform(-q / 2, q / 2)
             draws = [_phase_shifted(d, shift, SLEEP_QUANTA * q) for d in draws]
-        tenants = [SimTenant(t.name, k, g, kernels=KERNELS_PER_OP.get(t.workload, 1), busy_share=b)
-                   for t, k, g, b in zip(sc.tenants, mean_k, mean_gap, busy, strict=True)]
+        tenants = [SimTenant(t.name, k, g, kernels=tr.kernels, busy_share=b)
+                   for t, k, g, b, tr in zip(sc.tenants, mean_k, mean_gap, busy, traits, strict=True)]
         return simulate(tenants, q, s, duration, seed, offsets, slice_timer=gpu.slice_timer, draws=draws,
                         multi_wait=gpu.multi_wait(random.Random(rng.random()), q),
                         idle_resets_slice=gpu.idle_resets_slice, switch_after_idle=gpu.switch_after_idle)
     caps = [t.thread_pct if sc.sharing == "mps-limited" else 100.0 for t in sc.tenants]
-    # a launch-bound step claims SMs only while its kernels are in flight: its busy share of the step (MPS_WEIGHTS)
-    tenants = [MpsTenant(t.name, k, g, weight=MPS_WEIGHTS.get(t.workload, 1.0) * BUSY_SHARE.get(t.workload, 1.0),
-                         thread_pct=c, sm_need=SM_NEED.get(t.workload, 1.0), fills_gpu=t.workload in FILLS_GPU,
-                         busy_share=b)
-               for t, k, g, c, b in zip(sc.tenants, mean_k, mean_gap, caps, busy, strict=True)]
+    # a launch-bound step claims SMs only while its kernels are in flight: its weight holds its busy share
+    tenants = [MpsTenant(t.name, k, g, weight=tr.mps_weight, thread_pct=c, sm_need=tr.sm_need,
+                         fills_gpu=tr.fills_gpu, busy_share=b)
+               for t, k, g, c, b, tr in zip(sc.tenants, mean_k, mean_gap, caps, busy, traits, strict=True)]
     return simulate_mps(tenants, duration, seed, draws=draws)  # random phases: see ``common_start``
 
 
@@ -505,57 +500,22 @@ def predict(sc: Scenario, gpu: GpuModel, *, replicates: int = DEFAULT_REPLICATES
     return out
 
 
-# -- a run's shared scenarios, from its manifest and alone logs only --------------------------------------------
-def _baseline_for(manifest: Any, tenant: Any, repeat: int) -> tuple[str, str]:
-    """(baseline scenario, tenant name in it) for a shared tenant: same name and repeat, else same workload."""
-    base = [s for s in manifest.scenarios if s.kind == "baseline"]
-    for rule in (lambda s, t: t.name == tenant.name and s.repeat == repeat,
-                 lambda s, t: (t.workload, t.matrix_size) == (tenant.workload, tenant.matrix_size) and s.repeat == repeat,
-                 lambda s, t: t.workload == tenant.workload and s.repeat == repeat,
-                 lambda s, t: t.workload == tenant.workload):
-        for s in base:
-            for t in s.tenants:
-                if rule(s, t):
-                    return s.name, t.name
-    raise RunError(f"no alone baseline for tenant {tenant.name!r} ({tenant.workload}); cannot predict it")
-
-
+# -- a run's shared scenarios: conveniences that load the run once (``plan.inputs``) and delegate -----------------
 def scenarios_of_run(run_dir: str | os.PathLike, *, thresholds_ms: dict[str, float] | None = None
                      ) -> list[Scenario]:
-    """Every shared scenario of a run, with its tenants' alone profiles: read from the manifest and the
-    *baseline* logs only (the shared logs are never opened: a prediction must not see what it predicts)."""
-    run = open_run(run_dir)
-    m = run.read()
-    cache: dict[tuple[str, str], AloneProfile] = {}
-    out = []
-    for s in m.scenarios:
-        if s.kind != "shared":
-            continue
-        profiles, counts = [], []
-        for t in s.tenants:
-            key = _baseline_for(m, t, s.repeat)
-            if key not in cache:
-                cache[key] = profile_from_log(run.log_path(*key), t.name, t.workload)
-            pct = float(t.mps_thread_percentage) if t.mps_thread_percentage else 100.0
-            profiles.append(replace(cache[key], name=t.name, thread_pct=pct))
-            # a count the manifest does not fix (auto, open loop, a simulated run): as many as it ran alone
-            fixed = not t.auto and t.arrival == "closed" and t.iterations > 0
-            counts.append(int(t.iterations) if fixed else len(cache[key].iterations))
-        out.append(Scenario(s.name, tuple(profiles), tuple(counts), s.sharing, dict(thresholds_ms or {})))
-    if not out:
-        raise RunError(f"run {run.run_id} has no shared scenario to predict")
-    return out
+    """Every shared scenario of a run, with its tenants' alone profiles (``plan.inputs.scenarios_of``)."""
+    from kts_helpers.plan.inputs import load_plan_input, scenarios_of
+
+    return scenarios_of(load_plan_input(run_dir, gpu=False), thresholds_ms=thresholds_ms)
 
 
 def predict_run(run_dir: str | os.PathLike, probe: str | os.PathLike | None = None, *,
                 multi: str | os.PathLike | None = None, replicates: int = DEFAULT_REPLICATES, seed: int = 0
                 ) -> list[Prediction]:
-    """``kts plan --from-run``: every shared scenario of the run predicted from its manifest and alone logs."""
-    gpu = gpu_model_for(run_dir, probe, multi)
-    out: list[Prediction] = []
-    for sc in scenarios_of_run(run_dir):
-        out += predict(sc, gpu, replicates=replicates, seed=seed)
-    return out
+    """Every shared scenario of the run predicted from its manifest and alone logs (``plan.inputs.predict_input``)."""
+    from kts_helpers.plan.inputs import load_plan_input, predict_input
+
+    return predict_input(load_plan_input(run_dir, probe, multi), replicates=replicates, seed=seed)
 
 
 def predictions_table(rows: Sequence[Prediction]) -> str:

@@ -17,6 +17,7 @@ from kts_helpers.analyse.load import load_run
 from kts_helpers.analyse.summary import summarize_frame
 from kts_helpers.errors import SpecError
 from kts_helpers.plan.capacity import CAPACITY_ITERATIONS, CapacityAnswer, PodRow
+from kts_helpers.plan.inputs import PlanInput
 from kts_helpers.plan.validation import agrees
 from kts_helpers.run.experiment import run_experiment
 from kts_helpers.run.runs import open_run
@@ -24,7 +25,7 @@ from kts_helpers.run.runs import open_run
 MAX_TENANTS = 4
 
 
-def validation_params(answer: CapacityAnswer, source_run: str | os.PathLike, n: int,
+def validation_params(answer: CapacityAnswer, source_run: PlanInput | str | os.PathLike, n: int,
                       overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``kts run`` parameters of N pods of the answer's mix, with the source run's sizes and sleeps.
 
@@ -33,7 +34,7 @@ def validation_params(answer: CapacityAnswer, source_run: str | os.PathLike, n: 
     """
     if not 1 <= n <= MAX_TENANTS:
         raise SpecError(f"--validate runs at most {MAX_TENANTS} pods in one scenario, not {n}")
-    m = open_run(source_run).read()
+    m = source_run.manifest if isinstance(source_run, PlanInput) else open_run(source_run).read()
     r = m.spec.resolved
     workloads = [answer.mix[i % len(answer.mix)] for i in range(n)]
     mode = answer.best_mode
@@ -84,7 +85,7 @@ def compare_rows(rows: Sequence[PodRow], measured: dict[tuple[str, int, str], tu
     return out
 
 
-def validate_capacity(answer: CapacityAnswer, source_run: str | os.PathLike, *, root: str | os.PathLike,
+def validate_capacity(answer: CapacityAnswer, source_run: PlanInput | str | os.PathLike, *, root: str | os.PathLike,
                       progress: bool = True, overrides: dict[str, Any] | None = None) -> str:
     """Run N (the recommendation) and N+1 through the kit's runner; predicted against measured, as text."""
 

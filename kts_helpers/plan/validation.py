@@ -109,6 +109,18 @@ VALIDATION_RUNS: tuple[tuple[str, bool], ...] = (
 # The runs scored after the model's last change and nothing else: the honest test of the model as it stands (the
 # cumulative untuned rows hold earlier holdouts whose misses later rounds were built from, and lost those runs).
 LATEST_HOLDOUT = ("h200-2026-12-01-hold4-llm-sat", "h200-2026-12-01-hold4-fft-llm-sat")
+# The real-model batch (issue 31): transformers architectures with random weights on the H200 (llama-decode, bert,
+# vit, train-step), each tenant's traits measured by the profile its alone run recorded (plan.traits), no name-keyed
+# number. Flag: seen before the traits rules were frozen. The llama-train and plugin runs were read while the
+# profiler's warm-up was fixed (their alone profiles and shared numbers; no number was fitted to them); the other two
+# were measured in the same hour, before the rules were written, kept unread, and scored once when they were frozen.
+REAL_MODEL_RUNS: tuple[tuple[str, bool], ...] = (
+    ("h200-2026-12-02-rm-llama-train", True),
+    ("h200-2026-12-02-rm-plugin", True),
+    ("h200-2026-12-02-rm-bert-vit-llama", False),
+    ("h200-2026-12-02-rm-two-llama", False),
+)
+REAL_START, REAL_END = "<!-- plan-validation-real:start -->", "<!-- plan-validation-real:end -->"
 # the H200 probes behind the multi-context finding (pair probe: quantum and switch; multi: k = 1..3 neighbours)
 PROBE_RUNS = ("h200-2026-11-30-probe", "h200-2026-11-30-probe-multi")
 # Why each miss misses, one line each, written after reading the rows (a test holds these keys equal to the
@@ -182,6 +194,49 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
     ("h200-2026-12-01-hold4-llm-sat", "shared", "llm", "prefill"):
         "as decode: p99 6.87 measured (120 prefills: their second largest), 5.41 predicted (+27 %); 12 % of the "
         "prefills took more than 4.8 ms, two slices",
+}
+
+
+# Why each real-model miss misses, written after the one scoring (a test holds the keys equal to the misses).
+# Two causes cover them. (1) Every real model on this H200 is host-bound: its kernels keep the GPU busy 4-19 % of
+# the op (the profiles), the rest is the Python host's launch work, whose speed drifts between processes: the same
+# llama-decode step's alone p50 was 24.7, 11.3, 14.9 and 15.7 ms in four baselines of one hour. A shared run at a
+# different host speed than its alone one is then mispredicted whatever the GPU model says (alone and shared are
+# measured at different moments; nothing here removes that). (2) The MPS fluid model stretches the whole op of a
+# launch-bound tenant by its SM share (its weight sm_need x busy_share is small), although most of the op is host
+# time that no neighbour slows: it predicted 3-5x slowdowns that did not happen.
+_HOST_DRIFT = ("host-bound step (GPU busy ~{busy} of it): measured faster shared than its own alone run "
+               "(alone p50 {alone}); the alone baseline ran at a slower host speed, which the model takes as given")
+_MPS_STRETCH = ("the MPS fluid model stretches the whole launch-bound op by its small SM share (weight {w}); the op "
+                "is mostly host time no neighbour slows")
+REAL_MISS_REASONS: dict[tuple[str, str, str, str], str] = {
+    ("h200-2026-12-02-rm-llama-train", "shared", "llama-decode", "prefill"):
+        _HOST_DRIFT.format(busy="6 %", alone="29.0 ms"),
+    ("h200-2026-12-02-rm-llama-train", "shared", "llama-decode", "decode"):
+        _HOST_DRIFT.format(busy="4 %", alone="24.7 ms"),
+    ("h200-2026-12-02-rm-llama-train", "shared-mps", "llama-decode", "prefill"):
+        _MPS_STRETCH.format(w="0.014 against the training step's 0.136") + "; also measured below its alone p50",
+    ("h200-2026-12-02-rm-llama-train", "shared-mps", "llama-decode", "decode"):
+        _MPS_STRETCH.format(w="0.014 against the training step's 0.136") + "; also measured below its alone p50",
+    ("h200-2026-12-02-rm-bert-vit-llama", "shared", "llama-decode", "prefill"):
+        "slower shared (+69 %) where the model saw almost no contention: next to BERT and ViT, each of the step's "
+        "~550 kernels can meet a neighbour's kernel and a context switch (0.16 ms); the model spreads the step's GPU "
+        "work evenly at its busy share and charges a switch only when a neighbour waits at a boundary. Not "
+        "established: host contention between three Python processes is the other candidate",
+    ("h200-2026-12-02-rm-bert-vit-llama", "shared", "llama-decode", "decode"):
+        "as prefill (+70 %): the kernel-by-kernel switches or the host, not separated by this run",
+    ("h200-2026-12-02-rm-bert-vit-llama", "shared-mps", "bert", "op"):
+        _MPS_STRETCH.format(w="0.06") + "; measured even below its alone p50 (9.3 ms): host drift",
+    ("h200-2026-12-02-rm-bert-vit-llama", "shared-mps", "vit", "op"):
+        _MPS_STRETCH.format(w="0.19") + "; measured below its alone p50 (6.6 ms): host drift",
+    ("h200-2026-12-02-rm-bert-vit-llama", "shared-mps", "llama-decode", "prefill"):
+        _MPS_STRETCH.format(w="0.03") + " (p50 hit; measured p99 28 % below the predicted)",
+    ("h200-2026-12-02-rm-bert-vit-llama", "shared-mps", "llama-decode", "decode"):
+        _MPS_STRETCH.format(w="0.03") + " (p50 hit; measured p99 30 % below the predicted)",
+    ("h200-2026-12-02-rm-two-llama", "shared", "llama-decode-2", "prefill"):
+        _HOST_DRIFT.format(busy="10 %", alone="17.3 ms") + " (p50 hit; measured p99 24 % below the predicted)",
+    ("h200-2026-12-02-rm-two-llama", "shared", "llama-decode-2", "decode"):
+        _HOST_DRIFT.format(busy="6 %", alone="15.7 ms") + " (p50 hit; measured p99 26 % below the predicted)",
 }
 
 
@@ -284,9 +339,12 @@ def _iv(lo: float, hi: float) -> str:
     return f"[{lo:.2f}, {hi:.2f}]" if math.isfinite(lo) and math.isfinite(hi) else "(no bound)"
 
 
-def validation_markdown(checks: list[Check]) -> str:
+def validation_markdown(checks: list[Check], *, reasons: dict[tuple[str, str, str, str], str] | None = None,
+                        latest: tuple[str, ...] = LATEST_HOLDOUT, flag: str = "tuned on it?",
+                        flagged: str = "runs used to tune", unflagged: str = "runs not used to tune") -> str:
     """The README's validation table, the score against the target, and the misses with their reasons."""
-    lines = ["| run (config) | tuned on it? | sharing | tenants | tenant | phase | predicted p50 [PI] (ms) | "
+    reasons = MISS_REASONS if reasons is None else reasons
+    lines = [f"| run (config) | {flag} | sharing | tenants | tenant | phase | predicted p50 [PI] (ms) | "
              "predicted p99 [PI] (ms) | measured p50 / p99 (ms) | hit? |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for c in checks:
@@ -297,12 +355,12 @@ def validation_markdown(checks: list[Check]) -> str:
                      f"{'hit' if c.hit else 'miss'} |")
     lines.append("")
     unseen = [c for c in checks if not c.tuned]
-    by_mode = [(f"runs not used to tune, {mode}", [c for c in unseen if c.sharing == mode])
+    by_mode = [(f"{unflagged}, {mode}", [c for c in unseen if c.sharing == mode])
                for mode in dict.fromkeys(c.sharing for c in unseen)]
-    latest = [c for c in unseen if c.run in LATEST_HOLDOUT]
-    for label, group in (("all rows", checks), ("runs not used to tune", unseen), *by_mode,
-                         ("the latest sealed holdout alone (scored after the model's last change)", latest),
-                         ("runs used to tune", [c for c in checks if c.tuned])):
+    held = [c for c in unseen if c.run in latest]
+    for label, group in (("all rows", checks), (unflagged, unseen), *by_mode,
+                         ("the latest sealed holdout alone (scored after the model's last change)", held),
+                         (flagged, [c for c in checks if c.tuned])):
         hits = sum(c.hit for c in group)
         share = f"{hits / len(group):.0%}" if group else "n/a"
         lines.append(f"- {label}: {hits} of {len(group)} tenant rows hit ({share}; target ≥ 80 %)")
@@ -311,7 +369,7 @@ def validation_markdown(checks: list[Check]) -> str:
         lines.append("")
         lines.append("Misses (numbers, then why):")
         for c in misses:
-            why = MISS_REASONS.get(miss_key(c), "not yet explained")
+            why = reasons.get(miss_key(c), "not yet explained")
             lines.append(f"- {c.run} {c.scenario} {c.tenant} ({c.predicted.phase}): {c.why()}. Why: {why}")
     return "\n".join(lines)
 
@@ -339,12 +397,12 @@ def multi_context_markdown(checks: list[MultiCheck]) -> str:
     return "\n".join(lines)
 
 
-def readme_block(readme: str | os.PathLike) -> str:
+def readme_block(readme: str | os.PathLike, start: str = START, end: str = END) -> str:
     """The text between the README's validation markers."""
     text = Path(readme).read_text()
-    if START not in text or END not in text:
-        raise ValueError(f"{readme} has no {START} ... {END} block")
-    return text.split(START, 1)[1].split(END, 1)[0].strip()
+    if start not in text or end not in text:
+        raise ValueError(f"{readme} has no {start} ... {end} block")
+    return text.split(start, 1)[1].split(end, 1)[0].strip()
 
 
 def readme_markdown(runs: tuple[tuple[str, bool], ...] = VALIDATION_RUNS, root: Path = REFERENCE_ROOT) -> str:
@@ -360,11 +418,59 @@ def readme_markdown(runs: tuple[tuple[str, bool], ...] = VALIDATION_RUNS, root: 
     return text
 
 
-def write_readme_block(readme: str | os.PathLike, markdown: str) -> None:
+def write_readme_block(readme: str | os.PathLike, markdown: str, start: str = START, end: str = END) -> None:
     """Replace the README's validation block with ``markdown`` (atomically; the markers must exist)."""
 
     text = Path(readme).read_text()
-    readme_block(readme)  # the markers exist
-    head, rest = text.split(START, 1)
-    tail = rest.split(END, 1)[1]
-    atomic_write_text(Path(readme), f"{head}{START}\n{markdown}\n{END}{tail}")
+    readme_block(readme, start, end)  # the markers exist
+    head, rest = text.split(start, 1)
+    tail = rest.split(end, 1)[1]
+    atomic_write_text(Path(readme), f"{head}{start}\n{markdown}\n{end}{tail}")
+
+
+def real_model_markdown(runs: tuple[tuple[str, bool], ...] = REAL_MODEL_RUNS, root: Path = REFERENCE_ROOT, *,
+                        checks: list[Check] | None = None) -> str:
+    """The real-model block: the same rule and table, its own runs, reasons and score (``checks``: already made)."""
+    sealed = tuple(name for name, seen in runs if not seen)
+    checks = validation_checks(runs, root) if checks is None else checks
+    return validation_markdown(checks, reasons=REAL_MISS_REASONS, latest=sealed,
+                               flag="seen before the freeze?", flagged="runs seen before the freeze",
+                               unflagged="sealed runs") + "\n\n" + alone_profiles_markdown(runs, root)
+
+
+def alone_profiles_markdown(runs: tuple[tuple[str, bool], ...] = REAL_MODEL_RUNS, root: Path = REFERENCE_ROOT) -> str:
+    """Each real-model run's tenants alone: wall p50/p99 of the timed iterations and what their profile measured
+    (kernels per op, the kernels' time over the timed wall, the SM share of their grids, peak memory, the
+    profiling's cost in run time)."""
+    import numpy as np
+
+    from kts_helpers.analyse.logparse import parse_file
+    from kts_helpers.run.logformat import PAD_PHASE
+    from kts_helpers.run.runs import open_run
+
+    lines = ["| run | tenant | phase | n | wall p50 / p99 (ms) | kernels per op | GPU-busy share | SM share | "
+             "peak memory (MiB) | profiling cost (s) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, _seen in runs:
+        if not (root / name / "manifest.json").exists():
+            continue
+        run = open_run(root / name)
+        for sc in run.read().scenarios:
+            if sc.kind != "baseline":
+                continue
+            for t in sc.tenants:
+                parsed = parse_file(run.log_path(sc.name, t.name))
+                frame = parsed.frame[parsed.frame["phase"] != PAD_PHASE]
+                prof = next((m["profile"] for m in parsed.meta if isinstance(m.get("profile"), dict)), {})
+                for phase, group in frame.groupby("phase", sort=False):
+                    wall = group["wall_ms"].to_numpy(float)
+                    p50 = float(np.median(wall))
+                    ph = (prof.get("phases") or {}).get(phase) or {}
+                    kernels = f"{ph['kernels_per_op']:.0f}" if ph.get("kernels_per_op") else "n/a"
+                    busy = f"{ph['busy_ms'] / p50:.1%}" if ph.get("busy_ms") else "n/a"
+                    sm = f"{ph['sm_share']:.2f}" if ph.get("sm_share") is not None else "n/a"
+                    mem = (prof.get("memory") or {}).get("peak_mib")
+                    lines.append(f"| {name} | {t.name} | {phase} | {len(wall)} | {p50:.2f} / "
+                                 f"{float(np.quantile(wall, 0.99)):.2f} | {kernels} | {busy} | {sm} | "
+                                 f"{f'{mem:.0f}' if mem is not None else 'n/a'} | "
+                                 f"{prof['cost_s']:.1f} |" if prof else "n/a |")
+    return "\n".join(lines)

@@ -24,6 +24,7 @@ from kts_helpers.run.params import backend_options_from_env
 from kts_helpers.run.probe import CPU_REFUSAL, PROBE_PROFILE, size_hog, with_hog_size
 from kts_helpers.run.runs import DEFAULT_ROOT, Run, create_run, find_run
 from kts_helpers.run.spec import ExperimentParams, ExperimentSpec, calibration_scenario, resolve
+from kts_helpers.run.workloads import preflight
 
 
 def build_backend(params: ExperimentParams, device: str, options: dict[str, Any] | None = None) -> Backend:
@@ -66,6 +67,9 @@ def setup_run(params: dict[str, Any] | ExperimentParams, *, run_id: str | None =
         env["probe_sizing"] = sizing  # the hog's GEMM size, calibrated on this GPU (recorded with the run)
         p = with_hog_size(p, sizing)
     spec = replace(resolve(p, device), backend_options=dict(backend_options or {}))
+    if p.backend == "local" and backend is None:  # every tenant's own workload builds, before any scenario runs
+        preflight([t for s in spec.scenarios_of("baseline") for t in s.tenants], p.device if p.device != "auto"
+                  else device, python=python)
     if device == "cuda" and env.get("device_memory_gib"):  # refuse up front what cannot fit, with the estimate
         check_capacity(spec.scenarios, float(env["device_memory_gib"]) * 1024)
     run = create_run(spec.to_dict(), env, root=root, run_id=run_id, label=p.label)

@@ -35,6 +35,7 @@ from kts_helpers.run.probe import (
 from kts_helpers.run.probe import DEFAULTS as PROBE_DEFAULTS
 from kts_helpers.run.probe import MULTI as MULTI_DEFAULTS
 from kts_helpers.run.profiles import PROFILES, default_profile
+from kts_helpers.run.workloads import base_name, unknown_workloads
 
 WORKLOAD_KINDS = ("fft", "gemm", "llm", "noop")
 SHARING_MODES = ("timeslice", "mps", "mps-limited")  # mps-limited: MPS + CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
@@ -44,6 +45,9 @@ AUTO = "auto"  # iterations=auto: each tenant runs until its p99 is known to +-a
 DEFAULT_AUTO_REL_WIDTH = 0.10
 DEFAULT_AUTO_TIME_CAP_S = 600.0  # at most half the scenario timeout
 DEFAULT_AUTO_MAX_ITERATIONS = 100_000
+# The alone scenario profiles each tenant (workers/kts_profile.py): this many whole iterations (at most 2 s) under
+# torch.profiler after the warm-up, before the barrier, so none of the timed iterations is profiled.
+PROFILE_ITERATIONS = 10
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,8 @@ class TenantSpec:
     auto_time_cap_s: float = DEFAULT_AUTO_TIME_CAP_S
     cpu_core: int | None = None  # the CPU stand-in: the one core every tenant is pinned to (-1: the last allowed)
     looks: tuple[int, ...] = ()  # interim looks (shared, shared_max_factor > 1): ``iterations`` is then the maximum
+    workload_params: str = ""  # the factory's own parameters (a JSON object; the worker's KTS_WORKLOAD_PARAMS)
+    profile_iterations: int = 0  # alone: profile this many iterations before the barrier (KTS_PROFILE_ITERATIONS)
 
     @property
     def iterations_text(self) -> str:
@@ -91,6 +97,10 @@ class TenantSpec:
             env["KTS_CPU_CORE"] = str(self.cpu_core)
         if self.looks:
             env["KTS_LOOKS"] = ",".join(map(str, self.looks))
+        if self.workload_params:
+            env["KTS_WORKLOAD_PARAMS"] = self.workload_params
+        if self.profile_iterations:
+            env["KTS_PROFILE_ITERATIONS"] = str(self.profile_iterations)
         # each tenant its own draws (think times, Poisson arrivals, inputs), the same alone and shared: one seed
         # for all handed every tenant the same think times, scaled, starting their loops in step
         env["SEED"] = str(zlib.crc32(self.name.encode()))
@@ -154,6 +164,9 @@ class ExperimentParams:
     calibrate_iterations: int | None = None
     cpu_core: int | None = None  # CPU only: pin every tenant to this core (-1: the last allowed); None: the profile's
     probe_mode: str = "pair"  # the time-slice probe: "pair" (quantum and switch) or "multi" (k = 1..3 neighbours)
+    sleep_ms: dict[str, float] | None = None  # per workload, any workload (a real model, a plug-in): its sleep
+    workload_params: dict[str, dict] | None = None  # per workload: the factory's params (model sizes, batch, ...)
+    profile_iterations: int | None = None  # alone scenarios: iterations profiled (0: none; default PROFILE_ITERATIONS)
     label: str = ""
 
     @classmethod
@@ -187,6 +200,11 @@ _ACCEPTS: dict[str, tuple[Any, str]] = {
     "dict[str, int]": (lambda v: isinstance(v, dict) and all(isinstance(x, int) and not isinstance(x, bool)
                                                              for x in v.values()),
                        'a JSON object of integers, e.g. {"gemm": 50}'),
+    "dict[str, float]": (lambda v: isinstance(v, dict) and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                               for x in v.values()),
+                         'a JSON object of numbers, e.g. {"bert": 20}'),
+    "dict[str, dict]": (lambda v: isinstance(v, dict) and all(isinstance(x, dict) for x in v.values()),
+                        'a JSON object of objects, e.g. {"llama-decode": {"layers": 8}}'),
 }
 
 
@@ -280,12 +298,14 @@ def _tenant(kind: str, r: dict[str, Any], p: ExperimentParams, name: str | None 
         name=name or kind, workload=kind, iterations=int(r["auto_max_iterations"] if auto else count),
         auto=auto, auto_rel_width=float(r["auto_rel_width"]), auto_time_cap_s=float(r["auto_time_cap_s"]),
         matrix_size=size,
-        sleep_ms=r.get(f"sleep_ms_{kind}", 0.0), sleep_dist=r.get("sleep_dist") or "fixed", warmup=r["warmup"],
+        sleep_ms=(p.sleep_ms or {}).get(kind, r.get(f"sleep_ms_{kind}", 0.0)), sleep_dist=r.get("sleep_dist") or "fixed", warmup=r["warmup"],
         threads=r["threads"], arrival=p.arrival if kind == "fft" else "closed",
         rate_hz=p.rate_hz if kind == "fft" else 0.0, duration_s=p.duration_s if kind == "fft" else 0.0,
         mps_thread_percentage=(p.mps_thread_percentage.get(kind) if isinstance(p.mps_thread_percentage, dict)
                                else p.mps_thread_percentage),
         cpu_core=r.get("cpu_core"),
+        workload_params=json.dumps((p.workload_params or {})[kind], sort_keys=True)
+        if kind in (p.workload_params or {}) else "",
     )
 
 
@@ -330,24 +350,27 @@ def resolve(params: ExperimentParams, device_type: str) -> ExperimentSpec:
     tenants = []
     counts: dict[str, int] = {}
     for kind in r["workloads"]:
-        counts[kind] = counts.get(kind, 0) + 1
+        counts[base_name(kind)] = counts.get(base_name(kind), 0) + 1
     seen: dict[str, int] = {}
     for kind in r["workloads"]:
-        seen[kind] = seen.get(kind, 0) + 1
-        name = kind if counts[kind] == 1 else f"{kind}-{seen[kind]}"
+        base = base_name(kind)
+        seen[base] = seen.get(base, 0) + 1
+        name = base if counts[base] == 1 else f"{base}-{seen[base]}"
         tenants.append(_tenant(kind, r, params, name))
+    profiled = PROFILE_ITERATIONS if params.profile_iterations is None else params.profile_iterations
     blocks = _blocks(r, params)
     if blocks:
         r["repeats"] = params.repeats
         r["sharing"] = list(params.sharing)
         return ExperimentSpec(params=params, profile=profile, device=device_type, resolved=r,
-                              scenarios=_bracketed(tenants, params, blocks))
+                              scenarios=_bracketed(tenants, params, blocks, profiled))
     scenarios: list[ScenarioSpec] = []
     for rep in range(params.repeats):
         suffix = "" if params.repeats == 1 else f"-r{rep + 1}"
         for t in tenants:
             scenarios.append(ScenarioSpec(f"baseline-{t.name}{suffix}", "baseline",
-                                          (replace(t, mps_thread_percentage=None),), "timeslice", rep))
+                                          (replace(t, mps_thread_percentage=None, profile_iterations=profiled),),
+                                          "timeslice", rep))
         for mode in params.sharing:
             msuffix = "" if mode == "timeslice" else f"-{mode}"
             tenants_m = tenants if mode == "mps-limited" else [replace(t, mps_thread_percentage=None) for t in tenants]
@@ -395,7 +418,8 @@ def _blocks(r: dict[str, Any], params: ExperimentParams) -> int:
     return b
 
 
-def _bracketed(tenants: list[TenantSpec], params: ExperimentParams, blocks: int) -> tuple[ScenarioSpec, ...]:
+def _bracketed(tenants: list[TenantSpec], params: ExperimentParams, blocks: int,
+               profiled: int) -> tuple[ScenarioSpec, ...]:
     """Alone blocks on both sides of every shared block: baseline-<t>-r1, shared-r1, ..., baseline-<t>-r<B+1>.
 
     Each side keeps its iteration count, split evenly (alone in B + 1 blocks, shared in B); the blocks are the
@@ -407,7 +431,8 @@ def _bracketed(tenants: list[TenantSpec], params: ExperimentParams, blocks: int)
     out: list[ScenarioSpec] = []
     for blk in range(blocks + 1):
         out += [ScenarioSpec(f"baseline-{t.name}-r{blk + 1}", "baseline",
-                             (replace(split(t, blocks + 1), mps_thread_percentage=None),), "timeslice", blk)
+                             (replace(split(t, blocks + 1), mps_thread_percentage=None, profile_iterations=profiled),),
+                             "timeslice", blk)
                 for t in tenants]
         if blk == blocks:
             break
@@ -486,9 +511,18 @@ def extended(t: TenantSpec, factor: float) -> TenantSpec:
 
 
 def _validate(r: dict[str, Any], p: ExperimentParams) -> None:
-    bad = [w for w in r["workloads"] if w not in WORKLOAD_KINDS or w == "noop"]
+    bad = unknown_workloads(r["workloads"], local=p.backend == "local")
     if bad:
-        raise SpecError(f"unknown workload(s) {bad}; choose from fft, gemm, llm")
+        raise SpecError(f"unknown workload(s) {bad}; choose from fft, gemm, llm, llama-decode, bert, vit, train-step, "
+                        "a factory as package.module:function, or a kts.workloads entry point")
+    for key in ("sleep_ms", "workload_params"):
+        extra = sorted(set(getattr(p, key) or {}) - set(r["workloads"]))
+        if extra:
+            raise SpecError(f"{key} names {', '.join(extra)}, not among the workloads ({', '.join(r['workloads'])})")
+    if any(v < 0 for v in (p.sleep_ms or {}).values()):
+        raise SpecError(f"sleep_ms must be >= 0 for every workload, got {p.sleep_ms}")
+    if p.profile_iterations is not None and p.profile_iterations < 0:
+        raise SpecError(f"profile_iterations must be >= 0 (0: no profile), got {p.profile_iterations}")
     if not 1 <= len(r["workloads"]) <= 4:
         raise SpecError(f"a scenario takes 1 to 4 tenants, got {len(r['workloads'])}")
     for key in ("iterations", "iterations_fft", "iterations_gemm", "iterations_llm"):

@@ -1,0 +1,124 @@
+"""The planner's one input, loaded once from a run: its manifest, every tenant's alone profile, the GPU model.
+
+Why: the planner used to pass run directories down, so one ``kts plan --capacity`` reached ``runs.open_run`` six
+times on its way through ``engine``, ``capacity`` and ``live``, each re-reading the manifest and re-parsing logs.
+Here the CLI (or the report, or the validation) calls :func:`load_plan_input` once; everything below takes the
+typed :class:`PlanInput` and never opens the run again (``tests/test_plan_inputs.py`` counts the opens).
+
+What it holds is what a user has *before* sharing: the manifest (the scenarios' tenants and counts), each
+baseline tenant's alone iterations with its traits (``plan.traits``: from the profile its alone run recorded, or
+the documented fallbacks), and the GPU model (``plan.engine.GpuModel``, from the committed probes of the run's GPU
+model unless given). The shared logs are never read: a prediction must not see what it predicts.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from kts_helpers.errors import RunError, SpecError
+from kts_helpers.plan.engine import (
+    DEFAULT_REPLICATES,
+    AloneProfile,
+    GpuModel,
+    Prediction,
+    Scenario,
+    gpu_model_for_name,
+    predict,
+    profile_from_log,
+)
+from kts_helpers.run.runs import open_run
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """A run as the planner needs it, loaded once."""
+
+    run_id: str
+    path: str
+    manifest: Any  # run.runs.Manifest
+    gpu_name: str
+    alone: dict[tuple[str, str], AloneProfile] = field(default_factory=dict)  # (baseline, tenant) -> alone profile
+    gpu: GpuModel | None = None
+
+    def fallbacks(self) -> list[str]:
+        """One line per tenant type whose traits are not measured (no profile in its alone run)."""
+        out = []
+        for (scenario, tenant), p in self.alone.items():
+            if p.traits is None:
+                out.append(f"{tenant} ({scenario}): no profile in its alone run; the documented fallbacks for "
+                           f"{p.workload!r} apply (plan.traits)")
+        return out
+
+
+def load_plan_input(run_dir: str | os.PathLike, probe: str | os.PathLike | None = None,
+                    multi: str | os.PathLike | None = None, *, gpu: bool = True) -> PlanInput:
+    """Open the run once: its manifest, every baseline tenant's alone profile, and (``gpu``) the GPU model."""
+    run = open_run(run_dir)
+    m = run.read()
+    name = str(m.environment.get("gpu_name") or "")
+    alone = {}
+    for s in m.scenarios:
+        if s.kind == "baseline":
+            for t in s.tenants:
+                alone[(s.name, t.name)] = profile_from_log(run.log_path(s.name, t.name), t.name, t.workload)
+    model = gpu_model_for_name(name, probe, multi, loaded=str(run.path)) if gpu else None
+    return PlanInput(run.run_id, str(run.path), m, name, alone, model)
+
+
+def _baseline_for(manifest: Any, tenant: Any, repeat: int) -> tuple[str, str]:
+    """(baseline scenario, tenant name in it) for a shared tenant: same name and repeat, else same workload."""
+    base = [s for s in manifest.scenarios if s.kind == "baseline"]
+    for rule in (lambda s, t: t.name == tenant.name and s.repeat == repeat,
+                 lambda s, t: (t.workload, t.matrix_size) == (tenant.workload, tenant.matrix_size) and s.repeat == repeat,
+                 lambda s, t: t.workload == tenant.workload and s.repeat == repeat,
+                 lambda s, t: t.workload == tenant.workload):
+        for s in base:
+            for t in s.tenants:
+                if rule(s, t):
+                    return s.name, t.name
+    raise RunError(f"no alone baseline for tenant {tenant.name!r} ({tenant.workload}); cannot predict it")
+
+
+def scenarios_of(inp: PlanInput, *, thresholds_ms: dict[str, float] | None = None) -> list[Scenario]:
+    """Every shared scenario of the run, each tenant with its alone profile (renamed, capped as it ran)."""
+    out = []
+    for s in inp.manifest.scenarios:
+        if s.kind != "shared":
+            continue
+        profiles, counts = [], []
+        for t in s.tenants:
+            alone = inp.alone[_baseline_for(inp.manifest, t, s.repeat)]
+            pct = float(t.mps_thread_percentage) if t.mps_thread_percentage else 100.0
+            profiles.append(replace(alone, name=t.name, workload=t.workload, thread_pct=pct))
+            # a count the manifest does not fix (auto, open loop, a simulated run): as many as it ran alone
+            fixed = not t.auto and t.arrival == "closed" and t.iterations > 0
+            counts.append(int(t.iterations) if fixed else len(alone.iterations))
+        out.append(Scenario(s.name, tuple(profiles), tuple(counts), s.sharing, dict(thresholds_ms or {})))
+    if not out:
+        raise RunError(f"run {inp.run_id} has no shared scenario to predict")
+    return out
+
+
+def predict_input(inp: PlanInput, *, replicates: int = DEFAULT_REPLICATES, seed: int = 0) -> list[Prediction]:
+    """``kts plan --from-run``: every shared scenario of the run predicted from its manifest and alone logs."""
+    if inp.gpu is None:
+        raise RunError(f"run {inp.run_id} was loaded without its GPU model; load it with gpu=True to predict")
+    out: list[Prediction] = []
+    for sc in scenarios_of(inp):
+        out += predict(sc, inp.gpu, replicates=replicates, seed=seed)
+    return out
+
+
+def mix_of(inp: PlanInput) -> list[AloneProfile]:
+    """One alone profile per workload of the run (its first baseline of each): the capacity question's tenant types."""
+    out: dict[str, AloneProfile] = {}
+    for s in inp.manifest.scenarios:
+        if s.kind == "baseline":
+            for t in s.tenants:
+                if t.workload not in out and t.workload != "noop":
+                    out[t.workload] = replace(inp.alone[(s.name, t.name)], name=t.workload)
+    if not out:
+        raise SpecError(f"run {inp.run_id} has no alone baseline to take tenant types from")
+    return list(out.values())

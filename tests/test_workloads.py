@@ -1,0 +1,318 @@
+"""Any workload as a tenant: a user's factory from outside the repository, entry points, the pre-flight that fails
+a bad factory before any scenario runs, the real architectures on CPU, and the profile each alone run records.
+
+Workers start all at once (one module fixture) so their torch and transformers imports overlap.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kts_helpers.analyse.logparse import parse_bytes
+from kts_helpers.errors import SpecError
+from kts_helpers.run.spec import PROFILE_ITERATIONS, ExperimentParams, resolve
+from kts_helpers.run.workloads import base_name, preflight, unknown_workloads
+
+REPO = Path(__file__).resolve().parents[1]
+WORKER = REPO / "workers" / "kts_worker.py"
+sys.path.insert(0, str(REPO / "workers"))
+import kts_profile  # noqa: E402 - the worker's sibling, imported from its folder as the worker does
+
+BAD = '''
+def raises(torch, device, params):
+    raise RuntimeError("no GPU budget for me")
+
+def wrong_type(torch, device, params):
+    return 42
+
+def bad_step(torch, device, params):
+    class W:
+        name = "bad"
+        def step(self):
+            return [("op", 3)]
+    return W()
+'''
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory):
+    """A folder outside the repository holding the example factory, bad factories and an entry point."""
+    root = tmp_path_factory.mktemp("outside")
+    shutil.copy(REPO / "examples" / "my_tenants.py", root / "my_tenants.py")
+    (root / "bad_tenants.py").write_text(textwrap.dedent(BAD))
+    (root / "broken_import.py").write_text("import no_such_dependency_kts\n")
+    dist = root / "kts_example_tenants-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kts-example-tenants\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[kts.workloads]\nmlp = my_tenants:make_mlp_server\n")
+    return root
+
+
+def _env(outside: Path, **kw: str) -> dict[str, str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KTS_", "CUDA_MPS"))}
+    env.update({"PYTHONPATH": str(outside), "DEVICE": "cpu", "ITERATIONS": "3", "WARMUP": "1", "SLEEP_MS": "0",
+                "THREADS": "1", "MATRIX_SIZE": "32"})
+    env.update(kw)
+    return env
+
+
+@pytest.fixture(scope="module")
+def runs(outside):
+    """Every worker of this module, started at once from the outside folder (cwd), collected."""
+    configs = {
+        "example": ({"WORKLOAD": "my_tenants:make_mlp_server", "TENANT": "mlp-server",
+                     "KTS_PROFILE_ITERATIONS": "2"}, []),
+        "entry-point": ({"WORKLOAD": "mlp", "TENANT": "ep"}, []),
+        "raises": ({"WORKLOAD": "bad_tenants:raises", "TENANT": "t3"}, ["--check"]),
+        "llama-decode": ({"WORKLOAD": "llama-decode", "ITERATIONS": "2", "KTS_PROFILE_ITERATIONS": "1"}, []),
+        "bert": ({"WORKLOAD": "bert", "ITERATIONS": "2", "KTS_PROFILE_ITERATIONS": "1"}, []),
+        "vit": ({"WORKLOAD": "vit", "ITERATIONS": "2"}, []),
+        "train-step": ({"WORKLOAD": "train-step", "ITERATIONS": "2"}, []),
+        "model-param": ({"WORKLOAD": "llama-decode", "ITERATIONS": "1",
+                         "KTS_WORKLOAD_PARAMS": '{"decode_tokens": 1, "layers": 1}'}, []),
+    }
+    procs = {k: subprocess.Popen([sys.executable, str(WORKER), *args], env=_env(outside, **env), cwd=outside,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for k, (env, args) in configs.items()}
+    out = {}
+    for k, p in procs.items():
+        stdout, stderr = p.communicate(timeout=600)
+        out[k] = (p.returncode, stdout, stderr)
+    return out
+
+
+def test_example_factory_runs_from_a_folder_outside_the_repository(runs):
+    rc, stdout, stderr = runs["example"]
+    assert rc == 0, stderr
+    p = parse_bytes(stdout.encode())
+    assert p.n == 3 * 2 and p.malformed == 0
+    assert p.frame["workload"].unique().tolist() == ["my_tenants:make_mlp_server"]  # the run's name for it
+    for _, grp in p.frame.groupby("iteration"):
+        assert grp["phase"].tolist() == ["embed", "mlp"]
+    meta = p.meta[0]
+    assert meta["workload_name"] == "mlp-server" and meta["notes"]["batch"] == 32 and meta["flops_per_op"] > 0
+    prof = meta["profile"]
+    assert set(prof["phases"]) == {"embed", "mlp"} and 1 <= prof["iterations"] <= 2 and prof["device"] == "cpu"
+    assert prof["phases"]["mlp"]["kernels_per_op"] >= 3  # three linear layers at least, as top-level operators
+    assert prof["memory"]["rss_peak_mib"] > 0
+
+
+def test_entry_point_names_a_factory(runs):
+    rc, stdout, stderr = runs["entry-point"]
+    assert rc == 0, stderr
+    assert parse_bytes(stdout.encode()).meta[0]["workload_name"] == "mlp-server"
+
+
+def test_a_bad_factory_stops_the_worker_in_one_line_naming_the_tenant(runs):
+    rc, stdout, stderr = runs["raises"]
+    assert rc == 4
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("kts_worker:")]
+    assert lines == ["kts_worker: tenant t3 (workload bad_tenants:raises): its factory raised RuntimeError: "
+                     "no GPU budget for me"]
+    assert "Traceback" not in stderr and "KTS_APP" not in stdout
+
+
+@pytest.mark.parametrize("name, needle", [
+    ("nosuch_pkg.tenants:make", "cannot import 'nosuch_pkg.tenants' (ModuleNotFoundError"),
+    ("broken_import:make", "cannot import 'broken_import' (ModuleNotFoundError: No module named "
+                           "'no_such_dependency_kts'"),
+    ("bad_tenants:nothing", "module 'bad_tenants' has no 'nothing'"),
+    ("bad_tenants:raises", "its factory raised RuntimeError: no GPU budget for me"),
+    ("bad_tenants:wrong_type", "the factory returned int, not a Workload"),
+    ("bad_tenants:bad_step", "must return (phase, callable) pairs"),
+    ("conv", "unknown workload 'conv'"),
+    ("mlp", None),  # the entry point
+    ("my_tenants:make_mlp_server", None),
+])
+def test_every_kind_of_bad_factory_is_one_line(outside, monkeypatch, name, needle):
+    import kts_worker
+    import torch
+
+    monkeypatch.syspath_prepend(str(outside))
+    params = {"size": 8, "seed": 0, "device_type": "cpu"}
+    if needle is None:
+        assert kts_worker.build_workload(name, torch, torch.device("cpu"), params).name == "mlp-server"
+        return
+    with pytest.raises(kts_worker.WorkloadError) as exc:
+        kts_worker.build_workload(name, torch, torch.device("cpu"), params)
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_real_models_unknown_size_is_refused():
+    import kts_models
+
+    with pytest.raises(ValueError, match=r"unknown bert parameter\(s\) layerz; known: batch, dtype"):
+        kts_models.settings("bert", {"layerz": 2, "device_type": "cpu", "size": 1})
+    assert kts_models.settings("bert", {"layers": 3, "device_type": "cuda"})["hidden"] == 768
+
+
+@pytest.mark.parametrize("name, phases, params", [
+    ("llama-decode", ["prefill", "decode", "decode", "decode"], "parameters"),
+    ("bert", ["op"], "parameters"),
+    ("vit", ["op"], "parameters"),
+    ("train-step", ["step"], "parameters"),
+])
+def test_real_architectures_run_on_cpu_with_tiny_configs(runs, name, phases, params):
+    rc, stdout, stderr = runs[name]
+    assert rc == 0, stderr
+    p = parse_bytes(stdout.encode())
+    assert p.n == 2 * len(phases) and p.malformed == 0
+    for _, grp in p.frame.groupby("iteration"):
+        assert grp["phase"].tolist() == phases
+    notes = p.meta[0]["notes"]
+    assert 0 < notes[params] < 2_000_000  # the tiny CPU config, not the GPU's
+    assert "transformers" in notes["architecture"]
+
+
+def test_real_model_profiles_every_phase(runs):
+    meta = parse_bytes(runs["llama-decode"][1].encode()).meta[0]
+    prof = meta["profile"]
+    assert set(prof["phases"]) == {"prefill", "decode"}
+    assert prof["phases"]["decode"]["calls"] == 3 and prof["phases"]["prefill"]["calls"] == 1
+    # a decode step runs every layer: many operators, each short against the step
+    assert prof["phases"]["decode"]["kernels_per_op"] > 20
+    assert 0 < prof["phases"]["decode"]["busy_share"] <= 1
+    assert "profile" not in parse_bytes(runs["vit"][1].encode()).meta[0]  # none asked: none recorded
+
+
+def test_model_sizes_are_settable(runs):
+    rc, stdout, stderr = runs["model-param"]
+    assert rc == 0, stderr
+    p = parse_bytes(stdout.encode())
+    assert p.frame["phase"].tolist() == ["prefill", "decode"]
+    assert p.meta[0]["notes"]["layers"] == 1
+
+
+# -- the profile's arithmetic on a synthetic GPU trace ------------------------------------------------------------
+def _trace():
+    """Two calls of phase "op": call 0 launches two kernels (one of 264 blocks on 132 SMs, one of 66, which starts on
+    the device's clock after the call's annotation ends), call 1 one; a kernel launched outside any call is not
+    counted."""
+    ev = [
+        {"cat": "user_annotation", "name": "kts_phase:op:0", "ts": 0.0, "dur": 100.0},
+        {"cat": "user_annotation", "name": "kts_phase:op:1", "ts": 200.0, "dur": 50.0},
+        {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 5.0, "dur": 3.0, "args": {"correlation": 1}},
+        {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 10.0, "dur": 3.0, "args": {"correlation": 2}},
+        {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 210.0, "dur": 3.0, "args": {"correlation": 3}},
+        {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 400.0, "dur": 3.0, "args": {"correlation": 4}},
+        {"cat": "kernel", "name": "gemm", "ts": 20.0, "dur": 40.0, "args": {"correlation": 1, "grid": [132, 2, 1]}},
+        # the device's clock runs a little apart from the host's: this kernel of call 0 starts after its annotation
+        {"cat": "kernel", "name": "small", "ts": 101.0, "dur": 10.0, "args": {"correlation": 2, "grid": [66, 1, 1]}},
+        {"cat": "kernel", "name": "gemm", "ts": 215.0, "dur": 25.0, "args": {"correlation": 3, "grid": [264, 1, 1]}},
+        {"cat": "kernel", "name": "stray", "ts": 405.0, "dur": 99.0, "args": {"correlation": 4, "grid": [1, 1, 1]}},
+    ]
+    return ev, [("op", 0), ("op", 1)]
+
+
+def test_profile_attributes_kernels_to_their_call_by_correlation():
+    events, calls = _trace()
+    op = kts_profile.summarize_trace(events, calls, sm_count=132)["op"]
+    assert op["calls"] == 2
+    assert op["kernels_per_op"] == 1.5  # 2 and 1; the stray kernel belongs to no call
+    assert op["busy_ms"] == pytest.approx((0.050 + 0.025) / 2)  # p50 of 0.050 and 0.025
+    assert op["busy_share"] == pytest.approx((0.5 + 0.5) / 2)  # 50/100 and 25/50
+    assert op["launch_gap_ms"] == pytest.approx(0.041)  # 60 -> 101 us
+    assert op["grid_blocks"] == {"p50": 264, "max": 264}
+    # SM share weighted by kernel time: 40 us and 25 us at 1.0, 10 us at 0.5
+    assert op["sm_share"] == pytest.approx((40 + 25 + 5) / 75)
+    assert op["fill_share"] == pytest.approx(65 / 75)  # kernels of >= 2 waves
+    assert op["top_kernels"][0] == {"name": "gemm", "calls": 2, "total_ms": pytest.approx(0.065)}
+
+
+# -- names, the spec and the pre-flight ----------------------------------------------------------------------------
+def test_tenant_names_from_factories():
+    assert base_name("my_pkg.tenants:make_bert") == "bert"
+    assert base_name("pkg:Server.build") == "build"
+    assert base_name("llama-decode") == "llama-decode"
+    spec = resolve(ExperimentParams.from_mapping({"profile": "tiny", "workloads": "fft,a.b:make_bert,c:make_bert"}),
+                   "cpu")
+    shared = spec.scenarios_of("shared")[0]
+    assert [(t.name, t.workload) for t in shared.tenants] == [("fft", "fft"), ("bert-1", "a.b:make_bert"),
+                                                              ("bert-2", "c:make_bert")]
+
+
+def test_unknown_names_and_entry_points(outside, monkeypatch):
+    assert unknown_workloads(["fft", "llama-decode", "pkg.mod:make", "mlp", "conv"]) == ["mlp", "conv"]
+    monkeypatch.syspath_prepend(str(outside))
+    assert unknown_workloads(["fft", "mlp", "conv"]) == ["conv"]  # the entry point is found now
+    assert unknown_workloads(["mlp"], local=False) == ["mlp"]  # a cluster's image: name it module:factory
+    with pytest.raises(SpecError, match=r"unknown workload\(s\) \['conv'\]"):
+        resolve(ExperimentParams.from_mapping({"profile": "tiny", "workloads": "fft,conv"}), "cpu")
+
+
+def test_workload_params_sleeps_and_profiles_reach_the_right_tenants():
+    spec = resolve(ExperimentParams.from_mapping({
+        "profile": "tiny", "workloads": "bert,train-step", "sleep_ms": {"bert": 7.5},
+        "workload_params": {"bert": {"batch": 4}}}), "cuda")
+    base = {s.tenants[0].name: s.tenants[0] for s in spec.scenarios_of("baseline")}
+    shared = {t.name: t for t in spec.scenarios_of("shared")[0].tenants}
+    assert base["bert"].env()["KTS_WORKLOAD_PARAMS"] == '{"batch": 4}'
+    assert "KTS_WORKLOAD_PARAMS" not in base["train-step"].env()
+    assert shared["bert"].sleep_ms == 7.5 and shared["train-step"].sleep_ms == 0.0
+    # the alone run profiles, the shared one does not
+    assert all(t.env()["KTS_PROFILE_ITERATIONS"] == str(PROFILE_ITERATIONS) for t in base.values())
+    assert all("KTS_PROFILE_ITERATIONS" not in t.env() for t in shared.values())
+    off = resolve(ExperimentParams.from_mapping({"profile": "tiny", "profile_iterations": 0}), "cpu")
+    assert all("KTS_PROFILE_ITERATIONS" not in s.tenants[0].env() for s in off.scenarios_of("baseline"))
+    for bad, needle in (({"sleep_ms": {"vit": 1.0}}, "sleep_ms names vit"),
+                        ({"workload_params": {"gemm": {"x": 1}}}, "workload_params names gemm"),
+                        ({"profile_iterations": -1}, "profile_iterations must be >= 0")):
+        with pytest.raises(SpecError, match=needle):
+            resolve(ExperimentParams.from_mapping({"profile": "tiny", "workloads": "bert", **bad}), "cpu")
+
+
+def test_preflight_names_every_bad_tenant_in_one_line(outside, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(outside))
+    spec = resolve(ExperimentParams.from_mapping(
+        {"profile": "tiny", "workloads": "fft,my_tenants:make_mlp_server,bad_tenants:raises,bad_tenants:wrong_type"}),
+        "cpu")
+    tenants = [s.tenants[0] for s in spec.scenarios_of("baseline")]
+    with pytest.raises(SpecError) as exc:
+        preflight(tenants, "cpu")
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith("workload pre-flight failed (no scenario was run)")
+    assert "tenant raises (workload bad_tenants:raises): its factory raised RuntimeError" in msg
+    assert "tenant wrong-type (workload bad_tenants:wrong_type): the factory returned int" in msg
+    assert msg.count("tenant ") == 2  # the good ones are not named
+    ok = preflight(tenants[:2], "cpu")  # the kit's fft is not checked; the example builds
+    assert len(ok) == 1 and "ok, mlp-server" in ok[0]
+
+
+def test_a_run_with_a_bad_factory_fails_before_any_scenario(outside, tmp_path, monkeypatch):
+    from kts_helpers.run.experiment import run_experiment
+
+    monkeypatch.setenv("PYTHONPATH", str(outside))
+    root = tmp_path / "runs"
+    with pytest.raises(SpecError, match="tenant bad-step .*must return"):
+        run_experiment({"profile": "tiny", "device": "cpu", "workloads": "fft,bad_tenants:bad_step"}, root=root,
+                       progress=False)
+    assert not root.exists() or not any(root.iterdir())  # no run directory was made
+
+
+def test_a_users_factory_runs_as_a_tenant_of_a_run(outside, tmp_path, monkeypatch):
+    from kts_helpers.run.experiment import run_experiment
+    from kts_helpers.run.runs import open_run
+
+    monkeypatch.setenv("PYTHONPATH", str(outside))
+    run = run_experiment({"profile": "tiny", "device": "cpu", "iterations": 30,
+                          "workloads": "fft,my_tenants:make_mlp_server",
+                          "workload_params": {"my_tenants:make_mlp_server": {"batch": 8}}},
+                         root=tmp_path / "runs", progress=False)
+    m = open_run(run.path).read()
+    assert [s.name for s in m.scenarios if s.kind != "calibration"] == [
+        "baseline-fft", "baseline-mlp-server", "shared"]
+    alone = parse_bytes(open_run(run.path).log_path("baseline-mlp-server", "mlp-server").read_bytes())
+    assert alone.meta[0]["notes"]["batch"] == 8
+    assert set(alone.meta[0]["profile"]["phases"]) == {"embed", "mlp"}
+    shared = parse_bytes(open_run(run.path).log_path("shared", "mlp-server").read_bytes())
+    assert "profile" not in shared.meta[0]
+    assert json.loads(json.dumps(shared.meta[0]["workload"])) == "my_tenants:make_mlp_server"
