@@ -28,6 +28,30 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--all-references", action="store_true",
+                     help="also render every committed reference in full (make test-all), not one per kind")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without ``--all-references`` the tests marked ``all_references`` are deselected (reported as such): the
+    exhaustive renders are ``make test-all``'s, for when a reference is added.
+
+    Under pytest-xdist (``make test``: ``--dist loadgroup``), the tests of a module that share a module-scoped
+    fixture run on one worker (``xdist_group``), so the fixture (a rendered report, an experiment run) is built
+    once; every other test goes to whichever worker is free."""
+    if not config.getoption("--all-references"):
+        keep = [i for i in items if i.get_closest_marker("all_references") is None]
+        if len(keep) < len(items):
+            config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("all_references")])
+            items[:] = keep
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is not None and any(defs[-1].scope == "module" for defs in info.name2fixturedefs.values() if defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
 @pytest.fixture(scope="session")
 def worker_module():
     """workers/kts_worker.py imported as a module (it imports torch only when it runs)."""

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import CHROMIUM_ARGS
 from pagecheck import SPLIT_WORDS, chart_texts, svg_image_problems
+from references import MIN_CHARTS, REFERENCES, report_problems, representatives, sections_of_html
 
 from kts_helpers.errors import SpecError
 from kts_helpers.present.pipeline import NotebookFailed, build_report, build_teaching
@@ -275,21 +276,17 @@ def test_make_report_run_leaves_the_run_untouched(rendered: dict, tmp_path: Path
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".json"] == [f"{run_dir.name}.json"]
 
 
-REFERENCE = sorted(p for p in (REPO / "data" / "reference").iterdir() if (p / "manifest.json").exists())
+KIND_OF = {ref: sorted(k for k, r in representatives().items() if r == ref) for ref in REFERENCES}
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("run_dir", REFERENCE, ids=[p.name for p in REFERENCE])
+@pytest.mark.parametrize("run_dir", [pytest.param(r, marks=() if KIND_OF[r] else pytest.mark.all_references)
+                                     for r in REFERENCES], ids=[p.name for p in REFERENCES])
 def test_reference_run_renders_offline(run_dir: Path, tmp_path: Path, browser_path: str) -> None:
-    """Each committed H200 run re-renders from its data alone and reads as a finished page offline."""
+    """A committed H200 run re-renders from its data alone and reads as a finished page offline: under ``make
+    test`` one reference of each kind (``references.representatives``; test_reference_runs checks every reference
+    without a notebook), under ``make test-all`` every one."""
     html = build_report({}, run_dir=run_dir, report_dir=tmp_path, notebooks_dir=REPO / "notebooks", cwd=REPO)
     text = html.read_text()
-    for needle in ("Headline table", "device time", "Clocks and telemetry", "Overlap window", "Environment",
-                   "NVIDIA H200", "Caveats"):
-        assert needle in text, needle
-    assert "No GPU telemetry" not in text and "The distribution of the wait per tenant" in text
-    expected = {"saturating": "Sharing modes side by side"}
-    for suffix, heading in expected.items():
-        if run_dir.name.endswith(suffix):
-            assert heading in text, heading
-    _check_offline_page(browser_path, html, min_charts=7)
+    assert report_problems(text, sections_of_html(text), run_dir) == []
+    _check_offline_page(browser_path, html, min_charts=MIN_CHARTS)
