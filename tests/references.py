@@ -121,3 +121,21 @@ def report_problems(text: str, sections: list[str], run_dir: Path) -> list[str]:
     problems += [f"section {title!r} of no kind: add its kind to tests/references.py, so that one reference of it "
                  "is rendered in full" for title in sections if title not in (*COMMON_SECTIONS, *KIND_SECTIONS.values())]
     return problems
+
+
+def log_problems(run_dir: Path) -> list[str]:
+    """Where a reference's logs no longer hold what the run recorded writing: per shared scenario and tenant, the
+    timed and padding KTS_APP lines counted from the raw log (independently of the kit's parser) against the
+    manifest's ``corun`` counts. A log cut short or overwritten still renders a report, of other data."""
+    import json
+
+    out = []
+    for scen, rec in json.loads((run_dir / "manifest.json").read_text())["scenarios"].items():
+        for tenant, want in (rec.get("corun") or {}).items():
+            log = run_dir / "logs" / scen / f"{tenant}.log"
+            rows = [p for line in (log.read_text(errors="replace").splitlines() if log.exists() else [])
+                    if len(p := line.split(",")) == 11 and p[:2] == ["KTS_APP", "v2"]]
+            got = {"timed_lines": sum(p[5] != "pad" for p in rows), "pad_lines": sum(p[5] == "pad" for p in rows)}
+            if got != {k: want[k] for k in got}:
+                out.append(f"{scen}/{tenant}: the log holds {got}, the run wrote {want}")
+    return out

@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 from pagecheck import check_offline_page
-from references import MIN_CHARTS, REFERENCES, report_problems, representatives, sections_of_html
+from references import (
+    MIN_CHARTS,
+    REFERENCES,
+    log_problems,
+    report_problems,
+    representatives,
+    sections_of_html,
+)
 
 from kts_helpers.present.pipeline import build_report
 
@@ -30,6 +37,7 @@ def test_reference_run_renders_offline(run_dir: Path, tmp_path: Path, browser_pa
     """A committed H200 run re-renders from its data alone and reads as a finished page offline: under ``make
     test`` one reference of each kind (``references.representatives``; test_reference_runs checks every reference
     without a notebook), under ``make test-all`` every one."""
+    assert log_problems(run_dir) == []
     html = build_report({}, run_dir=run_dir, report_dir=tmp_path, notebooks_dir=REPO / "notebooks", cwd=REPO)
     text = html.read_text()
     assert report_problems(text, sections_of_html(text), run_dir) == []

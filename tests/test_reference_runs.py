@@ -19,6 +19,7 @@ from references import (
     REFERENCES,
     features,
     kinds_of,
+    log_problems,
     report_problems,
     representatives,
     sections_of_markdown,
@@ -50,6 +51,7 @@ OTHERS = [r for r in REFERENCES if r not in RENDERED]
 
 def check_reference(run_dir: Path, out: Path) -> None:
     """What a reference's report must show, asserted on the analysis notebook's output without a notebook."""
+    assert log_problems(run_dir) == []
     shown = run_analysis(run_dir)
     assert report_problems(shown.text, sections_of_markdown(shown.markdown), run_dir) == []
     assert len(shown.charts) >= MIN_CHARTS, [type(c).__name__ for c, _ in shown.charts]
