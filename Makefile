@@ -30,7 +30,7 @@ REPORT_ARGS := $(RUN_ARGS) $(if $(RUN),--run $(RUN)) --report-dir $(REPORT_DIR)
 # JupyterLab refuses to run as root unless told; its kernels' sockets are CurveZMQ-encrypted.
 LAB_ARGS    := $(if $(filter 0,$(shell id -u)),--allow-root) --KernelManager.transport_encryption=auto
 
-.PHONY: help venv test test-fast report run lab bench lint index image k8s-smoke probe teach
+.PHONY: help venv test test-all test-fast report run lab bench lint index image k8s-smoke probe teach
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_-]+:.*## /{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -61,12 +61,24 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## create or update .venv from pyproject.toml (every target does this itself)
 
-test: $(STAMP) ## run the tests (unit, emulator, end-to-end notebooks, offline browser and JupyterLab checks)
+# pytest-xdist: TEST_WORKERS processes, each test file on one of them, so a module's fixture (a rendered report,
+# an experiment run) is built once.
+# PYTHONFAULTHANDLER: a crash, in a test or in the interpreter's exit after the last result (where pytest's own
+# handler is off again), prints every thread's traceback.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadfile
+PYTEST := PYTHONFAULTHANDLER=1 $(PYTHON) -m pytest
+
+test: $(STAMP) ## run the tests: unit, emulator, end-to-end notebooks, one full report per kind of reference run, offline browser and JupyterLab checks
 	@KTS_BROWSER="$$($(PYTHON) tests/kts_browser.py --provision)" && export KTS_BROWSER && \
-	  echo "kts: browser tests use $$KTS_BROWSER" && $(PYTHON) -m pytest -q
+	  echo "kts: browser tests use $$KTS_BROWSER" && $(PYTEST) -q $(XDIST)
+
+test-all: $(STAMP) ## make test, and every committed reference rendered in full (run it when a reference is added)
+	@KTS_BROWSER="$$($(PYTHON) tests/kts_browser.py --provision)" && export KTS_BROWSER && \
+	  echo "kts: browser tests use $$KTS_BROWSER" && $(PYTEST) -q $(XDIST) --all-references
 
 test-fast: $(STAMP) ## the tests without the slow end-to-end and browser ones
-	$(PYTHON) -m pytest -q -m "not e2e and not browser"
+	$(PYTEST) -q $(XDIST) -m "not e2e and not browser"
 
 report: $(STAMP) ## run setup -> baseline -> shared -> analysis with papermill and render report/<run>.html
 	$(K8S_ENV) $(PYTHON) -m kts_helpers report $(REPORT_ARGS)

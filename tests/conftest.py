@@ -28,6 +28,21 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--all-references", action="store_true",
+                     help="also render every committed reference in full (make test-all), not one per kind")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without ``--all-references`` the tests marked ``all_references`` are deselected (reported as such): the
+    exhaustive renders are ``make test-all``'s, for when a reference is added."""
+    if not config.getoption("--all-references"):
+        keep = [i for i in items if i.get_closest_marker("all_references") is None]
+        if len(keep) < len(items):
+            config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("all_references")])
+            items[:] = keep
+
+
 @pytest.fixture(scope="session")
 def worker_module():
     """workers/kts_worker.py imported as a module (it imports torch only when it runs)."""
@@ -186,23 +201,3 @@ def fake_mps_control(tmp_path: Path, mode: str = "ok") -> tuple[Path, Path]:
     """))
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return script, record
-
-
-_EXIT_STATUS: list[int] = []
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    _EXIT_STATUS.append(int(exitstatus))
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """Leave with pytest's own status once every result is reported, without the interpreter's teardown.
-
-    Why: on the 2-core CI machine the whole suite passed (830 of 830) and the process then died with SIGABRT in
-    the interpreter's shutdown, which made `make test` fail; the abort left no message and came after the last
-    result, so it is no test's outcome. The status is pytest's, failures included."""
-    if _EXIT_STATUS and os.environ.get("KTS_PYTEST_HARD_EXIT", "1") == "1":
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(_EXIT_STATUS[-1])

@@ -8,7 +8,11 @@ narrower font than the browser draws) and *truncated* when Vega shortened it to 
 from __future__ import annotations
 
 import base64
+import io
+from pathlib import Path
 from typing import Any
+
+from conftest import CHROMIUM_ARGS
 
 # (svg) -> ["clipped: label", "truncated: label…", ...]
 SVG_TEXT_PROBLEMS = """svg => {
@@ -58,3 +62,39 @@ def chart_texts(src: str) -> str:
     """The SVG source of a chart image (to look for a label)."""
     head, _, data = src.partition(",")
     return base64.b64decode(data).decode() if head.endswith(";base64") else data
+
+
+def check_offline_page(browser_path: str, html: Path, min_charts: int) -> None:
+    """Open the page in headless Chromium with the network off: charts drawn with every label whole, headers
+    not broken inside a word, nothing wider than the page."""
+    from PIL import Image
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path, args=CHROMIUM_ARGS)
+        try:
+            ctx = browser.new_context(offline=True, viewport={"width": 1000, "height": 900})
+            page = ctx.new_page()
+            remote: list[str] = []
+            page.on("request", lambda r: remote.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
+            page.goto(html.as_uri(), wait_until="load")
+            charts = page.query_selector_all("img[src^='data:image/svg+xml']")
+            assert len(charts) >= min_charts, f"expected at least {min_charts} charts, found {len(charts)}"
+            problems = []
+            for chart in charts:
+                chart.scroll_into_view_if_needed()
+                assert chart.evaluate("e => e.complete && e.naturalWidth > 0"), "chart image did not decode"
+                img = Image.open(io.BytesIO(chart.screenshot())).convert("L")
+                dark = sum(img.histogram()[:200])
+                assert dark > 0.005 * img.width * img.height, "chart drawn blank"
+                problems += svg_image_problems(browser, chart.get_attribute("src"))
+            assert problems == [], f"labels not drawn whole: {problems[:5]}"
+            assert page.evaluate(SPLIT_WORDS, "th") == [], "a table header broke inside a word"
+            overflow = page.evaluate("""() => [...document.querySelectorAll('p, li, td, th, h1, h2, h3, img, table, pre')]
+                .filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
+                .map(e => e.tagName + ': ' + (e.textContent || e.src || '').slice(0, 60))""")
+            assert overflow == [], f"content wider than the page: {overflow[:3]}"
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+            assert remote == [], f"the page tried the network: {remote[:3]}"
+        finally:
+            browser.close()

@@ -7,7 +7,6 @@ umask 0022), so the test sees what the terminal shows and the files as a web ser
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import re
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CHROMIUM_ARGS
-from pagecheck import SPLIT_WORDS, chart_texts, svg_image_problems
+from pagecheck import SPLIT_WORDS, chart_texts, check_offline_page
 
 from kts_helpers.errors import SpecError
 from kts_helpers.present.pipeline import NotebookFailed, build_report, build_teaching
@@ -122,42 +121,6 @@ def test_cpu_report_says_what_it_shows_and_hides_what_repeats(rendered: dict) ->
     assert "device time equals wall time" not in html and "its wait is for the core" in html
 
 
-def _check_offline_page(browser_path: str, html: Path, min_charts: int) -> None:
-    """Open the page in headless Chromium with the network off: charts drawn with every label whole, headers
-    not broken inside a word, nothing wider than the page."""
-    from PIL import Image
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=browser_path, args=CHROMIUM_ARGS)
-        try:
-            ctx = browser.new_context(offline=True, viewport={"width": 1000, "height": 900})
-            page = ctx.new_page()
-            remote: list[str] = []
-            page.on("request", lambda r: remote.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
-            page.goto(html.as_uri(), wait_until="load")
-            charts = page.query_selector_all("img[src^='data:image/svg+xml']")
-            assert len(charts) >= min_charts, f"expected at least {min_charts} charts, found {len(charts)}"
-            problems = []
-            for chart in charts:
-                chart.scroll_into_view_if_needed()
-                assert chart.evaluate("e => e.complete && e.naturalWidth > 0"), "chart image did not decode"
-                img = Image.open(io.BytesIO(chart.screenshot())).convert("L")
-                dark = sum(img.histogram()[:200])
-                assert dark > 0.005 * img.width * img.height, "chart drawn blank"
-                problems += svg_image_problems(browser, chart.get_attribute("src"))
-            assert problems == [], f"labels not drawn whole: {problems[:5]}"
-            assert page.evaluate(SPLIT_WORDS, "th") == [], "a table header broke inside a word"
-            overflow = page.evaluate("""() => [...document.querySelectorAll('p, li, td, th, h1, h2, h3, img, table, pre')]
-                .filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
-                .map(e => e.tagName + ': ' + (e.textContent || e.src || '').slice(0, 60))""")
-            assert overflow == [], f"content wider than the page: {overflow[:3]}"
-            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-            assert remote == [], f"the page tried the network: {remote[:3]}"
-        finally:
-            browser.close()
-
-
 # the "created" cells whose date (its first 10 characters) the layout put on more than one line
 BROKEN_DATES = """() => [...document.querySelectorAll('tbody td:nth-child(2)')].filter(td => {
   const n = td.firstChild;
@@ -223,7 +186,7 @@ def _digest(run_dir: Path) -> dict[str, str]:
 
 @pytest.mark.browser
 def test_report_renders_offline_in_chromium(rendered: dict[str, Path], browser_path: str) -> None:
-    _check_offline_page(browser_path, rendered["html"], min_charts=5)
+    check_offline_page(browser_path, rendered["html"], min_charts=5)
 
 
 TEACHING_SECTIONS = ("Which clock sees the neighbour", "MPS: sharing in space", "The three kinds of waiting",
@@ -237,7 +200,7 @@ def test_teaching_notebook_renders_offline_in_chromium(rendered: dict[str, Path]
     text = html.read_text()
     for needle in TEACHING_SECTIONS + ("outside its events", "preempted mid-way"):
         assert needle in text, needle
-    _check_offline_page(browser_path, html, min_charts=7)
+    check_offline_page(browser_path, html, min_charts=7)
 
 
 @pytest.mark.browser
@@ -250,7 +213,7 @@ def test_teaching_notebook_with_the_article_reference_renders_offline(tmp_path: 
                                        "measured DF", "simulated DF", "the committed probe of the same GPU",
                                        "with the slice timer"):
         assert needle in text, needle
-    _check_offline_page(browser_path, html, min_charts=8)
+    check_offline_page(browser_path, html, min_charts=8)
 
 
 def test_make_report_run_leaves_the_run_untouched(rendered: dict, tmp_path: Path) -> None:
@@ -273,23 +236,3 @@ def test_make_report_run_leaves_the_run_untouched(rendered: dict, tmp_path: Path
     assert res.stderr == ""
     assert _digest(run_dir) == before
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".json"] == [f"{run_dir.name}.json"]
-
-
-REFERENCE = sorted(p for p in (REPO / "data" / "reference").iterdir() if (p / "manifest.json").exists())
-
-
-@pytest.mark.browser
-@pytest.mark.parametrize("run_dir", REFERENCE, ids=[p.name for p in REFERENCE])
-def test_reference_run_renders_offline(run_dir: Path, tmp_path: Path, browser_path: str) -> None:
-    """Each committed H200 run re-renders from its data alone and reads as a finished page offline."""
-    html = build_report({}, run_dir=run_dir, report_dir=tmp_path, notebooks_dir=REPO / "notebooks", cwd=REPO)
-    text = html.read_text()
-    for needle in ("Headline table", "device time", "Clocks and telemetry", "Overlap window", "Environment",
-                   "NVIDIA H200", "Caveats"):
-        assert needle in text, needle
-    assert "No GPU telemetry" not in text and "The distribution of the wait per tenant" in text
-    expected = {"saturating": "Sharing modes side by side"}
-    for suffix, heading in expected.items():
-        if run_dir.name.endswith(suffix):
-            assert heading in text, heading
-    _check_offline_page(browser_path, html, min_charts=7)
