@@ -73,7 +73,7 @@ async def test_packed_counts_only_where_the_device_plugin_knows_it(cluster: Fake
     cluster.add_node(gpu_node("gpu-b", allocatable=16, count=8))
     await cluster.add_device_plugin("gpu-a", "v0.17.0")
     await cluster.add_device_plugin("gpu-b", "v0.20.0-ubi9")
-    backend = cluster.backend(allocation_policy="packed")
+    backend = cluster.backend(allocation_policy="packed", cluster_pod_list=True)  # sees the plugin's pod
     nodes = await asyncio.to_thread(backend.gpu_nodes)
     assert [(n.name, n.plugin_version) for n in nodes] == [("gpu-b", "0.20.0"), ("gpu-a", "0.17.0")]
     run, spec = make_run(tmp_path)
@@ -82,7 +82,8 @@ async def test_packed_counts_only_where_the_device_plugin_knows_it(cluster: Fake
     old, ospec = make_run(tmp_path / "old")
     with pytest.raises(BackendError, match=r"node gpu-a has 8 physical GPUs and runs device plugin v0\.17\.0, "
                                            r"which predates sharedDevicesAllocationPolicy \(v0\.20\.0\)"):
-        await _run(cluster.backend(allocation_policy="packed", node_name="gpu-a"), old, ospec.scenario("shared"))
+        await _run(cluster.backend(allocation_policy="packed", node_name="gpu-a", cluster_pod_list=True), old,
+                   ospec.scenario("shared"))
 
 
 async def test_a_tenant_without_a_gpu_uuid_fails_the_same_gpu_check(cluster: FakeCluster, tmp_path: Path) -> None:
