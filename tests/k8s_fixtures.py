@@ -446,7 +446,10 @@ class FakeCluster:
         self.holder_gpu = "GPU-fake-0"  # the GPU the placeholders' replicas are on
         self._go_seen_api: dict[str, tuple[str, float]] = {}  # pod -> (annotation, when the API had it)
         self.strangers: dict[str, str] = {}  # stranger pod -> its namespace (placed by the scheduler)
+        self.stranger_pending_at: dict[str, float] = {}  # stranger -> when the scheduler first found no room
+        self.stranger_bound_at: dict[str, float] = {}  # stranger -> when the scheduler placed it
         self.stalled: dict[str, int] = {}  # pod -> followed streams deliver no byte past this (rotate-drop)
+        self._stall_lines: dict[str, int] = {}
         self.flavor_node_labels: dict[str, str] = {}  # Kueue puts these on the admitted Job's pods
         self.readmit_after_s = 30.0  # an evicted Workload is admitted again after this
         self.kueue_inadmissible: tuple[str, str] | None = None  # (reason, message) of QuotaReserved=False
@@ -634,12 +637,14 @@ class FakeCluster:
         path = f"/api/v1/namespaces/{ns}/pods/{name}"
         node = self._place(pod["spec"])
         if node is None:
+            self.stranger_pending_at.setdefault(name, self.clock.t)
             if not pod.get("status", {}).get("conditions"):
                 await self._http("patch", path, {"status": {"conditions": [{
                     "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": INSUFFICIENT,
                     "lastTransitionTime": ts(self.clock.t)}]}})
             return
         now = ts(self.clock.t)
+        self.stranger_bound_at[name] = self.clock.t
         await self._http("patch", path, {"spec": {"nodeName": node}, "status": {
             "phase": "Running", "startTime": now, "conditions": [{"type": "PodScheduled", "status": "True",
                                                                    "lastTransitionTime": now}],
@@ -1005,8 +1010,9 @@ class FakeCluster:
             self.cut_follows.add(pod_name)
         if mode == "rotate-drop" and pod_name not in self.stalled and worker.timed_lines() >= 2:
             self.stalled[pod_name] = len(self.logs[pod_name])  # the client's connection stops receiving here
+            self._stall_lines[pod_name] = worker.timed_lines()
         if (mode == "rotate-drop" and pod_name in self.stalled and pod_name not in self.rotated
-                and worker.timed_lines() >= 5):
+                and worker.timed_lines() >= self._stall_lines[pod_name] + 3):  # lines the client never got
             self.rotated[pod_name] = len(self.logs[pod_name])  # rotated with unread bytes; the connection drops
             self.cut_follows.add(pod_name)
         code = None
@@ -1026,8 +1032,10 @@ class FakeCluster:
         """GPU replicas held on ``node`` by pods bound there that have not ended (any namespace)."""
         used = 0
         for key, obj in list(self.km.objects.items()):
+            if key[0] != "v1/pods" or obj.deleted:
+                continue
             pod = obj.raw
-            if key[0] != "v1/pods" or obj.deleted or pod.get("spec", {}).get("nodeName") != node:
+            if pod.get("spec", {}).get("nodeName") != node:
                 continue
             if key[2] in self.terminated or o_phase(pod) in ("Succeeded", "Failed"):
                 continue

@@ -105,7 +105,8 @@ async def test_a_tenant_without_a_gpu_uuid_fails_the_same_gpu_check(cluster: Fak
 
 async def test_a_gang_over_the_queues_capacity_fails_fast_with_kueues_message(cluster: FakeCluster,
                                                                              tmp_path: Path) -> None:
-    """The LocalQueue's whole quota is one GPU, the shared gang needs two: Kueue v0.19 says reason Pending
+    """The LocalQueue's whole quota is one GPU, the shared gang needs four (two tenants, two placeholders):
+    Kueue v0.19 says reason Pending
     with "... > maximum capacity (1)", which no waiting changes. The kit fails at once with that message and
     gives the node's Lease back. Fails when only Inadmissible/Misconfigured/Suspended count (it waits out
     ready_timeout_s holding the Lease)."""
@@ -115,7 +116,7 @@ async def test_a_gang_over_the_queues_capacity_fails_fast_with_kueues_message(cl
     backend = cluster.backend(queue_name="kts", ready_timeout_s=600.0)
     t0 = cluster.clock.t
     with pytest.raises(TenantFailed, match=r"Kueue will not admit Workload .*: Pending: couldn't assign flavors to "
-                                           r"pod set main: .*request \(2\) > maximum capacity \(1\)"):
+                                           r"pod set main: .*request \(4\) > maximum capacity \(1\)"):
         await _run(backend, run, spec.scenario("shared"))
     assert cluster.clock.t - t0 < 60  # not the 600 s of ready_timeout_s
     assert not cluster.live("coordination.k8s.io/v1/leases") and not cluster.live(JOBS)
@@ -142,7 +143,7 @@ async def test_a_preemption_is_named_and_never_mixes_two_admissions(cluster: Fak
     rec = run.manifest()["scenarios"]["shared"]
     assert rec["status"] == "failed" and "exit code 143" not in rec["reason"]
     created = [r.data["metadata"]["name"] for r in cluster.requests("post", "v1/pods")]
-    assert len(created) == 2  # one admission's pods only: the Job was not run again under this record
+    assert len(created) == 4  # one admission's pods only (2 tenants, 2 placeholders): not run again
     for tenant in ("fft", "gemm"):
         lines = [ln for ln in run.log_path("shared", tenant).read_text().splitlines() if ln.startswith("KTS_META")]
         assert len(lines) == 1

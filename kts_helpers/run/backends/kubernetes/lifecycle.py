@@ -138,6 +138,7 @@ class ScenarioRun:
         self.placeholders = int(placeholders)  # indexes after the tenants' holding the GPU's other replicas
         self.holders: dict[int, dict[str, Any]] = {}  # placeholder index -> its newest pod
         self.holder_gpus: dict[int, str] = {}  # placeholder index -> the GPU its log says it holds
+        self.holder_names: dict[int, str] = {}  # placeholder index -> its pod when the barrier was released
         self.queue = backend.queue_name  # the queue the created Job carries (Kueue may default it)
         self.strangers: dict[str, str] = {}  # other GPU pods seen on the node since the barrier's release
         self.late: dict[str, float] = {}  # tenants the live check found late, and by how much
@@ -223,6 +224,7 @@ class ScenarioRun:
 
     def release_barrier(self, pods: Mapping[str, dict[str, Any]]) -> None:
         """Every tenant is ready: publish the starts (on the node's clock) in each tenant pod's annotation."""
+        self.holder_names = {idx: pod["metadata"]["name"] for idx, pod in self.holders.items()}
         for idx, pod in self.holders.items():  # which GPU each placeholder holds (its first log line)
             with contextlib.suppress(KtsError):
                 m = HOLDING_RE.search(self.api.read_pod_log(pod["metadata"]["name"]) or b"")
@@ -284,9 +286,6 @@ class ScenarioRun:
             evicted = self._evicted(job, outcome.state, states, pods)
             if evicted:
                 return Failure(self.tenants[0], None, evicted)
-            guarded = self._guard(job, outcome.state, states, go_mono is not None, now)
-            if guarded is not None:
-                return guarded
             if outcome.state == "failed":  # the Job controller is stopping the other tenants already
                 t = next((t for t, st in states.items() if st.failed), self._open(states))
                 why = f"Job {self.name} failed ({outcome.text})"
@@ -306,6 +305,9 @@ class ScenarioRun:
                 return Failure(next(t for t, p in self.live.watch.tenants.items() if not p.timed_done), None, overrun)
             if outcome.state == "complete" or all(st.done for st in states.values()):
                 return None
+            guarded = self._guard(job, outcome.state, states, go_mono is not None, now)
+            if guarded is not None:
+                return guarded
             if outcome.state == "suspended" and self.queue:
                 self.workload = workload_of(job, self.api.list_workloads())
                 if self.api.kueue_version == "":
@@ -363,13 +365,13 @@ class ScenarioRun:
         scenario stops here, named as what it is. A client that looked away meanwhile finds the Job running
         again with a tenant's pod replaced, and the reason only in the Workload's eviction record."""
         replaced = any(t in self.live.streams and (pods.get(t) or {}).get("metadata", {}).get("name")
-                       not in (None, self.live.streams[t].pod) for t in self.tenants)
+                       != self.live.streams[t].pod for t in self.tenants)  # gone, or a new pod
         if not self.queue or not ((state == "suspended" and self.admitted_once) or replaced
                                   or any(st.failed for st in states.values())):
             return ""
         self.workload = workload_of(job, self.api.list_workloads()) or self.workload
         why = eviction(self.workload)
-        if not why and replaced:
+        if not why and replaced and any(t in pods for t in self.tenants):
             why = "a tenant's pod was replaced mid-run (its first pod is gone)"
         return f"{why}; the scenario must run again" if why else ""
 
@@ -399,12 +401,21 @@ class ScenarioRun:
                         return Failure(t, None, f"began its timed loop {late:.2f} s after its start (seen live): the "
                                                 "go reached its pod late; the tenants did not start together and "
                                                 "the scenario must run again (raise start_delay_s)")
-        if self.live.stopped_ns is None and self.placeholders:
+        if self.live.stopped_ns is None and self.placeholders and state == "running" and not any(
+                st.done for st in states.values()):  # a tenant done: the success policy ends the placeholders
             for idx in range(len(self.tenants), len(self.tenants) + self.placeholders):
                 pod = self.holders.get(idx)
-                if pod is None or pod_state(pod).done or (pod.get("metadata") or {}).get("deletionTimestamp"):
-                    name = (pod or {}).get("metadata", {}).get("name", f"index {idx}")
-                    why = disruption(pod) or pod_state(pod).reason or "gone"
+                held = self.holder_names.get(idx)
+                name = (pod or {}).get("metadata", {}).get("name")
+                if pod is None or name != held or pod_state(pod).done or (pod.get("metadata") or {}).get(
+                        "deletionTimestamp"):
+                    if self.queue:  # Kueue evicting the whole gang stops the placeholders too: say so
+                        self.workload = workload_of(job, self.api.list_workloads()) or self.workload
+                        if eviction(self.workload):
+                            return Failure(self.tenants[0], None, f"{eviction(self.workload)}; the scenario must "
+                                                                  "run again")
+                    name = held or f"index {idx}"
+                    why = disruption(pod) or pod_state(pod).reason or ("replaced by a new pod" if pod else "gone")
                     return Failure(self._open(states), None, f"placeholder {name} stopped holding its replica of the "
                                                              f"GPU mid-run ({why}): other pods could be placed on "
                                                              "the measured GPU; the scenario must run again")
@@ -422,7 +433,9 @@ class ScenarioRun:
         ones included (a stranger that came and went between two looks)."""
         for p in self.b.gpu_pods(self.node.name, self.run.run_id, self.scenario.name, ended=True):
             status = p.get("status") or {}
-            began = parse_time(status.get("startTime"))
+            starts = [parse_time(((c.get("state") or {}).get(k) or {}).get("startedAt"))
+                      for c in status.get("containerStatuses") or [] for k in ("running", "terminated")]
+            began = parse_time(status.get("startTime")) or min((x for x in starts if x is not None), default=None)
             ends = [parse_time(((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))
                     for c in status.get("containerStatuses") or []]
             ended = max((e for e in ends if e is not None), default=None)
