@@ -133,8 +133,13 @@ async def test_a_forced_late_start_is_stopped_within_seconds(cluster: FakeCluste
 
 # ------------------------------------------------------------------------------ strangers
 
+def _measuring(fc: FakeCluster) -> bool:
+    """Every tenant's timed loop has begun (the measurement runs)."""
+    return len(fc.workers) >= 2 and all(w.i > 0 for w in fc.workers.values())
+
+
 async def _stranger_mid_run(fc: FakeCluster, namespace: str = "them") -> None:
-    await _until(lambda: _released(fc))
+    await _until(lambda: _measuring(fc))
     await fc.schedule_stranger(namespace, "intruder")
 
 
@@ -159,9 +164,11 @@ async def test_a_stranger_scheduled_mid_run_stays_pending_behind_the_placeholder
 async def test_a_stranger_that_gets_through_is_named(cluster: FakeCluster, tmp_path: Path) -> None:
     """Without placeholders (turned off) and with the opt-in cluster-wide pod list, the stranger lands on
     the GPU mid-run: the look during the run finds it and fails the scenario by its name.
-    Fails when other GPU pods are looked for only before the scenario."""
+    Fails when other GPU pods are looked for only before the scenario (or only after it: the tenants would
+    then have completed)."""
     cluster.add_node(gpu_node("gpu-1"))
-    cluster.log_iterations = 30
+    cluster.log_iterations = 100
+    cluster.step_s = 0.1  # a 10 s measurement at 5x real time: the kit's look every 5 s falls inside it
     run, spec = make_run(tmp_path)
     task = asyncio.create_task(_stranger_mid_run(cluster))
     with pytest.raises(TenantFailed, match=r"another GPU pod ran on node gpu-1 during the measurement: "
@@ -184,7 +191,7 @@ async def test_a_stranger_that_came_and_went_between_looks_is_found_after_the_ru
     backend = cluster.backend(placeholders=False)
 
     async def brief() -> None:
-        await _until(lambda: _released(cluster))
+        await _until(lambda: _measuring(cluster))
         await cluster.add_running_job("their-job", {"app": "x"}, "gpu-1", run_for_s=2)
 
     import kts_helpers.run.backends.kubernetes.lifecycle as lifecycle

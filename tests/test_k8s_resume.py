@@ -41,10 +41,12 @@ def _abandon(backend: KubernetesBackend, run: Run, scenario: Any, *, released: b
     sr = ScenarioRun(backend, run, scenario, backend.pick_node(), timeout_s=120.0, pad_limit_s=120.0, progress=False)
     sr.start()
     deadline = time.monotonic() + 60
-    while released and not sr.poll_barrier():
+    while released:
         assert time.monotonic() < deadline, "the tenants never got ready"
         _, pods, _ = sr.snapshot()
         sr.live.follow(backend.api, pods, {t: pod_state(pods.get(t)) for t in sr.tenants}, 0.1, backend.clock)
+        if sr.poll_barrier(pods):
+            break
         time.sleep(0.02)
     return sr.name
 

@@ -40,6 +40,7 @@ from kts_helpers.errors import BackendError, KtsError, SpecError, TenantFailed
 from kts_helpers.run.backends.base import ScenarioResult, TenantResult
 from kts_helpers.run.backends.kubernetes.api import KubeApi, KubeForbidden, load_api_client
 from kts_helpers.run.backends.kubernetes.clock import Clock, parse_time
+from kts_helpers.run.backends.kubernetes.jobs import GPU_TOLERATION
 from kts_helpers.run.backends.kubernetes.lease import NodeBusy, NodeLease, client_identity
 from kts_helpers.run.backends.kubernetes.lifecycle import Failure, ScenarioRun, scenario_selector, sleep_real
 from kts_helpers.run.backends.kubernetes.logs import continuity_of
@@ -239,8 +240,6 @@ class KubernetesBackend:
         return sorted(out, key=lambda i: (self._rank(i), -i.allocatable, i.name))
 
     def tolerations_all(self) -> list[dict[str, Any]]:
-        from kts_helpers.run.backends.kubernetes.jobs import GPU_TOLERATION
-
         return [GPU_TOLERATION, *self.tolerations]
 
     def placeholder_count(self, node: NodeInfo, tenants: int) -> int:
@@ -573,7 +572,7 @@ class KubernetesBackend:
             error = error or exc
         if error is None and failure is None:
             try:
-                sr.look_after(started_ns, self.clock.now_ns())
+                sr.look_after(self.clock.now_ns())
             except KtsError as exc:
                 sr.strangers.setdefault("?", f"(the look after the run failed: {exc})")
             failure = self._verify(sr, lease, events)

@@ -419,7 +419,7 @@ class ScenarioRun:
                     return Failure(self._open(states), None, f"placeholder {name} stopped holding its replica of the "
                                                              f"GPU mid-run ({why}): other pods could be placed on "
                                                              "the measured GPU; the scenario must run again")
-        if now >= self.next_look:
+        if now >= self.next_look and (self.barrier.go_ns is None or self.clock.now_ns() >= self.barrier.go_ns):
             self.next_look = now + STRANGER_LOOK_S
             with contextlib.suppress(KtsError):
                 for p in self.b.gpu_pods(self.node.name, self.run.run_id, self.scenario.name):
@@ -428,9 +428,13 @@ class ScenarioRun:
                 return Failure(self._open(states), None, self.stranger_text())
         return None
 
-    def look_after(self, started_ns: int, ended_ns: int) -> None:
-        """After the run: other GPU pods on the node whose life (API timestamps) overlapped [start, end], ended
-        ones included (a stranger that came and went between two looks)."""
+    def look_after(self, ended_ns: int) -> None:
+        """After the run: other GPU pods on the node whose life (API timestamps, whole seconds) overlapped the
+        measurement, [the barrier's go, now], ended ones included (a stranger that came and went between two
+        looks). A finish time is truncated to the second, so one that reads a second before the go counts."""
+        started_ns = self.barrier.go_ns
+        if started_ns is None:
+            return  # never released (or adopted on resume without the go's client time): nothing was measured here
         for p in self.b.gpu_pods(self.node.name, self.run.run_id, self.scenario.name, ended=True):
             status = p.get("status") or {}
             starts = [parse_time(((c.get("state") or {}).get(k) or {}).get("startedAt"))
@@ -441,7 +445,7 @@ class ScenarioRun:
             ended = max((e for e in ends if e is not None), default=None)
             if status.get("phase") in ("Succeeded", "Failed") and ended is None:
                 continue  # finished, when is unknown: it cannot be placed in time
-            if began is not None and began * 1e9 <= ended_ns + 1e9 and (ended is None or ended * 1e9 >= started_ns - 1e9):
+            if began is not None and began * 1e9 <= ended_ns and (ended is None or (ended + 1) * 1e9 > started_ns):
                 self.strangers.setdefault((p.get("metadata") or {}).get("name", "?"), self.b._describe_pod(p))
 
     def holder_mismatch(self, gpu: str | None) -> str:
