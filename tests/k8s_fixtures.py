@@ -1173,6 +1173,20 @@ def o_phase(pod: dict[str, Any]) -> str:
     return str(pod.get("status", {}).get("phase") or "")
 
 
+async def run_scenario(backend: Any, run: Run, scenario: Any, timeout_s: float = 60.0, **kw: Any) -> Any:
+    """The backend's (synchronous) ``run_scenario`` in a thread, while the emulator runs on this loop."""
+    return await asyncio.to_thread(backend.run_scenario, run, scenario, timeout_s=timeout_s, progress=False, **kw)
+
+
+async def until(predicate: Callable[[], Any], timeout_s: float = 60.0) -> None:
+    """Wait (real time, letting the emulator run) until ``predicate()`` holds."""
+    for _ in range(int(timeout_s / 0.02)):
+        if predicate():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the emulated cluster never got there")
+
+
 def make_run(root: Path, workloads: tuple[str, ...] = ("fft", "gemm"), label: str = "") -> tuple[Run, ExperimentSpec]:
     spec = resolve(ExperimentParams(profile="tiny", workloads=workloads, backend="kubernetes", label=label), "cuda")
     return create_run(spec.to_dict(), {"test": True}, root=root, label=label), spec

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from k8s_fixtures import FakeCluster, emulated_cluster, gpu_node, make_run
+from k8s_fixtures import FakeCluster, emulated_cluster, gpu_node, make_run, run_scenario
 
 from kts_helpers.errors import BackendError, TenantFailed
 from kts_helpers.run.backends.kubernetes.jobs import pinned_node
@@ -25,7 +25,7 @@ async def cluster() -> Any:
 
 
 async def _run(backend: Any, run: Any, scenario: Any, timeout_s: float = 60.0) -> Any:
-    return await asyncio.to_thread(backend.run_scenario, run, scenario, timeout_s=timeout_s, progress=False)
+    return await run_scenario(backend, run, scenario, timeout_s)
 
 
 def _pinned(fc: FakeCluster) -> list[str | None]:

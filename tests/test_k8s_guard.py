@@ -33,6 +33,8 @@ from k8s_fixtures import (
     gpu_node,
     make_run,
     rbac_rules,
+    run_scenario,
+    until,
 )
 
 from kts_helpers.errors import BackendError, TenantFailed
@@ -53,16 +55,7 @@ async def cluster() -> Any:
 
 
 async def _run(backend: KubernetesBackend, run: Any, scenario: Any, timeout_s: float = 120.0) -> Any:
-    return await asyncio.to_thread(backend.run_scenario, run, scenario, timeout_s=timeout_s, progress=False)
-
-
-async def _until(cond: Any, limit_s: float = 60.0) -> None:
-    """Wait (real time) until ``cond()`` holds."""
-    for _ in range(int(limit_s / 0.02)):
-        if cond():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition never held")
+    return await run_scenario(backend, run, scenario, timeout_s)
 
 
 def _released(fc: FakeCluster) -> bool:
@@ -139,7 +132,7 @@ def _measuring(fc: FakeCluster) -> bool:
 
 
 async def _stranger_mid_run(fc: FakeCluster, namespace: str = "them") -> None:
-    await _until(lambda: _measuring(fc))
+    await until(lambda: _measuring(fc))
     await fc.schedule_stranger(namespace, "intruder")
 
 
@@ -156,8 +149,8 @@ async def test_a_stranger_scheduled_mid_run_stays_pending_behind_the_placeholder
     await task
     rec = run.manifest()["scenarios"]["shared"]
     stopped = rec["padding_stopped_ns"] / 1e9  # the measurement's end (one fake clock for all)
-    assert cluster.stranger_pending_at["intruder"] < stopped  # it asked while the tenants ran: no room
     assert cluster.stranger_bound_at.get("intruder", float("inf")) >= stopped  # placed only once they were done
+    assert cluster.stranger_pending_at["intruder"] < stopped  # it asked while the tenants ran: no room
     assert rec["exclusivity"]["placeholders"] == 2 and rec["exclusivity"]["strangers"] == []
 
 
@@ -191,7 +184,7 @@ async def test_a_stranger_that_came_and_went_between_looks_is_found_after_the_ru
     backend = cluster.backend(placeholders=False)
 
     async def brief() -> None:
-        await _until(lambda: _measuring(cluster))
+        await until(lambda: _measuring(cluster))
         await cluster.add_running_job("their-job", {"app": "x"}, "gpu-1", run_for_s=2)
 
     import kts_helpers.run.backends.kubernetes.lifecycle as lifecycle
@@ -215,7 +208,7 @@ async def test_a_placeholder_that_stops_mid_run_fails_the_scenario(cluster: Fake
     run, spec = make_run(tmp_path)
 
     async def delete_one() -> None:
-        await _until(lambda: _released(cluster))
+        await until(lambda: _released(cluster))
         holder = next(n for n, p in cluster.live(PODS).items()
                       if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "3")
         await cluster._kill(holder)
@@ -289,6 +282,7 @@ async def test_a_rotation_that_drops_unread_bytes_fails_the_scenario(cluster: Fa
         await _run(cluster.backend(), run, spec.scenario("shared"))
     rec = run.manifest()["scenarios"]["shared"]
     assert rec["failed_tenant"] == "fft" and rec["log_gaps"]["fft"]
+    assert rec["tenants"]["gemm"]["outcome"] == "interrupted"  # stopped as soon as the gap showed, not after
 
 
 # ------------------------------------------------------------------------------ taints
@@ -366,7 +360,7 @@ async def test_an_eviction_undone_by_readmission_is_still_named(cluster: FakeClu
     backend = cluster.backend(queue_name="kts")
 
     async def preempt() -> None:
-        await _until(lambda: _released(cluster))
+        await until(lambda: _released(cluster))
         await asyncio.sleep(0.1)
         await cluster.preempt(next(iter(cluster.live(JOBS))), readmitted=True)
 
@@ -393,7 +387,7 @@ async def test_a_drain_or_preemption_is_named_by_the_pods_condition(cluster: Fak
     run, spec = make_run(tmp_path)
 
     async def disrupt() -> None:
-        await _until(lambda: _released(cluster))
+        await until(lambda: _released(cluster))
         await asyncio.sleep(0.1)
         cluster.disrupt("gemm", reason, message)
 

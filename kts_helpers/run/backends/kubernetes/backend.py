@@ -103,7 +103,8 @@ class KubernetesBackend:
     narrows the GPU nodes, ``node_name`` pins one. ``queue_name``: a Kueue LocalQueue. ``ready_timeout_s``:
     how long every tenant may take to be admitted, placed, pulled and warmed up (the start barrier waits
     for all of them, ``barrier``). ``start_delay_s``: from the barrier's release to the start, long enough
-    for the kubelet to refresh the go ConfigMap's volume (its sync period is one minute by default).
+    for the kubelet to write the go annotation into the pods' downwardAPI volume (it syncs a pod on an
+    annotation change: about a second; 10 s by default).
     ``schedule_timeout_s``: how long a pod may stay unschedulable. ``gpu_resource``: force ``nvidia.com/gpu`` or ``nvidia.com/gpu.shared``
     (default: what the node advertises). ``runtime_class``: e.g. ``nvidia`` on K3s. ``service_account``:
     the pods' identity (``kts-worker`` from manifests/base). ``image_pull_secrets``: names of Secrets
@@ -660,9 +661,9 @@ class KubernetesBackend:
         late = next((t for t in sr.tenants if (events.get(t) or {}).get("missed_start_barrier")), None)
         if late is not None and len(sr.tenants) > 1:
             return Failure(late, None, f"began its timed loop {events[late]['late_start_s']:.2f} s after its start: "
-                                       "the go reached its pod late (the kubelet refreshes ConfigMap volumes "
-                                       "about once a minute); the tenants did not start together and the "
-                                       "scenario must run again (raise start_delay_s)")
+                                       "the go reached its pod late (its kubelet was slow to sync the pod); the "
+                                       "tenants did not start together and the scenario must run again (raise "
+                                       "start_delay_s)")
         if sr.scenario.kind != "shared":
             return None
         watch = sr.replay()
