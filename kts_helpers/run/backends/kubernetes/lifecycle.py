@@ -296,6 +296,9 @@ class ScenarioRun:
                 if st.failed:
                     return Failure(t, st.exit_code, f"pod {self._pod_name(pods, t)}: {st.reason}"
                                                     f"{self.b.hint(st.reason)}")
+            gap = self.live.gap()  # before any "done": a log with lines missing never counts as complete
+            if gap:
+                return Failure(next(t for t, c in self.live.continuity.items() if c.gaps), None, gap)
             if self.live.pad and self.live.watch.ready_to_stop():
                 self.stop_padding()
                 return None
@@ -378,9 +381,6 @@ class ScenarioRun:
     def _guard(self, job: Mapping[str, Any], state: str, states: Mapping[str, PodState], released: bool,
                now: float) -> Failure | None:
         """What must stay true while the scenario runs (see the module docstring); a Failure once it is not."""
-        gap = self.live.gap()
-        if gap:
-            return Failure(next(t for t, c in self.live.continuity.items() if c.gaps), None, gap)
         if state == "running" and self.queue and self.b.nodes_readable:
             tmpl = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
             wrong = {k: v for k, v in (tmpl.get("nodeSelector") or {}).items() if self.node.labels.get(k) != v}
