@@ -299,6 +299,9 @@ class ScenarioRun:
             gap = self.live.gap()  # before any "done": a log with lines missing never counts as complete
             if gap:
                 return Failure(next(t for t, c in self.live.continuity.items() if c.gaps), None, gap)
+            late = self.late_start(states) if go_mono is not None else None  # nor does a late start
+            if late is not None:
+                return late
             if self.live.pad and self.live.watch.ready_to_stop():
                 self.stop_padding()
                 return None
@@ -391,16 +394,6 @@ class ScenarioRun:
                                                       "labels or pin a node of that flavor")
         if not released:
             return None
-        if len(self.tenants) > 1:
-            for t in self.tenants:
-                stream = self.live.streams.get(t)
-                if t in self.barrier.starts and stream is not None and not states[t].done:
-                    late = late_tenant(self.barrier.starts[t], self.live.watch.tenants[t].meta, stream.last_ready_ns)
-                    if late is not None:
-                        self.late[t] = late
-                        return Failure(t, None, f"began its timed loop {late:.2f} s after its start (seen live): the "
-                                                "go reached its pod late; the tenants did not start together and "
-                                                "the scenario must run again (raise start_delay_s)")
         if self.live.stopped_ns is None and self.placeholders and state == "running" and not any(
                 st.done for st in states.values()):  # a tenant done: the success policy ends the placeholders
             for idx in range(len(self.tenants), len(self.tenants) + self.placeholders):
@@ -457,6 +450,21 @@ class ScenarioRun:
                 return (f"placeholder {name} holds GPU {held}, the tenants use {gpu}: not every replica of the "
                         "measured GPU was held; the scenario must run again")
         return ""
+
+    def late_start(self, states: Mapping[str, PodState]) -> Failure | None:
+        """A tenant whose live log shows it began late (``barrier.late_tenant``): with neighbours, no co-run."""
+        if len(self.tenants) < 2:
+            return None  # alone, a late start costs nothing (a warning in the record)
+        for t in self.tenants:
+            stream = self.live.streams.get(t)
+            if t in self.barrier.starts and stream is not None and not states[t].done:
+                late = late_tenant(self.barrier.starts[t], self.live.watch.tenants[t].meta, stream.last_ready_ns)
+                if late is not None:
+                    self.late[t] = late
+                    return Failure(t, None, f"began its timed loop {late:.2f} s after its start (seen live): the "
+                                            "go reached its pod late; the tenants did not start together and "
+                                            "the scenario must run again (raise start_delay_s)")
+        return None
 
     def stranger_text(self) -> str:
         where = "any namespace" if self.b.cluster_pod_list else f"namespace {self.b.namespace}"
