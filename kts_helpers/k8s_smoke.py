@@ -35,8 +35,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime-class", default=env("K8S_RUNTIME_CLASS") or None, help="e.g. nvidia on K3s")
     p.add_argument("--workloads", default="fft,gemm")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per scenario")
-    p.add_argument("--start-delay", type=float, default=90.0,
-                   help="seconds from every tenant ready to their start (covers the kubelet's ConfigMap refresh)")
+    p.add_argument("--start-delay", type=float, default=10.0,
+                   help="seconds from every tenant ready to their start (covers the kubelet's sync of the pod on "
+                        "its go annotation)")
+    p.add_argument("--node", default=env("K8S_NODE") or None,
+                   help="the GPU node (needed with the namespaced Role alone, with --gpu-replicas)")
+    p.add_argument("--gpu-replicas", default=env("K8S_GPU_REPLICAS") or None,
+                   help="replicas of the node's one GPU, when the kit may not read nodes")
+    p.add_argument("--cluster-pod-list", action="store_true", default=(env("K8S_CLUSTER_POD_LIST") or "") in
+                   ("1", "true", "yes"), help="look for other GPU pods in every namespace (opt-in ClusterRole)")
     p.add_argument("--root", default=str(DEFAULT_ROOT))
     p.add_argument("--cleanup", action="store_true",
                    help="only delete kit Jobs older than --older-than hours in the namespace, then exit")
@@ -54,7 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _smoke(args: argparse.Namespace) -> int:
     backend = KubernetesBackend(namespace=args.namespace, image=args.image, kubeconfig=args.kubeconfig,
                                 context=args.context, node_selector=args.node_selector, queue_name=args.queue,
-                                runtime_class=args.runtime_class, start_delay_s=args.start_delay)
+                                runtime_class=args.runtime_class, start_delay_s=args.start_delay,
+                                node_name=args.node, gpu_replicas=args.gpu_replicas,
+                                cluster_pod_list=args.cluster_pod_list)
     if args.cleanup:
         removed = backend.cleanup_older_than(args.older_than * 3600.0)
         print(f"removed {len(removed)} kts Job(s) older than {args.older_than:g} h from namespace "

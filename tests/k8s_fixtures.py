@@ -23,6 +23,22 @@ independent: each node's (container runtime, worker) can be skewed against the A
 (``configmap_sync_s``), GPU pods of other namespaces run on the nodes (``add_foreign_pod``), a node's
 hostname label may differ from its name, Kueue can refuse a gang over its capacity and preempt an
 admitted one (``kueue_capacity``, ``preempt``), and the kubelet rotates a container's log (``rotate``).
+
+What a real cluster did that the kit missed (issue #32), modelled here:
+
+* the go of the start barrier is a pod annotation read through a downwardAPI volume: the kubelet syncs the
+  pod on the annotation change, and the file shows it after ``go_delay`` (``annotation_go_delay``: the watch's
+  latency, an in-flight pod sync finishing first, one volume reconcile; tests may force a late one);
+* the scheduler counts GPU replicas (the kit's placeholders fill the GPU) and honours taints; a stranger pod
+  asks for a replica mid-run (``schedule_stranger``) and lands only where one is free;
+* RBAC is enforced (``rbac``: the rules of manifests/base, 403 with the API server's message otherwise);
+* a log rotation drops bytes the client had not read (mode ``rotate-drop``);
+* Kueue defaults an unlabelled Job into a LocalQueue named ``default`` (``default_local_queue``), a flavor
+  puts its node labels on the pods (``flavor_node_labels``), re-admission sets ``Evicted`` back to False
+  (``readmit_after_s``) keeping the count in ``schedulingStats.evictions``, and it reports
+  ``NoMatchingFlavor`` (``kueue_inadmissible``);
+* the Job controller applies ``podFailurePolicy`` (``DisruptionTarget``) and ``successPolicy``; a pod can be
+  disrupted (``disrupt``: a preemption or a drain).
 """
 
 from __future__ import annotations
@@ -30,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 import secrets
 import threading
 import time
@@ -58,6 +75,54 @@ POD_SECURITY = ('pods "{pod}" is forbidden: violates PodSecurity "restricted:lat
                 'false (container "worker" must set securityContext.allowPrivilegeEscalation=false)')
 QUOTA = ('pods "{pod}" is forbidden: exceeded quota: gpu-quota, requested: nvidia.com/gpu=1, used: '
          'nvidia.com/gpu=4, limited: nvidia.com/gpu=4')
+ANN_START = "kts/start-at"
+GPU_KEYS = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
+RBAC_FILE = Path(__file__).resolve().parents[1] / "manifests" / "base" / "rbac.yaml"
+RBAC_OPT_IN = Path(__file__).resolve().parents[1] / "manifests" / "components" / "cluster-pod-list" / "rbac.yaml"
+VERB = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+def annotation_go_delay(rng: random.Random) -> float:
+    """How long after the API server stores a pod's new annotation its downwardAPI file shows it, drawn from
+    what the kubelet does: the pod watch delivers the update (tens to hundreds of ms), the pod worker may be
+    in a sync already and finish it first (about a third of the time, up to 1.5 s), then ``syncPod`` ->
+    ``WaitForAttachAndMount`` -> the volume reconciler (100 ms loop) rewrites the file."""
+    delay = rng.lognormvariate(-2.3, 0.6)  # watch latency, median 0.1 s
+    if rng.random() < 1 / 3:
+        delay += rng.uniform(0.0, 1.5)  # a sync in flight finishes first
+    return delay + rng.uniform(0.0, 0.1) + 0.05  # the reconciler's loop, the write
+
+
+def configmap_go_delay(rng: random.Random, *, sync_s: float = 60.0, ttl_s: float = 0.0) -> float:
+    """The old mechanism's delay, for comparison: a ConfigMap volume is refreshed only at the pod's periodic
+    sync (``syncFrequency`` x (1 + up to 0.5 jitter) after the last one: a uniform phase), and with the Cache
+    strategy a cached object younger than its TTL is served stale (15-600 s on clusters above 100 nodes)."""
+    period = sync_s * (1 + rng.uniform(0.0, 0.5))
+    return rng.uniform(0.0, period) + rng.uniform(0.0, ttl_s)
+
+
+def rbac_rules(*paths: Path) -> dict[str, set[tuple[str, str, str]]]:
+    """(API group, resource, verb) granted by the Roles and by the ClusterRoles of manifests ``paths``."""
+    import yaml
+
+    out: dict[str, set[tuple[str, str, str]]] = {"Role": set(), "ClusterRole": set()}
+    for path in paths:
+        for d in yaml.safe_load_all(path.read_text()):
+            if d and d["kind"] in out:
+                out[d["kind"]] |= {(g, r, v) for rule in d["rules"] for g in rule["apiGroups"]
+                                   for r in rule["resources"] for v in rule["verbs"]}
+    return out
+
+
+def request_verb(request: Any) -> str:
+    """The RBAC verb of a request, as the API server derives it."""
+    if request.method == "GET":
+        if str(request.params.get("watch", "")).lower() in ("true", "1"):
+            return "watch"
+        return "get" if request.name else "list"
+    if request.method == "DELETE":
+        return "delete" if request.name else "deletecollection"
+    return VERB[request.method]
 
 
 def ts(seconds: float) -> str:
@@ -131,6 +196,10 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     drop_watches: int = 0  # the next N pod watches end right after their initial events (a dropped stream)
     watches_dropped: int = 0
     log: list[Any] = attrs.field(factory=list)  # every request, for the tests' assertions
+    # RBAC for the kit's requests (not kmock's, which play the controllers): None lets everything through
+    rbac: dict[str, set[tuple[str, str, str]]] | None = None
+    forbidden: list[tuple[str, str, str, str | None]] = attrs.field(factory=list)  # what RBAC refused
+    default_local_queue: bool = False  # Kueue's LocalQueueDefaulting with a LocalQueue named "default"
     _rv: int = 0
 
     def _next_rv(self) -> str:
@@ -148,6 +217,17 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         # quadratic: keep only the one being served there, and the whole record in ``log``.
         self.log.append(request)
         del self._requests[:-1]
+        if self.rbac is not None and request.resource is not None and not str(
+                request.headers.get("User-Agent", "")).startswith("kmock/"):
+            resource = request.resource.plural + (f"/{request.subresource}" if request.subresource else "")
+            key = (request.resource.group, resource, request_verb(request))
+            allowed = key in self.rbac["ClusterRole"] or (request.namespace is not None and key in self.rbac["Role"])
+            if not allowed:
+                self.forbidden.append((*key, request.namespace))
+                where = f'in the namespace "{request.namespace}"' if request.namespace else "at the cluster scope"
+                return await self._render_error(kmock.KubernetesError(
+                    403, "Forbidden", f'{resource} is forbidden: User "system:serviceaccount:{NS}:kts-runner" cannot '
+                                      f'{key[2]} resource "{request.resource.plural}" in API group "{key[0]}" {where}'))
         if request.action == enums.action.LIST and str(request.params.get("watch", "")).lower() in ("true", "1"):
             # the Python client sends watch=True; the API server parses it as Go's ParseBool does, kmock not
             object.__setattr__(request, "action", enums.action.WATCH)
@@ -157,6 +237,11 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         if request.resource is not None and action is not None:
             if action == enums.action.CREATE and isinstance(data, dict):
                 meta = data.setdefault("metadata", {})
+                if (self.default_local_queue and request.resource.plural == "jobs"
+                        and "kueue.x-k8s.io/queue-name" not in (meta.get("labels") or {})):
+                    # Kueue's webhook: an unlabelled Job goes into the namespace's LocalQueue "default", suspended
+                    meta.setdefault("labels", {})["kueue.x-k8s.io/queue-name"] = "default"
+                    data.setdefault("spec", {})["suspend"] = True
                 meta.setdefault("uid", str(uuid.uuid4()))
                 meta["creationTimestamp"] = ts(self.clock.t)
                 meta["resourceVersion"] = self._next_rv()
@@ -352,6 +437,23 @@ class FakeCluster:
         self.max_runs_at_once = 0  # distinct kts runs with running pods at the same time (anywhere)
         self.max_runs_per_node = 0  # ... on one node: must never exceed 1
         self.kueue_version = kueue_version
+        self.rng = random.Random(32)
+        self.go_delay: Callable[[random.Random], float] = annotation_go_delay
+        self.go_delays: dict[str, float] = {}  # pod -> the delay its go took (drawn once per pod)
+        self.go_delay_of: dict[str, float] = {}  # tenant -> a forced go delay (a kubelet that is very late)
+        self.log_lag_s: dict[str, float] = {}  # tenant -> its log lines reach a follower this much later
+        self._log_history: dict[str, list[tuple[float, int]]] = {}  # pod -> (when, log length then)
+        self.holder_gpu = "GPU-fake-0"  # the GPU the placeholders' replicas are on
+        self._go_seen_api: dict[str, tuple[str, float]] = {}  # pod -> (annotation, when the API had it)
+        self.strangers: dict[str, str] = {}  # stranger pod -> its namespace (placed by the scheduler)
+        self.stranger_pending_at: dict[str, float] = {}  # stranger -> when the scheduler first found no room
+        self.stranger_bound_at: dict[str, float] = {}  # stranger -> when the scheduler placed it
+        self.stalled: dict[str, int] = {}  # pod -> followed streams deliver no byte past this (rotate-drop)
+        self._stall_lines: dict[str, int] = {}
+        self.flavor_node_labels: dict[str, str] = {}  # Kueue puts these on the admitted Job's pods
+        self.readmit_after_s = 30.0  # an evicted Workload is admitted again after this
+        self.kueue_inadmissible: tuple[str, str] | None = None  # (reason, message) of QuotaReserved=False
+        self.disrupted: dict[str, tuple[str, str]] = {}  # tenant -> (DisruptionTarget reason, message), due
         self._task: asyncio.Task[None] | None = None
         resources = [("v1/pods", "Pod", True), ("batch/v1/jobs", "Job", True), ("v1/nodes", "Node", False),
                      ("v1/configmaps", "ConfigMap", True),
@@ -406,6 +508,22 @@ class FakeCluster:
                                                        "resources": {"limits": limits}}]},
             "status": {"phase": "Running"}})
         self.foreign_pods[(namespace, name)] = None if run_for_s is None else self.clock.t + run_for_s
+
+    async def schedule_stranger(self, namespace: str, name: str, *, gpus: int = 1) -> None:
+        """Another team's pod asking for ``gpus`` replicas, unbound: the scheduler places it where replicas are
+        free (then it runs until deleted), or leaves it Pending (Unschedulable)."""
+        await self._http("post", f"/api/v1/namespaces/{namespace}/pods", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace,
+                                                            "labels": {"app": "their-training"}},
+            "spec": {"containers": [{"name": "main", "image": "them/train:1",
+                                     "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+            "status": {"phase": "Pending"}})
+        self.strangers[name] = namespace
+
+    def pods_in(self, namespace: str) -> dict[str, dict[str, Any]]:
+        return {key[2]: obj.raw for key, obj in list(self.km.objects.items())
+                if key[0] == "v1/pods" and key[1] == namespace and not obj.deleted}
 
     async def add_device_plugin(self, node: str, version: str) -> None:
         """The NVIDIA device plugin's DaemonSet pod on ``node`` (its image carries the version)."""
@@ -505,11 +623,32 @@ class FakeCluster:
         for pod_name, pod in self.live("v1/pods").items():
             if pod_name in self.pod_job:
                 await self._schedule_and_run(pod_name, pod)
+        for name, ns in list(self.strangers.items()):
+            pod = self.pods_in(ns).get(name)
+            if pod is not None and not pod["spec"].get("nodeName"):
+                await self._schedule_stranger(ns, name, pod)
         for (ns, name), until in list(self.foreign_pods.items()):
             if until is not None and self.clock.t >= until:
                 del self.foreign_pods[(ns, name)]
                 await self._http("patch", f"/api/v1/namespaces/{ns}/pods/{name}", {"status": {"phase": "Succeeded"}})
         self._count_runs()
+
+    async def _schedule_stranger(self, ns: str, name: str, pod: dict[str, Any]) -> None:
+        path = f"/api/v1/namespaces/{ns}/pods/{name}"
+        node = self._place(pod["spec"])
+        if node is None:
+            self.stranger_pending_at.setdefault(name, self.clock.t)
+            if not pod.get("status", {}).get("conditions"):
+                await self._http("patch", path, {"status": {"conditions": [{
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": INSUFFICIENT,
+                    "lastTransitionTime": ts(self.clock.t)}]}})
+            return
+        now = ts(self.clock.t)
+        self.stranger_bound_at[name] = self.clock.t
+        await self._http("patch", path, {"spec": {"nodeName": node}, "status": {
+            "phase": "Running", "startTime": now, "conditions": [{"type": "PodScheduled", "status": "True",
+                                                                   "lastTransitionTime": now}],
+            "containerStatuses": [{"name": "main", "ready": True, "state": {"running": {"startedAt": now}}}]}})
 
     def _count_runs(self) -> None:
         by_node: dict[str, set[str]] = {}
@@ -576,7 +715,10 @@ class FakeCluster:
             return
         if conds.get("Admitted", {}).get("status") == "True" or not job["spec"].get("suspend"):
             return
-        if self.local_queues is not None and queue not in self.local_queues:
+        if self.kueue_inadmissible is not None:
+            quota = {"type": "QuotaReserved", "status": "False", "reason": self.kueue_inadmissible[0],
+                     "message": self.kueue_inadmissible[1], "lastTransitionTime": now}
+        elif self.local_queues is not None and queue not in self.local_queues:
             quota = {"type": "QuotaReserved", "status": "False", "reason": "Inadmissible",
                      "message": f"LocalQueue {queue} doesn't exist", "lastTransitionTime": now}
         elif self.kueue_capacity is not None and job["spec"].get("parallelism", 1) > self.kueue_capacity:
@@ -585,7 +727,7 @@ class FakeCluster:
                                 "flavor gpu, previously considered podsets requests (0) + current podset request "
                                 f"({job['spec'].get('parallelism', 1)}) > maximum capacity ({self.kueue_capacity})",
                      "lastTransitionTime": now}
-        elif name in self.preempted and self.clock.t < self.preempted[name] + 30:
+        elif name in self.preempted and self.clock.t < self.preempted[name] + self.readmit_after_s:
             return  # requeued: admitted again after a backoff
         elif self.kueue_hold:
             quota = {"type": "QuotaReserved", "status": "False", "reason": "Pending",
@@ -596,17 +738,46 @@ class FakeCluster:
                 return
             quota = {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
                      "message": "Quota reserved in ClusterQueue kts", "lastTransitionTime": now}
-            await self._http("patch", f"{path}/{wl_name}", {"status": {"conditions": [quota, {
+            kept = [c for c in conds.values() if c["type"] in ("Preempted", "Requeued")]
+            if "Evicted" in conds:  # re-admission: Evicted goes back to False, the reason is gone from it
+                kept.append({"type": "Evicted", "status": "False", "reason": "QuotaReserved",
+                             "message": "Previously: Preempted", "lastTransitionTime": now})
+                kept = [{**c, "status": "False"} if c["type"] == "Preempted" else c for c in kept]
+            await self._http("patch", f"{path}/{wl_name}", {"status": {"conditions": [quota, *kept, {
                 "type": "Admitted", "status": "True", "reason": "Admitted",
                 "message": "The workload is admitted", "lastTransitionTime": now}]}})
-            await self._patch_job(name, {"spec": {"suspend": False}})  # the whole gang at once
+            patch: dict[str, Any] = {"spec": {"suspend": False}}  # the whole gang at once
+            if self.flavor_node_labels:  # the flavor's node labels go onto the pods (Kueue's podSetInfo)
+                sel = dict(job["spec"]["template"]["spec"].get("nodeSelector") or {}, **self.flavor_node_labels)
+                patch["spec"]["template"] = {"spec": {"nodeSelector": sel}}
+            await self._patch_job(name, patch)
             return
         if conds.get("QuotaReserved", {}).get("message") != quota["message"]:
             await self._http("patch", f"{path}/{wl_name}", {"status": {"conditions": [quota, conds["Admitted"]]}})
 
-    async def preempt(self, name: str) -> None:
+    async def preempt(self, name: str, *, readmitted: bool = False) -> None:
         """Kueue preempts the admitted Job ``name`` for a higher-priority Workload: Evicted and Preempted on
-        its Workload, the Job suspended again, its pods stopped (SIGTERM: exit 143) and deleted."""
+        its Workload, the Job suspended again, its pods stopped (SIGTERM: exit 143) and deleted.
+        ``readmitted``: what a client that looked away finds: the Workload admitted again already (``Evicted``
+        back to False, the eviction only in ``schedulingStats`` and ``Requeued``), the Job running new pods."""
+        if readmitted:
+            path = f"/apis/kueue.x-k8s.io/{self.kueue_version}/namespaces/{self.ns}/workloads"
+            wl_name, wl = next((n, w) for n, w in self.live(f"kueue.x-k8s.io/{self.kueue_version}/workloads").items()
+                               if w["metadata"]["ownerReferences"][0]["name"] == name)
+            now = ts(self.clock.t)
+            msg = "Preempted to accommodate a workload (UID: 5f3c) due to prioritization in the ClusterQueue"
+            conds = [c for c in wl.get("status", {}).get("conditions", []) if c["type"] not in ("Evicted",)]
+            await self._http("patch", f"{path}/{wl_name}", {"status": {"conditions": [
+                *conds, {"type": "Evicted", "status": "False", "reason": "QuotaReserved", "message": "Previously: "
+                         "Preempted", "lastTransitionTime": now},
+                {"type": "Requeued", "status": "True", "reason": "Preempted", "message": msg,
+                 "lastTransitionTime": now}],
+                "schedulingStats": {"evictions": [{"reason": "Preempted", "underlyingCause": "InClusterQueue",
+                                                   "count": 1}]}}})
+            for pod_name in list(self.live("v1/pods")):
+                if self.pod_job.get(pod_name) == name and pod_name not in self.terminated:
+                    await self._kill(pod_name)
+            return
         path = f"/apis/kueue.x-k8s.io/{self.kueue_version}/namespaces/{self.ns}/workloads"
         wl_name, wl = next((n, w) for n, w in self.live(f"kueue.x-k8s.io/{self.kueue_version}/workloads").items()
                            if w["metadata"]["ownerReferences"][0]["name"] == name)
@@ -622,7 +793,10 @@ class FakeCluster:
             {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "Preempted",
              "lastTransitionTime": now},
             {"type": "Admitted", "status": "False", "reason": "NoReservation", "message": "The workload has no "
-             "reservation", "lastTransitionTime": now}]}})
+             "reservation", "lastTransitionTime": now},
+            {"type": "Requeued", "status": "True", "reason": "Preempted", "message": msg, "lastTransitionTime": now}],
+            "schedulingStats": {"evictions": [{"reason": "Preempted", "underlyingCause": "InClusterQueue",
+                                               "count": 1}]}}})
         self.preempted[name] = self.clock.t
         await self._patch_job(name, {"spec": {"suspend": True}})
         for pod_name, pod in self.live("v1/pods").items():
@@ -667,7 +841,15 @@ class FakeCluster:
             await self._patch_job(name, {"status": {"startTime": status["startTime"]}})
         failed = [p for p, o in pods.items() if o_phase(o) == "Failed"]
         why = None
-        if failed:
+        disrupted = [p for p in failed if any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+                                              for c in pods[p].get("status", {}).get("conditions", []))]
+        rules = (spec.get("podFailurePolicy") or {}).get("rules") or []
+        fail_job = next((i for i, r in enumerate(rules) if r.get("action") == "FailJob" and any(
+            c.get("type") == "DisruptionTarget" for c in r.get("onPodConditions") or [])), None)
+        if disrupted and fail_job is not None:
+            why = ("PodFailurePolicy", f"Pod {self.ns}/{disrupted[0]} has condition DisruptionTarget matching FailJob "
+                                       f"rule at index {fail_job}")
+        elif failed:
             why = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
         elif self._deadline(spec) is not None and self.clock.t - _t(status["startTime"]) >= self._deadline(spec):
             why = ("DeadlineExceeded", "Job was active longer than specified deadline")
@@ -678,6 +860,18 @@ class FakeCluster:
             return
         n = int(spec.get("completions") or 1)
         done = {int(o["metadata"]["labels"][INDEX]) for o in pods.values() if o_phase(o) == "Succeeded"}
+        for rule in (spec.get("successPolicy") or {}).get("rules") or []:
+            lo, _, hi = str(rule.get("succeededIndexes", "")).partition("-")
+            want = set(range(int(lo), int(hi or lo) + 1))
+            if want <= done:  # the success policy is met: the lingering pods (placeholders) are terminated
+                await self._add_conditions(name, job, {"type": "SuccessCriteriaMet", "reason": "SuccessPolicy",
+                                                       "message": "Matched rules at index 0"})
+                for p in active:
+                    await self._kill(p)
+                job = self.live("batch/v1/jobs")[name]
+                await self._add_conditions(name, job, {"type": "Complete", "reason": "SuccessPolicy",
+                                                       "message": "Matched rules at index 0"})
+                return
         if len(done) >= n:
             await self._add_conditions(name, job, {"type": "SuccessCriteriaMet", "reason": "CompletionsReached",
                                                    "message": "Reached expected number of succeeded pods"},
@@ -722,7 +916,11 @@ class FakeCluster:
     def _worker(self, pod: dict[str, Any], node: str, started: float) -> FakeWorker | None:
         env = {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0].get("env", []) if "value" in e}
         if "KTS_TENANTS" in env:
-            env.update(json.loads(env["KTS_TENANTS"])[int(pod["metadata"]["labels"][INDEX])])
+            tenants = json.loads(env["KTS_TENANTS"])
+            index = int(pod["metadata"]["labels"][INDEX])
+            if index >= len(tenants):
+                return None  # a placeholder: it holds its replica and sleeps
+            env.update(tenants[index])
         if "WORKLOAD" not in env:
             return None  # not a kts worker
         tenant = env.get("TENANT", env["WORKLOAD"])
@@ -784,6 +982,8 @@ class FakeCluster:
             if worker is not None:
                 self.workers[pod_name] = worker
             self.logs[pod_name] = b""
+            if worker is None and tenants and index >= len(tenants):  # the launcher's placeholder line
+                self.logs[pod_name] = f"kts_placeholder: holding index={index} gpu={self.holder_gpu}\n".encode()
             await self._http("patch", path, {"status": {"phase": "Running", "containerStatuses": [{
                 "name": spec["containers"][0]["name"], "ready": True, "state": {"running": {"startedAt": ts(now)}}}]}})
             return
@@ -795,10 +995,25 @@ class FakeCluster:
             return
         if worker.waiting_for_go:
             self._read_go(pod, worker, now, mode)
+        if tenant in self.disrupted:  # a preemption or a drain: the condition first, then SIGTERM
+            reason, message = self.disrupted.pop(tenant)
+            conds = [*status.get("conditions", []), {"type": "DisruptionTarget", "status": "True", "reason": reason,
+                                                     "message": message, "lastTransitionTime": ts(self.clock.t)}]
+            await self._http("patch", path, {"status": {"conditions": conds}})
+            await self._terminate(pod_name, 143, "Error", started, ts(now))
+            return
         worker.print_until(now)
         self.logs[pod_name] = worker.text()
+        self._log_history.setdefault(pod_name, []).append((self.clock.t, len(self.logs[pod_name])))
         if mode == "rotate" and pod_name not in self.rotated and worker.timed_lines() >= 2:
             self.rotated[pod_name] = len(self.logs[pod_name])  # the kubelet starts a new file here
+            self.cut_follows.add(pod_name)
+        if mode == "rotate-drop" and pod_name not in self.stalled and worker.timed_lines() >= 2:
+            self.stalled[pod_name] = len(self.logs[pod_name])  # the client's connection stops receiving here
+            self._stall_lines[pod_name] = worker.timed_lines()
+        if (mode == "rotate-drop" and pod_name in self.stalled and pod_name not in self.rotated
+                and worker.timed_lines() >= self._stall_lines[pod_name] + 3):  # lines the client never got
+            self.rotated[pod_name] = len(self.logs[pod_name])  # rotated with unread bytes; the connection drops
             self.cut_follows.add(pod_name)
         code = None
         if mode in ("oom", "exit1") and worker.done_timed():
@@ -813,8 +1028,25 @@ class FakeCluster:
             await self._terminate(pod_name, code, {0: "Completed", 137: "OOMKilled"}.get(code, "Error"), started,
                                   ts(now))
 
+    def gpus_used(self, node: str) -> int:
+        """GPU replicas held on ``node`` by pods bound there that have not ended (any namespace)."""
+        used = 0
+        for key, obj in list(self.km.objects.items()):
+            if key[0] != "v1/pods" or obj.deleted:
+                continue
+            pod = obj.raw
+            if pod.get("spec", {}).get("nodeName") != node:
+                continue
+            if key[2] in self.terminated or o_phase(pod) in ("Succeeded", "Failed"):
+                continue
+            for c in pod["spec"].get("containers") or []:
+                used += sum(int(v) for k, v in ((c.get("resources") or {}).get("limits") or {}).items()
+                            if k in GPU_KEYS)
+        return used
+
     def _place(self, spec: dict[str, Any]) -> str | None:
-        """The scheduler's node filter: ``nodeSelector`` on labels, node affinity ``matchFields`` on the name."""
+        """The scheduler's node filter: ``nodeSelector`` on labels, node affinity ``matchFields`` on the name,
+        taints the pod does not tolerate (NoSchedule, NoExecute), free GPU replicas."""
         names = None
         terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
                  .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
@@ -826,27 +1058,50 @@ class FakeCluster:
             labels = node["metadata"].get("labels") or {}
             if names is not None and name not in names:
                 continue
-            if all(labels.get(k) == v for k, v in (spec.get("nodeSelector") or {}).items()):
-                return name
+            if not all(labels.get(k) == v for k, v in (spec.get("nodeSelector") or {}).items()):
+                continue
+            tols = spec.get("tolerations") or []
+            if any(t.get("effect") in ("NoSchedule", "NoExecute") and not any(
+                    (not tol.get("effect") or tol["effect"] == t["effect"])
+                    and ((not tol.get("key") and tol.get("operator") == "Exists") or (
+                        tol.get("key") == t.get("key") and (tol.get("operator") == "Exists"
+                                                            or tol.get("value") == t.get("value"))))
+                    for tol in tols) for t in node.get("spec", {}).get("taints") or []):
+                continue
+            want = sum(int(v) for c in spec.get("containers") or []
+                       for k, v in ((c.get("resources") or {}).get("limits") or {}).items() if k in GPU_KEYS)
+            alloc = node["status"]["allocatable"]
+            have = sum(int(alloc.get(k, 0)) for k in GPU_KEYS)
+            if want and self.gpus_used(name) + want > have:
+                continue
+            return name
         return None
 
     def _read_go(self, pod: dict[str, Any], worker: FakeWorker, now: float, mode: str) -> None:
-        """The pod's go file shows the ConfigMap as the API had it ``configmap_sync_s`` ago (the kubelet's refresh)."""
-        vol = next((v for v in pod["spec"].get("volumes", []) if v.get("configMap")), None)
+        """The pod's go file (a downwardAPI volume of its ``kts/start-at`` annotation) shows the annotation
+        ``go_delay`` after the API server stored it (the kubelet syncs the pod on the change)."""
+        vol = next((v for v in pod["spec"].get("volumes", []) if v.get("downwardAPI")), None)
         if vol is None:
             return
-        name = vol["configMap"]["name"]
-        text = (self.live("v1/configmaps").get(name) or {}).get("data", {}).get("start_at", "")
+        name = pod["metadata"]["name"]
+        text = (pod["metadata"].get("annotations") or {}).get(ANN_START, "")
         if not text:
             return
-        if self._go_written.get(name, ("",))[0] != text:
-            self._go_written[name] = (text, self.clock.t)
-        if self.clock.t < self._go_written[name][1] + self.configmap_sync_s:
+        if self._go_seen_api.get(name, ("",))[0] != text:
+            self._go_seen_api[name] = (text, self.clock.t)
+            self.go_delays[name] = self.go_delay_of.get(worker.tenant, self.go_delay(self.rng))
+        if self.clock.t < self._go_seen_api[name][1] + self.go_delays[name]:
             return
         start = int(json.loads(text)[worker.tenant]) / 1e9
         if mode == "late" and now < start + 3.0:
             return  # the go reaches this pod 3 s after its start
         worker.start_at, worker.go_seen = start, now
+
+    def disrupt(self, tenant: str, reason: str = "PreemptionByScheduler",
+                message: str = "Preempted by pod 1a2b on node gpu-1") -> None:
+        """The tenant's running pod gets ``DisruptionTarget`` (a preemption, or ``EvictionByEvictionAPI``: a
+        drain) and is stopped (exit 143)."""
+        self.disrupted[tenant] = (reason, message)
 
     async def _terminate(self, pod_name: str, code: int, reason: str, started: str | None, finished: str) -> None:
         self.terminated.add(pod_name)
@@ -882,7 +1137,23 @@ class FakeCluster:
             if name in self.cut_follows and sent > self.rotated.get(name, 0):
                 self.cut_follows.discard(name)
                 return  # past the rotation the connection drops: the client reconnects to the new file
+            stall = self.stalled.get(name)
+            if stall is not None and sent >= stall:
+                rot = self.rotated.get(name)
+                if rot is not None and sent < rot:  # rotated while this connection hung: it drops, the tail unread
+                    self.cut_follows.discard(name)
+                    return
+                if rot is None:  # hung: nothing more arrives on this connection
+                    if self.live("v1/pods").get(name) is None or name in self.terminated:
+                        return
+                    await asyncio.sleep(self.tick_s)
+                    continue
             data = self.logs.get(name, b"")
+            if name in self.stalled and name not in self.rotated:
+                data = data[:self.stalled[name]]
+            lag = self.log_lag_s.get(getattr(self.workers.get(name), "tenant", ""), 0.0)
+            if lag and name not in self.terminated:  # only what was printed ``lag`` ago has arrived
+                data = data[:max([0, *(n for t, n in self._log_history.get(name, []) if t <= self.clock.t - lag)])]
             if len(data) > sent:
                 yield data[sent:]
                 sent = len(data)
@@ -900,6 +1171,20 @@ def _t(stamp: str) -> float:
 
 def o_phase(pod: dict[str, Any]) -> str:
     return str(pod.get("status", {}).get("phase") or "")
+
+
+async def run_scenario(backend: Any, run: Run, scenario: Any, timeout_s: float = 60.0, **kw: Any) -> Any:
+    """The backend's (synchronous) ``run_scenario`` in a thread, while the emulator runs on this loop."""
+    return await asyncio.to_thread(backend.run_scenario, run, scenario, timeout_s=timeout_s, progress=False, **kw)
+
+
+async def until(predicate: Callable[[], Any], timeout_s: float = 60.0) -> None:
+    """Wait (real time, letting the emulator run) until ``predicate()`` holds."""
+    for _ in range(int(timeout_s / 0.02)):
+        if predicate():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the emulated cluster never got there")
 
 
 def make_run(root: Path, workloads: tuple[str, ...] = ("fft", "gemm"), label: str = "") -> tuple[Run, ExperimentSpec]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from k8s_fixtures import FakeCluster, emulated_cluster, gpu_node, make_run
+from k8s_fixtures import FakeCluster, emulated_cluster, gpu_node, make_run, run_scenario
 
 from kts_helpers.errors import BackendError, TenantFailed
 from kts_helpers.run.backends.kubernetes.jobs import pinned_node
@@ -25,7 +25,7 @@ async def cluster() -> Any:
 
 
 async def _run(backend: Any, run: Any, scenario: Any, timeout_s: float = 60.0) -> Any:
-    return await asyncio.to_thread(backend.run_scenario, run, scenario, timeout_s=timeout_s, progress=False)
+    return await run_scenario(backend, run, scenario, timeout_s)
 
 
 def _pinned(fc: FakeCluster) -> list[str | None]:
@@ -73,7 +73,7 @@ async def test_packed_counts_only_where_the_device_plugin_knows_it(cluster: Fake
     cluster.add_node(gpu_node("gpu-b", allocatable=16, count=8))
     await cluster.add_device_plugin("gpu-a", "v0.17.0")
     await cluster.add_device_plugin("gpu-b", "v0.20.0-ubi9")
-    backend = cluster.backend(allocation_policy="packed")
+    backend = cluster.backend(allocation_policy="packed", cluster_pod_list=True)  # sees the plugin's pod
     nodes = await asyncio.to_thread(backend.gpu_nodes)
     assert [(n.name, n.plugin_version) for n in nodes] == [("gpu-b", "0.20.0"), ("gpu-a", "0.17.0")]
     run, spec = make_run(tmp_path)
@@ -82,7 +82,8 @@ async def test_packed_counts_only_where_the_device_plugin_knows_it(cluster: Fake
     old, ospec = make_run(tmp_path / "old")
     with pytest.raises(BackendError, match=r"node gpu-a has 8 physical GPUs and runs device plugin v0\.17\.0, "
                                            r"which predates sharedDevicesAllocationPolicy \(v0\.20\.0\)"):
-        await _run(cluster.backend(allocation_policy="packed", node_name="gpu-a"), old, ospec.scenario("shared"))
+        await _run(cluster.backend(allocation_policy="packed", node_name="gpu-a", cluster_pod_list=True), old,
+                   ospec.scenario("shared"))
 
 
 async def test_a_tenant_without_a_gpu_uuid_fails_the_same_gpu_check(cluster: FakeCluster, tmp_path: Path) -> None:
@@ -104,7 +105,8 @@ async def test_a_tenant_without_a_gpu_uuid_fails_the_same_gpu_check(cluster: Fak
 
 async def test_a_gang_over_the_queues_capacity_fails_fast_with_kueues_message(cluster: FakeCluster,
                                                                              tmp_path: Path) -> None:
-    """The LocalQueue's whole quota is one GPU, the shared gang needs two: Kueue v0.19 says reason Pending
+    """The LocalQueue's whole quota is one GPU, the shared gang needs four (two tenants, two placeholders):
+    Kueue v0.19 says reason Pending
     with "... > maximum capacity (1)", which no waiting changes. The kit fails at once with that message and
     gives the node's Lease back. Fails when only Inadmissible/Misconfigured/Suspended count (it waits out
     ready_timeout_s holding the Lease)."""
@@ -114,7 +116,7 @@ async def test_a_gang_over_the_queues_capacity_fails_fast_with_kueues_message(cl
     backend = cluster.backend(queue_name="kts", ready_timeout_s=600.0)
     t0 = cluster.clock.t
     with pytest.raises(TenantFailed, match=r"Kueue will not admit Workload .*: Pending: couldn't assign flavors to "
-                                           r"pod set main: .*request \(2\) > maximum capacity \(1\)"):
+                                           r"pod set main: .*request \(4\) > maximum capacity \(1\)"):
         await _run(backend, run, spec.scenario("shared"))
     assert cluster.clock.t - t0 < 60  # not the 600 s of ready_timeout_s
     assert not cluster.live("coordination.k8s.io/v1/leases") and not cluster.live(JOBS)
@@ -141,7 +143,7 @@ async def test_a_preemption_is_named_and_never_mixes_two_admissions(cluster: Fak
     rec = run.manifest()["scenarios"]["shared"]
     assert rec["status"] == "failed" and "exit code 143" not in rec["reason"]
     created = [r.data["metadata"]["name"] for r in cluster.requests("post", "v1/pods")]
-    assert len(created) == 2  # one admission's pods only: the Job was not run again under this record
+    assert len(created) == 4  # one admission's pods only (2 tenants, 2 placeholders): not run again
     for tenant in ("fft", "gemm"):
         lines = [ln for ln in run.log_path("shared", tenant).read_text().splitlines() if ln.startswith("KTS_META")]
         assert len(lines) == 1

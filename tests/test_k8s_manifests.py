@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -115,9 +116,10 @@ def _hardened(pod: dict[str, Any]) -> None:
     assert "emptyDir" in vols[next(iter(mounts))] and mounts["scratch"] == "/scratch"
     env = {e["name"]: e for e in c["env"]}
     assert env["HOME"]["value"] == "/scratch" and env["DEVICE"]["value"] == "cuda"
-    # hand-applied manifests start at START_AT (ConfigMap kts-start-at); the backend's Jobs at their go file
-    assert "START_AT" in env or (env["KTS_GO_FILE"]["value"] == "/kts-go/start_at"
-                                 and vols["go"]["configMap"]["name"].endswith("-go"))
+    # hand-applied manifests start at START_AT (ConfigMap kts-start-at, no barrier); the backend's Jobs at their
+    # go file: the pod's own annotation through a downwardAPI volume
+    assert "START_AT" in env or (env["KTS_GO_FILE"]["value"] == "/kts-go/start_at" and vols["go"]["downwardAPI"][
+        "items"] == [{"path": "start_at", "fieldRef": {"fieldPath": "metadata.annotations['kts/start-at']"}}])
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert c["resources"]["requests"] == {"cpu": "1", "memory": "2Gi"}
 
@@ -231,9 +233,11 @@ def test_rbac_binds_the_runner_and_grants_no_wildcards() -> None:
     (role,) = [d for d in docs if d["kind"] == "Role"]
     assert role["metadata"]["namespace"] == "kts"
     (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole"]
-    # the only cluster-wide reads: nodes, and the pods on a node (every namespace's GPU pods are neighbours)
-    assert [(r["resources"], r["verbs"]) for r in cluster_role["rules"]] == [(["nodes"], ["get", "list"]),
-                                                                             (["pods"], ["list"])]
+    # the only cluster-wide read in base: nodes; the pods of every namespace are an opt-in component
+    assert [(r["resources"], r["verbs"]) for r in cluster_role["rules"]] == [(["nodes"], ["get", "list"])]
+    opt_in = list(yaml.safe_load_all((MANIFESTS / "components" / "cluster-pod-list" / "rbac.yaml").read_text()))
+    assert [(r["resources"], r["verbs"]) for d in opt_in if d["kind"] == "ClusterRole" for r in d["rules"]] == [
+        (["pods"], ["list"])]
     for binding in (d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kts-runner", "namespace": "kts"}]
     assert "*" not in yaml.safe_dump([role, cluster_role])
@@ -255,8 +259,10 @@ def test_backend_jobs_validate_and_match_the_manifests(version: str) -> None:
     for scenario in (spec.scenario("shared"), spec.scenario("baseline-fft")):
         job = build_scenario_job(run_id="20250101T000000Z-tiny-lab-ab12", scenario=scenario, namespace="kts",
                                  image="kts-worker:latest", node="gpu-1", barrier_timeout_s=1950.0,
-                                 queue_name="kts", image_pull_secrets=("regcred",))
-        kubernetes_validate.validate(job, version, strict=True)
+                                 queue_name="kts", image_pull_secrets=("regcred",), placeholders=2,
+                                 tolerations=({"key": "dedicated", "operator": "Equal", "value": "ml",
+                                               "effect": "NoSchedule"},))
+        kubernetes_validate.validate(job, version, strict=True)  # successPolicy, podFailurePolicy, downwardAPI
         pod = job["spec"]["template"]["spec"]
         _hardened(pod)
         manifest_pod = manifest["spec"]["template"]["spec"]
@@ -266,9 +272,37 @@ def test_backend_jobs_validate_and_match_the_manifests(version: str) -> None:
         assert pod["serviceAccountName"] == manifest_pod["serviceAccountName"] == "kts-worker"
         assert pod["imagePullSecrets"] == [{"name": "regcred"}]
         assert job["spec"]["completionMode"] == manifest["spec"]["completionMode"] == "Indexed"
-        assert job["spec"]["completions"] == len(scenario.tenants)
+        assert job["spec"]["completions"] == len(scenario.tenants) + 2  # the placeholders' indexes follow
         assert job["metadata"]["labels"]["kts.scenario"] == scenario.name
         assert job["spec"]["suspend"] is True
+
+
+def test_the_written_device_plugin_configmap_never_says_another_replica_count() -> None:
+    """``kts plan --configmap-out`` rewrites the overlay's replicas: its comments must not keep "4 clients
+    ... 1/4" when replicas is 2 (issue #31's finding), and MPS on Kubernetes is not called local MPS."""
+    from kts_helpers.plan.capacity import device_plugin_configmap
+
+    for mode in ("mps", "timeslice"):
+        text = device_plugin_configmap(mode, 2)
+        assert "replicas: 2" in text
+        assert not re.search(r"\b4 clients|1/4|replicas: 4", text), text
+    assert "NOT the local backend's MPS mode" in device_plugin_configmap("mps", 2)
+
+
+def test_the_launcher_runs_the_worker_where_the_image_puts_it() -> None:
+    """The Job's command replaces the image's ENTRYPOINT (a placeholder index sleeps instead): it must exec the
+    same worker path."""
+    from kts_helpers.run.backends.kubernetes.jobs import LAUNCHER, WORKER_PATH
+
+    text = (ROOT / "workers" / "Containerfile").read_text()
+    assert f'ENTRYPOINT ["python", "-u", "{WORKER_PATH}"]' in text and WORKER_PATH in LAUNCHER
+    env = {"PATH": os.environ.get("PATH", ""), "KTS_TENANTS": '[{"TENANT": "fft"}]', "JOB_COMPLETION_INDEX": "1",
+           "KTS_HOLD_S": "0", "NVIDIA_VISIBLE_DEVICES": "GPU-1234"}
+    out = subprocess.run([sys.executable, "-u", "-c", LAUNCHER], env=env, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and out.stdout == "kts_placeholder: holding index=1 gpu=GPU-1234\n"
+    tenant = subprocess.run([sys.executable, "-u", "-c", LAUNCHER], env={**env, "JOB_COMPLETION_INDEX": "0"},
+                            capture_output=True, text=True, timeout=30)
+    assert tenant.returncode != 0 and WORKER_PATH in tenant.stderr  # it exec'd the worker (absent here)
 
 
 def test_containerfile_builds_a_non_root_worker_image() -> None:

@@ -1,11 +1,14 @@
-"""RBAC: the Role and ClusterRole in manifests/base grant exactly the calls the backend makes.
+"""RBAC: the Role and ClusterRoles in manifests/base and the opt-in components/cluster-pod-list grant exactly
+the calls the backend makes.
 
 The calls are not listed by hand: one test drives the backend through every path that talks to the
 API server (describe, a queued shared scenario with its Lease, a failure, clean-up of an orphaned pod,
 the age-based clean-up, resume's look for submitted Jobs) against the emulated cluster, checks that
 every public ``KubeApi`` method was used on the way, and derives (API group, resource, verb) from the
 requests the emulator recorded. Both directions must hold: nothing called is missing from the rules,
-nothing granted goes unused.
+nothing granted goes unused. The cluster-wide pod list is called only with the opt-in ``cluster_pod_list``;
+without it the namespaced Role and the node reader cover every call. (tests/test_k8s_guard.py runs the kit
+with the Role alone, the emulator enforcing it.)
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from kts_helpers.run.backends.kubernetes.api import KubeApi
 
 pytestmark = pytest.mark.timeout(120)
 RBAC = Path(__file__).resolve().parents[1] / "manifests" / "base" / "rbac.yaml"
+OPT_IN = Path(__file__).resolve().parents[1] / "manifests" / "components" / "cluster-pod-list" / "rbac.yaml"
 VERB = {"POST": "create", "PUT": "update", "PATCH": "patch"}
 
 
@@ -37,13 +41,14 @@ def _verb(request: Any) -> str:
     return VERB[request.method]
 
 
-def _granted(kind: str) -> set[tuple[str, str, str]]:
-    docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d and d["kind"] == kind]
+def _granted(kind: str, path: Path = RBAC) -> set[tuple[str, str, str]]:
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] == kind]
     return {(g, r, v) for d in docs for rule in d["rules"] for g in rule["apiGroups"] for r in rule["resources"]
             for v in rule["verbs"]}
 
 
-async def test_rbac_grants_exactly_what_the_backend_calls(tmp_path: Path) -> None:
+@pytest.mark.parametrize("opt_in", [False, True])
+async def test_rbac_grants_exactly_what_the_backend_calls(tmp_path: Path, opt_in: bool) -> None:
     used: set[str] = set()
     public = [n for n, f in inspect.getmembers(KubeApi, inspect.isfunction) if not n.startswith("_")]
     originals = {n: getattr(KubeApi, n) for n in public}
@@ -59,7 +64,7 @@ async def test_rbac_grants_exactly_what_the_backend_calls(tmp_path: Path) -> Non
     try:
         async with emulated_cluster() as fc:
             fc.add_node(gpu_node("gpu-1"))
-            backend = fc.backend(queue_name="kts", lease_duration_s=3)  # renewed while it runs
+            backend = fc.backend(queue_name="kts", lease_duration_s=3, cluster_pod_list=opt_in)  # renewed while it runs
             run, spec = make_run(tmp_path)
             await asyncio.to_thread(backend.describe)
             await asyncio.to_thread(backend.run_scenario, run, spec.scenario("shared"), timeout_s=120, progress=False)
@@ -94,12 +99,16 @@ async def test_rbac_grants_exactly_what_the_backend_calls(tmp_path: Path) -> Non
     assert all(r.namespace in (None, NS) for r in ours if r.resource is not None)
     assert namespaced == _granted("Role"), (sorted(namespaced - _granted("Role")),
                                             sorted(_granted("Role") - namespaced))
-    assert cluster_wide == _granted("ClusterRole")
-    print("\nRBAC calls in the namespace (Role):", sorted(namespaced))
-    print("RBAC calls cluster-wide (ClusterRole):", sorted(cluster_wide))
+    assert cluster_wide == _granted("ClusterRole") | (_granted("ClusterRole", OPT_IN) if opt_in else set())
+    assert (("", "pods", "list") in cluster_wide) is opt_in
+    print(f"\nRBAC calls in the namespace (Role), opt-in {opt_in}:", sorted(namespaced))
+    print(f"RBAC calls cluster-wide (ClusterRoles), opt-in {opt_in}:", sorted(cluster_wide))
 
 
 def test_the_rbac_test_would_notice_a_verb_too_many() -> None:
     role = _granted("Role")
     assert ("batch", "jobs", "create") in role and ("batch", "jobs", "watch") not in role
-    assert not any(v in ("*", "patch", "deletecollection") for _, _, v in role | _granted("ClusterRole"))
+    assert not any(v in ("*", "deletecollection") for _, _, v in role | _granted("ClusterRole"))
+    assert {v for g, r, v in role if r == "pods"} == {"list", "watch", "patch", "delete"}  # patch: the go only
+    assert _granted("ClusterRole") == {("", "nodes", "get"), ("", "nodes", "list")}  # no pod of other namespaces
+    assert _granted("ClusterRole", OPT_IN) == {("", "pods", "list")}

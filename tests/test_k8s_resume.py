@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from k8s_fixtures import FakeCluster, emulated_cluster, gpu_node, kubeconfig_file, make_run
+from k8s_fixtures import FakeCluster, emulated_cluster, gpu_node, kubeconfig_file, make_run, until
 
 from kts_helpers.run.backends.kubernetes.backend import KubernetesBackend
 from kts_helpers.run.backends.kubernetes.jobs import pinned_node
@@ -41,20 +41,17 @@ def _abandon(backend: KubernetesBackend, run: Run, scenario: Any, *, released: b
     sr = ScenarioRun(backend, run, scenario, backend.pick_node(), timeout_s=120.0, pad_limit_s=120.0, progress=False)
     sr.start()
     deadline = time.monotonic() + 60
-    while released and not sr.poll_barrier():
+    while released:
         assert time.monotonic() < deadline, "the tenants never got ready"
         _, pods, _ = sr.snapshot()
         sr.live.follow(backend.api, pods, {t: pod_state(pods.get(t)) for t in sr.tenants}, 0.1, backend.clock)
+        if sr.poll_barrier(pods):
+            break
         time.sleep(0.02)
     return sr.name
 
 
-async def _until(predicate: Any, timeout_s: float = 60.0) -> None:
-    for _ in range(int(timeout_s / 0.02)):
-        if predicate():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("the emulated cluster never got there")
+_until = until
 
 
 def _condition(fc: FakeCluster, job: str, kind: str) -> bool:

@@ -595,6 +595,8 @@ def main(argv: list[str] | None = None) -> int:
         "flops_per_op": workload.flops_per_op, "bytes_per_op": workload.bytes_per_op,
         "phases_per_iteration": len(workload.step()), "notes": workload.notes, "workload_name": workload_name,
         "mps_thread_percentage": os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
+        # caps a sharing layer put on every client (the Kubernetes device plugin's MPS daemon), as the backend says
+        "sharing_caps": json.loads(os.environ["KTS_SHARING_CAPS"]) if os.environ.get("KTS_SHARING_CAPS") else None,
         "lead_in_s": args.lead_in_s, "pad": args.pad, "pad_limit_s": args.pad_limit_s,
         "stopping": StopRule.from_args(args).describe(), "looks": args.looks, "seed": args.seed,
         "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,

@@ -18,7 +18,9 @@ from kts_helpers.run.spec import ExperimentParams
 K8S_ENV = {"namespace": "K8S_NAMESPACE", "image": "IMAGE", "context": "K8S_CONTEXT",
            "node_selector": "K8S_NODE_SELECTOR", "queue_name": "K8S_QUEUE", "runtime_class": "K8S_RUNTIME_CLASS",
            "dcgm_url": "KTS_DCGM_URL", "allocation_policy": "K8S_ALLOCATION_POLICY",
-           "image_pull_secrets": "K8S_IMAGE_PULL_SECRETS", "read_only_root": "K8S_READ_ONLY_ROOT"}
+           "image_pull_secrets": "K8S_IMAGE_PULL_SECRETS", "read_only_root": "K8S_READ_ONLY_ROOT",
+           "node_name": "K8S_NODE", "gpu_replicas": "K8S_GPU_REPLICAS", "tolerations": "K8S_TOLERATIONS",
+           "placeholders": "K8S_PLACEHOLDERS", "cluster_pod_list": "K8S_CLUSTER_POD_LIST"}
 EXPERIMENT_KEYS = frozenset(f.name for f in fields(ExperimentParams))
 
 

@@ -15,10 +15,14 @@ Modules, each with one job:
 * ``lease``     — the node Lease: one client measures on a GPU node at a time;
 * ``jobs``      — the Indexed Job of a scenario;
 * ``state``     — what the Job, the Workload, the pods and the node say; the timestamps of a tenant;
-* ``barrier``   — the start barrier: the tenants start together once every one is ready, on one clock;
-* ``logs``      — pod logs followed live (nothing is lost when a padder is stopped, or by a log rotation);
+* ``barrier``   — the start barrier: the tenants start together once every one is ready, on the node's clock;
+  the go is a pod annotation read through a downwardAPI volume (why: its docstring);
+* ``logs``      — pod logs followed live (nothing is lost when a padder is stopped) and checked for gaps
+  (a log rotation can drop unread bytes: the scenario then fails);
 * ``lifecycle`` — one scenario from submission (or re-attachment) to its logs;
-* ``backend``   — ``KubernetesBackend``: node choice, exclusivity, clean-up, the scenario's record.
+* ``backend``   — ``KubernetesBackend``: node choice (taints), exclusivity (the Lease, placeholder indexes that
+  hold the GPU's other replicas, strangers looked for during and after the run), least privilege (the
+  namespaced Role is enough), clean-up, the scenario's record.
 
 The backend runs one scenario at a time; experiments over several GPU nodes (scale-out) are run at the
 experiment level, by ``kts_helpers.run.scale``.

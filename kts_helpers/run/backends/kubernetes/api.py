@@ -25,7 +25,7 @@ class KubeForbidden(BackendError):
         self.verb, self.resource, self.namespace = verb, resource, namespace
         where = f" in namespace {namespace!r}" if namespace else " (cluster-wide)"
         super().__init__(f"Kubernetes RBAC forbids {verb!r} on {resource!r}{where}: {detail}; "
-                         "apply manifests/base (Role kts-runner, ClusterRole kts-node-reader) or ask an admin")
+                         "apply manifests/base (Role kts-runner; ClusterRole kts-node-reader, optional) or ask an admin")
 
 
 class KubeApiError(BackendError):
@@ -129,12 +129,17 @@ class KubeApi:
         return self._items(self._call("list", "pods", self.core.list_namespaced_pod, self.namespace,
                                       label_selector=label_selector, field_selector=field_selector))
 
-    def list_pods_on_node(self, node: str) -> list[dict[str, Any]]:
-        """Every pod bound to ``node``, in any namespace (a cluster-scoped read): another team's pod on the
-        same time-sliced GPU is a neighbour too."""
-        items = self._items(self._call("list", "pods", self.core.list_pod_for_all_namespaces, namespaced=False,
-                                       field_selector=f"spec.nodeName={node}"))
-        return [p for p in items if (p.get("spec") or {}).get("nodeName") == node]  # checked here too
+    def list_pods_on_node(self, node: str, *, cluster_wide: bool) -> list[dict[str, Any]]:
+        """Pods bound to ``node``: in any namespace with ``cluster_wide`` (a cluster-scoped list, the opt-in
+        ClusterRole kts-cluster-pod-reader: it returns every pod's whole spec, inline env values included),
+        else in the kit's namespace only (the Role)."""
+        if cluster_wide:
+            data = self._call("list", "pods", self.core.list_pod_for_all_namespaces, namespaced=False,
+                              field_selector=f"spec.nodeName={node}")
+        else:
+            data = self._call("list", "pods", self.core.list_namespaced_pod, self.namespace,
+                              field_selector=f"spec.nodeName={node}")
+        return [p for p in self._items(data) if (p.get("spec") or {}).get("nodeName") == node]  # checked here too
 
     def delete_pod(self, name: str) -> bool:
         data = self._call("delete", "pods", self.core.delete_namespaced_pod, name, self.namespace,
@@ -165,28 +170,11 @@ class KubeApi:
                                     _status_message(getattr(exc, "body", ""))) from None
             return None
 
-    # --- the start barrier's ConfigMap (its pods read it as a volume)
-    def create_configmap(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._json(self._call("create", "configmaps", self.core.create_namespaced_config_map,
-                                     self.namespace, body))
-
-    def read_configmap(self, name: str) -> dict[str, Any] | None:
-        data = self._call("get", "configmaps", self.core.read_namespaced_config_map, name, self.namespace,
-                          missing_ok=True)
-        return self._json(data) if data is not None else None
-
-    def replace_configmap(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._json(self._call("update", "configmaps", self.core.replace_namespaced_config_map, name,
-                                     self.namespace, body))
-
-    def list_configmaps(self, label_selector: str) -> list[dict[str, Any]]:
-        return self._items(self._call("list", "configmaps", self.core.list_namespaced_config_map, self.namespace,
-                                      label_selector=label_selector))
-
-    def delete_configmap(self, name: str) -> bool:
-        data = self._call("delete", "configmaps", self.core.delete_namespaced_config_map, name, self.namespace,
-                          missing_ok=True)
-        return data is not None
+    def annotate_pod(self, name: str, annotations: Mapping[str, str]) -> dict[str, Any]:
+        """Set annotations on one of the namespace's pods (a JSON merge patch: the start barrier's go, which the
+        pod reads through its downwardAPI volume). Needs namespaced ``patch pods``."""
+        return self._json(self._call("patch", "pods", self.core.patch_namespaced_pod, name, self.namespace,
+                                     {"metadata": {"annotations": dict(annotations)}}))
 
     def list_events(self, kind: str, name: str) -> list[dict[str, Any]]:
         """Events of one object (FailedCreate on a Job is how Pod Security and quota rejections show)."""

@@ -5,6 +5,14 @@
   admitted as one Workload, a gang.
 * Two clients (or two users) never measure on one GPU node at once: the node's Lease (``lease``) is held
   while a scenario runs, and GPU pods of other runs still on the node are waited for, never deleted.
+* The scheduler keeps strangers off the measured GPU: placeholder indexes of the scenario's Job hold every
+  replica the tenants do not (``jobs``), and other GPU pods on the node are looked for again while the
+  scenario runs and after it: any whose life overlaps the measurement fails it, by name (``strangers``).
+* Least privilege: the namespaced Role is enough. Reading nodes (ClusterRole kts-node-reader) is optional:
+  without it ``node_name`` and ``gpu_replicas`` say what the node is. Listing pods of every namespace
+  (ClusterRole kts-cluster-pod-reader, opt-in ``cluster_pod_list``) returns every pod's whole spec, inline
+  environment values included; without it the kit sees its own namespace's pods and relies on the
+  placeholders (manifests/README.md says what each grant exposes).
 * The Job carries everything it needs to finish without this process (deadlines, the workers' own
   padding limit), so ``kts run --resume <run_id>`` collects what completed while the client was away.
 * Only this run's objects are ever deleted, always with foreground propagation, also after Ctrl-C;
@@ -30,10 +38,12 @@ from typing import Any
 
 from kts_helpers.errors import BackendError, KtsError, SpecError, TenantFailed
 from kts_helpers.run.backends.base import ScenarioResult, TenantResult
-from kts_helpers.run.backends.kubernetes.api import KubeApi, load_api_client
+from kts_helpers.run.backends.kubernetes.api import KubeApi, KubeForbidden, load_api_client
 from kts_helpers.run.backends.kubernetes.clock import Clock, parse_time
+from kts_helpers.run.backends.kubernetes.jobs import GPU_TOLERATION
 from kts_helpers.run.backends.kubernetes.lease import NodeBusy, NodeLease, client_identity
 from kts_helpers.run.backends.kubernetes.lifecycle import Failure, ScenarioRun, scenario_selector, sleep_real
+from kts_helpers.run.backends.kubernetes.logs import continuity_of
 from kts_helpers.run.backends.kubernetes.names import (
     ANN_SCENARIO,
     GPU_RESOURCES,
@@ -53,8 +63,12 @@ from kts_helpers.run.backends.kubernetes.nodes import (
     PACKED_SINCE,
     NodeInfo,
     device_plugin_version,
+    mps_caps,
     node_info,
     packed_capable,
+    parse_tolerations,
+    stated_node,
+    untolerated,
 )
 from kts_helpers.run.corun import Judge, gpu_mismatch
 from kts_helpers.run.runs import Run
@@ -64,6 +78,7 @@ from kts_helpers.run.telemetry import DcgmScraper
 STRATEGY_OF = {"timeslice": "time-slicing", "mps": "mps"}
 
 
+
 def _names(value: str | Sequence[str] | None) -> tuple[str, ...]:
     if not value:
         return ()
@@ -71,10 +86,10 @@ def _names(value: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(str(s).strip() for s in items if str(s).strip())
 
 
-def _flag(value: bool | str | None) -> bool:
+def _flag(value: bool | str | None, what: str) -> bool:
     if isinstance(value, str):
         if value.strip().lower() not in ("", "0", "1", "true", "false", "yes", "no"):
-            raise SpecError(f"read_only_root must be true or false, got {value!r}")
+            raise SpecError(f"{what} must be true or false, got {value!r}")
         return value.strip().lower() in ("1", "true", "yes")
     return bool(value)
 
@@ -88,7 +103,8 @@ class KubernetesBackend:
     narrows the GPU nodes, ``node_name`` pins one. ``queue_name``: a Kueue LocalQueue. ``ready_timeout_s``:
     how long every tenant may take to be admitted, placed, pulled and warmed up (the start barrier waits
     for all of them, ``barrier``). ``start_delay_s``: from the barrier's release to the start, long enough
-    for the kubelet to refresh the go ConfigMap's volume (its sync period is one minute by default).
+    for the kubelet to write the go annotation into the pods' downwardAPI volume (it syncs a pod on an
+    annotation change: about a second; 10 s by default).
     ``schedule_timeout_s``: how long a pod may stay unschedulable. ``gpu_resource``: force ``nvidia.com/gpu`` or ``nvidia.com/gpu.shared``
     (default: what the node advertises). ``runtime_class``: e.g. ``nvidia`` on K3s. ``service_account``:
     the pods' identity (``kts-worker`` from manifests/base). ``image_pull_secrets``: names of Secrets
@@ -102,6 +118,12 @@ class KubernetesBackend:
     (default: the kit's namespace; every client sharing the GPU nodes must use the same one), how long one
     lasts without renewal, and how long to wait for a busy node. ``keep_finished_s``: how long a finished
     Job stays for ``--resume``. ``clock``: the time source (tests pass the emulator's).
+    ``placeholders`` (on): hold the measured GPU's other replicas with sleeping pods of the same Job, so the
+    scheduler keeps other pods off it. ``cluster_pod_list`` (off): look for other GPU pods on the node in
+    every namespace (needs the opt-in ClusterRole kts-cluster-pod-reader); off, only the kit's namespace
+    is seen. ``gpu_replicas``: the replicas of the pinned node's one GPU, for clusters where the kit may not
+    read nodes (then ``node_name`` is needed too). ``tolerations``: taints of a GPU pool the pods may
+    tolerate (``"key=value:NoSchedule,key2"`` or toleration objects); nodes with other taints are skipped.
     """
 
     name = "kubernetes"
@@ -110,13 +132,16 @@ class KubernetesBackend:
                  kubeconfig: str | os.PathLike | None = None, context: str | None = None,
                  node_selector: str | Mapping[str, str] | None = None, node_name: str | None = None,
                  queue_name: str | None = None, api_client: Any = None, gpu_resource: str | None = None,
-                 service_account: str | None = "kts-worker", memory_limit: str = "8Gi", start_delay_s: float = 90.0,
+                 service_account: str | None = "kts-worker", memory_limit: str = "8Gi", start_delay_s: float = 10.0,
                  schedule_timeout_s: float = 300.0, poll_s: float = 2.0, cleanup_timeout_s: float = 120.0,
                  image_pull_policy: str = "IfNotPresent", runtime_class: str | None = None,
                  dcgm_url: str | None = None, dcgm_interval_ms: float = 1000.0, allocation_policy: str | None = None,
                  image_pull_secrets: str | Sequence[str] | None = None, read_only_root: bool | str = False,
                  lease_namespace: str | None = None, lease_duration_s: int = 30, lease_wait_s: float = 300.0,
-                 keep_finished_s: int = 86400, ready_timeout_s: float = 1800.0, clock: Clock | None = None):
+                 keep_finished_s: int = 86400, ready_timeout_s: float = 1800.0, clock: Clock | None = None,
+                 placeholders: bool | str = True, cluster_pod_list: bool | str = False,
+                 gpu_replicas: int | str | None = None,
+                 tolerations: str | Sequence[Mapping[str, Any]] | None = None):
         for what, ns in (("namespace", namespace), ("lease_namespace", lease_namespace or namespace)):
             if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", ns or "") or len(ns) > 63:
                 raise SpecError(f"invalid Kubernetes {what} {ns!r}")
@@ -146,7 +171,17 @@ class KubernetesBackend:
         for secret in self.image_pull_secrets:
             if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", secret):
                 raise SpecError(f"invalid image pull Secret name {secret!r}")
-        self.read_only_root = _flag(read_only_root)
+        self.read_only_root = _flag(read_only_root, "read_only_root")
+        self.placeholders = _flag(placeholders, "placeholders")
+        self.cluster_pod_list = _flag(cluster_pod_list, "cluster_pod_list")
+        self.tolerations = parse_tolerations(tolerations)
+        if gpu_replicas in (None, ""):
+            self.gpu_replicas: int | None = None
+        elif not str(gpu_replicas).isdigit() or not 1 <= int(str(gpu_replicas)) <= 64:
+            raise SpecError(f"gpu_replicas must be a whole number in 1..64, got {gpu_replicas!r}")
+        else:
+            self.gpu_replicas = int(str(gpu_replicas))
+        self.nodes_readable = True  # False once RBAC refused reading nodes (the namespaced Role alone)
         self.allocation_policy = allocation_policy or "distributed"
         self.namespace, self.image, self.queue_name = namespace, image, queue_name or None
         self.node_selector = parse_selector(node_selector)
@@ -177,7 +212,15 @@ class KubernetesBackend:
         """Schedulable nodes matching the selector that advertise an NVIDIA GPU resource, best for the
         measurement first: one physical GPU (every replica is that GPU); then several GPUs where the
         plugin's ``packed`` policy is set and its version knows it; then unknown; then the rest."""
-        nodes = self.api.list_nodes(selector_string(self.node_selector))
+        try:
+            nodes = self.api.list_nodes(selector_string(self.node_selector))
+        except KubeForbidden:
+            if not (self.node_name and self.gpu_replicas):
+                raise BackendError("RBAC lets this client not read nodes (no ClusterRole kts-node-reader): pass "
+                                   "node_name (K8S_NODE) and gpu_replicas (K8S_GPU_REPLICAS, the replicas of its one "
+                                   "GPU) to run with the namespaced Role alone, or grant kts-node-reader") from None
+            self.nodes_readable = False
+            return [stated_node(self.node_name, self.gpu_resource, self.gpu_replicas)]
         out = []
         for n in nodes:
             labels = (n.get("metadata") or {}).get("labels") or {}
@@ -187,11 +230,27 @@ class KubernetesBackend:
             if not labels_match(labels, self.node_selector):
                 continue
             info = node_info(n, self.gpu_resource)
+            if info is not None and untolerated(info.taints, self.tolerations_all()):
+                continue  # the pods would sit Pending there: a tainted pool (tolerations= to use it)
             if info is not None and info.allocatable > 0 and info.schedulable:
-                if info.physical_known and info.physical > 1:
-                    info.plugin_version = device_plugin_version(self.api.list_pods_on_node(info.name))
+                if info.physical_known and info.physical > 1 and self.cluster_pod_list:
+                    # the plugin's pod is in its own namespace: seen only with the cluster-wide pod list
+                    info.plugin_version = device_plugin_version(self.api.list_pods_on_node(info.name,
+                                                                                           cluster_wide=True))
                 out.append(info)
         return sorted(out, key=lambda i: (self._rank(i), -i.allocatable, i.name))
+
+    def tolerations_all(self) -> list[dict[str, Any]]:
+        return [GPU_TOLERATION, *self.tolerations]
+
+    def placeholder_count(self, node: NodeInfo, tenants: int) -> int:
+        """The replicas of the measured GPU the tenants leave free: the placeholders hold them. One physical
+        GPU (or packed replicas): ``replicas`` minus the tenants; without feature discovery the node's whole
+        allocatable count (every replica is assumed to be on the one GPU: never fewer than needed)."""
+        if not self.placeholders:
+            return 0
+        per_gpu = (node.replicas or 1) if node.physical_known and node.physical > 1 else node.allocatable
+        return max(0, int(per_gpu) - tenants)
 
     def _rank(self, node: NodeInfo) -> int:
         if not node.physical_known:
@@ -221,9 +280,27 @@ class KubernetesBackend:
         if not nodes:
             what = f"node {self.node_name!r}" if self.node_name else "no schedulable node"
             sel = selector_string(self.node_selector) or "(none)"
+            tainted = self._tainted()
+            if tainted:
+                raise BackendError(f"every matching GPU node has a taint the kit's pods do not tolerate "
+                                   f"({'; '.join(tainted)}); pass tolerations= (K8S_TOLERATIONS, e.g. "
+                                   "'dedicated=ml:NoSchedule') to use that pool, or select another node")
             raise BackendError(f"{what} advertises {' or '.join(GPU_RESOURCES)} (selector {sel}, context "
                                f"{self.context!r}); is the NVIDIA device plugin running on the GPU node?")
         return nodes[0]
+
+    def _tainted(self) -> list[str]:
+        with contextlib.suppress(KtsError):
+            out = []
+            for n in self.api.list_nodes(selector_string(self.node_selector)):
+                info = node_info(n, self.gpu_resource)
+                if info is None or (self.node_name and info.name != self.node_name):
+                    continue
+                bad = untolerated(info.taints, self.tolerations_all())
+                if bad:
+                    out.append(f"{info.name}: {', '.join(bad)}")
+            return out
+        return []
 
     def describe(self) -> dict[str, Any]:
         """What the cluster offers, for the setup notebook ("Kubernetes sees N GPUs; the node has M")."""
@@ -295,10 +372,17 @@ class KubernetesBackend:
     def other_gpu_pods(self, node: str, run_id: str | None, scenario: str | None = None) -> list[str]:
         """GPU pods on ``node``, in any namespace, other than this run's (scenario's) own; kts never deletes
         them. Another team's pod on the same time-sliced GPU would share it as much as a kit's own."""
+        return sorted(self._describe_pod(p) for p in self.gpu_pods(node, run_id, scenario))
+
+    def gpu_pods(self, node: str, run_id: str | None, scenario: str | None = None, *,
+                 ended: bool = False) -> list[dict[str, Any]]:
+        """The GPU pods on ``node`` that are not this run's (scenario's), seen as far as RBAC lets this client
+        see (every namespace with ``cluster_pod_list``, else the kit's); ``ended`` keeps finished ones too."""
         out = []
-        for p in self.api.list_pods_on_node(node):
+        for p in self.api.list_pods_on_node(node, cluster_wide=self.cluster_pod_list):
             meta, spec = p.get("metadata") or {}, p.get("spec") or {}
-            if spec.get("nodeName") != node or (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            if spec.get("nodeName") != node or (not ended and (p.get("status") or {}).get("phase") in
+                                                ("Succeeded", "Failed")):
                 continue
             wants = [k for c in spec.get("containers") or [] for part in ("limits", "requests")
                      for k in ((c.get("resources") or {}).get(part) or {})]
@@ -307,11 +391,16 @@ class KubernetesBackend:
             ours = meta.get("namespace", self.namespace) == self.namespace
             if run_id is not None and ours and is_kts_object(p, run_id, scenario):
                 continue
-            labels = meta.get("labels") or {}
-            owner = f"Job {job_of(p)}" if job_of(p) else "no Job"
-            whose = f"kts run {labels.get(LABEL_RUN)}" if ours and is_kts_object(p) else "not a kts pod"
-            out.append(f"{meta.get('namespace', self.namespace)}/{meta.get('name')} ({owner}, {whose})")
-        return sorted(out)
+            out.append(p)
+        return out
+
+    def _describe_pod(self, p: Mapping[str, Any]) -> str:
+        meta = p.get("metadata") or {}
+        ours = meta.get("namespace", self.namespace) == self.namespace
+        labels = meta.get("labels") or {}
+        owner = f"Job {job_of(p)}" if job_of(p) else "no Job"
+        whose = f"kts run {labels.get(LABEL_RUN)}" if ours and is_kts_object(p) else "not a kts pod"
+        return f"{meta.get('namespace', self.namespace)}/{meta.get('name')} ({owner}, {whose})"
 
     def wait_node_free(self, node: str, run_id: str, scenario: str, progress: bool) -> float:
         """Wait until no other GPU pod is on ``node`` (another run whose client died, a user without a Lease,
@@ -375,9 +464,6 @@ class KubernetesBackend:
         for pod in self.api.list_pods(sel):
             if mine(pod) and job_of(pod) not in existing and (pod.get("metadata") or {}).get("deletionTimestamp") is None:
                 self.api.delete_pod(pod["metadata"]["name"])
-        for cm in self.api.list_configmaps(sel):  # the start barriers' go ConfigMaps
-            if mine(cm) and (cm.get("metadata") or {}).get("deletionTimestamp") is None:
-                self.api.delete_configmap(cm["metadata"]["name"])
         if wait and names:
             self.wait_gone(names, sel)
         return names
@@ -424,7 +510,8 @@ class KubernetesBackend:
         with lease.held(run.run_id):
             waited = self.wait_node_free(node.name, run.run_id, scenario.name, progress)
             sr = ScenarioRun(self, run, scenario, node, timeout_s=float(timeout_s), progress=progress,
-                             pad_limit_s=float(timeout_s if pad_limit_s is None else pad_limit_s), lease=lease)
+                             pad_limit_s=float(timeout_s if pad_limit_s is None else pad_limit_s), lease=lease,
+                             placeholders=self.placeholder_count(node, len(scenario.tenants)))
             result = self._run(run, scenario, node, sr, lease, waited + lease.waited_s)
         if lease.lost and result.status == "complete":  # noticed only when the renewal thread stopped
             raise BackendError(f"scenario {scenario.name!r}: {lease.lost}")
@@ -485,6 +572,10 @@ class KubernetesBackend:
         except BaseException as exc:  # noqa: BLE001
             error = error or exc
         if error is None and failure is None:
+            try:
+                sr.look_after(self.clock.now_ns())
+            except KtsError as exc:
+                sr.strangers.setdefault("?", f"(the look after the run failed: {exc})")
             failure = self._verify(sr, lease, events)
         cleanup_error = ""
         try:
@@ -507,13 +598,21 @@ class KubernetesBackend:
             "status": status, "backend": self.name, "kind": scenario.kind, "sharing": scenario.sharing,
             "context": self.context, "namespace": self.namespace, "image": self.image, "node": node.name,
             "gpu_resource": node.resource, "kubernetes_gpus": node.allocatable, "physical_gpus": node.physical,
-            "replicas": node.replicas, "sharing_strategy": node.strategy, "queue": self.queue_name,
+            "replicas": node.replicas, "sharing_strategy": node.strategy, "queue": sr.queue,
             "device_plugin": node.plugin_version, "job": sr.name, "how": sr.how, "barrier": sr.barrier.record(), "started_ns": started_ns,
             "ended_ns": ended_ns, "resolution_s": RESOLUTION_S, "tenants": events, "corun": sr.replay().summary(),
             "lease": {"name": f"{lease.namespace}/{lease.name}", "holder": lease.identity,
                       "waited_for_node_s": round(waited_s, 3)},
             **({"padding_stopped_ns": sr.live.stopped_ns} if sr.live.stopped_ns else {}), **telemetry,
+            "exclusivity": {"placeholders": sr.placeholders, "placeholder_gpus": dict(sorted(
+                                (str(k), v) for k, v in sr.holder_gpus.items())),
+                            "strangers_looked_for_in": "all namespaces" if self.cluster_pod_list else
+                            f"namespace {self.namespace}", "strangers": sorted(sr.strangers.values()),
+                            "nodes_readable": self.nodes_readable},
+            "log_gaps": {t: c.gaps for t, c in sr.live.continuity.items() if c.gaps},
         }
+        if scenario.sharing == "mps" and node.replicas:
+            info["mps_caps"] = mps_caps(node.replicas)
         if sr.workload is not None:
             info["workload"] = (sr.workload.get("metadata") or {}).get("name")
         if reason:
@@ -552,18 +651,28 @@ class KubernetesBackend:
         first = sr.tenants[0]
         if lease.lost:
             return Failure(first, None, lease.lost)
+        if sr.strangers:
+            return Failure(first, None, sr.stranger_text())
+        for t in sr.tenants:  # a Job collected on resume was never streamed: its logs are checked here
+            check = continuity_of(sr.run.log_path(sr.scenario.name, t).read_bytes()
+                                  if sr.run.log_path(sr.scenario.name, t).exists() else b"")
+            if check.gaps:
+                return Failure(t, None, check.text(t))
         late = next((t for t in sr.tenants if (events.get(t) or {}).get("missed_start_barrier")), None)
         if late is not None and len(sr.tenants) > 1:
             return Failure(late, None, f"began its timed loop {events[late]['late_start_s']:.2f} s after its start: "
-                                       "the go reached its pod late (the kubelet refreshes ConfigMap volumes "
-                                       "about once a minute); the tenants did not start together and the "
-                                       "scenario must run again (raise start_delay_s)")
+                                       "the go reached its pod late (its kubelet was slow to sync the pod); the "
+                                       "tenants did not start together and the scenario must run again (raise "
+                                       "start_delay_s)")
         if sr.scenario.kind != "shared":
             return None
         watch = sr.replay()
         mismatch = gpu_mismatch({t: watch.tenants[t].meta for t in sr.tenants}, require=True)  # pods run on CUDA
         if mismatch:
             return Failure(first, None, mismatch)
+        held = sr.holder_mismatch(str((watch.tenants[first].meta or {}).get("gpu_uuid") or ""))
+        if held:
+            return Failure(first, None, held)
         if sr.live.pad and not watch.ready_to_stop():
             behind = next((t for t, p in watch.tenants.items() if not p.timed_done), first)
             return Failure(behind, None, "the tenants' padding does not cover every neighbour's timed iterations "

@@ -5,6 +5,20 @@ tenant now and its neighbour minutes later), one deletion stops every tenant, an
 is one Job's conditions. Each pod finds its own tenant's settings in ``KTS_TENANTS`` (a JSON list)
 at its ``JOB_COMPLETION_INDEX``, which the Job controller sets. The pod is hardened like
 manifests/components/hardened-worker and runs as the ``kts-worker`` ServiceAccount.
+
+**Placeholders** (issue #32): the indexes after the tenants' hold every remaining replica of the measured
+GPU for the whole scenario, so the scheduler itself keeps other pods off it (a stranger asking for a
+replica mid-run stays Pending with "Insufficient nvidia.com/gpu"). A placeholder is the kit's own image,
+asleep: the container's command runs the worker for a tenant index and, for a placeholder index, prints
+``kts_placeholder: holding ... gpu=<NVIDIA_VISIBLE_DEVICES>`` and sleeps (one replica each, like a tenant:
+the template is shared, so it asks for the same CPU and memory). Being indexes of the same Job, they are
+admitted by Kueue in the same gang and deleted with it; the Job's ``successPolicy`` (Kubernetes >= 1.31)
+declares it complete once every tenant index succeeded and ends the placeholders; without it the client
+deletes the Job, and the placeholders' own sleep ends with the Job's deadline.
+
+**podFailurePolicy**: a pod that a preemption, a drain (Eviction API) or a taint manager stops gets the
+condition ``DisruptionTarget``; the rule fails the Job at once (reason ``PodFailurePolicy``) and the backend
+names the pod's condition (``state.disruption``), instead of "BackoffLimitExceeded ... exit 143".
 """
 
 from __future__ import annotations
@@ -13,11 +27,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kts_helpers.run.backends.kubernetes.barrier import GO_KEY, GO_MOUNT, go_configmap_name
+from kts_helpers.run.backends.kubernetes.barrier import GO_KEY, GO_MOUNT
 from kts_helpers.run.backends.kubernetes.names import (
     ANN_NODE,
+    ANN_PLACEHOLDERS,
     ANN_RUN,
     ANN_SCENARIO,
+    ANN_START,
     ANN_TENANTS,
     CONTAINER,
     LABEL_NODE,
@@ -36,15 +52,28 @@ from kts_helpers.run.spec import ScenarioSpec
 # What manifests/components/tenant-*/job.yaml request, so a hand-applied Job and the backend's match.
 MEMORY_REQUEST = "2Gi"
 WORKER_SERVICE_ACCOUNT = "kts-worker"
+WORKER_PATH = "/opt/kts/kts_worker.py"  # where workers/Containerfile puts the worker (its ENTRYPOINT runs it)
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+# The container's command: a tenant index execs the worker as the image's ENTRYPOINT would; a placeholder
+# index says which GPU it holds (the device plugin's NVIDIA_VISIBLE_DEVICES) and sleeps until stopped.
+LAUNCHER = (
+    "import json, os, sys, time\n"
+    "i = int(os.environ.get('JOB_COMPLETION_INDEX', '0'))\n"
+    "if i < len(json.loads(os.environ['KTS_TENANTS'])):\n"
+    f"    os.execvp(sys.executable, [sys.executable, '-u', '{WORKER_PATH}'])\n"
+    "print('kts_placeholder: holding index=%d gpu=%s' % (i, os.environ.get('NVIDIA_VISIBLE_DEVICES', '?')), "
+    "flush=True)\n"
+    "time.sleep(float(os.environ.get('KTS_HOLD_S', '3600')))\n")
 
 
-def scenario_env(scenario: ScenarioSpec, *, lead_in_s: float, pad_limit_s: float, barrier_timeout_s: float
-                 ) -> dict[str, str]:
+def scenario_env(scenario: ScenarioSpec, *, lead_in_s: float, pad_limit_s: float, barrier_timeout_s: float,
+                 sharing_caps: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The environment every pod of the scenario shares; the tenants' own settings are in ``KTS_TENANTS``.
 
     The start is not in it: each worker reads its own from the go file (``barrier``) once every tenant
     is ready, and gives up after ``barrier_timeout_s``."""
-    return {"KTS_GO_FILE": f"{GO_MOUNT}/{GO_KEY}", "KTS_BARRIER_TIMEOUT_S": repr(float(barrier_timeout_s)),
+    caps = {"KTS_SHARING_CAPS": json.dumps(dict(sharing_caps), separators=(",", ":"))} if sharing_caps else {}
+    return {**caps, "KTS_HOLD_S": repr(float(barrier_timeout_s + pad_limit_s)),"KTS_GO_FILE": f"{GO_MOUNT}/{GO_KEY}", "KTS_BARRIER_TIMEOUT_S": repr(float(barrier_timeout_s)),
             "DEVICE": "cuda", "HOME": "/scratch", "TMPDIR": "/scratch",
             "CUDA_CACHE_PATH": "/scratch/.nv", "PYTHONUNBUFFERED": "1",
             "KTS_LEAD_IN_S": repr(float(lead_in_s) if scenario.kind != "calibration" else 0.0),
@@ -64,20 +93,26 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
                        active_deadline_s: int = 3600, image_pull_policy: str = "IfNotPresent",
                        ttl_s: int = 86400, runtime_class: str | None = None, lead_in_s: float = DEFAULT_LEAD_IN_S,
                        pad_limit_s: float = 3600.0, image_pull_secrets: Sequence[str] = (),
-                       read_only_root: bool = False) -> dict[str, Any]:
+                       read_only_root: bool = False, placeholders: int = 0,
+                       sharing_caps: Mapping[str, Any] | None = None,
+                       tolerations: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The Indexed Job running every tenant of ``scenario`` on ``node``.
 
     ``read_only_root`` (off by default): a read-only root filesystem is not required by Pod Security
     "restricted" and is reported to break GPU containers under CDI-mode container toolkits, so it is an
     option; the writable paths the worker needs are on the ``/scratch`` emptyDir either way.
     ``ttl_s`` keeps a finished Job (and its pods' logs) long enough for ``kts run --resume``.
+    ``placeholders``: completion indexes after the tenants' that hold the GPU's other replicas.
+    ``tolerations``: the user's, added to the GPU one (a tainted GPU pool). ``sharing_caps``: the MPS caps
+    the device plugin puts on every client (``nodes.mps_caps``), handed to the workers for their KTS_META.
     """
     labels = {MANAGED_BY: MANAGED_VALUE, "app.kubernetes.io/name": "kts-worker",
               LABEL_RUN: label_value(run_id), LABEL_SCENARIO: label_value(scenario.name),
               LABEL_NODE: label_value(node)}
     annotations = {ANN_RUN: run_id, ANN_SCENARIO: scenario.name, ANN_NODE: node,
-                   ANN_TENANTS: json.dumps(scenario.tenant_names)}
-    env = scenario_env(scenario, lead_in_s=lead_in_s, pad_limit_s=pad_limit_s, barrier_timeout_s=barrier_timeout_s)
+                   ANN_TENANTS: json.dumps(scenario.tenant_names), ANN_PLACEHOLDERS: str(int(placeholders))}
+    env = scenario_env(scenario, lead_in_s=lead_in_s, pad_limit_s=pad_limit_s, barrier_timeout_s=barrier_timeout_s,
+                       sharing_caps=sharing_caps)
     selector = {k: v for k, v in (node_selector or {}).items() if v not in (None, "!")}
     job_labels = dict(labels)
     if queue_name:
@@ -90,12 +125,13 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
         "terminationGracePeriodSeconds": STOP_GRACE_S,  # SIGTERM: the worker finishes its iteration and exits
         "nodeSelector": selector,
         "affinity": node_affinity(node),
-        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "tolerations": [dict(GPU_TOLERATION), *(dict(t) for t in tolerations)],
         "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001,
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [{
             "name": CONTAINER,
             "image": image,
+            "command": ["python", "-u", "-c", LAUNCHER],
             "imagePullPolicy": image_pull_policy,
             "env": [{"name": k, "value": v} for k, v in env.items()],
             "resources": {"requests": {"cpu": str(max(1, threads)), "memory": MEMORY_REQUEST},
@@ -106,8 +142,10 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
             "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"},
                              {"name": "go", "mountPath": GO_MOUNT, "readOnly": True}],
         }],
+        # the go: this pod's own annotation, which the kubelet writes into the volume as soon as it changes
         "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}},
-                    {"name": "go", "configMap": {"name": go_configmap_name(job_name(run_id, scenario.name))}}],
+                    {"name": "go", "downwardAPI": {"items": [{
+                        "path": GO_KEY, "fieldRef": {"fieldPath": f"metadata.annotations['{ANN_START}']"}}]}}],
     }
     if service_account:
         pod_spec["serviceAccountName"] = service_account
@@ -116,15 +154,22 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
     if runtime_class:
         pod_spec["runtimeClassName"] = runtime_class  # e.g. "nvidia" on K3s without the GPU Operator
     n = len(scenario.tenants)
+    total = n + int(placeholders)
     spec: dict[str, Any] = {
         "completionMode": "Indexed",
-        "completions": n,
-        "parallelism": n,  # every tenant at once: one pod per index
+        "completions": total,
+        "parallelism": total,  # every tenant and placeholder at once: one pod per index
         "backoffLimit": 0,  # a failed tenant is a failed measurement: never retry silently
+        # a preemption, a drain or a taint eviction fails the Job at once, named by the pod's condition
+        "podFailurePolicy": {"rules": [{"action": "FailJob", "onPodConditions": [
+            {"type": "DisruptionTarget", "status": "True"}]}]},
         "activeDeadlineSeconds": int(active_deadline_s),  # server-side guard if the client dies
         "ttlSecondsAfterFinished": int(ttl_s),  # ... and garbage collection if nobody collects it
         "template": {"metadata": {"labels": dict(labels), "annotations": dict(annotations)}, "spec": pod_spec},
     }
+    if placeholders:  # complete once every tenant index succeeded; the Job controller ends the placeholders
+        spec["successPolicy"] = {"rules": [{"succeededIndexes": "0" if n == 1 else f"0-{n - 1}",
+                                            "succeededCount": n}]}
     if queue_name:
         spec["suspend"] = True  # Kueue un-suspends it on admission: the whole gang at once
     return {"apiVersion": "batch/v1", "kind": "Job",
@@ -166,3 +211,9 @@ def job_env(job: Mapping[str, Any]) -> dict[str, str]:
     containers = (((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
     worker = next((c for c in containers if c.get("name") == CONTAINER), containers[0] if containers else {})
     return {e["name"]: str(e.get("value", "")) for e in worker.get("env") or [] if "value" in e}
+
+
+def job_placeholders(job: Mapping[str, Any]) -> int:
+    """How many placeholder indexes the Job holds after its tenants' (0 for Jobs from before them)."""
+    value = ((job.get("metadata") or {}).get("annotations") or {}).get(ANN_PLACEHOLDERS)
+    return int(value) if str(value or "").isdigit() else 0

@@ -7,11 +7,16 @@
   Workload, the node; follow every tenant's log live and feed the co-running watch.
 * In a shared scenario, delete the Job once every tenant has finished its timed iterations (the streamed
   logs keep every line); collect logs, pod status and timestamps.
+* While it runs, stop it at once when what it measures stops being true: a tenant that began late (its
+  live log says so, ``barrier.late_tenant``), a placeholder that no longer holds its replica, a stranger GPU
+  pod on the node (looked for every ``STRANGER_LOOK_S``), lines lost from a log (``logs.Continuity``), a
+  Kueue flavor whose node labels exclude the pinned node, an eviction Kueue has already undone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -22,18 +27,18 @@ from kts_helpers.errors import BackendError, KtsError
 from kts_helpers.fsutil import write_new
 from kts_helpers.run.backends.base import TenantResult
 from kts_helpers.run.backends.kubernetes.api import KubeApi, fingerprint
-from kts_helpers.run.backends.kubernetes.barrier import StartBarrier, configmap_body, go_configmap_name
+from kts_helpers.run.backends.kubernetes.barrier import StartBarrier, late_tenant
 from kts_helpers.run.backends.kubernetes.clock import Clock, parse_time
-from kts_helpers.run.backends.kubernetes.jobs import build_scenario_job, job_tenants
+from kts_helpers.run.backends.kubernetes.jobs import build_scenario_job, job_placeholders, job_tenants
 from kts_helpers.run.backends.kubernetes.lease import NodeLease
 from kts_helpers.run.backends.kubernetes.logs import LiveScenario
 from kts_helpers.run.backends.kubernetes.names import (
-    ANN_RUN,
-    ANN_SCENARIO,
+    ANN_START,
     LABEL_RUN,
     LABEL_SCENARIO,
     MANAGED_BY,
     MANAGED_VALUE,
+    QUEUE_LABEL,
     STOP_GRACE_S,
     completion_index,
     is_kts_object,
@@ -42,10 +47,11 @@ from kts_helpers.run.backends.kubernetes.names import (
     label_value,
     selector_string,
 )
-from kts_helpers.run.backends.kubernetes.nodes import NodeInfo, node_info
+from kts_helpers.run.backends.kubernetes.nodes import NodeInfo, mps_caps, node_info
 from kts_helpers.run.backends.kubernetes.state import (
     PodState,
     admission,
+    disruption,
     eviction,
     job_outcome,
     node_problem,
@@ -83,12 +89,22 @@ class ScenarioHost(Protocol):
     schedule_timeout_s: float
     service_account: str | None
     start_delay_s: float
+    nodes_readable: bool
+    tolerations: list[dict[str, Any]]
+    cluster_pod_list: bool
 
     def hint(self, reason: str) -> str: ...
+
+    def gpu_pods(self, node: str, run_id: str | None, scenario: str | None = None, *,
+                 ended: bool = False) -> list[dict[str, Any]]: ...
+
+    def _describe_pod(self, p: Mapping[str, Any]) -> str: ...
 
     def wait_gone(self, names: Sequence[str], sel: str) -> None: ...
 
 PAD_CHECK_S = 0.25  # while tenants pad or say ready, look at their logs this often (logs do not wake the watch)
+HOLDING_RE = re.compile(rb"^kts_placeholder: holding index=\d+ gpu=(\S*)", re.M)
+STRANGER_LOOK_S = 5.0  # how often other GPU pods on the node are looked for while the scenario runs
 
 
 @dataclass
@@ -107,7 +123,8 @@ class ScenarioRun:
     """One scenario's Job on one node: submit or attach, watch, stop the padding, collect."""
 
     def __init__(self, backend: ScenarioHost, run: Run, scenario: ScenarioSpec, node: NodeInfo, *,
-                 timeout_s: float, pad_limit_s: float, progress: bool, lease: NodeLease | None = None) -> None:
+                 timeout_s: float, pad_limit_s: float, progress: bool, lease: NodeLease | None = None,
+                 placeholders: int = 0) -> None:
         self.b, self.api, self.clock, self.lease = backend, backend.api, backend.clock, lease
         self.run, self.scenario, self.node = run, scenario, node
         self.timeout_s, self.pad_limit_s, self.progress = timeout_s, pad_limit_s, progress
@@ -118,7 +135,14 @@ class ScenarioRun:
                                  scenario.kind == "shared" and len(scenario.tenants) > 1)
         self.job: dict[str, Any] = {}
         self.barrier = StartBarrier(self.tenants, backend.start_delay_s)
-        self.go_name = go_configmap_name(self.name)
+        self.placeholders = int(placeholders)  # indexes after the tenants' holding the GPU's other replicas
+        self.holders: dict[int, dict[str, Any]] = {}  # placeholder index -> its newest pod
+        self.holder_gpus: dict[int, str] = {}  # placeholder index -> the GPU its log says it holds
+        self.holder_names: dict[int, str] = {}  # placeholder index -> its pod when the barrier was released
+        self.queue = backend.queue_name  # the queue the created Job carries (Kueue may default it)
+        self.strangers: dict[str, str] = {}  # other GPU pods seen on the node since the barrier's release
+        self.late: dict[str, float] = {}  # tenants the live check found late, and by how much
+        self.next_look = 0.0
         self.how = "submitted"  # or "attached" (found running), "collected" (found complete), "replaced"
         self.workload: dict[str, Any] | None = None
         self.admitted_once = False  # Kueue let the Job run (a later suspension is an eviction)
@@ -147,8 +171,9 @@ class ScenarioRun:
             self.b.wait_gone([self.name], self.sel)
             self.how, old = "replaced", None
         if old is not None:
-            go = (self.api.read_configmap(self.go_name) or {}).get("data") or {}
-            published = self.barrier.adopt(str(go.get("start_at") or ""))
+            self.placeholders = job_placeholders(old)
+            published = any(self.barrier.adopt(str(((p.get("metadata") or {}).get("annotations") or {})
+                                                   .get(ANN_START) or "")) for p in self.snapshot()[1].values())
             if not published and job_outcome(old).state != "complete":
                 # its tenants wait at the barrier, and their ready lines are old: their clocks cannot be
                 # read again from this client, so the scenario starts over
@@ -160,8 +185,8 @@ class ScenarioRun:
             self.job = old
             self.how = "collected" if job_outcome(old).state == "complete" else "attached"
             self.say(f"{self.how} Job {self.name}, which this run submitted before")
+            self.queue = ((old.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or self.queue
             return
-        self._reset_go()
         body = build_scenario_job(
             run_id=self.run.run_id, scenario=self.scenario, namespace=self.b.namespace, image=self.b.image,
             node=self.node.name, barrier_timeout_s=self.b.ready_timeout_s + self.b.start_delay_s + 60.0,
@@ -172,43 +197,45 @@ class ScenarioRun:
                                   + self.pad_limit_s) + 120,
             image_pull_policy=self.b.image_pull_policy, runtime_class=self.b.runtime_class,
             ttl_s=self.b.keep_finished_s, pad_limit_s=self.pad_limit_s + 60.0,  # the workers' backstop: later
-            image_pull_secrets=self.b.image_pull_secrets, read_only_root=self.b.read_only_root)
+            image_pull_secrets=self.b.image_pull_secrets, read_only_root=self.b.read_only_root,
+            placeholders=self.placeholders, tolerations=self.b.tolerations,
+            sharing_caps=mps_caps(self.node.replicas) if self.scenario.sharing == "mps" and self.node.replicas else None)
         self.job = self.api.create_job(body) or body
+        # Read the queue back: Kueue's webhook puts an unlabelled Job into a LocalQueue named "default"
+        # (LocalQueueDefaulting) and suspends it; the kit then waits for that queue's admission, knowingly.
+        queue = ((self.job.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
+        if queue and queue != self.queue:
+            self.say(f"Kueue put Job {self.name} into LocalQueue {queue!r}"
+                     + ("" if self.queue else " (the namespace's default queue)") + "; waiting for its admission")
+            self.queue = queue
 
-    def _reset_go(self) -> None:
-        """The go ConfigMap, empty: created before the Job so no pod waits for its volume; a replaced Job's
-        old starts are cleared."""
-        meta = self.job_labels()
-        body = configmap_body(self.go_name, self.b.namespace, meta, {ANN_RUN: self.run.run_id,
-                                                                     ANN_SCENARIO: self.scenario.name})
-        if self.api.read_configmap(self.go_name) is None:
-            self.api.create_configmap(body)
-        else:
-            self.api.replace_configmap(self.go_name, body)
-
-    def job_labels(self) -> dict[str, str]:
-        return {MANAGED_BY: MANAGED_VALUE, LABEL_RUN: label_value(self.run.run_id),
-                LABEL_SCENARIO: label_value(self.scenario.name)}
-
-    def poll_barrier(self) -> bool:
-        """Note the tenants that said ready; release the barrier once all have. True once released."""
+    def poll_barrier(self, pods: Mapping[str, dict[str, Any]]) -> bool:
+        """Note the tenants that said ready; release the barrier once all have and every placeholder holds its
+        replica (runs). True once released."""
         if not self.barrier.starts:
             for t, stream in self.live.streams.items():
                 if stream.ready is not None:
                     self.barrier.ready.setdefault(t, stream.ready)
-            if self.barrier.all_ready():
-                self.release_barrier()
+            holding = len(self.holders) >= self.placeholders and all(
+                pod_state(p).summary == "running" for p in self.holders.values())
+            if self.barrier.all_ready() and holding:
+                self.release_barrier(pods)
         return bool(self.barrier.starts)
 
-    def release_barrier(self) -> None:
-        """Every tenant is ready: publish each one's start on its own pod's clock."""
+    def release_barrier(self, pods: Mapping[str, dict[str, Any]]) -> None:
+        """Every tenant is ready: publish the starts (on the node's clock) in each tenant pod's annotation."""
+        self.holder_names = {idx: pod["metadata"]["name"] for idx, pod in self.holders.items()}
+        for idx, pod in self.holders.items():  # which GPU each placeholder holds (its first log line)
+            with contextlib.suppress(KtsError):
+                m = HOLDING_RE.search(self.api.read_pod_log(pod["metadata"]["name"]) or b"")
+                if m:
+                    self.holder_gpus[idx] = m.group(1).decode(errors="replace")
         text = self.barrier.release(self.clock.now_ns())
-        body = configmap_body(self.go_name, self.b.namespace, self.job_labels(),
-                              {ANN_RUN: self.run.run_id, ANN_SCENARIO: self.scenario.name}, text)
-        self.api.replace_configmap(self.go_name, body)
+        for t in self.tenants:
+            self.api.annotate_pod(pods[t]["metadata"]["name"], {ANN_START: text})
         offsets = ", ".join(f"{t} {r.offset_ns / 1e9:+.2f} s" for t, r in self.barrier.ready.items())
-        self.say(f"every tenant is ready; they start together in {self.b.start_delay_s:.0f} s "
-                 f"(pod clocks vs this client's: {offsets})")
+        self.say(f"every tenant is ready; they start together in {self.b.start_delay_s:.0f} s (node clock vs this "
+                 f"client's {(self.barrier.node_offset_ns or 0) / 1e9:+.2f} s; per pod: {offsets})")
 
     # ------------------------------------------------------------------ watching
     def snapshot(self) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]], list[dict[str, Any]]]:
@@ -217,10 +244,14 @@ class ScenarioRun:
         raw = [p for p in self.api.list_pods(self.sel) if is_kts_object(p, self.run.run_id, self.scenario.name)
                and job_of(p) == self.name]
         pods: dict[str, dict[str, Any]] = {}
+        holders: dict[int, dict[str, Any]] = {}
         for p in sorted(raw, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or "")):
             idx = completion_index(p)
             if idx is not None and 0 <= idx < len(self.tenants):
                 pods[self.tenants[idx]] = p  # the newest pod of an index wins
+            elif idx is not None and len(self.tenants) <= idx < len(self.tenants) + self.placeholders:
+                holders[idx] = p
+        self.holders = holders
         return job, pods, raw
 
     def watch(self) -> Failure | None:
@@ -235,7 +266,7 @@ class ScenarioRun:
             now = self.clock.monotonic()
             states = {t: pod_state(pods.get(t)) for t in self.tenants}
             self.live.follow(self.api, pods, states, self.b.poll_s, self.clock)
-            if go_mono is None and self.poll_barrier():
+            if go_mono is None and self.poll_barrier(pods):
                 go_mono = now
             deadline = (t0 + self.b.ready_timeout_s) if go_mono is None else \
                 (go_mono + self.b.start_delay_s + self.timeout_s)
@@ -250,9 +281,9 @@ class ScenarioRun:
                 if shown.get(t) != text:
                     self.say(f"{t}: {text}")
                 shown[t] = text
-            if self.b.queue_name and outcome.state == "running":
+            if self.queue and outcome.state == "running":
                 self.admitted_once = True
-            evicted = self._evicted(job, outcome.state, states)
+            evicted = self._evicted(job, outcome.state, states, pods)
             if evicted:
                 return Failure(self.tenants[0], None, evicted)
             if outcome.state == "failed":  # the Job controller is stopping the other tenants already
@@ -265,6 +296,12 @@ class ScenarioRun:
                 if st.failed:
                     return Failure(t, st.exit_code, f"pod {self._pod_name(pods, t)}: {st.reason}"
                                                     f"{self.b.hint(st.reason)}")
+            gap = self.live.gap()  # before any "done": a log with lines missing never counts as complete
+            if gap:
+                return Failure(next(t for t, c in self.live.continuity.items() if c.gaps), None, gap)
+            late = self.late_start(states) if go_mono is not None else None  # nor does a late start
+            if late is not None:
+                return late
             if self.live.pad and self.live.watch.ready_to_stop():
                 self.stop_padding()
                 return None
@@ -274,18 +311,21 @@ class ScenarioRun:
                 return Failure(next(t for t, p in self.live.watch.tenants.items() if not p.timed_done), None, overrun)
             if outcome.state == "complete" or all(st.done for st in states.values()):
                 return None
-            if outcome.state == "suspended" and self.b.queue_name:
+            guarded = self._guard(job, outcome.state, states, go_mono is not None, now)
+            if guarded is not None:
+                return guarded
+            if outcome.state == "suspended" and self.queue:
                 self.workload = workload_of(job, self.api.list_workloads())
                 if self.api.kueue_version == "":
                     return Failure(self.tenants[0], None, f"Job {self.name} waits for Kueue (queue "
-                                                          f"{self.b.queue_name!r}) but the cluster serves no "
+                                                          f"{self.queue!r}) but the cluster serves no "
                                                           "kueue.x-k8s.io Workloads: is Kueue installed?")
                 _, blocked = admission(self.workload)
                 if blocked:
                     wl = (self.workload or {}).get("metadata", {}).get("name", "?")
                     return Failure(self.tenants[0], None, f"Kueue will not admit Workload {wl} of Job {self.name} "
-                                                          f"(queue {self.b.queue_name!r}): {blocked}")
-            else:
+                                                          f"(queue {self.queue!r}): {blocked}")
+            elif self.b.nodes_readable:
                 problem = node_problem(self.api.read_node(self.node.name))
                 if problem:
                     return Failure(self._open(states), None, problem)
@@ -324,16 +364,113 @@ class ScenarioRun:
             self.api.wait_pods_changed(self.sel, known, wait,
                                        relevant=lambda o: is_kts_object(o, self.run.run_id, self.scenario.name))
 
-    def _evicted(self, job: Mapping[str, Any], state: str, states: Mapping[str, PodState]) -> str:
+    def _evicted(self, job: Mapping[str, Any], state: str, states: Mapping[str, PodState],
+                 pods: Mapping[str, dict[str, Any]]) -> str:
         """Kueue took the admission back (preemption, ...): the pods were stopped (exit 143) and the Job
         suspended, to be admitted again later with fresh pods. Their logs would mix two admissions, so the
-        scenario stops here, named as what it is."""
-        if not self.b.queue_name or not ((state == "suspended" and self.admitted_once)
-                                         or any(st.failed for st in states.values())):
+        scenario stops here, named as what it is. A client that looked away meanwhile finds the Job running
+        again with a tenant's pod replaced, and the reason only in the Workload's eviction record."""
+        replaced = any(t in self.live.streams and (pods.get(t) or {}).get("metadata", {}).get("name")
+                       != self.live.streams[t].pod for t in self.tenants)  # gone, or a new pod
+        if not self.queue or not ((state == "suspended" and self.admitted_once) or replaced
+                                  or any(st.failed for st in states.values())):
             return ""
         self.workload = workload_of(job, self.api.list_workloads()) or self.workload
         why = eviction(self.workload)
+        if not why and replaced and any(t in pods for t in self.tenants):
+            why = "a tenant's pod was replaced mid-run (its first pod is gone)"
         return f"{why}; the scenario must run again" if why else ""
+
+    def _guard(self, job: Mapping[str, Any], state: str, states: Mapping[str, PodState], released: bool,
+               now: float) -> Failure | None:
+        """What must stay true while the scenario runs (see the module docstring); a Failure once it is not."""
+        if state == "running" and self.queue and self.b.nodes_readable:
+            tmpl = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+            wrong = {k: v for k, v in (tmpl.get("nodeSelector") or {}).items() if self.node.labels.get(k) != v}
+            if wrong:
+                return Failure(self.tenants[0], None, f"Kueue admitted Job {self.name} to a ResourceFlavor whose "
+                                                      f"node labels {wrong} the pinned node {self.node.name} does not "
+                                                      "have: its pods can never be placed; give the flavor the node's "
+                                                      "labels or pin a node of that flavor")
+        if not released:
+            return None
+        if self.live.stopped_ns is None and self.placeholders and state == "running" and not any(
+                st.done for st in states.values()):  # a tenant done: the success policy ends the placeholders
+            for idx in range(len(self.tenants), len(self.tenants) + self.placeholders):
+                pod = self.holders.get(idx)
+                held = self.holder_names.get(idx)
+                name = (pod or {}).get("metadata", {}).get("name")
+                if pod is None or name != held or pod_state(pod).done or (pod.get("metadata") or {}).get(
+                        "deletionTimestamp"):
+                    if self.queue:  # Kueue evicting the whole gang stops the placeholders too: say so
+                        self.workload = workload_of(job, self.api.list_workloads()) or self.workload
+                        if eviction(self.workload):
+                            return Failure(self.tenants[0], None, f"{eviction(self.workload)}; the scenario must "
+                                                                  "run again")
+                    name = held or f"index {idx}"
+                    why = disruption(pod) or pod_state(pod).reason or ("replaced by a new pod" if pod else "gone")
+                    return Failure(self._open(states), None, f"placeholder {name} stopped holding its replica of the "
+                                                             f"GPU mid-run ({why}): other pods could be placed on "
+                                                             "the measured GPU; the scenario must run again")
+        if now >= self.next_look and (self.barrier.go_ns is None or self.clock.now_ns() >= self.barrier.go_ns):
+            self.next_look = now + STRANGER_LOOK_S
+            with contextlib.suppress(KtsError):
+                for p in self.b.gpu_pods(self.node.name, self.run.run_id, self.scenario.name):
+                    self.strangers.setdefault((p.get("metadata") or {}).get("name", "?"), self.b._describe_pod(p))
+            if self.strangers:
+                return Failure(self._open(states), None, self.stranger_text())
+        return None
+
+    def look_after(self, ended_ns: int) -> None:
+        """After the run: other GPU pods on the node whose life (API timestamps, whole seconds) overlapped the
+        measurement, [the barrier's go, now], ended ones included (a stranger that came and went between two
+        looks). A finish time is truncated to the second, so one that reads a second before the go counts."""
+        started_ns = self.barrier.go_ns
+        if started_ns is None:
+            return  # never released (or adopted on resume without the go's client time): nothing was measured here
+        for p in self.b.gpu_pods(self.node.name, self.run.run_id, self.scenario.name, ended=True):
+            status = p.get("status") or {}
+            starts = [parse_time(((c.get("state") or {}).get(k) or {}).get("startedAt"))
+                      for c in status.get("containerStatuses") or [] for k in ("running", "terminated")]
+            began = parse_time(status.get("startTime")) or min((x for x in starts if x is not None), default=None)
+            ends = [parse_time(((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+                    for c in status.get("containerStatuses") or []]
+            ended = max((e for e in ends if e is not None), default=None)
+            if status.get("phase") in ("Succeeded", "Failed") and ended is None:
+                continue  # finished, when is unknown: it cannot be placed in time
+            if began is not None and began * 1e9 <= ended_ns and (ended is None or (ended + 1) * 1e9 > started_ns):
+                self.strangers.setdefault((p.get("metadata") or {}).get("name", "?"), self.b._describe_pod(p))
+
+    def holder_mismatch(self, gpu: str | None) -> str:
+        """A placeholder whose replica is on another GPU than the tenants' (``packed`` spilled over): the
+        measured GPU's replicas were not all held."""
+        for idx, held in sorted(self.holder_gpus.items()):
+            if gpu and held.startswith("GPU-") and held != gpu:
+                name = (self.holders.get(idx) or {}).get("metadata", {}).get("name", f"index {idx}")
+                return (f"placeholder {name} holds GPU {held}, the tenants use {gpu}: not every replica of the "
+                        "measured GPU was held; the scenario must run again")
+        return ""
+
+    def late_start(self, states: Mapping[str, PodState]) -> Failure | None:
+        """A tenant whose live log shows it began late (``barrier.late_tenant``): with neighbours, no co-run."""
+        if len(self.tenants) < 2:
+            return None  # alone, a late start costs nothing (a warning in the record)
+        for t in self.tenants:
+            stream = self.live.streams.get(t)
+            if t in self.barrier.starts and stream is not None and not states[t].done:
+                late = late_tenant(self.barrier.starts[t], self.live.watch.tenants[t].meta, stream.last_ready_ns)
+                if late is not None:
+                    self.late[t] = late
+                    return Failure(t, None, f"began its timed loop {late:.2f} s after its start (seen live): the "
+                                            "go reached its pod late; the tenants did not start together and "
+                                            "the scenario must run again (raise start_delay_s)")
+        return None
+
+    def stranger_text(self) -> str:
+        where = "any namespace" if self.b.cluster_pod_list else f"namespace {self.b.namespace}"
+        return (f"another GPU pod ran on node {self.node.name} during the measurement: "
+                f"{', '.join(sorted(self.strangers.values()))} (looked for in {where}); it shared the GPU, so the "
+                "scenario must run again")
 
     def _open(self, states: Mapping[str, PodState]) -> str:
         return next((t for t, st in states.items() if not st.done), self.tenants[0])
@@ -393,7 +530,7 @@ class ScenarioRun:
         pods = {**self.live.last_pods, **pods}  # a stopped pod may be gone: its last seen state stays
         streamed = {t: stream.finish(STOP_GRACE_S + 10.0) for t, stream in self.live.streams.items()}
         # the watch last read the Workload while the Job was suspended: read it again for its admission
-        if self.b.queue_name and job is not None and admission(self.workload)[0] is None:
+        if self.queue and job is not None and admission(self.workload)[0] is None:
             with contextlib.suppress(KtsError):
                 self.workload = workload_of(job, self.api.list_workloads()) or self.workload
         outcome = job_outcome(job)
@@ -409,8 +546,10 @@ class ScenarioRun:
                     ev_extra["log_error"] = str(exc)
             if len(streamed.get(t, b"")) > len(log):
                 log = streamed[t]
-            ev = tenant_events(job, pod, self.workload, self.barrier.starts.get(t, 0), self.b.queue_name,
+            ev = tenant_events(job, pod, self.workload, self.barrier.starts.get(t, 0), self.queue,
                                worker_times(log) if log else None)
+            if t in self.late:  # stopped live, perhaps before its loop began
+                ev["late_start_s"], ev["missed_start_barrier"] = max(self.late[t], ev.get("late_start_s") or 0.0), True
             ev.update(ev_extra)
             st = pod_state(pod)
             if failure is not None and failure.tenant == t:

@@ -27,6 +27,10 @@ JOB_NAME_KEYS = ("batch.kubernetes.io/job-name", "job-name")
 # Annotations keep the exact (unsanitised) values; labels are for selection only.
 ANN_RUN, ANN_SCENARIO, ANN_TENANT, ANN_NODE = "kts/run-id", "kts/scenario", "kts/tenant", "kts/node"
 ANN_TENANTS = "kts/tenants"  # JSON list: the tenant of each completion index
+# The start barrier's go: each tenant pod's start (JSON tenant -> epoch ns on the node's clock), written by the
+# client as a pod annotation and read by the worker through a downwardAPI volume (``barrier``).
+ANN_START = "kts/start-at"
+ANN_PLACEHOLDERS = "kts/placeholders"  # how many completion indexes after the tenants' hold the GPU's replicas
 GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 NODE_REPLICAS = "nvidia.com/gpu.replicas"
 NODE_STRATEGY = "nvidia.com/gpu.sharing-strategy"

@@ -8,10 +8,11 @@ and the kit says so instead of guessing; the workers' GPU UUIDs still prove what
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kts_helpers.errors import SpecError
 from kts_helpers.run.backends.kubernetes.names import (
     GPU_RESOURCES,
     NODE_COUNT,
@@ -38,6 +39,8 @@ class NodeInfo:
     labels: dict[str, str] = field(default_factory=dict)
     physical_known: bool = True  # False without the count and replicas labels of GPU feature discovery
     plugin_version: str | None = None  # the NVIDIA device plugin's, from its pod's image (multi-GPU nodes)
+    taints: list[dict[str, Any]] = field(default_factory=list)
+    readable: bool = True  # False: RBAC lets the kit not read nodes; this one is what the user stated
 
     @property
     def sentence(self) -> str:
@@ -72,7 +75,77 @@ def node_info(node: Mapping[str, Any], resource: str | None = None) -> NodeInfo 
     return NodeInfo(name=str(meta.get("name", "?")), resource=res, allocatable=n, physical=physical,
                     replicas=replicas, strategy=labels.get(NODE_STRATEGY), product=labels.get(NODE_PRODUCT),
                     schedulable=not (node.get("spec") or {}).get("unschedulable", False), labels=labels,
-                    physical_known=known)
+                    physical_known=known, taints=list((node.get("spec") or {}).get("taints") or []))
+
+
+def stated_node(name: str, resource: str | None, replicas: int) -> NodeInfo:
+    """A node the kit may not read (the namespaced Role alone): what the user stated about it (its name, one
+    physical GPU advertised ``replicas`` times). The scheduler still refuses a pod that does not fit, and the
+    workers' GPU UUIDs still prove what was shared."""
+    return NodeInfo(name=name, resource=resource or "nvidia.com/gpu", allocatable=replicas, physical=1,
+                    replicas=replicas, strategy=None, product=None, physical_known=False, readable=False)
+
+
+def mps_caps(replicas: int) -> dict[str, Any]:
+    """What the NVIDIA device plugin's MPS daemon gives each client on a node with ``replicas``: it sets the
+    default active thread percentage to 100/replicas and the pinned device memory limit to 1/replicas of the
+    GPU's memory, for every client, the tenants' alone baselines included. That is not local MPS (no caps
+    unless set), so a Kubernetes MPS run carries these caps in its record and its workers' KTS_META
+    (``KTS_SHARING_CAPS``) and is never compared with a local MPS run without them."""
+    return {"source": "k8s-device-plugin MPS daemon", "replicas": int(replicas),
+            "active_thread_percentage": round(100.0 / replicas, 3), "pinned_memory_fraction": round(1.0 / replicas, 6)}
+
+# --------------------------------------------------------------------------- taints and tolerations
+
+_TOLERATION = re.compile(r"^([A-Za-z0-9./_-]*)(?:=([A-Za-z0-9._-]*))?(?::(NoSchedule|PreferNoSchedule|NoExecute))?$")
+
+
+def parse_tolerations(value: str | Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """The user's tolerations: a list of Kubernetes toleration objects, or ``"key=value:Effect,key:Effect"``
+    (``key`` alone, or an empty key, tolerates with ``Exists``; no effect tolerates every effect)."""
+    if not value:
+        return []
+    if not isinstance(value, str):
+        out = [dict(t) for t in value]
+        for t in out:
+            if t.get("operator", "Equal") not in ("Equal", "Exists") or t.get("effect", "") not in (
+                    "", "NoSchedule", "PreferNoSchedule", "NoExecute"):
+                raise SpecError(f"invalid toleration {t!r}")
+        return out
+    out = []
+    for item in (s.strip() for s in value.split(",")):
+        m = _TOLERATION.match(item)
+        if not item or not m:
+            raise SpecError(f"invalid toleration {item!r}: write key=value:Effect, key:Effect or key "
+                            "(Effect: NoSchedule, PreferNoSchedule or NoExecute)")
+        key, val, effect = m.groups()
+        tol: dict[str, Any] = {"key": key, "operator": "Equal" if val is not None else "Exists"}
+        if val is not None:
+            tol["value"] = val
+        if effect:
+            tol["effect"] = effect
+        out.append(tol)
+    return out
+
+
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """Kubernetes' rule (``Toleration.ToleratesTaint``): effect, key and value (or Exists) match."""
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    op = toleration.get("operator") or "Equal"
+    if not toleration.get("key"):
+        return op == "Exists"
+    if toleration["key"] != taint.get("key"):
+        return False
+    return op == "Exists" or str(toleration.get("value") or "") == str(taint.get("value") or "")
+
+
+def untolerated(taints: Iterable[Mapping[str, Any]], tolerations: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The taints that keep the kit's pods off a node (NoSchedule, NoExecute), as ``key=value:Effect``."""
+    tols = list(tolerations)
+    return [f"{t.get('key')}{'=' + str(t['value']) if t.get('value') else ''}:{t.get('effect')}"
+            for t in taints if t.get("effect") in ("NoSchedule", "NoExecute")
+            and not any(tolerates(tol, t) for tol in tols)]
 
 
 # ``flags.plugin.sharedDevicesAllocationPolicy: packed`` exists from k8s-device-plugin v0.20.0; older plugins

@@ -8,7 +8,12 @@ and "LocalQueue ... doesn't exist" when the queue is missing; reason ``Pending``
 where that reason exists, with "... > maximum capacity (...)" when the gang can never fit the queue's
 quota), ``Admitted``, ``Evicted`` (True with reason ``Preempted``, ``PodsReadyTimeout``,
 ``InactiveWorkload``, ...; a ``Preempted`` condition says by whom) then the Job suspended again and its
-pods stopped (exit 143), ``Finished``. Timestamps
+pods stopped (exit 143), ``Finished``. On re-admission Kueue sets ``Evicted`` back to False, so a client that
+looked away during the eviction finds the reason only in ``status.schedulingStats.evictions`` (reason and
+count) and the ``Requeued`` condition, which ``eviction`` reads too. Kueue's granular ``QuotaReserved``
+reasons (``NoMatchingFlavor``, ``TopologyPlacementFailed``, HEAD) and v0.19's ``Pending`` with "resource ...
+unavailable in ClusterQueue" (the queue covers no such resource) never clear by waiting: blocked at once.
+A pod that a preemption, a drain or a taint manager stops carries ``DisruptionTarget`` (``disruption``). Timestamps
 are the API's RFC 3339 strings (whole seconds); the worker's own nanosecond times come from its log.
 """
 
@@ -18,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kts_helpers.run.backends.kubernetes.barrier import LATE_SLACK_S
 from kts_helpers.run.backends.kubernetes.names import CONTAINER, RESOLUTION_S, as_int
 from kts_helpers.run.corun import CoRunWatch
 
@@ -26,10 +32,20 @@ FATAL_WAITING = {"ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "C
                  "CreateContainerError", "RunContainerError", "CrashLoopBackOff"}
 # Kueue's QuotaReserved=False reasons that no waiting will change (a missing or stopped queue, a gang
 # larger than the queue's whole quota); Kueue v0.19 reports the last as "Pending" with this message part.
-KUEUE_BLOCKED = {"Inadmissible", "Misconfigured", "Suspended", "ExceedsMaxQuota"}
+KUEUE_BLOCKED = {"Inadmissible", "Misconfigured", "Suspended", "ExceedsMaxQuota", "NoMatchingFlavor",
+                 "TopologyPlacementFailed"}
 OVER_CAPACITY = "> maximum capacity"
+NOT_COVERED = "unavailable in ClusterQueue"  # "resource nvidia.com/gpu unavailable in ClusterQueue"
 # A worker whose timed loop began later than this after START_AT missed the shared start.
-BARRIER_SLACK_S = 0.1
+BARRIER_SLACK_S = LATE_SLACK_S
+# What each DisruptionTarget reason means (the pod's condition, set before it is stopped).
+DISRUPTION = {"PreemptionByScheduler": "the scheduler preempted it for a higher-priority pod",
+              "PreemptionByKubeScheduler": "the scheduler preempted it for a higher-priority pod",
+              "EvictionByEvictionAPI": "it was evicted through the Eviction API (a drain: kubectl drain, a node "
+                                       "upgrade or autoscaler)",
+              "DeletionByTaintManager": "a NoExecute taint on its node evicted it",
+              "DeletionByPodGC": "the pod garbage collector deleted it (its node is gone)",
+              "TerminationByKubelet": "its kubelet stopped it (node pressure or a graceful node shutdown)"}
 
 
 def condition(obj: Mapping[str, Any] | None, kind: str) -> dict[str, Any]:
@@ -96,7 +112,8 @@ def admission(workload: Mapping[str, Any] | None) -> tuple[str | None, str]:
     quota = condition(workload, "QuotaReserved")
     blocked = ""
     over = OVER_CAPACITY in str(quota.get("message") or "")
-    if not admitted and quota.get("status") == "False" and (quota.get("reason") in KUEUE_BLOCKED or over):
+    never = over or NOT_COVERED in str(quota.get("message") or "")
+    if not admitted and quota.get("status") == "False" and (quota.get("reason") in KUEUE_BLOCKED or never):
         blocked = f"{quota.get('reason')}: {quota.get('message') or 'not admissible'}"
         if over:
             blocked += " (the scenario's pods are admitted as one gang, which exceeds the queue's whole quota)"
@@ -107,12 +124,38 @@ def eviction(workload: Mapping[str, Any] | None) -> str:
     """Why Kueue evicted the Workload (preemption, PodsReady timeout, deactivation), else ""."""
     evicted = _true(workload, "Evicted")
     if not evicted:
-        return ""
+        return past_eviction(workload)
     why = f"evicted by Kueue ({evicted.get('reason') or 'Evicted'}: {evicted.get('message') or ''}".rstrip(": ")
     preempted = _true(workload, "Preempted")
     if preempted:
         why += f"; preempted {preempted.get('reason') or ''}: {preempted.get('message') or ''}".rstrip(": ")
     return why + ")"
+
+
+def past_eviction(workload: Mapping[str, Any] | None) -> str:
+    """An eviction that re-admission hid (``Evicted`` back to False): ``schedulingStats.evictions`` keeps its
+    reason and count, the ``Requeued`` condition its cause; "" when the Workload was never evicted."""
+    stats = (((workload or {}).get("status") or {}).get("schedulingStats") or {}).get("evictions") or []
+    counted = [e for e in stats if (as_int(e.get("count")) or 0) > 0]
+    requeued = condition(workload, "Requeued")
+    if not counted and requeued.get("reason") in (None, "", "Pending", "NoReservation", "Admitted"):
+        return ""
+    parts = [f"{e.get('reason')}{'/' + str(e['underlyingCause']) if e.get('underlyingCause') else ''} x{e.get('count')}"
+             for e in counted]
+    why = f"evicted by Kueue and admitted again ({', '.join(parts) or 'eviction'}"
+    if requeued.get("reason"):
+        why += f"; Requeued {requeued.get('reason')}: {requeued.get('message') or ''}".rstrip(": ")
+    return why + ")"
+
+
+def disruption(pod: Mapping[str, Any] | None) -> str:
+    """Why a pod was stopped from outside (its ``DisruptionTarget`` condition), named; "" when it was not."""
+    c = _true(pod, "DisruptionTarget")
+    if not c:
+        return ""
+    reason = str(c.get("reason") or "DisruptionTarget")
+    meaning = DISRUPTION.get(reason, "it was stopped from outside")
+    return f"disrupted: {meaning} (DisruptionTarget {reason}: {c.get('message') or ''}".rstrip(": ") + ")"
 
 
 def pending_admission(workload: Mapping[str, Any] | None) -> str:
@@ -171,12 +214,15 @@ def pod_state(pod: Mapping[str, Any] | None) -> PodState:
         if code == 0:
             return PodState(phase, True, False, 0, "", summary="completed")
         msg = f"{why} (exit code {code})" + (f": {term['message'].strip()[:200]}" if term.get("message") else "")
+        if disruption(pod):
+            msg = f"{disruption(pod)}; {msg}"
         return PodState(phase, True, True, code, msg, summary=f"terminated: {why}")
     if phase == "Succeeded":
         return PodState(phase, True, False, 0, "", summary="completed")
     if phase == "Failed":
         why = status.get("reason") or "Failed"
-        return PodState(phase, True, True, None, f"{why}: {status.get('message', '')}".strip(": "),
+        msg = f"{why}: {status.get('message', '')}".strip(": ")
+        return PodState(phase, True, True, None, f"{disruption(pod)}; {msg}" if disruption(pod) else msg,
                         summary=f"failed: {why}")
     waiting = state.get("waiting")
     if waiting and waiting.get("reason") in FATAL_WAITING:
