@@ -27,10 +27,12 @@ K8S_ENV  = $(if $(filter kubernetes,$(BACKEND)),$(foreach v,$(K8S_VARS),$(if $($
 RUN_ARGS    := $(if $(PROFILE),--profile $(PROFILE)) --device $(DEVICE) --backend $(BACKEND) \
                $(if $(LABEL),--label "$(LABEL)") $(foreach s,$(SET),--set '$(s)')
 REPORT_ARGS := $(RUN_ARGS) $(if $(RUN),--run $(RUN)) --report-dir $(REPORT_DIR)
+# The docs site (the report's Methods section links to its statistics page, built next to the report).
+MKDOCS      := NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build -q -f mkdocs.yml
 # JupyterLab refuses to run as root unless told; its kernels' sockets are CurveZMQ-encrypted.
 LAB_ARGS    := $(if $(filter 0,$(shell id -u)),--allow-root) --KernelManager.transport_encryption=auto
 
-.PHONY: help venv test test-all test-fast report run lab bench lint index image k8s-smoke probe teach
+.PHONY: help venv test test-all test-fast report run lab bench lint index image k8s-smoke probe teach docs
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_-]+:.*## /{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -55,7 +57,7 @@ $(STAMP): pyproject.toml
 	  echo "kts: installing $(TORCH_CPU) (CPU build)"; \
 	  $(PYTHON) -m pip install -q $(TORCH_CPU) $(TORCH_CPU_INDEX); \
 	fi; \
-	$(PYTHON) -m pip install -q -e '.[dev,lab]'; \
+	$(PYTHON) -m pip install -q -e '.[dev,lab,docs]'; \
 	$(PYTHON) -m ipykernel install --sys-prefix --name kts --display-name "Python (kts)" >/dev/null; \
 	touch $(STAMP)
 
@@ -82,6 +84,11 @@ test-fast: $(STAMP) ## the tests without the slow end-to-end and browser ones
 
 report: $(STAMP) ## run setup -> baseline -> shared -> analysis with papermill and render report/<run>.html
 	$(K8S_ENV) $(PYTHON) -m kts_helpers report $(REPORT_ARGS)
+	@$(MKDOCS) -d $(abspath $(REPORT_DIR))/docs
+
+docs: $(STAMP) ## build the documentation site (docs/, mkdocs-material) into report/docs/: offline, search included
+	$(MKDOCS) -d $(abspath $(REPORT_DIR))/docs
+	@echo "kts: open $(abspath $(REPORT_DIR))/docs/index.html"
 
 run: $(STAMP) ## run the experiment without notebooks (data/runs/<run>/)
 	$(K8S_ENV) $(PYTHON) -m kts_helpers run $(RUN_ARGS)

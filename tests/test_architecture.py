@@ -1,7 +1,7 @@
 """The package's shape: wings with a one-way import rule, no import cycle, modules of a readable size, one home
 per rule.
 
-The import rule, as the README's Layout section states it (a test below checks the two say the same):
+The import rule, as the docs' Layout page (docs/layout.md) states it (a test below checks the two say the same):
 
 run → analyse → plan → present: ``present`` may import ``plan``, ``analyse`` and ``run``; ``plan`` (the
 simulators and the planner) may import ``analyse`` and ``run``; ``analyse`` may import ``run``; never the other
@@ -225,8 +225,7 @@ def test_the_rules_would_catch_a_cycle_a_backwards_and_a_lazy_import(tmp_path: P
 def test_readme_states_the_same_import_rule() -> None:
     """The rule lives in two places a reader looks; they must say the same, word for word."""
     rule = __doc__.split("say the same):\n\n", 1)[1]
-    readme = (REPO / "README.md").read_text()
-    layout = readme[readme.index("## Layout"):]
+    layout = (REPO / "docs" / "layout.md").read_text()
     assert " ".join(rule.split()) in " ".join(layout.split())
 
 

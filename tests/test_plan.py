@@ -290,11 +290,14 @@ def test_validate_lays_out_n_pods_of_the_mix(article_capacity: cap.CapacityAnswe
     assert p2["sharing"] == "mps-limited" and p2["mps_thread_percentage"] == {"fft": 50, "gemm": 50}
 
 
-# -- the README's validation table ------------------------------------------------------------------------------
+# -- the validation table (docs/results/validation.md) --------------------------------------------------------------
+VALIDATION_PAGE = REPO / "docs" / "results" / "validation.md"
+PLANNER_PAGE = REPO / "docs" / "methods" / "planner.md"  # the real-model block stays beside its mechanisms
+
 def test_the_readme_validation_table_is_generated_from_the_runs() -> None:
-    text = (REPO / "README.md").read_text()
+    text = VALIDATION_PAGE.read_text()
     assert text.count(START) == 1 and text.count(END) == 1
-    assert readme_block(REPO / "README.md") == readme_markdown().strip()
+    assert readme_block(VALIDATION_PAGE) == readme_markdown().strip()
 
 
 def test_the_readme_real_model_block_is_generated_from_the_runs_with_every_miss_explained() -> None:
@@ -310,10 +313,10 @@ def test_the_readme_real_model_block_is_generated_from_the_runs_with_every_miss_
         validation_checks,
     )
 
-    text = (REPO / "README.md").read_text()
+    text = PLANNER_PAGE.read_text()
     assert text.count(REAL_START) == 1 and text.count(REAL_END) == 1
     checks = validation_checks(REAL_MODEL_RUNS)
-    assert readme_block(REPO / "README.md", REAL_START, REAL_END) == real_model_markdown(checks=checks).strip()
+    assert readme_block(PLANNER_PAGE, REAL_START, REAL_END) == real_model_markdown(checks=checks).strip()
     misses = {miss_key(c) for c in checks if not c.hit}
     assert set(REAL_MISS_REASONS) == misses
 
@@ -429,7 +432,7 @@ def test_a_context_that_finds_the_gpu_idle_pays_no_switch_a_handover_does() -> N
 def test_every_miss_in_the_readme_is_explained_and_every_explanation_is_a_miss() -> None:
     from kts_helpers.plan.validation import MISS_REASONS
 
-    block = readme_block(REPO / "README.md")
+    block = readme_block(VALIDATION_PAGE)
     miss_lines = [line for line in block.splitlines() if line.startswith("- h200-")]
     assert len(miss_lines) == len(MISS_REASONS) == block.count("| miss |")
     for run, scenario, tenant, phase in MISS_REASONS:
@@ -503,6 +506,7 @@ def test_the_article_mix_cannot_share_at_a_1_ms_fft_p99() -> None:
     two = {r.mode: r for r in answer.rows if r.n == 2 and r.workload == "fft"}
     assert two["timeslice"].p99_ms > 1.0 and two["mps"].p99_ms < 1.0
     assert "N is **1 under time-slicing and 2 under MPS**" in " ".join((REPO / "README.md").read_text().split())
+    assert "N is **1 under time-slicing and 2 under MPS**" in " ".join((REPO / "docs/methods/planner.md").read_text().split())
 
 
 # -- the mechanisms behind the sleepy-neighbour, thread-cap and common-start rows ----------------------------------

@@ -355,6 +355,10 @@ or its time or iteration cap was reached; its neighbours kept padding meanwhile.
 {rows}"""
 
 
+# The documentation's methods page, relative to a report: `make report` builds the site into <report dir>/docs.
+METHODS_PAGE = "docs/methods/statistics.html"
+
+
 def methods(data: RunData, *, trim: int, clip: bool, n_resamples: int | None, method: str | None,
             warmup: str = "none", trim_effect: pd.DataFrame | None = None, margin: float = DEFAULT_MARGIN) -> str:
     cal = data.manifest.calibration
@@ -402,6 +406,9 @@ article's proxy, 1000 / mean latency (iterations per second), not a served reque
 is DF = shared p99 / alone p99 of the same tenant. {ci}
 
 {verdict_rule_text(margin)}{stopping_text(data.stopping)}
+
+The methods in full, with the coverage, power and false alarms measured for every rule above:
+[Statistics]({METHODS_PAGE}) in the kit's documentation (`make report` builds it next to the report; `make docs`).
 """
 
 
