@@ -14,6 +14,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``run.logformat`` — the log line's contract: tags, versions, fields, ``parse_line`` / ``format_line``
 * ``run.corun`` — co-running by construction: when padders may stop; one GPU UUID per shared scenario
 * ``run.capacity`` — will a scenario's tenants fit in GPU memory
+* ``run.workloads`` — a user's workload factories (``module:factory``, the ``kts.workloads`` entry points) and their pre-flight
 * ``run.environment`` — what the host is: device, driver, CUDA, torch, git commit
 * ``run.mps`` — a private MPS control daemon for one scenario
 * ``run.scale`` — scale-out: experiments over several GPU nodes, each on a node taken by its Lease
@@ -64,6 +65,8 @@ Data flows one way, through four wings (a test enforces the import rule):
 
 * ``plan.timeslice`` — the time-slicing simulator (round robin, quantum, switch, the event rule)
 * ``plan.mps`` — a fluid model of MPS (spatial sharing) and its thread percentage
+* ``plan.traits`` — each tenant's sharing traits from its measured profile, the documented fallbacks where none
+* ``plan.inputs`` — the planner's one input, loaded once from a run (alone profiles, GPU model)
 * ``plan.engine`` — predictions from alone distributions, the probe and the sharing mode, with intervals
 * ``plan.multi`` — the multi-context probe against the round robin (the engine's rule, the README's finding)
 * ``plan.capacity`` — how many replicas of a mix meet every goal; the device plugin's ConfigMap for that N

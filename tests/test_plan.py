@@ -20,6 +20,7 @@ import pytest
 from kts_helpers.errors import RunError, SpecError
 from kts_helpers.plan import capacity as cap
 from kts_helpers.plan import engine
+from kts_helpers.plan import inputs as plan_inputs
 from kts_helpers.plan.validation import END, START, readme_block, readme_markdown
 from kts_helpers.teaching.model import SimTenant
 from kts_helpers.teaching.synthetic import write_sim_multi_probe, write_sim_probe, write_sim_run
@@ -35,12 +36,12 @@ def _rows(preds: list[engine.Prediction]) -> dict[tuple[str, str, str, str], eng
 
 @pytest.fixture(scope="module")
 def saturating() -> dict:
-    return _rows(engine.predict_run(REF / "h200-2026-11-30-saturating", replicates=8))
+    return _rows(plan_inputs.predict_run(REF / "h200-2026-11-30-saturating", replicates=8))
 
 
 @pytest.fixture(scope="module")
 def article() -> dict:
-    return _rows(engine.predict_run(REF / "h200-2026-11-30-article", replicates=8))
+    return _rows(plan_inputs.predict_run(REF / "h200-2026-11-30-article", replicates=8))
 
 
 # -- a simulated GPU of known quantum and switch: the plan must predict what it logs ------------------------------
@@ -63,7 +64,7 @@ def test_the_plan_predicts_a_simulated_gpu_it_has_only_the_alone_logs_of(sim_gpu
     gpu = engine.gpu_model_from_probe(str(sim_gpu["probe"]))
     assert abs(gpu.quantum_ms.value - 2.0) < 0.1 and abs(gpu.switch_ms.value - 0.4) < 0.06
     assert gpu.slice_timer == "contention"  # the probe's cross-check: the switch is paid on top of the slice
-    preds = _rows(engine.predict_run(sim_gpu["run"], sim_gpu["probe"], replicates=8))
+    preds = _rows(plan_inputs.predict_run(sim_gpu["run"], sim_gpu["probe"], replicates=8))
     truth = measured_wall(sim_gpu["run"]).set_index("tenant")
     fft = preds[("shared", "fft", "wall", "op")]
     p50, p99 = float(truth.loc["fft", "p50_ms"]), float(truth.loc["fft", "p99_ms"])
@@ -77,10 +78,10 @@ def test_from_run_never_reads_the_shared_logs(tmp_path: Path) -> None:
     src = REF / "h200-2026-11-30-saturating"
     copy = tmp_path / "copy"
     shutil.copytree(src, copy)
-    before = engine.predict_run(copy, REF / "h200-2026-11-30-probe", replicates=3, seed=7)
+    before = plan_inputs.predict_run(copy, REF / "h200-2026-11-30-probe", replicates=3, seed=7)
     (copy / "logs" / "shared" / "fft.log").write_text("KTS_APP,v2,garbage\n" * 10)
     shutil.rmtree(copy / "logs" / "shared-mps")
-    after = engine.predict_run(copy, REF / "h200-2026-11-30-probe", replicates=3, seed=7)
+    after = plan_inputs.predict_run(copy, REF / "h200-2026-11-30-probe", replicates=3, seed=7)
     assert [p.to_dict() for p in before] == [p.to_dict() for p in after]
     assert {p.scenario for p in after} == {"shared", "shared-mps"}
 
@@ -536,7 +537,7 @@ def test_the_planner_runs_the_llm_as_a_launch_bound_chain_of_kernels() -> None:
     prefill p99 stays below 6.2 ms (the H200: 5.54; paying the GEMM's slices in full, 7.0)."""
     run = REF / "h200-2026-11-30-matrix"
     gpu = engine.gpu_model_for(run)
-    scs = {s.name: s for s in engine.scenarios_of_run(run)}
+    scs = {s.name: s for s in plan_inputs.scenarios_of_run(run)}
     fft = _rows(engine.predict(scs["shared-fft+llm"], gpu, replicates=3))[("shared-fft+llm", "fft", "wall", "op")]
     assert fft.p99_ms < 1.2, fft.p99_ms
     llm = _rows(engine.predict(scs["shared-gemm+llm"], gpu, replicates=3))[("shared-gemm+llm", "llm", "wall",
@@ -551,7 +552,7 @@ def test_the_fft_hides_a_short_wait_inside_its_own_launches() -> None:
     the FFT launch-bound (engine.GPU_BUSY_SHARE), says wall p50 below 0.58 and device p50 below 0.25 (as one GPU-bound
     kernel: 0.66 and 0.34)."""
     run = REF / "h200-2026-11-30-hold-four-mixed"
-    sc = next(s for s in engine.scenarios_of_run(run) if s.sharing == "timeslice")
+    sc = next(s for s in plan_inputs.scenarios_of_run(run) if s.sharing == "timeslice")
     rows = _rows(engine.predict(sc, engine.gpu_model_for(run), replicates=3))
     assert rows[(sc.name, "fft", "wall", "op")].p50_ms < 0.58, rows[(sc.name, "fft", "wall", "op")]
     assert rows[(sc.name, "fft", "device", "op")].p50_ms < 0.25, rows[(sc.name, "fft", "device", "op")]
@@ -562,7 +563,7 @@ def test_under_mps_a_launch_bound_step_claims_sms_only_while_its_kernels_run() -
     0.48 ms, alone 0.51): the model, with the LLM's weight scaled by its busy share, says below 0.6 (full weight:
     0.69)."""
     run = REF / "h200-2026-11-30-hold-llm-2fft"
-    sc = next(s for s in engine.scenarios_of_run(run) if s.sharing == "mps")
+    sc = next(s for s in plan_inputs.scenarios_of_run(run) if s.sharing == "mps")
     rows = _rows(engine.predict(sc, engine.gpu_model_for(run), replicates=3))
     assert rows[(sc.name, "fft-1", "wall", "op")].p50_ms < 0.6, rows[(sc.name, "fft-1", "wall", "op")]
 
@@ -571,7 +572,7 @@ def test_co_started_tenants_of_one_cadence_stay_locked_under_time_slicing() -> N
     """The sleepy three-tenant run's two GEMMs (40 ms sleeps) start at one barrier and collide every iteration
     (H200 wall p50 5.5 ms, both kernels); at random phases they would rarely meet (p50 near the alone 3.0 ms)."""
     run = REF / "h200-2026-11-30-val-fft-2gemm-sleepy"
-    sc = next(s for s in engine.scenarios_of_run(run) if s.sharing == "timeslice")
+    sc = next(s for s in plan_inputs.scenarios_of_run(run) if s.sharing == "timeslice")
     rows = engine.simulate_once(sc, engine.gpu_model_for(run), 1)
     gemm = rows[rows["tenant"] == "gemm-1"]["wall_ms"].to_numpy(float)[:300]
     assert np.median(gemm) > 4.5, np.median(gemm)
@@ -685,7 +686,7 @@ def test_back_to_back_steps_wait_a_whole_gemm_kernel_a_step_after_a_sleep_only_i
     kernel (p50 21.5 ms), the prefill after a 20 ms sleep kept its alone wall (2.13 ms, alone 2.25): its kernels,
     launched while it waited, ran back to back after the boundary."""
     run = REF / "h200-2026-11-30-val-llm-gemm-mps"
-    sc = next(s for s in engine.scenarios_of_run(run) if s.sharing == "mps")
+    sc = next(s for s in plan_inputs.scenarios_of_run(run) if s.sharing == "mps")
     rows = _rows(engine.predict(sc, engine.gpu_model_for(run), replicates=3))
     assert 19.5 < rows[(sc.name, "llm", "wall", "decode")].p50_ms < 23.5, rows[(sc.name, "llm", "wall", "decode")]
     assert rows[(sc.name, "llm", "wall", "prefill")].p50_ms < 3.0, rows[(sc.name, "llm", "wall", "prefill")]
@@ -697,7 +698,7 @@ def test_capped_at_a_third_the_launch_bound_llm_keeps_its_alone_speed() -> None:
     """plan-validate-matrix-n3: capped at 33 % the LLM ran at (faster than) its alone speed (prefill p50 2.44 ms,
     alone 3.24): its few-block kernels need a quarter of the SMs (engine.SM_NEED), not all of them."""
     run = REF / "h200-2026-12-01-plan-validate-matrix-n3"
-    sc = next(s for s in engine.scenarios_of_run(run) if s.sharing == "mps-limited")
+    sc = next(s for s in plan_inputs.scenarios_of_run(run) if s.sharing == "mps-limited")
     llm = next(t for t in sc.tenants if t.workload == "llm")
     alone = float(np.median(llm.column("wall_ms", "prefill")))
     got = _rows(engine.predict(sc, engine.gpu_model_for(run), replicates=3))[(sc.name, "llm", "wall", "prefill")]

@@ -38,6 +38,7 @@ from kts_helpers.plan.engine import (
     Scenario,
     predict,
 )
+from kts_helpers.plan.inputs import load_plan_input, mix_of
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests" / "overlays"
 OVERLAYS = {"timeslice": "device-plugin-timeslicing", "mps": "device-plugin-mps"}
@@ -325,8 +326,6 @@ def device_plugin_configmap(mode: str, replicas: int, manifests: Path = MANIFEST
 def profiles_of_run(run_dir: Any) -> list[AloneProfile]:
     """One alone profile per workload of a run (its first baseline of each), the mix's tenant types
     (``plan.inputs.mix_of`` on the run loaded once)."""
-    from kts_helpers.plan.inputs import load_plan_input, mix_of
-
     return mix_of(load_plan_input(run_dir, gpu=False))
 
 
@@ -341,8 +340,6 @@ def capacity_of_run(run_dir: Any, *, slo_ms: dict[str, float] | None = None, max
     """The capacity question for a run's own workloads, as the report and the lesson ask it (one function, so
     the two cannot differ): the committed probe of the run's GPU, the run's alone baselines, the given goals
     (default: at most 5 % of iterations slower than the alone p99)."""
-
-    from kts_helpers.plan.inputs import load_plan_input, mix_of
 
     inp = load_plan_input(run_dir)
     mix = mix_of(inp)

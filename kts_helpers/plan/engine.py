@@ -500,24 +500,6 @@ def predict(sc: Scenario, gpu: GpuModel, *, replicates: int = DEFAULT_REPLICATES
     return out
 
 
-# -- a run's shared scenarios: conveniences that load the run once (``plan.inputs``) and delegate -----------------
-def scenarios_of_run(run_dir: str | os.PathLike, *, thresholds_ms: dict[str, float] | None = None
-                     ) -> list[Scenario]:
-    """Every shared scenario of a run, with its tenants' alone profiles (``plan.inputs.scenarios_of``)."""
-    from kts_helpers.plan.inputs import load_plan_input, scenarios_of
-
-    return scenarios_of(load_plan_input(run_dir, gpu=False), thresholds_ms=thresholds_ms)
-
-
-def predict_run(run_dir: str | os.PathLike, probe: str | os.PathLike | None = None, *,
-                multi: str | os.PathLike | None = None, replicates: int = DEFAULT_REPLICATES, seed: int = 0
-                ) -> list[Prediction]:
-    """Every shared scenario of the run predicted from its manifest and alone logs (``plan.inputs.predict_input``)."""
-    from kts_helpers.plan.inputs import load_plan_input, predict_input
-
-    return predict_input(load_plan_input(run_dir, probe, multi), replicates=replicates, seed=seed)
-
-
 def predictions_table(rows: Sequence[Prediction]) -> str:
     """The predictions as aligned text: one line per scenario, tenant, clock and phase."""
     head = (f"{'scenario':<22} {'tenant':<10} {'metric':<6} {'phase':<8} {'p50 [PI] ms':<24} {'p99 [PI] ms':<24} "

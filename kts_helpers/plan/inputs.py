@@ -122,3 +122,17 @@ def mix_of(inp: PlanInput) -> list[AloneProfile]:
     if not out:
         raise SpecError(f"run {inp.run_id} has no alone baseline to take tenant types from")
     return list(out.values())
+
+
+# -- a run's shared scenarios: conveniences that load the run once and delegate ---------------------------------
+def scenarios_of_run(run_dir: str | os.PathLike, *, thresholds_ms: dict[str, float] | None = None
+                     ) -> list[Scenario]:
+    """Every shared scenario of a run, with its tenants' alone profiles (``scenarios_of``)."""
+    return scenarios_of(load_plan_input(run_dir, gpu=False), thresholds_ms=thresholds_ms)
+
+
+def predict_run(run_dir: str | os.PathLike, probe: str | os.PathLike | None = None, *,
+                multi: str | os.PathLike | None = None, replicates: int = DEFAULT_REPLICATES, seed: int = 0
+                ) -> list[Prediction]:
+    """Every shared scenario of the run predicted from its manifest and alone logs (``predict_input``)."""
+    return predict_input(load_plan_input(run_dir, probe, multi), replicates=replicates, seed=seed)

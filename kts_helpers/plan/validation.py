@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from kts_helpers.analyse.load import load_run
+from kts_helpers.analyse.logparse import parse_file
 from kts_helpers.analyse.rules import scenario_group
 from kts_helpers.analyse.summary import summarize_frame
 from kts_helpers.fsutil import atomic_write_text
@@ -30,9 +32,11 @@ from kts_helpers.plan.engine import (
     REFERENCE_ROOT,
     Prediction,
     gpu_model_from_probe,
-    predict_run,
 )
+from kts_helpers.plan.inputs import predict_run
 from kts_helpers.plan.multi import MultiCheck, multi_context_checks
+from kts_helpers.run.logformat import PAD_PHASE
+from kts_helpers.run.runs import open_run
 
 P99_TOLERANCE, P50_TOLERANCE = 0.20, 0.25
 START, END = "<!-- plan-validation:start -->", "<!-- plan-validation:end -->"
@@ -442,12 +446,6 @@ def alone_profiles_markdown(runs: tuple[tuple[str, bool], ...] = REAL_MODEL_RUNS
     """Each real-model run's tenants alone: wall p50/p99 of the timed iterations and what their profile measured
     (kernels per op, the kernels' time over the timed wall, the SM share of their grids, peak memory, the
     profiling's cost in run time)."""
-    import numpy as np
-
-    from kts_helpers.analyse.logparse import parse_file
-    from kts_helpers.run.logformat import PAD_PHASE
-    from kts_helpers.run.runs import open_run
-
     lines = ["| run | tenant | phase | n | wall p50 / p99 (ms) | kernels per op | GPU-busy share | SM share | "
              "peak memory (MiB) | profiling cost (s) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name, _seen in runs:

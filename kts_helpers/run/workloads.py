@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kts_helpers.errors import SpecError
+from kts_helpers.run.environment import WORKER
 
 KIT_WORKLOADS = ("fft", "gemm", "llm", "noop")  # kts_worker.WORKLOADS
 REAL_MODELS = ("llama-decode", "bert", "vit", "train-step")  # kts_worker.REAL_MODELS (workers/kts_models.py)
@@ -66,8 +67,6 @@ def preflight(tenants: Sequence[Any], device: str, *, python: str = sys.executab
               env: dict[str, str] | None = None, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> list[str]:
     """Build every tenant's workload once (``kts_worker --check``, all at once); raise one ``SpecError`` whose
     lines name each tenant that fails. Returns the workers' ok lines."""
-    from kts_helpers.run.environment import WORKER
-
     todo = [t for t in tenants if needs_preflight(t.workload)]
     procs = {}
     for t in todo:

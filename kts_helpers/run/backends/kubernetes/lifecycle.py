@@ -11,6 +11,9 @@
   live log says so, ``barrier.late_tenant``), a placeholder that no longer holds its replica, a stranger GPU
   pod on the node (looked for every ``STRANGER_LOOK_S``), lines lost from a log (``logs.Continuity``), a
   Kueue flavor whose node labels exclude the pinned node, an eviction Kueue has already undone.
+
+Longer than 500 lines: every guard of the measurement that must act while the scenario runs (late start, the
+placeholders, strangers, lost lines) lives in the one watch loop that sees them all.
 """
 
 from __future__ import annotations
