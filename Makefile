@@ -73,7 +73,7 @@ PYTEST := PYTHONFAULTHANDLER=1 $(PYTHON) -m pytest
 
 test: $(STAMP) ## run the tests: unit, emulator, end-to-end notebooks, one full report per kind of reference run, offline browser and JupyterLab checks
 	@KTS_BROWSER="$$($(PYTHON) tests/kts_browser.py --provision)" && export KTS_BROWSER && \
-	  echo "kts: browser tests use $$KTS_BROWSER" && $(PYTEST) -q $(XDIST)
+	  echo "kts: browser tests use $$KTS_BROWSER" && $(PYTEST) -q $(XDIST) --durations=25
 
 test-all: $(STAMP) ## make test, and every committed reference rendered in full (run it when a reference is added)
 	@KTS_BROWSER="$$($(PYTHON) tests/kts_browser.py --provision)" && export KTS_BROWSER && \
