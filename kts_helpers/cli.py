@@ -143,6 +143,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         predict_input,
     )
 
+    # the flags' syntax first: a typo is one line on stderr, before the run is read and its notes printed
+    sleeps, rates, slo = _pairs(args.sleep, "--sleep"), _pairs(args.rate, "--rate"), _pairs(args.slo, "--slo")
     inp = load_plan_input(args.from_run, args.probe, args.multi_probe)  # the one time the run is opened
     for line in inp.fallbacks():
         print(f"kts plan: {line}", file=sys.stderr)
@@ -153,9 +155,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             with_cadence,
         )
 
-        sleeps, rates = _pairs(args.sleep, "--sleep"), _pairs(args.rate, "--rate")
         mix = [with_cadence(p, sleeps.get(p.workload), rates.get(p.workload)) for p in mix_of(inp)]
-        goals = parse_goals(_pairs(args.slo, "--slo"), args.max_slow_share, [p.workload for p in mix])
+        goals = parse_goals(slo, args.max_slow_share, [p.workload for p in mix])
         answer = capacity(mix, goals, inp.gpu, max_n=args.max_n)  # type: ignore[arg-type]
         if args.configmap_out:
             atomic_write_text(Path(args.configmap_out), answer.configmap)

@@ -8,6 +8,7 @@ analysis notebook's code without a kernel (``test_reference_runs``); ``make test
 
 from __future__ import annotations
 
+import itertools
 import re
 from html import unescape
 from pathlib import Path
@@ -51,7 +52,7 @@ def features(run_dir: Path) -> frozenset[str]:
         out.add("repeats")
     if any(len(s.tenants) >= 4 for s in shared):
         out.add("four tenants")
-    if any(t.workload == "llm" for t in tenants):
+    if any(t.workload == "llm" for t in tenants) or _logs_show_phases(run_dir):
         out.add("LLM")
     if any(t.auto for t in tenants):
         out.add("stopping rule")
@@ -95,6 +96,21 @@ KIND_SECTIONS = {
     "multi-context probe": "Several contexts (multi-context probe)",
     "Kubernetes": "Three kinds of waiting (Kubernetes)",
 }
+
+
+def _logs_show_phases(run_dir: Path, *, lines: int = 400) -> bool:
+    """Whether some tenant's log has a prefill and a decode phase (an LLM served by any workload, a plug-in's
+    real model too, not only the built-in ``llm``), read from the raw lines: the phase is field 5 of KTS_APP,v2.
+    Each log's first lines are enough (every iteration of such a tenant has both phases)."""
+    for log in sorted((run_dir / "logs").glob("*/*.log")):
+        phases = set()
+        with log.open(errors="replace") as fh:
+            for line in itertools.islice(fh, lines):
+                if line.startswith("KTS_APP,v2,"):
+                    phases.add(line.split(",")[5])
+        if {"prefill", "decode"} <= phases:
+            return True
+    return False
 
 
 def sections_of_markdown(texts: list[str]) -> list[str]:

@@ -56,3 +56,17 @@ def test_shutdown_sends_no_sigint_to_the_kernel(tmp_path: Path) -> None:
         if pidfile.exists():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+
+def test_what_the_kernel_process_writes_outside_its_cells_goes_to_its_log(tmp_path: Path, capfd) -> None:
+    """ipykernel sends a cell's output to the notebook; what the process itself writes to its stderr (a shutdown
+    race's ZMQ traceback on a loaded machine) goes to ``<notebook>.kernel.log``, never to the terminal."""
+    # fd 2 of the kernel process (ipykernel captures sys.stderr for the notebook, not the descriptor here)
+    src = _notebook(tmp_path, "import os; os.write(2, b'the kernel process itself\\n')")
+    _execute(src, tmp_path / "out.ipynb", {}, tmp_path)
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")
+    assert (tmp_path / "out.kernel.log").read_text() == "the kernel process itself\n"
+    # a quiet kernel leaves no log behind
+    _execute(_notebook(tmp_path, "x"), tmp_path / "quiet.ipynb", {}, tmp_path)
+    assert not (tmp_path / "quiet.kernel.log").exists()

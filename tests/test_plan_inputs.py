@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -160,10 +161,21 @@ def test_no_constant_in_plan_is_keyed_by_workload_name_except_the_documented_fal
     assert {file for file, _ in found} == {"traits.py"}  # the fallbacks have one home
 
 
-def test_the_configmaps_comment_follows_its_replicas():
+def test_the_configmaps_comment_follows_its_replicas(tmp_path):
     from kts_helpers.plan.capacity import device_plugin_configmap
 
     two = device_plugin_configmap("mps", 2)
-    assert "replicas: 2" in two and "2 clients per physical GPU" in two and "1/2 of the SMs" in two
-    assert "4 clients" not in two and "1/4" not in two
+    assert "replicas: 2" in two and "4 clients" not in two and "1/4" not in two
+    # the committed overlay's comment is written per `replicas`; any count it states is the one generated
+    assert set(re.findall(r"(\d+) clients per physical GPU", two)) <= {"2"}
+    assert set(re.findall(r"1/(\d+) of the SMs", two)) <= {"2"}
+    # an overlay whose comment names its own count: the generated one names the new count
+    from kts_helpers.plan.capacity import CONFIG_FILES, MANIFESTS, OVERLAYS
+
+    own = tmp_path / OVERLAYS["mps"] / CONFIG_FILES["mps"]
+    own.parent.mkdir(parents=True)
+    own.write_text("# 4 clients per physical GPU, each limited to 1/4 of the SMs\n"
+                   + (MANIFESTS / OVERLAYS["mps"] / CONFIG_FILES["mps"]).read_text())
+    mine = device_plugin_configmap("mps", 2, tmp_path)
+    assert "2 clients per physical GPU" in mine and "1/2 of the SMs" in mine and "1/4" not in mine
     assert "replicas: 3" in device_plugin_configmap("timeslice", 3)

@@ -314,7 +314,8 @@ def test_bad_input_is_a_one_line_kts_error(call, match: str) -> None:
 # --- real runs -----------------------------------------------------------------------------------
 
 def test_from_run_fits_the_quantum_with_an_interval_and_compares_both_clocks(tmp_path: Path) -> None:
-    run = write_sim_run(tmp_path / "run", [FFT, GEMM], 4.0, duration_ms=260_000, seed=3)  # >= 368 contended waits
+    # two blocks a side (the bracketed design): the drift is measured, not the prior's; >= 368 contended waits
+    run = write_sim_run(tmp_path / "run", [FFT, GEMM], 4.0, duration_ms=130_000, seed=3, blocks=2)
     out = from_run(run, candidates=[1.0, 2.0, 4.0, 8.0, 16.0], duration_ms=100_000, n_resamples=300)
     assert out.fitted and out.why_not_fitted == "" and sum(out.n_contended.values()) >= min_corunning_samples()
     assert out.fit.quantum_ms == pytest.approx(4.0, abs=0.1) and out.fit.lo <= out.fit.quantum_ms <= out.fit.hi

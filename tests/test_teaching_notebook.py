@@ -172,7 +172,9 @@ def test_probe_run_fits_with_an_interval_and_shows_the_probe(probe_nb: nbformat.
     for tenant in ("tick", "hog"):
         for clock in ("wall", "device"):
             assert re.search(rf"\*\*{tenant}\*\*, {clock}: measured DF [0-9.]+ .*simulated DF [0-9.]+", text)
-    assert "The long tenant (**hog**" in text and "event rule predicts" in text
+    # the hog's 2 % growth (51 ms against 50 ms) inside a one-block probe's drift allowance: the
+    # text says the model expects it and the interval cannot separate it, never "too few preempted"
+    assert "The long tenant (**hog**" in text and "cannot separate" in text and "too few of its" not in text
     assert _svgs(probe_nb) >= 8  # + the fitted waits and measured vs simulated
 
 

@@ -63,7 +63,8 @@ def load_plan_input(run_dir: str | os.PathLike, probe: str | os.PathLike | None 
         if s.kind == "baseline":
             for t in s.tenants:
                 alone[(s.name, t.name)] = profile_from_log(run.log_path(s.name, t.name), t.name, t.workload)
-    model = gpu_model_for_name(name, probe, multi, loaded=str(run.path)) if gpu else None
+    # not skipping the run itself: a probe run plans against itself, and one cached search serves every run
+    model = gpu_model_for_name(name, probe, multi) if gpu else None
     return PlanInput(run.run_id, str(run.path), m, name, alone, model)
 
 

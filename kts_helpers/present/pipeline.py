@@ -9,6 +9,7 @@ is computed here from the data, not read back from a file a notebook wrote.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -37,24 +38,35 @@ class NotebookFailed(KtsError):
     """A notebook raised; the message carries the notebook's own one-line error."""
 
 
-def kernel_options() -> dict[str, Any]:
+def kernel_options(kernel_log: Path | None = None) -> dict[str, Any]:
     """papermill's options for a quiet kernel: CurveZMQ-encrypted sockets (``transport_encryption="auto"``:
     the kernelspec declares ``curve`` support, so ipykernel does not warn that it runs over TCP in plain
-    text) and no SIGINT at shutdown (see ``_kernel_manager``). The kernel is this Python ("python3")."""
-    return {"kernel_name": "python3", "kernel_manager_class": _kernel_manager(),
+    text), no SIGINT at shutdown, and the kernel process's own stderr in ``kernel_log`` (see
+    ``_kernel_manager``). The kernel is this Python ("python3")."""
+    return {"kernel_name": "python3", "kernel_manager_class": _kernel_manager(kernel_log),
             "config": Config({"KernelManager": {"transport_encryption": "auto"}})}
 
 
-def _kernel_manager() -> type:
+def _kernel_manager(kernel_log: Path | None = None) -> type:
     class QuietShutdownKernelManager(AsyncKernelManager):
         """jupyter_client interrupts (SIGINT to the kernel's process group) every kernel it shuts down. papermill
         shuts a kernel down only after its last cell has finished, so there is nothing to interrupt; the signal
         only makes ipykernel log "ERROR | KeyboardInterrupt caught in kernel." when it lands while a message is
-        being handled. Interrupts outside a shutdown (a cell's timeout) are sent as usual."""
+        being handled. Interrupts outside a shutdown (a cell's timeout) are sent as usual.
+
+        The kernel process writes to its own stderr only outside the cells (a cell's output goes to the notebook):
+        ipykernel's shutdown can race its I/O thread on a loaded machine and log a ZMQ traceback there. That goes
+        to ``kernel_log`` (kept only when not empty), not to the user's terminal."""
 
         async def _async_interrupt_kernel(self) -> None:
             if not self.shutting_down:
                 await super()._async_interrupt_kernel()
+
+        async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+            if kernel_log is None:
+                return await super()._async_launch_kernel(kernel_cmd, **kw)
+            with kernel_log.open("ab") as log:  # the child holds its own copy of the descriptor
+                await super()._async_launch_kernel(kernel_cmd, **{**kw, "stderr": log})
 
     return QuietShutdownKernelManager
 
@@ -64,11 +76,16 @@ def _execute(src: Path, dst: Path, parameters: dict[str, Any], cwd: Path) -> Non
     from papermill.exceptions import PapermillExecutionError  # with papermill above
 
     dst.parent.mkdir(parents=True, exist_ok=True)
+    kernel_log = dst.with_name(dst.stem + ".kernel.log")
     try:
         pm.execute_notebook(str(src), str(dst), parameters=parameters, cwd=str(cwd), progress_bar=False,
-                            log_output=False, request_save_on_cell_execute=True, **kernel_options())
+                            log_output=False, request_save_on_cell_execute=True, **kernel_options(kernel_log))
     except PapermillExecutionError as exc:
         raise NotebookFailed(f"{src.name} failed: {exc.ename}: {exc.evalue} (executed copy: {dst})") from None
+    finally:
+        with contextlib.suppress(OSError):
+            if kernel_log.stat().st_size == 0:
+                kernel_log.unlink()
 
 
 def _probe_profile(params: dict[str, Any]) -> str:

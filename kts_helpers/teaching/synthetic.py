@@ -30,6 +30,7 @@ from kts_helpers.analyse.probe import (
     multi_name,
 )
 from kts_helpers.errors import RunError
+from kts_helpers.plan.timeslice import SimError
 from kts_helpers.run.logformat import META_TAG, AppLine, format_line, format_record
 from kts_helpers.teaching.model import (
     DEFAULT_DURATION_MS,
@@ -58,21 +59,22 @@ def _tenant_dict(t: SimTenant, workload: str) -> dict[str, Any]:
     return {"name": t.name, "workload": workload, "sleep_ms": t.period_ms, "iterations": 0, "matrix_size": 0}
 
 
-def _write(root: Path, scenarios: Sequence[tuple[str, str, Sequence[SimTenant], float]],
+def _write(root: Path, scenarios: Sequence[tuple[Any, ...]],
            workloads: dict[str, str], *, quantum_ms: float, context_switch_ms: float, seed: int, status: str,
            profile: str, device: str, resolved: dict[str, Any]) -> Path:
     """Simulate each (name, kind, tenants, duration) scenario and write its logs, then the manifest last."""
     if root.exists():
         raise RunError(f"{root} already exists; a synthetic run is never written over another")
     spec_scenarios = []
-    for name, kind, tenants, duration in scenarios:
-        kernels = simulate(tenants, quantum_ms, context_switch_ms, duration, seed)
+    for name, kind, tenants, duration, *block in scenarios:
+        repeat = block[0] if block else 0  # a block of a bracketed design: its own draw of the same process
+        kernels = simulate(tenants, quantum_ms, context_switch_ms, duration, seed + 1000 * repeat)
         (root / "logs" / name).mkdir(parents=True)
         for t in tenants:
             mine = kernels[kernels["tenant"] == t.name]
             if len(mine):
                 (root / "logs" / name / f"{t.name}.log").write_text(_log_lines(mine, workloads[t.name], t.name))
-        spec_scenarios.append({"name": name, "kind": kind, "sharing": "timeslice",
+        spec_scenarios.append({"name": name, "kind": kind, "sharing": "timeslice", "repeat": repeat,
                                "tenants": [_tenant_dict(t, workloads[t.name]) for t in tenants]})
     manifest = {"format_version": 2, "run_id": root.name, "label": "simulated", "status": status,
                 "spec": {"profile": profile, "device": device,
@@ -87,14 +89,26 @@ def _write(root: Path, scenarios: Sequence[tuple[str, str, Sequence[SimTenant], 
 
 def write_sim_run(path: str | os.PathLike, tenants: Sequence[SimTenant], quantum_ms: float = 2.0, *,
                   context_switch_ms: float = 0.0, duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
-                  status: str = "complete") -> Path:
+                  status: str = "complete", blocks: int = 1) -> Path:
     """A run directory like the experiment's: ``baseline-<t>`` (each tenant alone), then ``shared``.
 
+    ``blocks`` > 1: the bracketed design the experiment runs on a GPU (``run.spec``): alone, shared, ..., alone,
+    ``-rK`` scenarios, each block its own draw, ``duration_ms`` each. The simulated GPU does not drift, so such a
+    run's verdicts measure (near) zero drift where a one-block run carries the prior allowance for hardware.
     The workload of each tenant is its name.
     """
     tenants = check_params(tenants, quantum_ms, context_switch_ms, duration_ms)
-    scenarios = [(f"baseline-{t.name}", "baseline", [t], duration_ms) for t in tenants]
-    scenarios.append(("shared", "shared", tenants, duration_ms))
+    if blocks < 1:
+        raise SimError(f"blocks must be >= 1, got {blocks}")
+    if blocks == 1:
+        scenarios = [(f"baseline-{t.name}", "baseline", [t], duration_ms) for t in tenants]
+        scenarios.append(("shared", "shared", tenants, duration_ms))
+    else:
+        scenarios = []
+        for b in range(blocks + 1):
+            scenarios += [(f"baseline-{t.name}-r{b + 1}", "baseline", [t], duration_ms, b) for t in tenants]
+            if b < blocks:
+                scenarios.append((f"shared-r{b + 1}", "shared", tenants, duration_ms, b))
     return _write(Path(path), scenarios, {t.name: t.name for t in tenants}, quantum_ms=quantum_ms,
                   context_switch_ms=context_switch_ms, seed=seed, status=status, profile="simulated",
                   device=SIMULATED_DEVICE, resolved={"sleep_ms": {t.name: t.period_ms for t in tenants},
