@@ -295,12 +295,54 @@ def test_validate_lays_out_n_pods_of_the_mix(article_capacity: cap.CapacityAnswe
 VALIDATION_PAGE = REPO / "docs" / "results" / "validation.md"
 PLANNER_PAGE = REPO / "docs" / "methods" / "planner.md"  # the real-model block stays beside its mechanisms
 
+# Runs whose rows the fast check regenerates (time-slicing, MPS, an LLM's phases, four tenants, a sealed holdout):
+# any change to the model moves some of their numbers. The whole block, every run, is make test-all's.
+FAST_VALIDATION_RUNS = ("h200-2026-11-30-article", "h200-2026-11-30-saturating", "h200-2026-11-30-val-llm-gemm-mps",
+                        "h200-2026-11-30-hold-four-mixed")
+
+
+def _rows_and_misses(markdown: str) -> list[str]:
+    """A validation block's table rows and miss lines (not its totals, which need every run)."""
+    return [ln for ln in markdown.splitlines() if ln.startswith(("| h200-", "- h200-"))]
+
+
+def test_the_validation_rows_of_a_few_runs_are_the_generators() -> None:
+    from kts_helpers.plan.validation import VALIDATION_RUNS, validation_checks, validation_markdown
+
+    runs = tuple(r for r in VALIDATION_RUNS if r[0] in FAST_VALIDATION_RUNS)
+    assert len(runs) == len(FAST_VALIDATION_RUNS)
+    lines = _rows_and_misses(validation_markdown(validation_checks(runs)))
+    assert len(lines) >= 2 * len(runs)  # every run has at least two tenant rows
+    block = readme_block(VALIDATION_PAGE).splitlines()
+    assert [ln for ln in lines if ln not in block] == []
+
+
+@pytest.mark.all_references  # every validation run re-scored: minutes; make test-all
 def test_the_readme_validation_table_is_generated_from_the_runs() -> None:
     text = VALIDATION_PAGE.read_text()
     assert text.count(START) == 1 and text.count(END) == 1
     assert readme_block(VALIDATION_PAGE) == readme_markdown().strip()
 
 
+def test_the_real_model_rows_of_one_run_are_the_generators() -> None:
+    from kts_helpers.plan.validation import (
+        REAL_END,
+        REAL_MISS_REASONS,
+        REAL_MODEL_RUNS,
+        REAL_START,
+        validation_checks,
+        validation_markdown,
+    )
+
+    runs = tuple(r for r in REAL_MODEL_RUNS if r[0] == "h200-2026-12-02-rm-two-llama")
+    assert runs
+    lines = _rows_and_misses(validation_markdown(validation_checks(runs), reasons=REAL_MISS_REASONS))
+    assert len(lines) >= 4
+    block = readme_block(PLANNER_PAGE, REAL_START, REAL_END).splitlines()
+    assert [ln for ln in lines if ln not in block] == []
+
+
+@pytest.mark.all_references  # every real-model run re-scored; make test-all
 def test_the_readme_real_model_block_is_generated_from_the_runs_with_every_miss_explained() -> None:
     """The real-model batch (issue 31): its own block, the same rule; every miss has its reason and no reason
     outlives its miss."""

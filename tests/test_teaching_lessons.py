@@ -169,19 +169,31 @@ def test_the_emulated_example_has_layered_waits_from_the_api_timestamps() -> Non
     assert (table["barrier_wait_s"] > 0).all() and table["clock_skew"].eq("").all()  # all met the shared start
 
 
-def test_example_regenerates_identically_and_is_never_written_over(tmp_path: Path) -> None:
+def _example_maker():  # noqa: ANN202
     sys.path.insert(0, str(Path(__file__).parent))
     try:
         from make_k8s_example import make
     finally:
         sys.path.remove(str(Path(__file__).parent))
-    fresh = make(tmp_path / "again")
+    return make
+
+
+@pytest.mark.all_references  # the emulator waits out its made-up image pulls in real time: 2-3 minutes; make test-all
+def test_example_regenerates_identically(tmp_path: Path) -> None:
+    fresh = _example_maker()(tmp_path / "again")
     cols = ["scenario", "tenant", "admission_wait_s", "placement_wait_s", "startup_s"]
     a, b = waiting.layers(fresh)[0][cols], waiting.layers(EXAMPLE)[0][cols]
     pd.testing.assert_frame_equal(a.sort_values(cols[:2]).reset_index(drop=True),
                                   b.sort_values(cols[:2]).reset_index(drop=True))
+
+
+def test_the_example_is_never_written_over(tmp_path: Path) -> None:
+    target = tmp_path / "taken"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
     with pytest.raises(SystemExit, match="already exists"):
-        make(fresh)
+        _example_maker()(target)
+    assert [p.name for p in target.iterdir()] == ["keep.txt"] and (target / "keep.txt").read_text() == "mine"
 
 
 def test_the_budget_says_which_kind_dominates() -> None:
