@@ -75,7 +75,7 @@ test: $(STAMP) ## run the tests: unit, emulator, end-to-end notebooks, one full 
 	@KTS_BROWSER="$$($(PYTHON) tests/kts_browser.py --provision)" && export KTS_BROWSER && \
 	  echo "kts: browser tests use $$KTS_BROWSER" && $(PYTEST) -q $(XDIST) --durations=25
 
-test-all: $(STAMP) ## make test, and every committed reference rendered in full (run it when a reference is added)
+test-all: $(STAMP) ## make test, every committed reference rendered in full and every validation run re-scored (run it when a reference is added)
 	@KTS_BROWSER="$$($(PYTHON) tests/kts_browser.py --provision)" && export KTS_BROWSER && \
 	  echo "kts: browser tests use $$KTS_BROWSER" && $(PYTEST) -q $(XDIST) --all-references
 
