@@ -331,6 +331,26 @@ async def test_job_failed_backoff_limit_names_the_tenant_and_keeps_the_neighbour
     assert not cluster.live(JOBS) and not cluster.live(PODS)
 
 
+def test_the_barrier_is_not_released_to_pods_that_are_gone() -> None:
+    """Every tenant said ready, then the Job failed (its deadline) and its controller deleted the pods before the
+    next poll: no start is published (no KeyError from a missing pod), the watch goes on to read the Job's failure.
+    Deterministic form of a race the deadline test below met once on a loaded CI machine."""
+    from types import SimpleNamespace
+
+    from kts_helpers.run.backends.kubernetes.lifecycle import ScenarioRun
+
+    published = []
+    sr = SimpleNamespace(
+        tenants=["fft", "gemm"], holders={}, placeholders=0, live=SimpleNamespace(streams={}),
+        barrier=SimpleNamespace(starts={}, ready={"fft": 1, "gemm": 1}, all_ready=lambda: True),
+        release_barrier=lambda pods: published.append({t: pods[t] for t in ("fft", "gemm")}))
+    assert ScenarioRun.poll_barrier(sr, {"gemm": {"metadata": {"name": "gemm-pod"}}}) is False
+    assert published == []
+    pods = {t: {"metadata": {"name": f"{t}-pod"}} for t in ("fft", "gemm")}
+    ScenarioRun.poll_barrier(sr, pods)
+    assert published == [pods]  # with every pod there, the barrier is released
+
+
 async def test_job_deadline_exceeded_is_read_from_the_job(cluster: FakeCluster, tmp_path: Path) -> None:
     """A policy caps activeDeadlineSeconds: the Job controller fails the Job (DeadlineExceeded) and deletes
     its pods. Fails when the backend ignores the Job's Failed/FailureTarget condition (it would wait for

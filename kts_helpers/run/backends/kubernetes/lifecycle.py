@@ -221,7 +221,10 @@ class ScenarioRun:
                     self.barrier.ready.setdefault(t, stream.ready)
             holding = len(self.holders) >= self.placeholders and all(
                 pod_state(p).summary == "running" for p in self.holders.values())
-            if self.barrier.all_ready() and holding:
+            # every tenant's pod still there: a Job that failed (its deadline) deletes them, and the start is then
+            # never published; the watch reads the Job's own failure instead
+            alive = all(t in pods for t in self.tenants)
+            if self.barrier.all_ready() and holding and alive:
                 self.release_barrier(pods)
         return bool(self.barrier.starts)
 
