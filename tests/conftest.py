@@ -33,6 +33,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="also render every committed reference in full (make test-all), not one per kind")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """One fresh cache folder for the lesson's measured tables (``teaching.memo``) per test session, shared by the
+    xdist workers (they inherit the controller's environment) and the kernels they start: the first render
+    computes each table, the others read it, and nothing from a developer's ~/.cache is ever read."""
+    if "KTS_CACHE_DIR" not in os.environ:
+        import tempfile
+
+        config._kts_cache_dir = tempfile.mkdtemp(prefix="kts-test-cache-")
+        os.environ["KTS_CACHE_DIR"] = config._kts_cache_dir
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    made = getattr(config, "_kts_cache_dir", None)
+    if made:
+        import shutil
+
+        shutil.rmtree(made, ignore_errors=True)
+        os.environ.pop("KTS_CACHE_DIR", None)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without ``--all-references`` the tests marked ``all_references`` are deselected (reported as such): the
     exhaustive renders are ``make test-all``'s, for when a reference is added."""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -90,8 +91,21 @@ def test_bad_mps_tenants_are_one_line_errors(tenant: MpsTenant, match: str) -> N
 
 @pytest.fixture(scope="module")
 def refs() -> tuple[list[Path], pd.DataFrame]:
-    dirs = reference.reference_dirs(REPO / "data" / "reference")
+    dirs = reference.mode_references(REPO / "data" / "reference")
     return dirs, reference.sharing_modes(dirs, n_resamples=100)
+
+
+def test_the_lesson_compares_the_references_that_measured_mps(refs) -> None:
+    """Read from the manifests' own JSON: every reference with an MPS scenario is in, none of time-slicing alone."""
+    dirs, modes = refs
+    both = set()
+    for d in reference.reference_dirs(REPO / "data" / "reference"):
+        spec = json.loads((d / "manifest.json").read_text())["spec"]
+        if {s["sharing"] for s in spec["scenarios"] if s["kind"] == "shared"} - {"timeslice"}:
+            both.add(d.name)
+    assert {d.name for d in dirs} == both and "h200-2026-11-30-article" not in both
+    assert "h200-2026-11-30-mps-limited" in both
+    assert set(modes["reference"]) == both
 
 
 def test_reference_numbers_come_from_the_reports_own_comparison(refs) -> None:
@@ -99,7 +113,7 @@ def test_reference_numbers_come_from_the_reports_own_comparison(refs) -> None:
     from kts_helpers.analyse.load import load_run
 
     dirs, modes = refs
-    assert {d.name for d in dirs} >= {"h200-2026-11-30-article", "h200-2026-11-30-saturating"}
+    assert "h200-2026-11-30-saturating" in {d.name for d in dirs}
     sat = next(d for d in dirs if d.name.endswith("saturating"))
     for clock in ("wall", "device"):
         table = modes_table(load_run(sat), metric=clock, n_resamples=100)

@@ -4,6 +4,8 @@ Why a module: the lesson must never type a measured number into its text. Every 
 from ``data/reference/<run>`` by the report's own comparison of sharing modes (``analyse.compare.modes_table``:
 co-running iterations, the alone baseline, DF with its stationary-bootstrap interval), for both clocks.
 A reference with a ``mps-limited`` scenario is shown when one exists; until then the lesson says so.
+The MPS section reads only the references that measured MPS in some form (``mode_references``): a run of
+time-slicing alone says nothing about MPS, and loading every reference cost the lesson most of its run time.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from kts_helpers.analyse.probe import MULTI_PREFIX, PROBE_PROFILE
 from kts_helpers.errors import RunError
 from kts_helpers.plan.engine import MPS_WEIGHTS_TUNED_ON
 from kts_helpers.present.tables import fmt_ci
+from kts_helpers.teaching import memo
 from kts_helpers.teaching.mps import weight_for_share
 
 REFERENCE_ROOT = Path("data") / "reference"
@@ -51,6 +54,13 @@ def reference_dirs(root: str | os.PathLike = REFERENCE_ROOT, *, probes: bool = F
     return out
 
 
+def mode_references(root: str | os.PathLike = REFERENCE_ROOT) -> list[Path]:
+    """The committed references with a shared scenario under MPS (``mps`` or ``mps-limited``), sorted, read
+    from their manifests alone: what the MPS section compares with time-slicing and with the model."""
+    return [d for d in reference_dirs(root)
+            if any(s.sharing != "timeslice" for s in read_manifest(d).scenarios if s.kind == "shared")]
+
+
 def matching_probe(run_dir: str | os.PathLike, root: str | os.PathLike = REFERENCE_ROOT) -> Path | None:
     """The newest committed probe of the run's GPU model (same device name), or None: its quantum and switch
     cost are the best the lesson knows for a run that cannot be fitted itself."""
@@ -63,7 +73,15 @@ def matching_probe(run_dir: str | os.PathLike, root: str | os.PathLike = REFEREN
 
 
 def sharing_modes(run_dirs: list[str | os.PathLike] | list[Path], *, n_resamples: int = 1000) -> pd.DataFrame:
-    """Per reference, tenant, sharing mode and clock: p50 alone and shared, p99 and DF with intervals."""
+    """Per reference, tenant, sharing mode and clock: p50 alone and shared, p99 and DF with intervals.
+
+    Kept on disk by ``memo`` (keyed by the runs' bytes, the kit's source and ``n_resamples``): the same table,
+    computed once."""
+    dirs = [Path(d) for d in run_dirs]
+    return memo.table("sharing-modes", dirs, lambda: _sharing_modes(dirs, n_resamples), n_resamples=n_resamples)
+
+
+def _sharing_modes(run_dirs: list[Path], n_resamples: int) -> pd.DataFrame:
     rows = []
     for d in run_dirs:
         data = load_run(d)
@@ -174,10 +192,12 @@ def calibrate_mps(run_dirs: list[str | os.PathLike] | list[Path], modes: pd.Data
 
 def lesson_references(root: str | os.PathLike = REFERENCE_ROOT, *, n_resamples: int = 1000,
                       victim: str = "fft", neighbour: str = "gemm") -> tuple[pd.DataFrame, MpsCalibration | None, str]:
-    """What the MPS section shows: every reference's modes, the model's calibration (or None) and a note."""
-    dirs = reference_dirs(root)
+    """What the MPS section shows: the modes of every reference that compares sharing modes
+    (``mode_references``), the model's calibration (or None) and a note."""
+    dirs = mode_references(root)
     if not dirs:
-        return pd.DataFrame(columns=MODE_COLUMNS), None, f"no reference runs under {root}: nothing measured to show"
+        return (pd.DataFrame(columns=MODE_COLUMNS), None,
+                f"no reference run under {root} measured MPS: nothing measured to show")
     modes = sharing_modes(dirs, n_resamples=n_resamples)
     try:
         return modes, calibrate_mps(dirs, modes, victim, neighbour), ""
