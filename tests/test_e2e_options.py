@@ -1,7 +1,11 @@
-"""Every profile option renders, and every shared timed iteration co-runs: the tiny profile through the code path
-of ``make report`` (papermill: setup -> baseline -> shared -> analysis, then nbconvert), once per option.
+"""Every profile option runs and reports, and every shared timed iteration co-runs: the tiny profile, once per option.
 
-The co-running judge reads the raw logs only (``conftest.corunning_fractions``), never the kit's analysis.
+One option goes through ``make report``'s whole path (papermill: setup -> baseline -> shared -> analysis, then
+nbconvert): ``mps``, whose backend options also cross papermill's parameters. The others run through the call the
+run notebooks make (``run_experiment``) and the analysis notebook's own cells in this process (``analysis_cells``):
+the notebooks and their rendering are the same for every option and are rendered in full once per kind of run
+(test_e2e_references, from the H200's data), so a full render per option only repeated ~20 s of kernels and
+nbconvert. The co-running judge reads the raw logs only (``conftest.corunning_fractions``), never the kit's analysis.
 """
 
 from __future__ import annotations
@@ -10,9 +14,11 @@ import json
 from pathlib import Path
 
 import pytest
+from analysis_cells import empty_charts, run_analysis
 from conftest import corunning_fractions, fake_mps_control
 
 from kts_helpers.present.pipeline import build_report
+from kts_helpers.run.experiment import run_experiment
 
 REPO = Path(__file__).resolve().parent.parent
 # A victim that sleeps next to a neighbour that never does: the neighbour is done long before the victim.
@@ -30,12 +36,14 @@ OPTIONS = {
     "llm": ({"workloads": "fft,llm"}, {"shared"}),
 }
 
+FULL_RENDER = "mps"
+
 pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.parametrize("option", list(OPTIONS))
-def test_option_renders_and_every_shared_iteration_coruns(option: str, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_option_reports_and_every_shared_iteration_coruns(option: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     extra, shared = OPTIONS[option]
     for k, v in LLM_ENV.items():
         monkeypatch.setenv(k, v)  # inherited by the notebooks' kernel and then by the workers
@@ -43,11 +51,18 @@ def test_option_renders_and_every_shared_iteration_coruns(option: str, tmp_path:
     if option == "mps":
         fake, record = fake_mps_control(tmp_path)
         params["backend_options"] = {"mps_control": str(fake)}
-    html = build_report(params, runs_root=tmp_path / "runs", report_dir=tmp_path / "report",
-                        notebooks_dir=REPO / "notebooks", cwd=REPO)
-    text = html.read_text()
-    assert "Headline table" in text and "Overlap window" in text and "data:image/svg+xml" in text
-    run_dir = next(p for p in (tmp_path / "runs").iterdir() if not p.name.startswith("."))
+    if option == FULL_RENDER:
+        html = build_report(params, runs_root=tmp_path / "runs", report_dir=tmp_path / "report",
+                            notebooks_dir=REPO / "notebooks", cwd=REPO)
+        text = html.read_text()
+        assert "Headline table" in text and "Overlap window" in text and "data:image/svg+xml" in text
+        run_dir = next(p for p in (tmp_path / "runs").iterdir() if not p.name.startswith("."))
+    else:
+        run_dir = run_experiment(params, root=tmp_path / "runs", progress=False).path
+        shown = run_analysis(run_dir)
+        assert "Headline table" in shown.text and "Overlap window" in shown.text
+        assert shown.charts and empty_charts(shown) == []
+        assert shown.namespace["data"].problems == []
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "complete"
     got = corunning_fractions(run_dir)

@@ -12,6 +12,7 @@ import papermill as pm
 import pytest
 from nbconvert import HTMLExporter
 
+from kts_helpers.present.pipeline import build_teaching
 from kts_helpers.teaching.model import SimTenant
 from kts_helpers.teaching.synthetic import write_sim_probe, write_sim_run
 
@@ -54,8 +55,17 @@ def _edit_manifest(run: Path, change) -> Path:
 
 
 @pytest.fixture(scope="module")
-def static_nb(tmp_path_factory: pytest.TempPathFactory) -> nbformat.NotebookNode:
-    return _execute(tmp_path_factory.mktemp("nb"), "static", NOTEBOOK, SMALL)
+def static_render(tmp_path_factory: pytest.TempPathFactory) -> tuple[nbformat.NotebookNode, Path]:
+    """``make teach``'s own path (``build_teaching``: static charts, nbconvert): the executed notebook and its page."""
+    report = tmp_path_factory.mktemp("nb")
+    html = build_teaching(SMALL, report_dir=report, notebooks_dir=ROOT / "notebooks", cwd=ROOT)
+    (executed,) = (report / "build" / "teaching").glob("*/" + NOTEBOOK.name)
+    return nbformat.read(executed, as_version=4), html
+
+
+@pytest.fixture(scope="module")
+def static_nb(static_render: tuple[nbformat.NotebookNode, Path]) -> nbformat.NotebookNode:
+    return static_render[0]
 
 
 @pytest.fixture(scope="module")
@@ -211,3 +221,20 @@ def test_interactive_mode_builds_sliders_that_redraw(tmp_path: Path) -> None:
     drawn = [o for m in state.values() if m["model_name"] == "OutputModel" for o in m["state"]["outputs"]]
     assert not [o for o in drawn if o["output_type"] == "error"]
     assert len(drawn) == 3  # timeline, latency curves, DF table: the first draw happened
+
+
+TEACHING_SECTIONS = ("Which clock sees the neighbour", "MPS: sharing in space", "The three kinds of waiting",
+                     "EMULATED", "Exercise 1", "Exercise 2", "Exercise 3", "Your prediction:")
+
+
+@pytest.mark.browser
+def test_teaching_notebook_renders_offline_in_chromium(static_render: tuple[nbformat.NotebookNode, Path],
+                                                       browser_path: str) -> None:
+    """The page ``make teach`` writes, opened in Chromium with the network off."""
+    from pagecheck import check_offline_page
+
+    html = static_render[1]
+    text = html.read_text()
+    for needle in TEACHING_SECTIONS + ("outside its events", "preempted mid-way"):
+        assert needle in text, needle
+    check_offline_page(browser_path, html, min_charts=7)
