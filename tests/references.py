@@ -80,7 +80,7 @@ def representatives(runs: list[Path] = REFERENCES) -> dict[str, Path]:
 # and the charts it draws at least.
 REPORT_NEEDLES = ("Headline table", "device time", "Clocks and telemetry", "Overlap window", "Environment",
                   "NVIDIA H200", "Caveats", "The distribution of the wait per tenant")
-REPORT_NEVER = ("No GPU telemetry",)
+REPORT_NEVER = ("No GPU telemetry", "a process that is not one of its tenants")
 MIN_CHARTS = 7
 
 # The sections under "Beyond the article" (their titles) that belong to a kind: a reference of the kind shows

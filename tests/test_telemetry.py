@@ -396,3 +396,46 @@ def test_end_to_end_sampler_join_clock(tmp_path, fake_nvml):
     assert joined["tel_sm_clock_mhz"].tolist() == [1003.0, 1015.0]
     rep = clock_report(joined, read_status(out)["max_sm_clock_mhz"])
     assert rep.iterations["throttled"].tolist() == [True, True]  # 1003 < 0.75 * 1980
+
+
+# --- processes on the GPU that are not the scenario's tenants ------------------------------------------------------
+
+def _procs(samples: list[list[tuple]]) -> pd.DataFrame:
+    """A telemetry frame whose ``procs_json`` lists (pid, used_mib, name) per sample."""
+    blobs = [json.dumps([{"pid": p, "used_mib": m, **({"name": n} if n is not ... else {})} for p, m, n in s])
+             for s in samples]
+    return pd.DataFrame({"ts_ns": [1_000 + k for k in range(len(samples))], "gpu_index": 0, "procs_json": blobs})
+
+
+def test_a_process_that_is_not_a_tenant_is_named_and_the_mps_server_is_not() -> None:
+    from kts_helpers.analyse.telemetry import gpu_strangers
+
+    tenants = {10, 11}
+    clean = _procs([[(10, 784.0, "python3"), (11, 810.0, "python3")]] * 3)
+    assert gpu_strangers(clean, tenant_pids=tenants, mps=False) == []
+    late = _procs([[(10, 784.0, "python3"), (11, 810.0, "python3")]] * 2 + [[(10, 784.0, "python3"), (99, 612.0, "python3")]])
+    assert gpu_strangers(late, tenant_pids=tenants, mps=False) == ["pid 99 (python3), up to 612 MiB, in 1 of 3 samples"]
+    server = _procs([[(10, 782.0, "python3"), (11, 1384.0, "python3"), (7, 66.0, "nvidia-cuda-mps")]] * 2)
+    assert gpu_strangers(server, tenant_pids=tenants, mps=True) == []
+    # another user's MPS server in a time-slicing scenario is a stranger
+    assert gpu_strangers(server, tenant_pids=tenants, mps=False) == ["pid 7 (nvidia-cuda-mps), up to 66 MiB, in 2 of 2 samples"]
+    # runs recorded before names: the one small process of an MPS scenario is its server, a client-sized one is not
+    old = _procs([[(10, 782.0, ...), (11, 1384.0, ...), (7, 66.0, ...)]] * 2)
+    assert gpu_strangers(old, tenant_pids=tenants, mps=True) == []
+    old_big = _procs([[(10, 782.0, ...), (11, 1384.0, ...), (7, 612.0, ...)]] * 2)
+    assert gpu_strangers(old_big, tenant_pids=tenants, mps=True) == ["pid 7, up to 612 MiB, in 2 of 2 samples"]
+    two = _procs([[(10, 782.0, ...), (7, 66.0, ...), (8, 66.0, ...)]])
+    assert len(gpu_strangers(two, tenant_pids=tenants, mps=True)) == 2
+    assert gpu_strangers(late, tenant_pids=set(), mps=False) == []  # no tenant PIDs (v1 logs): nothing to tell
+
+
+def test_an_h200_run_beside_a_stranger_says_so_in_every_scenario() -> None:
+    """Recorded on the H200 with a second process holding a CUDA context (pid 1362) for the whole run; the run's
+    tenants and calibration are the only other processes NVML listed. The report's warnings carry it."""
+    from kts_helpers.analyse.load import load_run
+
+    data = load_run(Path(__file__).parent / "fixtures" / "h200-stranger-check")
+    flagged = [p for p in data.problems if "not one of its tenants" in p]
+    names = {s.name for s in data.manifest.scenarios}
+    assert {p.split(":")[0] for p in flagged} == names and len(flagged) == len(names) == 8
+    assert all("pid 1362 (python3), up to 612 MiB" in p for p in flagged)

@@ -26,7 +26,7 @@ from kts_helpers.analyse.rules import (
     split_padding,
     trim_leading,
 )
-from kts_helpers.analyse.telemetry import attach_telemetry, clock_report, load_telemetry
+from kts_helpers.analyse.telemetry import attach_telemetry, clock_report, gpu_strangers, load_telemetry
 from kts_helpers.errors import LogParseError, RunError
 from kts_helpers.run.corun import CoRunError, gpu_mismatch
 from kts_helpers.run.manifest import RunManifest
@@ -198,6 +198,7 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
     pods = {name: {str(t.get("pod") or (t.get("events") or {}).get("pod")) for t in rec.tenants.values()}
             for name, rec in manifest.records.items()}
     frame = attach_run_telemetry(frame, tel, pods)
+    problems += strangers_on_the_gpu(manifest, tel, metas)
     return RunData(run=run, manifest=manifest, iterations=frame, meta=pd.DataFrame(metas),
                    parse_issues=pd.DataFrame(issues), problems=problems, telemetry=tel,
                    telemetry_status=tel_status, dropped=dropped, padding=padding,
@@ -217,6 +218,21 @@ def stopping_row(scenario: str, tenant: str, end: dict[str, Any]) -> dict[str, A
             "reason": end.get("reason"), "elapsed_s": end.get("elapsed_s"), "target": rule.get("rel_width"),
             "p99_ms": worst.get("estimate"), "p99_lo_ms": worst.get("lo"), "p99_hi_ms": worst.get("hi"),
             "half_width": worst.get("rel_half_width"), "projected_n": end.get("projected_n")}
+
+
+def strangers_on_the_gpu(manifest: RunManifest, tel: pd.DataFrame, metas: list[dict[str, Any]]) -> list[str]:
+    """Per scenario, a problem line for each process on the GPU that was not one of its tenants
+    (``telemetry.gpu_strangers``); the tenants are known by the PIDs their KTS_META lines give."""
+    if tel.empty or "procs_json" not in tel:
+        return []
+    out = []
+    for scen in manifest.scenarios:
+        pids = {int(m["pid"]) for m in metas if m.get("scenario") == scen.name and m.get("pid") is not None}
+        mine = tel[tel["scenario"] == scen.name]
+        for text in gpu_strangers(mine, tenant_pids=pids, mps=scen.sharing != "timeslice"):
+            out.append(f"{scen.name}: a process that is not one of its tenants used the GPU during it ({text}): "
+                       "it competed with the measurement, which then is not what its label says")
+    return out
 
 
 def load_run_telemetry(run: Run, manifest: RunManifest) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:

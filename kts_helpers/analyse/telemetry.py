@@ -59,16 +59,51 @@ def load_telemetry_status(path: str | os.PathLike) -> dict[str, Any] | None:
 
 
 def expand_processes(telemetry: pd.DataFrame) -> pd.DataFrame:
-    """The ``procs_json`` column as a long table: ts_ns, gpu_index, pid, used_mib."""
+    """The ``procs_json`` column as a long table: ts_ns, gpu_index, pid, used_mib, name (None: not recorded)."""
     out = []
     if "procs_json" in telemetry.columns:
         for ts, gpu, blob in zip(telemetry["ts_ns"], telemetry["gpu_index"], telemetry["procs_json"], strict=True):
             if blob is None or (isinstance(blob, float) and math.isnan(blob)):
                 continue
             for p in json.loads(blob):
-                out.append({"ts_ns": int(ts), "gpu_index": gpu, "pid": int(p["pid"]), "used_mib": p["used_mib"]})
-    frame = pd.DataFrame(out, columns=["ts_ns", "gpu_index", "pid", "used_mib"])
-    return frame.astype({"ts_ns": "int64", "pid": "int64", "used_mib": "float64"})
+                out.append({"ts_ns": int(ts), "gpu_index": gpu, "pid": int(p["pid"]), "used_mib": p["used_mib"],
+                            "name": p.get("name")})
+    frame = pd.DataFrame(out, columns=["ts_ns", "gpu_index", "pid", "used_mib", "name"])
+    return frame.astype({"ts_ns": "int64", "pid": "int64", "used_mib": "float64", "name": "object"})
+
+
+MPS_SERVER = "nvidia-cuda-mps"  # /proc/<pid>/comm of nvidia-cuda-mps-server (comm keeps 15 characters)
+MPS_SERVER_MAX_MIB = 128.0  # the server's own context (66 MiB on the H200); any CUDA client's is >= 600 MiB
+
+
+def gpu_strangers(telemetry: pd.DataFrame, *, tenant_pids: set[int], mps: bool) -> list[str]:
+    """The processes on the measured GPU during a scenario that are not its tenants, from the GPU's own process
+    list (the NVML sampler's ``procs_json``): one description each; empty when there were none.
+
+    Why: a process of another user (or a leftover of this one) on the GPU competes with the tenants, and nothing in
+    the tenants' own logs shows it; the kit then calls the other process's cost "sharing" (or, in an alone block,
+    drift). The check needs no grant: the sampler runs beside the tenants, in their PID namespace, where NVML
+    lists every process (on the H200: exactly the tenants' PIDs from their KTS_META lines; NVML lists only the
+    caller's PID namespace, so inside a container it sees none of the others, and on Kubernetes the placeholders
+    and the pod look-ups guard instead). Under MPS the kit's own server is one more process: it is recognised by
+    its name, or, in runs recorded before names were, as the one small process (<= 128 MiB: no CUDA client's
+    context is that small). Without tenant PIDs (v1 logs) nothing can be told, and nothing is said.
+    """
+    procs = expand_processes(telemetry)
+    if procs.empty or not tenant_pids:
+        return []
+    others = procs[~procs["pid"].isin(list(tenant_pids))]
+    if mps and len(others):
+        named = others["name"].fillna("").str.startswith(MPS_SERVER)
+        size = others.groupby("pid")["used_mib"].transform("max")
+        unnamed_server = others["name"].isna() & (size <= MPS_SERVER_MAX_MIB) & (others["pid"].nunique() == 1)
+        others = others[~(named | unnamed_server)]
+    out = []
+    for pid, g in others.groupby("pid", sort=True):
+        name = next((n for n in g["name"] if isinstance(n, str)), None)
+        out.append(f"pid {pid}{f' ({name})' if name else ''}, up to {g['used_mib'].max():.0f} MiB, in "
+                   f"{g['ts_ns'].nunique()} of {telemetry['ts_ns'].nunique()} samples")
+    return out
 
 
 def attach_telemetry(iterations: pd.DataFrame, telemetry: pd.DataFrame, *, tolerance_ms: float = 250,

@@ -35,7 +35,7 @@ CORE_COLUMNS: dict[str, str] = {
     "mem_clock_mhz": "float64",
     "power_w": "float64",
     "mem_used_mib": "float64",
-    # per-process memory, JSON list of {"pid": int, "used_mib": float|null} (one column keeps
+    # the GPU's compute processes, JSON list of {"pid": int, "used_mib": float|null, "name": str|null} (one column keeps
     # parts self-contained; ``expand_processes`` turns it into a long table)
     "procs_json": "string",
 }

@@ -249,9 +249,18 @@ def _one_sample(nv: Any, handle: Any, call) -> dict[str, Any]:
         "power_w": None if power is None else power / 1000.0,  # NVML reports mW
         "mem_used_mib": None if mem is None else mem.used / MIB,
         "procs_json": None if procs is None else json.dumps(
-            [{"pid": int(p.pid), "used_mib": None if p.usedGpuMemory is None else p.usedGpuMemory / MIB}
-             for p in procs]),
+            [{"pid": int(p.pid), "used_mib": None if p.usedGpuMemory is None else p.usedGpuMemory / MIB,
+              "name": _process_name(int(p.pid))} for p in procs]),
     }
+
+
+def _process_name(pid: int) -> str | None:
+    """The process's name (``/proc/<pid>/comm``) where this PID namespace sees it: what tells the kit's own MPS
+    server (``nvidia-cuda-mps``) from a stranger. NVML lists only the processes of the caller's PID namespace."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _package_root() -> str:
