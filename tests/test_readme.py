@@ -19,7 +19,9 @@ def test_readme_reference_tables_match_the_committed_runs() -> None:
     assert {name for name, _ in blocks} == {f"h200-2026-11-30-{n}" for n in (
         "article", "article-rerun", "saturating", "repeats", "repeats-mps", "mps-limited", "mps-limited-800",
         "four-tenants", "matrix", "openloop", "probe")} | {"h200-2026-12-02-article", "h200-2026-12-02-article-blocks",
-                                                     "h200-2026-12-02-saturating-blocks"}
+                                                     "h200-2026-12-02-saturating-blocks",
+                                                     "h200-2026-12-03-saturating-mps-blocks",
+                                                     "h200-2026-12-03-four-tenants-blocks"}
     for name, block in blocks:
         assert block == reference_markdown(REPO / "data" / "reference" / name), name
 
