@@ -34,6 +34,7 @@ from kts_helpers.analyse.rules import (
     series_label,
 )
 from kts_helpers.analyse.verdict import decide
+from kts_helpers.run.manifest import RunManifest
 
 __all__ = ["MODE_ORDER", "Scenario", "catalogue", "contention_matrix", "has_matrix", "has_modes", "has_phases",
            "modes_table", "phase_table"]
@@ -105,6 +106,22 @@ def _notes(*ivs: stats.Interval) -> str:
 
 
 # -- 1. sharing modes ---------------------------------------------------------------------------------------
+def plugin_mps_caps(manifest: RunManifest) -> dict | None:
+    """The caps the Kubernetes device plugin's MPS daemon put on every client of this run's MPS scenarios (the
+    record's ``mps_caps``: SM share 100/replicas %, memory 1/replicas), or None: local MPS, uncapped unless a
+    thread limit is set. The two are different conditions: a plugin-MPS number is shown with its caps, and is
+    never set beside a local MPS one unlabelled."""
+    return next((r.extra["mps_caps"] for r in manifest.records.values() if r.extra.get("mps_caps")), None)
+
+
+def plugin_mps_text(caps: dict) -> str:
+    """One sentence naming the caps (the report's modes section, the lesson)."""
+    return (f"MPS here is the Kubernetes device plugin's ({caps.get('replicas')} replicas): every client, the alone "
+            f"baselines included, was capped at {caps.get('active_thread_percentage'):g} % of the SMs and "
+            f"{100 * float(caps.get('pinned_memory_fraction') or 0):g} % of the memory, so these numbers are not "
+            "local MPS's (uncapped) and are not compared with them.")
+
+
 def has_modes(data: RunData) -> bool:
     """Whether the run's shared scenarios use more than one sharing mode (timeslice, mps, mps-limited)."""
     return len({s.sharing for s in catalogue(data) if s.kind == "shared"}) > 1

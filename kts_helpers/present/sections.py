@@ -56,7 +56,9 @@ def _compare_sections(data: RunData, *, n_resamples: int, seed: int | None) -> l
         t = compare.modes_table(data, n_resamples=n_resamples, seed=seed)
         out.append(Section("### Sharing modes side by side\n\nThe same tenants and parameters under CUDA time-slicing "
                            "(contexts take turns), MPS (kernels of different tenants run at the same time on "
-                           "shared SMs) and MPS with a thread limit (`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`).",
+                           "shared SMs) and MPS with a thread limit (`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`)."
+                           + (f" **{compare.plugin_mps_text(caps)}**"
+                              if (caps := compare.plugin_mps_caps(data.manifest)) else ""),
                            [t, charts.modes_chart(t)]))
     if compare.has_matrix(data):
         m = compare.contention_matrix(data, n_resamples=n_resamples, seed=seed)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from kts_helpers.analyse.compare import modes_table
+from kts_helpers.analyse.compare import modes_table, plugin_mps_caps
 from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.load import load_run, read_manifest
 from kts_helpers.analyse.probe import MULTI_PREFIX, PROBE_PROFILE
@@ -55,10 +55,16 @@ def reference_dirs(root: str | os.PathLike = REFERENCE_ROOT, *, probes: bool = F
 
 
 def mode_references(root: str | os.PathLike = REFERENCE_ROOT) -> list[Path]:
-    """The committed references with a shared scenario under MPS (``mps`` or ``mps-limited``), sorted, read
-    from their manifests alone: what the MPS section compares with time-slicing and with the model."""
-    return [d for d in reference_dirs(root)
-            if any(s.sharing != "timeslice" for s in read_manifest(d).scenarios if s.kind == "shared")]
+    """The committed references with a shared scenario under local MPS (``mps`` or ``mps-limited``), sorted,
+    read from their manifests alone: what the MPS section compares with time-slicing and with the model. A run
+    under the Kubernetes device plugin's MPS (``compare.plugin_mps_caps``: every client capped) is another
+    condition, and is left out of the lesson's local-MPS table and calibration."""
+    out = []
+    for d in reference_dirs(root):
+        m = read_manifest(d)
+        if any(s.sharing != "timeslice" for s in m.scenarios if s.kind == "shared") and not plugin_mps_caps(m):
+            out.append(d)
+    return out
 
 
 def matching_probe(run_dir: str | os.PathLike, root: str | os.PathLike = REFERENCE_ROOT) -> Path | None:
