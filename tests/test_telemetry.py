@@ -439,3 +439,39 @@ def test_an_h200_run_beside_a_stranger_says_so_in_every_scenario() -> None:
     names = {s.name for s in data.manifest.scenarios}
     assert {p.split(":")[0] for p in flagged} == names and len(flagged) == len(names) == 8
     assert all("pid 1362 (python3), up to 612 MiB" in p for p in flagged)
+
+
+def test_a_pod_dcgm_attributes_the_measured_gpu_to_that_is_not_the_jobs_is_named() -> None:
+    """dcgm-exporter repeats a GPU's series once per pod holding a replica: the Job's own pods (tenants and
+    placeholders, ``<job>-<index>-<suffix>``) are not strangers, another namespace's pod is, another GPU's is not."""
+    from kts_helpers.analyse.telemetry import dcgm_strangers
+
+    gpu, other = "GPU-aaaa", "GPU-bbbb"
+    rows = [(1, gpu, "kts", "kts-shared-52597f-0-x1"), (1, gpu, "kts", "kts-shared-52597f-2-x3"),
+            (1, other, "team-b", "trainer-0"), (2, gpu, "kts", "kts-shared-52597f-1-x2"),
+            (2, gpu, "team-b", "trainer-1"), (3, gpu, "kts", "kts-shared-52597f-0-x1"), (3, gpu, None, None)]
+    tel = pd.DataFrame(rows, columns=["ts_ns", "uuid", "namespace", "pod"])
+    assert dcgm_strangers(tel, gpu_uuid=gpu, namespace="kts", job="kts-shared-52597f") == [
+        "pod team-b/trainer-1 (dcgm-exporter's attribution), in 1 of 3 scrapes"]
+    # the same name in another namespace is not the Job's; another run's Job in the namespace is a stranger too
+    assert len(dcgm_strangers(tel, gpu_uuid=gpu, namespace="other", job="kts-shared-52597f")) == 4
+    assert len(dcgm_strangers(tel, gpu_uuid=gpu, namespace="kts", job="kts-shared-000000")) == 4
+    assert dcgm_strangers(tel, gpu_uuid=None, namespace="kts", job="kts-shared-52597f") == []  # which GPU: unknown
+    assert dcgm_strangers(tel.drop(columns=["pod"]), gpu_uuid=gpu, namespace="kts", job="kts-shared-52597f") == []
+
+
+def test_the_report_reads_dcgm_strangers_of_the_tenants_gpu_from_the_record(tmp_path: Path) -> None:
+    """The wiring: the scenario's record gives the Job and namespace, its tenants' KTS_META the GPU."""
+    from kts_helpers.analyse.load import strangers_on_the_gpu
+    from kts_helpers.run.manifest import RunManifest
+
+    src = json.loads((Path(__file__).parent / "fixtures" / "h200-stranger-check" / "manifest.json").read_text())
+    src["scenarios"]["shared-r1"].update({"namespace": "kts", "job": "kts-shared-r1-abc"})
+    manifest = RunManifest.from_dict(src)
+    tel = pd.DataFrame({"ts_ns": [1, 1, 2], "uuid": ["GPU-x"] * 3, "namespace": ["kts", "ml", "kts"],
+                        "pod": ["kts-shared-r1-abc-0-q", "bert-7", "kts-shared-r1-abc-1-r"], "scenario": "shared-r1"})
+    metas = [{"scenario": "shared-r1", "tenant": t, "gpu_uuid": "GPU-x"} for t in ("fft", "gemm")]
+    (line,) = strangers_on_the_gpu(manifest, tel, metas)
+    assert line.startswith("shared-r1: a process that is not one of its tenants used the GPU during it (pod ml/bert-7")
+    metas[1]["gpu_uuid"] = "GPU-y"  # tenants on two GPUs: refused elsewhere; nothing is judged here
+    assert strangers_on_the_gpu(manifest, tel, metas) == []

@@ -26,7 +26,13 @@ from kts_helpers.analyse.rules import (
     split_padding,
     trim_leading,
 )
-from kts_helpers.analyse.telemetry import attach_telemetry, clock_report, gpu_strangers, load_telemetry
+from kts_helpers.analyse.telemetry import (
+    attach_telemetry,
+    clock_report,
+    dcgm_strangers,
+    gpu_strangers,
+    load_telemetry,
+)
 from kts_helpers.errors import LogParseError, RunError
 from kts_helpers.run.corun import CoRunError, gpu_mismatch
 from kts_helpers.run.manifest import RunManifest
@@ -221,15 +227,24 @@ def stopping_row(scenario: str, tenant: str, end: dict[str, Any]) -> dict[str, A
 
 
 def strangers_on_the_gpu(manifest: RunManifest, tel: pd.DataFrame, metas: list[dict[str, Any]]) -> list[str]:
-    """Per scenario, a problem line for each process on the GPU that was not one of its tenants
-    (``telemetry.gpu_strangers``); the tenants are known by the PIDs their KTS_META lines give."""
-    if tel.empty or "procs_json" not in tel:
+    """Per scenario, a problem line for each process on the GPU that was not one of its tenants (bare host:
+    ``telemetry.gpu_strangers``, by the PIDs the tenants' KTS_META lines give) and each pod dcgm-exporter
+    attributes the tenants' GPU to that is not the scenario's Job's (Kubernetes: ``telemetry.dcgm_strangers``)."""
+    if tel.empty:
         return []
     out = []
     for scen in manifest.scenarios:
-        pids = {int(m["pid"]) for m in metas if m.get("scenario") == scen.name and m.get("pid") is not None}
+        mine_meta = [m for m in metas if m.get("scenario") == scen.name]
+        pids = {int(m["pid"]) for m in mine_meta if m.get("pid") is not None}
+        uuids = {m.get("gpu_uuid") for m in mine_meta} - {None}
+        rec = manifest.record(scen.name)
         mine = tel[tel["scenario"] == scen.name]
-        for text in gpu_strangers(mine, tenant_pids=pids, mps=scen.sharing != "timeslice"):
+        found = gpu_strangers(mine, tenant_pids=pids, mps=scen.sharing != "timeslice") if "procs_json" in mine \
+            else []
+        if rec is not None and len(uuids) == 1:
+            found += dcgm_strangers(mine, gpu_uuid=uuids.pop(), namespace=rec.extra.get("namespace"),
+                                    job=rec.extra.get("job"))
+        for text in found:
             out.append(f"{scen.name}: a process that is not one of its tenants used the GPU during it ({text}): "
                        "it competed with the measurement, which then is not what its label says")
     return out

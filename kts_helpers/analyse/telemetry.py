@@ -106,6 +106,29 @@ def gpu_strangers(telemetry: pd.DataFrame, *, tenant_pids: set[int], mps: bool) 
     return out
 
 
+def dcgm_strangers(telemetry: pd.DataFrame, *, gpu_uuid: str | None, namespace: str | None,
+                   job: str | None) -> list[str]:
+    """The pods dcgm-exporter attributes the measured GPU to during a scenario that are not the scenario's own:
+    one description each; empty when there were none, or when it cannot be told.
+
+    Why: on Kubernetes this is the GPU's own view that needs no grant of the kit's (dcgm-exporter maps devices to
+    pods through the kubelet's PodResources API, and with time-slicing repeats a GPU's series once per pod holding
+    a replica). The scenario's own pods are its Job's (``<job>-<index>-<suffix>``: tenants and placeholders) in its
+    namespace. Only rows of the GPU the tenants reported (``gpu_uuid`` from KTS_META) are read: without it, or on
+    a page without pod labels, nothing is said.
+    """
+    need = {"pod", "uuid", "ts_ns"}
+    if not gpu_uuid or not job or telemetry.empty or not need <= set(telemetry.columns):
+        return []
+    rows = telemetry[(telemetry["uuid"] == gpu_uuid) & telemetry["pod"].notna()]
+    ns = rows["namespace"] if "namespace" in rows else pd.Series(None, index=rows.index, dtype=object)
+    ours = (ns == namespace) & rows["pod"].astype(str).str.startswith(f"{job}-")
+    others = rows[~ours].assign(namespace=ns[~ours].fillna("?"))
+    scrapes = telemetry.loc[telemetry["uuid"] == gpu_uuid, "ts_ns"].nunique()
+    return [f"pod {space}/{pod} (dcgm-exporter's attribution), in {g['ts_ns'].nunique()} of {scrapes} scrapes"
+            for (space, pod), g in others.groupby(["namespace", "pod"], sort=True)]
+
+
 def attach_telemetry(iterations: pd.DataFrame, telemetry: pd.DataFrame, *, tolerance_ms: float = 250,
                      gpu: int | None = None) -> pd.DataFrame:
     """Each iteration gets the telemetry sample nearest its midpoint, as ``tel_*`` columns.
