@@ -91,6 +91,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``teaching.measured`` — a real run next to it: fit only where the data allow, both clocks compared
 * ``teaching.mps`` — the lesson's name for ``plan.mps`` (the same module)
 * ``teaching.reference`` — the H200 reference numbers shown next to the models
+* ``teaching.memo`` — the lesson's measured tables kept on disk, keyed by the files and the kit's source
 * ``teaching.waiting`` — the three kinds of waiting (admission, placement, in service) and their budget
 * ``teaching.exercises`` — predict-then-check exercises answered by the models
 * ``teaching.synthetic`` — run directories written by the simulator (a known quantum behind them)

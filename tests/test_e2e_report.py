@@ -197,7 +197,7 @@ TEACHING_SECTIONS = ("Which clock sees the neighbour", "MPS: sharing in space", 
 def test_teaching_notebook_with_the_article_reference_renders_offline(tmp_path: Path, browser_path: str) -> None:
     """``make teach RUN=data/reference/h200-2026-11-30-article``: both tenants, both clocks, measured vs model."""
     html = build_teaching({"run_dir": str(REPO / "data" / "reference" / "h200-2026-11-30-article"),
-                           "duration_ms": 60000, "reference_resamples": 200}, report_dir=tmp_path, notebooks_dir=REPO / "notebooks", cwd=REPO)
+                           "duration_ms": 60000, "reference_resamples": 100}, report_dir=tmp_path, notebooks_dir=REPO / "notebooks", cwd=REPO)
     text = html.read_text()
     for needle in TEACHING_SECTIONS + ("Quantum fit skipped: too few contended waits", "The long tenant",
                                        "measured DF", "simulated DF", "the committed probe of the same GPU",
