@@ -223,7 +223,7 @@ def test_settle_asks_again_only_the_rows_the_answer_turns_on(monkeypatch: pytest
     predicted = [[pred(n, *first[(m, n)])] for m, n, _ in plan]
     asked: list[tuple[list[str], int]] = []
 
-    def fake(scenarios, gpu, *, replicates, seed, workers):
+    def fake(scenarios, gpu, *, replicates, seed, workers, known=None):
         asked.append(([sc.name for sc in scenarios], replicates))
         return [[pred(int(sc.name[-1]), *again[sc.name])] for sc in scenarios]
 

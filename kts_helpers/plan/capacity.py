@@ -17,6 +17,7 @@ read from ``manifests/``; there is no TimeSlicingConfig custom resource).
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import re
@@ -35,8 +36,10 @@ from kts_helpers.plan.engine import (
     AloneProfile,
     GpuModel,
     Prediction,
+    ReplicateStats,
     Scenario,
-    predict,
+    replicate_stats,
+    summarize,
 )
 from kts_helpers.plan.inputs import load_plan_input, mix_of
 
@@ -199,21 +202,55 @@ def _meets(pred: Prediction, goal: Goal | None, slow: tuple[float, float, float]
 
 
 def predict_all(scenarios: Sequence[Scenario], gpu: GpuModel, *, replicates: int, seed: int = 0,
-                workers: int | None = None) -> list[list[Prediction]]:
+                workers: int | None = None, known: dict[int, list[ReplicateStats]] | None = None
+                ) -> list[list[Prediction]]:
     """Each scenario's predictions, on every core this process may use (forked workers), else in turn.
 
     Why: a capacity question is 2 x 8 independent simulations, and the goal is an answer in <= 10 s on 2 cores;
     in turn they took 9.5 s for a three-type mix. The predictions do not depend on how they were scheduled:
-    each scenario's replicates draw from ``seed`` alone.
+    each replicate draws from its own seed alone (``engine.replicate_stats``), so the replicates are handed out in
+    chunks, the costliest first (one scenario asked again with 39 replicates keeps every core busy), and
+    ``known`` (the caller's memo, ``id(scenario)`` -> its replicates so far, updated here) spares re-simulating
+    the replicates a scenario already has.
     """
+    memo = known if known is not None else {}
+    stats = [list(memo.get(id(sc), []))[:replicates] for sc in scenarios]
+    tasks = _chunks(scenarios, [range(len(st), replicates) for st in stats], workers)
+    for i, part in zip((i for i, _ in tasks), _run_chunks(scenarios, tasks, gpu, seed, workers), strict=True):
+        stats[i].extend(part)
+    for sc, st in zip(scenarios, stats, strict=True):
+        memo[id(sc)] = st
+    return [summarize(sc, st) for sc, st in zip(scenarios, stats, strict=True)]
+
+
+def _cores(workers: int | None) -> int:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    workers = min(len(scenarios), workers or cores)
-    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [predict(sc, gpu, replicates=replicates, seed=seed) for sc in scenarios]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        biggest_first = sorted(range(len(scenarios)), key=lambda i: -len(scenarios[i].tenants))
-        futures = {i: pool.submit(predict, scenarios[i], gpu, replicates=replicates, seed=seed) for i in biggest_first}
-        return [futures[i].result() for i in range(len(scenarios))]
+    return workers or cores
+
+
+def _chunks(scenarios: Sequence[Scenario], todo: Sequence[range], workers: int | None) -> list[tuple[int, range]]:
+    """(scenario index, replicates) tasks in scenario and replicate order: each scenario's replicates split so
+    that every core gets a share of the largest scenarios (about two chunks per core of the costliest)."""
+    cores = _cores(workers)
+    tasks = []
+    for i, reps in enumerate(todo):
+        parts = min(len(reps), 2 * cores if len(scenarios[i].tenants) > 1 else 1)
+        bounds = [round(k * len(reps) / parts) for k in range(parts + 1)] if parts else []
+        tasks += [(i, reps[a:b]) for a, b in itertools.pairwise(bounds)]
+    return tasks
+
+
+def _run_chunks(scenarios: Sequence[Scenario], tasks: Sequence[tuple[int, range]], gpu: GpuModel, seed: int,
+                workers: int | None) -> list[list[ReplicateStats]]:
+    """Each task's replicate statistics, in task order (forked workers where more than one core and task)."""
+    n_workers = min(len(tasks), _cores(workers))
+    if n_workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [replicate_stats(scenarios[i], gpu, seed, reps) for i, reps in tasks]
+    with ProcessPoolExecutor(n_workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        costliest_first = sorted(range(len(tasks)), key=lambda k: -len(scenarios[tasks[k][0]].tenants))
+        futures = {k: pool.submit(replicate_stats, scenarios[tasks[k][0]], gpu, seed, tasks[k][1])
+                   for k in costliest_first}
+        return [futures[k].result() for k in range(len(tasks))]
 
 
 def _unsettled(preds: Sequence[Prediction], by_type: dict[str, Goal]) -> bool:
@@ -235,7 +272,8 @@ def _all_met(preds: Sequence[Prediction], by_type: dict[str, Goal]) -> bool:
 
 
 def settle(plan: Sequence[tuple[str, int, Scenario]], predicted: list[list[Prediction]], by_type: dict[str, Goal],
-           gpu: GpuModel, *, replicates: int, seed: int, workers: int | None) -> None:
+           gpu: GpuModel, *, replicates: int, seed: int, workers: int | None,
+           known: dict[int, list[ReplicateStats]] | None = None) -> None:
     """Predict again, with ``replicates``, the scenarios the answer turns on; ``predicted`` is updated in place.
 
     Why: the largest N is decided at the first N of a mode that fails. Where a goal lies inside that N's
@@ -257,7 +295,8 @@ def settle(plan: Sequence[tuple[str, int, Scenario]], predicted: list[list[Predi
                     break
         if not todo:
             return
-        again = predict_all([plan[i][2] for i in todo], gpu, replicates=replicates, seed=seed, workers=workers)
+        memo = {"known": known} if known is not None else {}  # the first replicates are not simulated again
+        again = predict_all([plan[i][2] for i in todo], gpu, replicates=replicates, seed=seed, workers=workers, **memo)
         for i, preds in zip(todo, again, strict=True):
             predicted[i] = preds
             done.add(i)
@@ -283,8 +322,11 @@ def capacity(mix: Sequence[AloneProfile], goals: Sequence[Goal], gpu: GpuModel, 
                           if p.workload in by_type and by_type[p.workload].slo_ms is not None}
             plan.append((mode, n, Scenario(f"{mode}-n{n}", group, (iterations,) * n, sharing,  # type: ignore[arg-type]
                                            thresholds)))
-    predicted = predict_all([sc for _, _, sc in plan], gpu, replicates=replicates, seed=seed, workers=workers)
-    settle(plan, predicted, by_type, gpu, replicates=max(replicates, SETTLE_REPLICATES), seed=seed, workers=workers)
+    known: dict[int, list[ReplicateStats]] = {}
+    predicted = predict_all([sc for _, _, sc in plan], gpu, replicates=replicates, seed=seed, workers=workers,
+                            known=known)
+    settle(plan, predicted, by_type, gpu, replicates=max(replicates, SETTLE_REPLICATES), seed=seed, workers=workers,
+           known=known)
     rows: list[PodRow] = []
     largest: dict[str, int] = {}
     failed: dict[str, bool] = {}

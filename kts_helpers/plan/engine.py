@@ -461,12 +461,26 @@ def prediction_interval(values: np.ndarray, level: float = LEVEL, *, log: bool =
     return (math.exp(lo), math.exp(hi)) if use_log else (lo, hi)
 
 
-def predict(sc: Scenario, gpu: GpuModel, *, replicates: int = DEFAULT_REPLICATES, seed: int = 0
-            ) -> list[Prediction]:
-    """Each tenant's wall and device p50/p99 (and wait, share above threshold) with prediction intervals."""
-    per: dict[tuple[str, str, str], list[tuple[float, float, float, float]]] = {}
-    for r in range(replicates):
-        rows = simulate_once(sc, gpu, seed * 1_000_003 + r)
+ReplicateStats = dict[tuple[str, str, str], tuple[float, float, float, float]]
+
+
+def replicate_seed(seed: int, r: int) -> int:
+    """The simulator's seed of replicate ``r`` of a prediction seeded ``seed``."""
+    return seed * 1_000_003 + r
+
+
+def replicate_stats(sc: Scenario, gpu: GpuModel, seed: int, replicates: Sequence[int]) -> list[ReplicateStats]:
+    """What :func:`predict` keeps of each replicate in ``replicates``: per (tenant, phase, clock) its p50, p99,
+    share above the threshold and median wait.
+
+    Why apart from :func:`predict`: each replicate draws from its own seed alone, so the capacity question runs
+    them in chunks on every core and asks again with 39 replicates without re-simulating the first ones
+    (``plan.capacity.predict_all``); :func:`summarize` turns them into the same predictions.
+    """
+    out = []
+    for r in replicates:
+        per: ReplicateStats = {}
+        rows = simulate_once(sc, gpu, replicate_seed(seed, r))
         for t, n in zip(sc.tenants, sc.n, strict=True):
             mine = rows[rows["tenant"] == t.name]
             for phase in t.phases:
@@ -479,8 +493,23 @@ def predict(sc: Scenario, gpu: GpuModel, *, replicates: int = DEFAULT_REPLICATES
                 share = float(np.mean(wall > thr)) if len(wall) else math.nan
                 for metric, values in (("wall", wall), ("device", ph["device_ms"].to_numpy(float))):
                     p50, p99 = _quantiles(values)
-                    per.setdefault((t.name, phase, metric), []).append(
-                        (p50, p99, share, float(np.median(wait)) if len(wait) else math.nan))
+                    per[(t.name, phase, metric)] = (p50, p99, share, float(np.median(wait)) if len(wait) else math.nan)
+        out.append(per)
+    return out
+
+
+def predict(sc: Scenario, gpu: GpuModel, *, replicates: int = DEFAULT_REPLICATES, seed: int = 0
+            ) -> list[Prediction]:
+    """Each tenant's wall and device p50/p99 (and wait, share above threshold) with prediction intervals."""
+    return summarize(sc, replicate_stats(sc, gpu, seed, range(replicates)))
+
+
+def summarize(sc: Scenario, stats: Sequence[ReplicateStats]) -> list[Prediction]:
+    """The predictions (medians and prediction intervals) from the replicates' statistics, in replicate order."""
+    per: dict[tuple[str, str, str], list[tuple[float, float, float, float]]] = {}
+    for rep in stats:
+        for key, values in rep.items():
+            per.setdefault(key, []).append(values)
     out = []
     for t, n in zip(sc.tenants, sc.n, strict=True):
         thr = sc.thresholds_ms.get(t.name)

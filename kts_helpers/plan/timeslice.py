@@ -189,7 +189,7 @@ MultiWait = Callable[[int, float], "float | None"]
 def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float, duration_ms: float,
          seed: int, offsets_ms: Sequence[float] | None, want_segments: bool, slice_timer: str,
          draws: Sequence[Draw] | None = None, multi_wait: MultiWait | None = None,
-         idle_resets_slice: bool = False, switch_after_idle: bool = True
+         idle_resets_slice: bool = False, switch_after_idle: bool = True, fast: bool = True
          ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """The event loop. Returns (one row per kernel, the GPU's occupancy segments or None).
 
@@ -202,7 +202,8 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
     paid only when the GPU is handed from one context with work to another (what the probe measures: the slice
     the holder loses). Why: on the H200 an FFT arriving at an idle GPU after a GEMM ran pays nothing
     (``h200-2026-11-30-article``: FFT wall p50 0.536 ms shared, 0.560 ms alone; with the switch charged the
-    model said 0.70 ms).
+    model said 0.70 ms). ``fast`` False: every handover through the general loop (``handovers``: the reference
+    the fast path is tested against).
     """
     tenants = check_params(tenants, quantum_ms, context_switch_ms, duration_ms, slice_timer)
     if draws is not None and len(draws) != len(tenants):
@@ -298,6 +299,88 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
                 give(j, now, idle)
                 return
 
+    spec_of: list[tuple | None] = [None] * n  # handovers' constants of each tenant's operation in flight
+
+    def spec(k: int) -> tuple:
+        """Tenant ``k``'s constants while its operation is in flight (``handovers``), kept until it arrives again."""
+        w = kernel[k] if op[k] is None else op[k].kernel_ms  # type: ignore[union-attr]
+        g = w / n_kernels[k]
+        spec_of[k] = (k, w, share[k], n_kernels[k] > 1, arrival[k], arrival[k] + w, g, share[k] * g, 1.0 - share[k],
+                      w - 1e-9)
+        return spec_of[k]  # type: ignore[return-value]
+
+    def handovers(now: float) -> float:
+        """Round robin from the holder whose slice expired at ``now``, and on through every further handover that
+        comes before any arrival or completion; returns the last handover's time (the loop's ``t``).
+
+        Why: next to a waiting context a launch-bound holder yields at its next kernel boundary once it has caught
+        up (``kernel_boundary``), so LLM-like tenants hand the GPU round at nearly every one of their ~550 kernel
+        boundaries per step, and those handovers were nearly all the events (the real-model capacity question took
+        397 s of CPU). Between an arrival and a completion the pending set and the operations in flight stay as
+        they are, so this runs ``pick``, ``give``, ``kernel_boundary``, ``completion`` and ``progress`` for that
+        case on local variables, with each tenant's constants taken once: the same floating-point operations in
+        the same order, so the rows are bit-identical to the general loop's (``fast=False``;
+        ``tests/test_plan_fast.py`` holds the two equal).
+        """
+        nonlocal cur, last, run_from, slice_end, origin
+        t_arr = min(nxt)
+        pend = [k for k in range(n) if pending[k]]  # the round robin's order (the holder is pending)
+        m = len(pend)
+        specs = [spec_of[k] or spec(k) for k in pend]
+        p = pend.index(cur)
+        i, rf, se, org = cur, run_from, slice_end, origin
+        floor = math.floor
+        while True:
+            p = p + 1 if p + 1 < m else 0  # pick: the next pending context in round-robin order
+            j, w, sh, chain, arr, arr_w, g, sh_g, one_sh, w_eps = specs[p]
+            if j != i:  # give: the switch is paid, the slice clock restarts
+                rf, org = now + cs, now
+            else:
+                rf = now
+            if started[j] < 0:
+                started[j] = rf
+            i = j
+            r = rem[i]
+            if m > 1:
+                se = org + (floor((now - org) / q) + 1) * q if periodic else rf + q
+                if chain:  # kernel_boundary(i, rf)
+                    d = w - r
+                    if sh < 1.0:
+                        backlog = rf - arr - d
+                        backlog = 0.0 if backlog < 0.0 else backlog
+                        kb = rf + backlog * sh / one_sh + sh_g
+                        c2 = rf + r * sh  # completion(i, rf)
+                        c = c2 if c2 > arr_w else arr_w
+                        if not kb < c - 1e-9:
+                            kb = inf
+                    else:
+                        nb = (floor(d / g + 1e-9) + 1) * g
+                        kb = rf + (nb - d) if nb < w_eps else inf
+                    se = kb if kb < se else se
+            else:
+                se = inf
+            bf = rf if rf > now else now  # max(t, run_from)
+            if sh >= 1.0:  # completion(i, bf)
+                td = bf + r
+            else:
+                c2 = bf + r * sh
+                td = c2 if c2 > arr_w else arr_w
+            if not (se < t_arr and se < td):
+                break
+            if se - bf > 0:  # progress(i, bf, se)
+                if sh >= 1.0:
+                    rem[i] = r - (se - bf)
+                else:
+                    d = w - r + (se - bf) / sh
+                    d2 = se - arr
+                    d = d2 if d2 < d else d
+                    d = w if w < d else d
+                    r = w - d
+                    rem[i] = 0.0 if r < 0.0 else r
+            now = se
+        cur, last, run_from, slice_end, origin = i, i, rf, se, org
+        return now
+
     while True:
         t_arr = min(nxt)  # a pending tenant's next issue is inf until it completes
         if cur >= 0:
@@ -335,11 +418,11 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
                 nxt[i] = issue if issue < duration_ms else inf
                 cur, slice_end = -1, inf
         t = te
-        for i in range(n):  # arrivals at te (a back-to-back tenant re-arrives at its own completion)
-            if not pending[i] and nxt[i] <= te:
+        for i in range(n) if done or t_arr <= te else ():  # arrivals at te (a back-to-back tenant re-arrives at
+            if not pending[i] and nxt[i] <= te:  # its own completion)
                 if draws is not None:
                     op[i] = draws[i]()
-                pending[i], arrival[i], started[i] = True, nxt[i], -1.0
+                pending[i], arrival[i], started[i], spec_of[i] = True, nxt[i], -1.0, None
                 rem[i] = kernel[i] if op[i] is None else op[i].kernel_ms  # type: ignore[union-attr]
                 nxt[i] = inf
                 if cur >= 0 and i != cur and slice_end == inf:
@@ -355,7 +438,10 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
         if done:
             pick(last, te)
         elif cur >= 0 and te >= slice_end:  # quantum expired while others wait: round robin
-            pick(cur, te)
+            if fast and prio < 0 and not want_segments:
+                t = handovers(te)
+            else:
+                pick(cur, te)
         elif cur < 0:
             pick(last if last >= 0 else n - 1, te, idle=True)
     names = [tn.name for tn in tenants]
@@ -401,10 +487,10 @@ def simulate(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_swit
              duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
              offsets_ms: Sequence[float] | None = None, *, slice_timer: str = DEFAULT_SLICE_TIMER,
              draws: Sequence[Draw] | None = None, multi_wait: MultiWait | None = None,
-             idle_resets_slice: bool = False, switch_after_idle: bool = True) -> pd.DataFrame:
+             idle_resets_slice: bool = False, switch_after_idle: bool = True, fast: bool = True) -> pd.DataFrame:
     """Simulate the tenants sharing one GPU; one row per completed kernel (see the module doc and ``_run``)."""
     return _run(tenants, quantum_ms, context_switch_ms, duration_ms, seed, offsets_ms, False, slice_timer,
-                draws, multi_wait, idle_resets_slice, switch_after_idle)[0]
+                draws, multi_wait, idle_resets_slice, switch_after_idle, fast)[0]
 
 
 def timeline(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
