@@ -75,3 +75,15 @@ def test_replicates_in_chunks_and_reused_predict_as_in_turn(real_models) -> None
     chunked = cap.predict_all([sc], gpu, replicates=5, seed=2, workers=2, known=known)
     assert chunked == [in_turn]
     assert len(known[id(sc)]) == 5 and cap.predict_all([sc], gpu, replicates=5, seed=2, known=known) == [in_turn]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_handovers_leave_the_multi_context_rule_to_the_general_loop(case: str) -> None:
+    """With the measured rule for several busy contexts (an arrival may preempt the holder), still to the bit."""
+    def rule(busy: int, holder_ms: float) -> float | None:
+        return None if holder_ms < 0.5 else 0.3 * busy
+
+    kw = dict(quantum_ms=2.2, context_switch_ms=0.16, duration_ms=3_000.0, seed=5, slice_timer="switch-in",
+              multi_wait=rule, idle_resets_slice=True, switch_after_idle=False)
+    pd.testing.assert_frame_equal(simulate(CASES[case], **kw), simulate(CASES[case], fast=False, **kw),  # type: ignore[arg-type]
+                                  check_exact=True)

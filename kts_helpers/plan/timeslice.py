@@ -29,7 +29,9 @@ It is event-driven and exact (no time steps): the state changes only at arrivals
 and quantum expiries, so 10^5 kernels take about a second of pure Python.
 
 Longer than 500 lines: the event loop stays one function (locals, not attributes: the planner's capacity
-answer for N <= 8 must fit in 10 s on 2 cores), and this docstring is the model the lesson checks by hand.
+answer for N <= 8 must fit in 10 s on 2 cores), with its fast path for runs of handovers beside the general loop it
+is tested against (``handovers``: launch-bound tenants hand the GPU round at their kernel boundaries), and this
+docstring is the model the lesson checks by hand.
 
 **The event rule.** A tenant times a kernel with two CUDA events recorded in its own stream; both
 are processed when *its* context runs. So waiting *before the kernel's first instruction* (another
@@ -310,17 +312,17 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
         return spec_of[k]  # type: ignore[return-value]
 
     def handovers(now: float) -> float:
-        """Round robin from the holder whose slice expired at ``now``, and on through every further handover that
-        comes before any arrival or completion; returns the last handover's time (the loop's ``t``).
+        """Round robin from the holder whose slice expired at ``now``, and on through every further handover and
+        arrival up to the next completion; returns the last event's time (the loop's ``t``).
 
         Why: next to a waiting context a launch-bound holder yields at its next kernel boundary once it has caught
         up (``kernel_boundary``), so LLM-like tenants hand the GPU round at nearly every one of their ~550 kernel
         boundaries per step, and those handovers were nearly all the events (the real-model capacity question took
-        397 s of CPU). Between an arrival and a completion the pending set and the operations in flight stay as
-        they are, so this runs ``pick``, ``give``, ``kernel_boundary``, ``completion`` and ``progress`` for that
-        case on local variables, with each tenant's constants taken once: the same floating-point operations in
-        the same order, so the rows are bit-identical to the general loop's (``fast=False``;
-        ``tests/test_plan_fast.py`` holds the two equal).
+        397 s of CPU). Between two completions only handovers and arrivals happen, so this runs ``pick``, ``give``,
+        ``kernel_boundary``, ``completion``, ``progress`` and the arrivals for that case on local variables, with
+        each operation's constants taken once (``spec``): the same floating-point operations in the same order, so
+        the rows are bit-identical to the general loop's (``fast=False``; ``tests/test_plan_fast.py`` holds the two
+        equal). A lone holder, a completion and the multi-context rule are left to the general loop.
         """
         nonlocal cur, last, run_from, slice_end, origin
         t_arr = min(nxt)
@@ -330,18 +332,22 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
         p = pend.index(cur)
         i, rf, se, org = cur, run_from, slice_end, origin
         floor = math.floor
+        hand = True
         while True:
-            p = p + 1 if p + 1 < m else 0  # pick: the next pending context in round-robin order
-            j, w, sh, chain, arr, arr_w, g, sh_g, one_sh, w_eps = specs[p]
-            if j != i:  # give: the switch is paid, the slice clock restarts
-                rf, org = now + cs, now
-            else:
-                rf = now
-            if started[j] < 0:
-                started[j] = rf
-            i = j
-            r = rem[i]
-            if m > 1:
+            if hand:
+                p = p + 1 if p + 1 < m else 0  # pick: the next pending context in round-robin order
+                j, w, sh, chain, arr, arr_w, g, sh_g, one_sh, w_eps = specs[p]
+                if j != i:  # give: the switch is paid, the slice clock restarts
+                    rf, org = now + cs, now
+                else:
+                    rf = now
+                if started[j] < 0:
+                    started[j] = rf
+                i = j
+                r = rem[i]
+                if m < 2:
+                    se = inf
+                    break
                 se = org + (floor((now - org) / q) + 1) * q if periodic else rf + q
                 if chain:  # kernel_boundary(i, rf)
                     d = w - r
@@ -357,27 +363,42 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
                         nb = (floor(d / g + 1e-9) + 1) * g
                         kb = rf + (nb - d) if nb < w_eps else inf
                     se = kb if kb < se else se
-            else:
-                se = inf
             bf = rf if rf > now else now  # max(t, run_from)
             if sh >= 1.0:  # completion(i, bf)
                 td = bf + r
             else:
                 c2 = bf + r * sh
                 td = c2 if c2 > arr_w else arr_w
-            if not (se < t_arr and se < td):
+            te = td if td < t_arr else t_arr
+            te = se if se < te else te
+            if te >= td or (t_arr <= te and multi_wait is not None):
                 break
-            if se - bf > 0:  # progress(i, bf, se)
+            if te - bf > 0:  # progress(i, bf, te)
                 if sh >= 1.0:
-                    rem[i] = r - (se - bf)
+                    r = r - (te - bf)
                 else:
-                    d = w - r + (se - bf) / sh
-                    d2 = se - arr
+                    d = w - r + (te - bf) / sh
+                    d2 = te - arr
                     d = d2 if d2 < d else d
                     d = w if w < d else d
                     r = w - d
-                    rem[i] = 0.0 if r < 0.0 else r
-            now = se
+                    r = 0.0 if r < 0.0 else r
+                rem[i] = r
+            now = te
+            if t_arr <= te:  # arrivals (the holder's slice already runs: others wait)
+                for k in range(n):
+                    if not pending[k] and nxt[k] <= te:
+                        if draws is not None:
+                            op[k] = draws[k]()
+                        pending[k], arrival[k], started[k], spec_of[k] = True, nxt[k], -1.0, None
+                        rem[k] = kernel[k] if op[k] is None else op[k].kernel_ms  # type: ignore[union-attr]
+                        nxt[k] = inf
+                t_arr = min(nxt)
+                pend = [k for k in range(n) if pending[k]]
+                m = len(pend)
+                specs = [spec_of[k] or spec(k) for k in pend]
+                p = pend.index(i)
+            hand = te >= se
         cur, last, run_from, slice_end, origin = i, i, rf, se, org
         return now
 
