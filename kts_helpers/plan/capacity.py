@@ -310,8 +310,9 @@ def settle(plan: Sequence[tuple[str, int, Scenario]], predicted: list[list[Predi
                     break
         if not todo:
             return
-        memo = {"known": known} if known is not None else {}  # the first replicates are not simulated again
-        again = predict_all([plan[i][2] for i in todo], gpu, replicates=replicates, seed=seed, workers=workers, **memo)
+        # with ``known`` (capacity's memo) the first replicates are not simulated again
+        again = predict_all([plan[i][2] for i in todo], gpu, replicates=replicates, seed=seed, workers=workers,
+                            known=known)
         for i, preds in zip(todo, again, strict=True):
             predicted[i] = preds
             done.add(i)

@@ -60,6 +60,7 @@ counterpart for spatial sharing (MPS).
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -312,17 +313,17 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
         return spec_of[k]  # type: ignore[return-value]
 
     def handovers(now: float) -> float:
-        """Round robin from the holder whose slice expired at ``now``, and on through every further handover and
-        arrival up to the next completion; returns the last event's time (the loop's ``t``).
+        """Round robin from the holder whose slice expired at ``now``, and on through every further handover,
+        arrival and completion while some context has work; returns the last event's time (the loop's ``t``).
 
         Why: next to a waiting context a launch-bound holder yields at its next kernel boundary once it has caught
         up (``kernel_boundary``), so LLM-like tenants hand the GPU round at nearly every one of their ~550 kernel
         boundaries per step, and those handovers were nearly all the events (the real-model capacity question took
-        397 s of CPU). Between two completions only handovers and arrivals happen, so this runs ``pick``, ``give``,
-        ``kernel_boundary``, ``completion``, ``progress`` and the arrivals for that case on local variables, with
-        each operation's constants taken once (``spec``): the same floating-point operations in the same order, so
-        the rows are bit-identical to the general loop's (``fast=False``; ``tests/test_plan_fast.py`` holds the two
-        equal). A lone holder, a completion and the multi-context rule are left to the general loop.
+        397 s of CPU). This runs ``pick``, ``give``, ``kernel_boundary``, ``completion``, ``progress``, the completions
+        and the arrivals for that case on local variables, with each operation's constants taken once (``spec``): the
+        same floating-point operations in the same order, so the rows are bit-identical to the general loop's
+        (``fast=False``; ``tests/test_plan_fast.py`` holds the two equal). A holder left alone (its slice no longer
+        ends) and an arrival under the multi-context rule go back to the general loop.
         """
         nonlocal cur, last, run_from, slice_end, origin
         t_arr = min(nxt)
@@ -337,8 +338,8 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
             if hand:
                 p = p + 1 if p + 1 < m else 0  # pick: the next pending context in round-robin order
                 j, w, sh, chain, arr, arr_w, g, sh_g, one_sh, w_eps = specs[p]
-                if j != i:  # give: the switch is paid, the slice clock restarts
-                    rf, org = now + cs, now
+                if j != i:  # give: the switch is paid, the slice clock restarts (always after a completion: others
+                    rf, org = now + cs, now  # waited, so the GPU never falls to the same context or to no one here)
                 else:
                     rf = now
                 if started[j] < 0:
@@ -371,7 +372,7 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
                 td = c2 if c2 > arr_w else arr_w
             te = td if td < t_arr else t_arr
             te = se if se < te else te
-            if te >= td or (t_arr <= te and multi_wait is not None):
+            if t_arr <= te and multi_wait is not None:
                 break
             if te - bf > 0:  # progress(i, bf, te)
                 if sh >= 1.0:
@@ -385,7 +386,21 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
                     r = 0.0 if r < 0.0 else r
                 rem[i] = r
             now = te
-            if t_arr <= te:  # arrivals (the holder's slice already runs: others wait)
+            done = te >= td
+            if done:  # completion (wins ties with expiries and arrivals)
+                o = op[i]
+                rows.append((i, iteration[i], arrival[i], started[i], te, kernel[i] if o is None else o.kernel_ms,
+                             "op" if o is None else o.phase, float(tenants[i].overhead_ms) if o is None
+                             else o.overhead_ms))
+                iteration[i] += 1
+                pending[i] = False
+                if o is None:
+                    gap = period[i] + (rng.uniform(-jitter[i], jitter[i]) if jitter[i] > 0 else 0.0)
+                else:
+                    gap = o.gap_ms
+                issue = te + max(gap, 0.0)
+                nxt[i] = issue if issue < duration_ms else inf
+            if done or t_arr <= te:  # arrivals (while a slice runs, or before the next pick)
                 for k in range(n):
                     if not pending[k] and nxt[k] <= te:
                         if draws is not None:
@@ -397,8 +412,9 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
                 pend = [k for k in range(n) if pending[k]]
                 m = len(pend)
                 specs = [spec_of[k] or spec(k) for k in pend]
-                p = pend.index(i)
-            hand = te >= se
+                p = bisect.bisect_right(pend, i) - 1  # the round robin goes on after i (past a hand, m >= 2: a
+                # completion leaves someone pending, so the GPU never falls idle here)
+            hand = done or te >= se
         cur, last, run_from, slice_end, origin = i, i, rf, se, org
         return now
 
