@@ -179,3 +179,131 @@ def test_the_configmaps_comment_follows_its_replicas(tmp_path):
     mine = device_plugin_configmap("mps", 2, tmp_path)
     assert "2 clients per physical GPU" in mine and "1/2 of the SMs" in mine and "1/4" not in mine
     assert "replicas: 3" in device_plugin_configmap("timeslice", 3)
+
+
+# -- the host-time term (issue 31): an op is host time + GPU time; the host drifts between moments ----------------
+def _profiled(name: str, kernel_ms: float, busy_share: float, sm_need: float = 1.0, kernels: int = 1,
+              n: int = 200) -> engine.AloneProfile:
+    """A closed-loop tenant alone whose profile measured its busy share (ops of ``kernel_ms``, back to back)."""
+    its = tuple((engine.Op(kernel_ms, 0.05, 0.0, "op"),) for _ in range(n))
+    tr = traits.TenantTraits(kernels=kernels, busy_share=busy_share, mps_weight=sm_need * busy_share,
+                             sm_need=sm_need, source="profile")
+    return engine.AloneProfile(name, name, its, traits=tr)
+
+
+def _p50(sc: engine.Scenario, tenant: str) -> float:
+    gpu = engine.gpu_model_for(ARTICLE)
+    rows = engine.simulate_once(sc, gpu, 0, vary=False, duration_ms=2_000.0)
+    return float(engine.np.median(rows[rows["tenant"] == tenant]["wall_ms"]))
+
+
+def test_mps_stretches_only_the_gpu_part_of_a_host_bound_op():
+    """A tenant whose kernels keep the GPU busy 5 % of its 10 ms op, next to a neighbour that saturates the GPU,
+    stays near its alone time under MPS: only its 0.5 ms of GPU work shares the SMs (at its in-flight claim). The
+    whole op stretched by its time-averaged share (weight 0.05 against 1) would take about 20x as long; the GPU
+    part at that averaged share about twice."""
+    host_bound = _profiled("host", 10.0, 0.05, kernels=500)
+    hog = _profiled("hog", 20.0, 1.0)
+    sc = engine.Scenario("x", (host_bound, hog), (100, 100), "mps")
+    assert _p50(sc, "host") < 1.1 * 10.05
+    # the GPU-bound neighbour is barely touched by a tenant whose kernels are rarely in flight
+    assert _p50(sc, "hog") < 1.1 * 20.05
+    # a GPU-bound tenant (busy share 1, no host part) still shares: two saturating tenants halve each other
+    both = engine.Scenario("y", (_profiled("a", 10.0, 1.0), _profiled("b", 10.0, 1.0)), (100, 100), "mps")
+    assert _p50(both, "a") > 1.8 * 10.0
+
+
+def test_an_unprofiled_tenant_has_no_host_part():
+    """Without a profile there is no measured split: the fallbacks keep their validated MPS behaviour."""
+    assert traits.fallback_traits("llm", {}).host_share == 0.0
+    assert traits.fallback_traits("fft", traits.GPU_BUSY_SHARE["NVIDIA H200"]).host_share == 0.0
+    assert _profiled("x", 1.0, 0.2).traits.host_share == pytest.approx(0.8)
+
+
+def test_the_host_drift_is_the_alone_blocks_spread_pooled_with_the_prior():
+    agree = [{"op": (10.0, 14.0)}, {"op": (10.0, 14.0)}, {"op": (10.0, 14.0)}]
+    apart = [{"op": (8.0, 12.0)}, {"op": (10.0, 14.0)}, {"op": (13.0, 18.0)}]
+    prior50, prior99 = traits.HOST_DRIFT_PRIOR
+    # one block: the prior, scaled by the host share
+    assert traits.host_drift(agree[:1], 0.5)["op"] == pytest.approx((0.5 * prior50, 0.5 * prior99))
+    # three blocks that agree: the prior with one degree of freedom of three
+    assert traits.host_drift(agree, 1.0)["op"][0] == pytest.approx(prior50 / 3 ** 0.5)
+    # blocks apart: wider than blocks that agree
+    assert traits.host_drift(apart, 1.0)["op"][0] > traits.host_drift(agree, 1.0)["op"][0]
+    # no host part (no profile): the measured spread alone, and nothing from one block
+    logs = [engine.math.log(v) for v in (8.0, 10.0, 13.0)]
+    assert traits.host_drift(apart, 0.0)["op"][0] == pytest.approx(float(engine.np.std(logs, ddof=1)))
+    assert traits.host_drift(agree[:1], 0.0) == {}
+
+
+def test_the_prediction_interval_widens_with_the_host_drift():
+    assert engine.widened(10.0, 9.0, 12.0, 0.0) == (9.0, 12.0)
+    lo, hi = engine.widened(10.0, 9.0, 12.0, 0.1)
+    assert lo == pytest.approx(10.0 * engine.math.exp(-engine.math.hypot(engine.math.log(10 / 9), 1.959964 * 0.1)))
+    assert hi == pytest.approx(10.0 * engine.math.exp(engine.math.hypot(engine.math.log(1.2), 1.959964 * 0.1)))
+    wider = engine.widened(10.0, 9.0, 12.0, 0.3)
+    assert wider[0] < lo < 9.0 and wider[1] > hi > 12.0
+    # through predict: the same scenario, its tenant with and without a drift; the point stays, the interval widens
+    gpu = engine.gpu_model_for(ARTICLE)
+    plain = _profiled("a", 2.0, 0.5, n=60)
+    drifting = engine.replace(plain, drift=(("op", 0.2, 0.3),))
+    rows = [next(p for p in engine.predict(engine.Scenario("x", (t,), (60,)), gpu, replicates=5) if p.metric == "wall")
+            for t in (plain, drifting)]
+    assert rows[1].p99_ms == rows[0].p99_ms and rows[1].p50_ms == rows[0].p50_ms
+    assert rows[1].p99_lo < rows[0].p99_lo and rows[1].p99_hi > rows[0].p99_hi
+    assert rows[1].p99_hi / rows[1].p99_ms >= engine.math.exp(1.959964 * 0.3) - 1e-9
+
+
+def test_bracketed_blocks_predict_each_shared_block_from_the_alone_blocks_on_both_sides(tmp_path):
+    from kts_helpers.plan.timeslice import SimTenant
+    from kts_helpers.teaching.synthetic import write_sim_run
+
+    run = write_sim_run(tmp_path / "b", [SimTenant("fft", 0.4, 3.0, jitter_ms=1.0), SimTenant("gemm", 2.0, 1.0, jitter_ms=0.5)],
+                        2.0, duration_ms=300.0, blocks=2)
+    inp = inputs.load_plan_input(run, gpu=False)
+    assert inputs.is_bracketed(inp.manifest)
+    by_name = {sc.name: sc for sc in inputs.scenarios_of(inp)}
+    assert set(by_name) == {"shared-r1", "shared-r2"}
+    for k, name in ((1, "shared-r1"), (2, "shared-r2")):
+        for t in by_name[name].tenants:
+            before = inp.alone[(f"baseline-{t.name}-r{k}", t.name)]
+            after = inp.alone[(f"baseline-{t.name}-r{k + 1}", t.name)]
+            assert t.iterations == before.iterations + after.iterations
+            assert before.iterations != after.iterations  # each block its own draw: the pairing is visible
+    # unprofiled tenants carry what their own three blocks measured: the simulated GPU does not drift, so nothing
+    assert all(p.drift == () for p in inp.alone.values())
+    # the older repeats design (alone rK, shared rK for every K) is not bracketed: shared rK from alone rK alone
+    repeats = inputs.load_plan_input(REF / "h200-2026-11-30-repeats", gpu=False)
+    assert not inputs.is_bracketed(repeats.manifest)
+    for sc in inputs.scenarios_of(repeats):
+        k = sc.name.rsplit("-r", 1)[1]
+        for t in sc.tenants:
+            assert t.iterations == repeats.alone[(f"baseline-{t.name}-r{k}", t.name)].iterations
+
+
+def test_unprofiled_runs_outside_the_bracketed_design_carry_no_drift():
+    """The fft/gemm/llm references (one block, or the older repeats design): their intervals are the ones the
+    validation table scored."""
+    assert all(p.drift == () for p in inputs.load_plan_input(ARTICLE, gpu=False).alone.values())
+    repeats = inputs.load_plan_input(REF / "h200-2026-11-30-repeats", gpu=False)  # three alone blocks per tenant
+    assert all(p.drift == () for p in repeats.alone.values())
+    real = inputs.load_plan_input(REAL, gpu=False)  # profiled, one block each: the prior scaled by the host share
+    decode = real.alone[("baseline-llama-decode", "llama-decode")]
+    assert decode.drift_of("decode")[0] == pytest.approx(traits.HOST_DRIFT_PRIOR[0] * decode.traits.host_share)
+
+
+def test_the_bracketed_blocks_predictions_are_pooled_as_the_measurement_is():
+    """The report pools a bracketed run's shared blocks; the validation pools their predictions the same way."""
+    from kts_helpers.plan.validation import pooled_blocks
+
+    def pred(scenario: str, p50: float, lo: float, hi: float) -> engine.Prediction:
+        return engine.Prediction(scenario, "a", "a", "wall", "op", "timeslice", 100, p50, lo, hi, 2 * p50, 2 * lo,
+                                 2 * hi, 1.0, 0.0, 0.0, 0.0)
+
+    out = pooled_blocks([pred("shared-r1", 10.0, 9.0, 11.0), pred("shared-r2", 14.0, 12.0, 16.0),
+                         pred("shared-mps-r1", 5.0, 4.0, 6.0)])
+    by = {p.scenario: p for p in out}
+    assert set(by) == {"shared", "shared-mps"}
+    assert (by["shared"].p50_ms, by["shared"].p50_lo, by["shared"].p50_hi, by["shared"].n) == (12.0, 9.0, 16.0, 200)
+    assert (by["shared"].p99_ms, by["shared"].p99_lo, by["shared"].p99_hi) == (24.0, 18.0, 32.0)
+    assert by["shared-mps"].p50_ms == 5.0

@@ -87,6 +87,13 @@ class AloneProfile:
     iterations: tuple[tuple[Op, ...], ...]
     thread_pct: float = 100.0
     traits: TenantTraits | None = None  # from the alone run's profile; None: the documented fallbacks
+    # per phase, the log-sd (p50, p99) of the host's drift between moments (``plan.traits.host_drift``): the
+    # prediction interval carries it (:func:`widened`); empty: none (a one-block run without a profile)
+    drift: tuple[tuple[str, float, float], ...] = ()
+
+    def drift_of(self, phase: str) -> tuple[float, float]:
+        """(p50, p99) log-sd of the host's drift for ``phase`` (0, 0: none)."""
+        return next(((a, b) for ph, a, b in self.drift if ph == phase), (0.0, 0.0))
 
     @property
     def phases(self) -> list[str]:
@@ -428,8 +435,9 @@ def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, 
                         idle_resets_slice=gpu.idle_resets_slice, switch_after_idle=gpu.switch_after_idle)
     caps = [t.thread_pct if sc.sharing == "mps-limited" else 100.0 for t in sc.tenants]
     # a launch-bound step claims SMs only while its kernels are in flight: its weight holds its busy share
+    # the host-time term: only an op's GPU part runs at the fluid share's speed (``plan.traits``)
     tenants = [MpsTenant(t.name, k, g, weight=tr.mps_weight, thread_pct=c, sm_need=tr.sm_need,
-                         fills_gpu=tr.fills_gpu, busy_share=b)
+                         fills_gpu=tr.fills_gpu, busy_share=b, host_share=tr.host_share)
                for t, k, g, c, b, tr in zip(sc.tenants, mean_k, mean_gap, caps, busy, traits, strict=True)]
     return simulate_mps(tenants, duration, seed, draws=draws)  # random phases: see ``common_start``
 
@@ -459,6 +467,25 @@ def prediction_interval(values: np.ndarray, level: float = LEVEL, *, log: bool =
     half = float(stdtrit(len(y) - 1, 0.5 + level / 2)) * float(np.std(y, ddof=1)) * math.sqrt(1 + 1 / len(y))
     lo, hi = float(np.mean(y)) - half, float(np.mean(y)) + half
     return (math.exp(lo), math.exp(hi)) if use_log else (lo, hi)
+
+
+DRIFT_Z = 1.959964  # the 95 % normal quantile: the host's drift as a 95 % spread on the log scale
+
+
+def widened(point: float, lo: float, hi: float, sd_log: float) -> tuple[float, float]:
+    """The prediction interval [lo, hi] around ``point`` with the host's drift (log-sd ``sd_log``) added in
+    quadrature on the log scale: each side's log distance d becomes sqrt(d^2 + (z sd)^2).
+
+    Why: the replicates resample one alone run, so they hold its host speed as given; a host-bound tenant's next
+    run may sit at another speed (``plan.traits.host_drift``: llama-decode's alone p50 ranged 11.3-24.7 ms within
+    an hour). Independent sources of spread add as variances.
+    """
+    if not (sd_log > 0 and point > 0 and math.isfinite(point)):
+        return lo, hi
+    extra = DRIFT_Z * sd_log
+    down = math.log(point / lo) if math.isfinite(lo) and lo > 0 else 0.0
+    up = math.log(hi / point) if math.isfinite(hi) and hi > 0 else 0.0
+    return (point * math.exp(-math.hypot(max(down, 0.0), extra)), point * math.exp(math.hypot(max(up, 0.0), extra)))
 
 
 ReplicateStats = dict[tuple[str, str, str], tuple[float, float, float, float]]
@@ -521,6 +548,9 @@ def summarize(sc: Scenario, stats: Sequence[ReplicateStats]) -> list[Prediction]
                     continue
                 med = np.median(finite, axis=0)
                 (p50_lo, p50_hi), (p99_lo, p99_hi) = (prediction_interval(finite[:, k]) for k in (0, 1))
+                sd50, sd99 = t.drift_of(phase)
+                p50_lo, p50_hi = widened(float(med[0]), p50_lo, p50_hi, sd50)
+                p99_lo, p99_hi = widened(float(med[1]), p99_lo, p99_hi, sd99)
                 share_lo, share_hi = prediction_interval(finite[:, 2], log=False)
                 threshold = thr if thr is not None else float(np.quantile(t.column("wall_ms", phase), 0.99))
                 out.append(Prediction(sc.name, t.name, t.workload, metric, phase, sc.sharing, int(n),

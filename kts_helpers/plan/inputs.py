@@ -9,6 +9,11 @@ What it holds is what a user has *before* sharing: the manifest (the scenarios' 
 baseline tenant's alone iterations with its traits (``plan.traits``: from the profile its alone run recorded, or
 the documented fallbacks), and the GPU model (``plan.engine.GpuModel``, from the committed probes of the run's GPU
 model unless given). The shared logs are never read: a prediction must not see what it predicts.
+
+The bracketed design (issue 30: ``baseline-<t>-r1, shared-r1, baseline-<t>-r2, shared-r2, baseline-<t>-r3``) puts
+alone blocks on both sides of each shared block, minutes apart: shared block rK is predicted from the alone blocks
+rK and rK+1 together (:func:`alone_for`), so a host that drifted during the run is met half-way. Each tenant's
+alone blocks also measure that drift (``plan.traits.host_drift``), which the prediction interval carries.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import numpy as np
 
 from kts_helpers.errors import RunError, SpecError
 from kts_helpers.plan.engine import (
@@ -28,6 +35,7 @@ from kts_helpers.plan.engine import (
     predict,
     profile_from_log,
 )
+from kts_helpers.plan.traits import host_drift
 from kts_helpers.run.runs import open_run
 
 
@@ -63,9 +71,47 @@ def load_plan_input(run_dir: str | os.PathLike, probe: str | os.PathLike | None 
         if s.kind == "baseline":
             for t in s.tenants:
                 alone[(s.name, t.name)] = profile_from_log(run.log_path(s.name, t.name), t.name, t.workload)
+    alone = with_host_drift(alone, bracketed=is_bracketed(m))
     # not skipping the run itself: a probe run plans against itself, and one cached search serves every run
     model = gpu_model_for_name(name, probe, multi) if gpu else None
     return PlanInput(run.run_id, str(run.path), m, name, alone, model)
+
+
+def is_bracketed(manifest: Any) -> bool:
+    """Whether the run is the bracketed design: every shared block rK has alone blocks rK and rK+1 after it.
+
+    Not the older ``repeats`` design (alone rK, shared rK, for every K): its last shared block has no alone block
+    after it."""
+    shared = {s.repeat for s in manifest.scenarios if s.kind == "shared"}
+    alone = {s.repeat for s in manifest.scenarios if s.kind == "baseline"}
+    return bool(shared) and all(r in alone and r + 1 in alone for r in shared)
+
+
+def with_host_drift(alone: dict[tuple[str, str], AloneProfile], *, bracketed: bool
+                    ) -> dict[tuple[str, str], AloneProfile]:
+    """Each alone profile with its tenant's host drift (``plan.traits.host_drift``) over all its alone blocks.
+
+    A tenant with a profile always carries it (from one block: the prior scaled by its host share); a tenant without
+    one only in the bracketed design, where its own blocks measure it (the older designs' unprofiled tenants keep
+    the intervals the fft/gemm/llm table validated).
+    """
+    blocks: dict[str, list[AloneProfile]] = {}
+    for (_scenario, tenant), p in alone.items():
+        blocks.setdefault(tenant, []).append(p)
+    out = {}
+    for key, p in alone.items():
+        mine = blocks[key[1]]
+        if p.traits is None and not (bracketed and len(mine) > 1):
+            out[key] = p
+            continue
+        stats = [{ph: _p50_p99(b.column("wall_ms", ph)) for ph in b.phases} for b in mine]
+        drift = host_drift(stats, p.traits.host_share if p.traits is not None else 0.0)
+        out[key] = replace(p, drift=tuple((ph, a, b) for ph, (a, b) in drift.items()))
+    return out
+
+
+def _p50_p99(wall: Any) -> tuple[float, float]:
+    return float(np.quantile(wall, 0.5)), float(np.quantile(wall, 0.99))
 
 
 def _baseline_for(manifest: Any, tenant: Any, repeat: int) -> tuple[str, str]:
@@ -82,6 +128,26 @@ def _baseline_for(manifest: Any, tenant: Any, repeat: int) -> tuple[str, str]:
     raise RunError(f"no alone baseline for tenant {tenant.name!r} ({tenant.workload}); cannot predict it")
 
 
+def alone_for(inp: PlanInput, tenant: Any, repeat: int) -> tuple[AloneProfile, int]:
+    """(the alone profile a shared tenant of block ``repeat`` is predicted from, the iterations of one block).
+
+    Bracketed design: its alone blocks rK and rK+1 (the same tenant, both sides of the shared block), their
+    iterations pooled (the block bootstrap draws from both); the traits are block rK's. Otherwise the one baseline
+    ``_baseline_for`` names."""
+    key = _baseline_for(inp.manifest, tenant, repeat)
+    first = inp.alone[key]
+    if not is_bracketed(inp.manifest):
+        return first, len(first.iterations)
+    after = next((k for k in inp.alone if k[1] == key[1] and _repeat_of(inp.manifest, k[0]) == repeat + 1), None)
+    if after is None:
+        return first, len(first.iterations)
+    return replace(first, iterations=first.iterations + inp.alone[after].iterations), len(first.iterations)
+
+
+def _repeat_of(manifest: Any, scenario: str) -> int:
+    return next(s.repeat for s in manifest.scenarios if s.name == scenario)
+
+
 def scenarios_of(inp: PlanInput, *, thresholds_ms: dict[str, float] | None = None) -> list[Scenario]:
     """Every shared scenario of the run, each tenant with its alone profile (renamed, capped as it ran)."""
     out = []
@@ -90,12 +156,12 @@ def scenarios_of(inp: PlanInput, *, thresholds_ms: dict[str, float] | None = Non
             continue
         profiles, counts = [], []
         for t in s.tenants:
-            alone = inp.alone[_baseline_for(inp.manifest, t, s.repeat)]
+            alone, n_alone = alone_for(inp, t, s.repeat)
             pct = float(t.mps_thread_percentage) if t.mps_thread_percentage else 100.0
             profiles.append(replace(alone, name=t.name, workload=t.workload, thread_pct=pct))
             # a count the manifest does not fix (auto, open loop, a simulated run): as many as it ran alone
             fixed = not t.auto and t.arrival == "closed" and t.iterations > 0
-            counts.append(int(t.iterations) if fixed else len(alone.iterations))
+            counts.append(int(t.iterations) if fixed else n_alone)
         out.append(Scenario(s.name, tuple(profiles), tuple(counts), s.sharing, dict(thresholds_ms or {})))
     if not out:
         raise RunError(f"run {inp.run_id} has no shared scenario to predict")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from kts_helpers.plan.engine import (
     Prediction,
     gpu_model_from_probe,
 )
-from kts_helpers.plan.inputs import predict_run
+from kts_helpers.plan.inputs import is_bracketed, load_plan_input, predict_input
 from kts_helpers.plan.multi import MultiCheck, multi_context_checks
 from kts_helpers.run.logformat import PAD_PHASE
 from kts_helpers.run.runs import open_run
@@ -118,11 +118,12 @@ LATEST_HOLDOUT = ("h200-2026-12-01-hold4-llm-sat", "h200-2026-12-01-hold4-fft-ll
 # number. Flag: seen before the traits rules were frozen. The llama-train and plugin runs were read while the
 # profiler's warm-up was fixed (their alone profiles and shared numbers; no number was fitted to them); the other two
 # were measured in the same hour, before the rules were written, kept unread, and scored once when they were frozen.
+# All four were then read to build the host-time term (2026-12-03, plan.traits): all seen, tuning data now.
 REAL_MODEL_RUNS: tuple[tuple[str, bool], ...] = (
     ("h200-2026-12-02-rm-llama-train", True),
     ("h200-2026-12-02-rm-plugin", True),
-    ("h200-2026-12-02-rm-bert-vit-llama", False),
-    ("h200-2026-12-02-rm-two-llama", False),
+    ("h200-2026-12-02-rm-bert-vit-llama", True),
+    ("h200-2026-12-02-rm-two-llama", True),
 )
 REAL_START, REAL_END = "<!-- plan-validation-real:start -->", "<!-- plan-validation-real:end -->"
 # the H200 probes behind the multi-context finding (pair probe: quantum and switch; multi: k = 1..3 neighbours)
@@ -201,46 +202,36 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
 }
 
 
-# Why each real-model miss misses, written after the one scoring (a test holds the keys equal to the misses).
-# Two causes cover them. (1) Every real model on this H200 is host-bound: its kernels keep the GPU busy 4-19 % of
-# the op (the profiles), the rest is the Python host's launch work, whose speed drifts between processes: the same
-# llama-decode step's alone p50 was 24.7, 11.3, 14.9 and 15.7 ms in four baselines of one hour. A shared run at a
-# different host speed than its alone one is then mispredicted whatever the GPU model says (alone and shared are
-# measured at different moments; nothing here removes that). (2) The MPS fluid model stretches the whole op of a
-# launch-bound tenant by its SM share (its weight sm_need x busy_share is small), although most of the op is host
-# time that no neighbour slows: it predicted 3-5x slowdowns that did not happen.
-_HOST_DRIFT = ("host-bound step (GPU busy ~{busy} of it): measured faster shared than its own alone run "
-               "(alone p50 {alone}); the alone baseline ran at a slower host speed, which the model takes as given")
-_MPS_STRETCH = ("the MPS fluid model stretches the whole launch-bound op by its small SM share (weight {w}); the op "
-                "is mostly host time no neighbour slows")
+# Why each real-model miss misses (a test holds the keys equal to the misses). Scored first at the traits' freeze
+# (b42d473: 9 of 21), then used to build the host-time term (2026-12-03: an op is host time + GPU time, under MPS
+# only the GPU part shares the SMs; the host's drift between moments widens the interval, plan.traits): they are
+# tuning data now, not a holdout. What remains are p50 misses the ±25 % rule cannot forgive and no GPU model can
+# fix: (1) the alone baseline ran at another host speed than the shared scenario (llama-decode's alone p50 was 24.7,
+# 11.3, 14.9 and 15.7 ms in four baselines of one hour); (2) llama-decode next to BERT and ViT ran 52-70 % slower
+# than alone under time-slicing *and* under MPS, which has no context switches: not the time-slicing waits at its
+# kernel arrivals, something both modes share (the three Python hosts, or the launch path: llama-decode launches a
+# kernel about every 20 us, BERT and ViT every 100-135 us), not separable with these runs.
+_HOST_DRIFT = ("host-bound step (GPU busy ~{busy} of it): measured faster shared than its own alone run (alone p50 "
+               "{alone}); the alone baseline ran at a slower host speed, which a one-block run cannot tell (the "
+               "interval carries the drift, the p50 rule is ±25 % of the point)")
+_BESIDE_BERT_VIT = ("slower shared ({pct}) next to BERT and ViT, under time-slicing and under MPS alike (MPS: "
+                    "{other}); MPS has no context switches, so not the waits at its ~550 kernel arrivals: host or "
+                    "launch-path contention between the three processes, or host drift; not separable by this run")
 REAL_MISS_REASONS: dict[tuple[str, str, str, str], str] = {
     ("h200-2026-12-02-rm-llama-train", "shared", "llama-decode", "prefill"):
         _HOST_DRIFT.format(busy="6 %", alone="29.0 ms"),
     ("h200-2026-12-02-rm-llama-train", "shared", "llama-decode", "decode"):
         _HOST_DRIFT.format(busy="4 %", alone="24.7 ms"),
     ("h200-2026-12-02-rm-llama-train", "shared-mps", "llama-decode", "prefill"):
-        _MPS_STRETCH.format(w="0.014 against the training step's 0.136") + "; also measured below its alone p50",
-    ("h200-2026-12-02-rm-llama-train", "shared-mps", "llama-decode", "decode"):
-        _MPS_STRETCH.format(w="0.014 against the training step's 0.136") + "; also measured below its alone p50",
+        _HOST_DRIFT.format(busy="6 %", alone="29.0 ms") + "; the host-time term predicts about its alone time",
     ("h200-2026-12-02-rm-bert-vit-llama", "shared", "llama-decode", "prefill"):
-        "slower shared (+69 %) where the model saw almost no contention: next to BERT and ViT, each of the step's "
-        "~550 kernels can meet a neighbour's kernel and a context switch (0.16 ms); the model spreads the step's GPU "
-        "work evenly at its busy share and charges a switch only when a neighbour waits at a boundary. Not "
-        "established: host contention between three Python processes is the other candidate",
+        _BESIDE_BERT_VIT.format(pct="+69 %", other="+52 %"),
     ("h200-2026-12-02-rm-bert-vit-llama", "shared", "llama-decode", "decode"):
-        "as prefill (+70 %): the kernel-by-kernel switches or the host, not separated by this run",
-    ("h200-2026-12-02-rm-bert-vit-llama", "shared-mps", "bert", "op"):
-        _MPS_STRETCH.format(w="0.06") + "; measured even below its alone p50 (9.3 ms): host drift",
-    ("h200-2026-12-02-rm-bert-vit-llama", "shared-mps", "vit", "op"):
-        _MPS_STRETCH.format(w="0.19") + "; measured below its alone p50 (6.6 ms): host drift",
+        _BESIDE_BERT_VIT.format(pct="+70 %", other="+53 %"),
     ("h200-2026-12-02-rm-bert-vit-llama", "shared-mps", "llama-decode", "prefill"):
-        _MPS_STRETCH.format(w="0.03") + " (p50 hit; measured p99 28 % below the predicted)",
+        "as under time-slicing (+52 % here, +69 % there): the host-time term predicts about its alone time",
     ("h200-2026-12-02-rm-bert-vit-llama", "shared-mps", "llama-decode", "decode"):
-        _MPS_STRETCH.format(w="0.03") + " (p50 hit; measured p99 30 % below the predicted)",
-    ("h200-2026-12-02-rm-two-llama", "shared", "llama-decode-2", "prefill"):
-        _HOST_DRIFT.format(busy="10 %", alone="17.3 ms") + " (p50 hit; measured p99 24 % below the predicted)",
-    ("h200-2026-12-02-rm-two-llama", "shared", "llama-decode-2", "decode"):
-        _HOST_DRIFT.format(busy="6 %", alone="15.7 ms") + " (p50 hit; measured p99 26 % below the predicted)",
+        "as under time-slicing (+53 % here, +70 % there): the host-time term predicts about its alone time",
 }
 
 
@@ -300,7 +291,10 @@ def measured_wall(run_dir: str | os.PathLike) -> pd.DataFrame:
 def check_run(run_dir: str | os.PathLike, tuned: bool, *, replicates: int = DEFAULT_REPLICATES) -> list[Check]:
     """Every shared tenant's wall clock of a run: predicted (from alone logs) against measured."""
     run_dir = Path(run_dir)
-    predictions = [p for p in predict_run(run_dir, replicates=replicates) if p.metric == "wall"]
+    inp = load_plan_input(run_dir)
+    predictions = [p for p in predict_input(inp, replicates=replicates) if p.metric == "wall"]
+    if is_bracketed(inp.manifest):
+        predictions = pooled_blocks(predictions)
     measured = measured_wall(run_dir).set_index(["group", "tenant", "phase"])
     sizes: dict[str, set[str]] = {}
     for p in predictions:
@@ -315,6 +309,25 @@ def check_run(run_dir: str | os.PathLike, tuned: bool, *, replicates: int = DEFA
             row = row.iloc[0]
         out.append(Check(run_dir.name, tuned, p.scenario, p.sharing, p.tenant, len(sizes[p.scenario]), p,
                          float(row["p50_ms"]), float(row["p99_ms"])))
+    return out
+
+
+def pooled_blocks(predictions: list[Prediction]) -> list[Prediction]:
+    """The bracketed design's shared blocks as the one configuration the report pools: per group, tenant and phase
+    the blocks' predictions together (points averaged, the interval from the lowest bound to the highest).
+
+    Why: the measured side pools every shared block (``analyse.summary``), and each block is predicted from its own
+    alone neighbours (``plan.inputs.alone_for``); the first block's prediction alone would stand for the run's first
+    half while the measurement holds both."""
+    groups: dict[tuple[str, str, str], list[Prediction]] = {}
+    for p in predictions:
+        groups.setdefault((scenario_group(p.scenario), p.tenant, p.phase), []).append(p)
+    out = []
+    for (group, _tenant, _phase), ps in groups.items():
+        out.append(replace(ps[0], scenario=group, n=sum(p.n for p in ps),
+                           p50_ms=float(np.mean([p.p50_ms for p in ps])), p50_lo=min(p.p50_lo for p in ps),
+                           p50_hi=max(p.p50_hi for p in ps), p99_ms=float(np.mean([p.p99_ms for p in ps])),
+                           p99_lo=min(p.p99_lo for p in ps), p99_hi=max(p.p99_hi for p in ps)))
     return out
 
 
