@@ -124,6 +124,12 @@ REAL_MODEL_RUNS: tuple[tuple[str, bool], ...] = (
     ("h200-2026-12-02-rm-plugin", True),
     ("h200-2026-12-02-rm-bert-vit-llama", True),
     ("h200-2026-12-02-rm-two-llama", True),
+    # The sealed batch (2026-12-03): the three configurations again, each under time-slicing and MPS, in the bracketed
+    # design (alone, shared, alone; 400 iterations), measured on the H200 before the host-time term was frozen
+    # (1957063), kept unread, and scored once after it.
+    ("h200-2026-12-03-rm-sealed-llama-train", False),
+    ("h200-2026-12-03-rm-sealed-two-llama", False),
+    ("h200-2026-12-03-rm-sealed-bert-vit-llama", False),
 )
 REAL_START, REAL_END = "<!-- plan-validation-real:start -->", "<!-- plan-validation-real:end -->"
 # the H200 probes behind the multi-context finding (pair probe: quantum and switch; multi: k = 1..3 neighbours)
@@ -217,6 +223,11 @@ _HOST_DRIFT = ("host-bound step (GPU busy ~{busy} of it): measured faster shared
 _BESIDE_BERT_VIT = ("slower shared ({pct}) next to BERT and ViT, under time-slicing and under MPS alike (MPS: "
                     "{other}); MPS has no context switches, so not the waits at its ~550 kernel arrivals: host or "
                     "launch-path contention between the three processes, or host drift; not separable by this run")
+_FASTER_SHARED = ("measured faster shared than both alone blocks around it (alone p50 {alone} ms, shared {shared} ms): "
+                  "in the sealed batch every tenant, 22 of 22 rows under both modes, ran 7-32 % faster next to a "
+                  "neighbour while its own alone blocks agreed within 20 %; a sharing effect on these host-bound "
+                  "steps (a busy machine's clocks, the host's or the GPU's, are the candidates, not measured here) "
+                  "that no mechanism of the model has; the p50 rule is ±25 % of the point")
 REAL_MISS_REASONS: dict[tuple[str, str, str, str], str] = {
     ("h200-2026-12-02-rm-llama-train", "shared", "llama-decode", "prefill"):
         _HOST_DRIFT.format(busy="6 %", alone="29.0 ms"),
@@ -232,6 +243,24 @@ REAL_MISS_REASONS: dict[tuple[str, str, str, str], str] = {
         "as under time-slicing (+52 % here, +69 % there): the host-time term predicts about its alone time",
     ("h200-2026-12-02-rm-bert-vit-llama", "shared-mps", "llama-decode", "decode"):
         "as under time-slicing (+53 % here, +70 % there): the host-time term predicts about its alone time",
+    ("h200-2026-12-03-rm-sealed-llama-train", "shared", "llama-decode", "decode"):
+        _FASTER_SHARED.format(alone="20.07 and 23.69", shared="16.28"),
+    ("h200-2026-12-03-rm-sealed-two-llama", "shared-mps", "llama-decode-2", "prefill"):
+        _FASTER_SHARED.format(alone="21.58 and 22.72", shared="16.43"),
+    ("h200-2026-12-03-rm-sealed-two-llama", "shared-mps", "llama-decode-2", "decode"):
+        _FASTER_SHARED.format(alone="19.64 and 20.81", shared="14.69"),
+    ("h200-2026-12-03-rm-sealed-bert-vit-llama", "shared", "bert", "op"):
+        _FASTER_SHARED.format(alone="9.84 and 11.83", shared="8.40"),
+    ("h200-2026-12-03-rm-sealed-bert-vit-llama", "shared", "vit", "op"):
+        _FASTER_SHARED.format(alone="10.00 and 10.05", shared="7.18"),
+    ("h200-2026-12-03-rm-sealed-bert-vit-llama", "shared", "llama-decode", "prefill"):
+        _FASTER_SHARED.format(alone="21.42 and 21.25", shared="15.90"),
+    ("h200-2026-12-03-rm-sealed-bert-vit-llama", "shared", "llama-decode", "decode"):
+        _FASTER_SHARED.format(alone="19.91 and 19.45", shared="13.73"),
+    ("h200-2026-12-03-rm-sealed-bert-vit-llama", "shared-mps", "bert", "op"):
+        _FASTER_SHARED.format(alone="9.84 and 11.83", shared="7.72") + "; its p99 (8.31 ms) below the interval too",
+    ("h200-2026-12-03-rm-sealed-bert-vit-llama", "shared-mps", "vit", "op"):
+        _FASTER_SHARED.format(alone="10.00 and 10.05", shared="7.16") + "; its p99 (8.73 ms) below the interval too",
 }
 
 
