@@ -4,7 +4,7 @@ Run: ``python -m bench.bench_drift --out bench/results/drift.json [--reps 100] [
 ``driftgrid.grid``: every no-effect cell (drift between blocks sd 0-2 %, OS hiccups, i.i.d. and AR 0.9 bulk, with
 and without the neighbours' timestamps, n = 800 and 2000; both directions counted), the power table, "no change"
 under a clean null, no-effect reports of 2 and 4 tenants x 2 clocks read as one family (Holm), and the old design
-(one alone block) under sd 2 % drift for comparison. The committed reference: bench/reference/cpu-2026-12-02-issue30-drift.md.
+(one alone block) under sd 2 % drift for comparison. The committed reference: bench/reference/cpu-2026-12-03-issue30-drift.md.
 """
 
 from __future__ import annotations

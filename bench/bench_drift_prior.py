@@ -1,7 +1,8 @@
 """Where the verdict's prior drift allowance comes from: each tenant's alone block medians on the committed H200 runs
 with repeats, and the sd of their logs per tenant and clock (``verdict.PRIOR_DRIFT_SD`` is the largest).
 
-Run: ``python -m bench.bench_drift_prior [RUN ...]`` (default: data/reference/h200-2026-11-30-repeats, -repeats-mps).
+Run: ``python -m bench.bench_drift_prior [RUN ...]`` (default: every committed H200 run with two or more alone
+blocks: the repeats runs and the bracketed ones).
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import numpy as np
 from kts_helpers.analyse.load import load_run
 
 REF = Path(__file__).resolve().parents[1] / "data" / "reference"
-RUNS = ("h200-2026-11-30-repeats", "h200-2026-11-30-repeats-mps")
+RUNS = ("h200-2026-11-30-repeats", "h200-2026-11-30-repeats-mps", "h200-2026-12-02-article-blocks",
+        "h200-2026-12-02-saturating-blocks", "h200-2026-12-03-four-tenants-blocks", "h200-2026-12-03-saturating-mps-blocks",
+        "h200-2026-12-03-rm-sealed-llama-train", "h200-2026-12-03-rm-sealed-two-llama",
+        "h200-2026-12-03-rm-sealed-bert-vit-llama")
 
 
 def spreads(run: Path) -> list[tuple[str, str, list[float], float]]:

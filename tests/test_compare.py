@@ -466,3 +466,27 @@ def test_every_table_and_the_index_name_an_llm_phase():
                                                        "llm (decode) · shared-all: 1.30x, degraded")
     assert forest_frame(table)["tenant"].tolist() == ["llm (prefill) · shared-all", "llm (decode) · shared-all"]
     assert headline(table)["tenant"].tolist() == ["llm (prefill)", "llm (decode)"]
+
+
+def test_the_tables_are_members_of_the_reports_family(matrix_run, monkeypatch) -> None:
+    """A report's verdicts are one family: a table quotes the report's word for each series the report reads,
+    and reads the rest together by Holm, never one verdict at its own level."""
+    from kts_helpers.analyse import verdict
+    from kts_helpers.analyse.intervals import add_all_intervals
+    from kts_helpers.analyse.summary import family_readings, summarize_run
+
+    table = add_all_intervals(summarize_run(matrix_run), matrix_run.iterations, n_resamples=NR, seed=1)
+    report = family_readings(table)
+    m = compare.contention_matrix(matrix_run, n_resamples=NR, seed=1, report=report)
+    for r in m.itertuples():
+        assert r.reading == report[(r.scenario, r.victim, r.phase, "wall")]
+    key = next(iter(k for k in report if k[3] == "wall"))
+    quoted = compare.contention_matrix(matrix_run, n_resamples=NR, seed=1, report={**report, key: "the report's"})
+    assert (quoted["reading"] == "the report's").sum() == 1
+    seen: list[int] = []
+    real = verdict.family
+    monkeypatch.setattr(compare, "family", lambda vs: seen.append(len(vs)) or real(vs))
+    own = compare.contention_matrix(matrix_run, n_resamples=NR, seed=1)  # no report: the table is the family
+    assert seen == [len(own)]
+    other_q = compare.contention_matrix(matrix_run, q=0.95, n_resamples=NR, seed=1, report=report)
+    assert seen[-1] == len(other_q)  # another quantile than the report's p99: a family of its own

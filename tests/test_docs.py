@@ -23,7 +23,7 @@ GENERATED = {("reference-table", f"h200-2026-11-30-{n}") for n in (
     "four-tenants", "matrix", "openloop", "probe")} | {("reference-table", "h200-2026-12-02-article")} | {
     ("bench", f"cpu-2026-11-30-issue19-{n}") for n in ("coverage-wide", "decisions", "decisions-300")} | {
     ("bench", f"cpu-2026-12-02-issue19-{n}") for n in ("collided", "sequential")} | {("plan-validation", "")} | {
-    ("reference-table", "h200-2026-12-02-article-blocks"), ("bench", "cpu-2026-12-02-issue30-drift"),
+    ("reference-table", "h200-2026-12-02-article-blocks"), ("bench", "cpu-2026-12-03-issue30-drift"),
     ("reference-table", "h200-2026-12-02-saturating-blocks"),
     ("reference-table", "h200-2026-12-03-saturating-mps-blocks"), ("reference-table", "h200-2026-12-03-four-tenants-blocks"),
     ("plan-validation-real", "")}

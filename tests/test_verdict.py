@@ -33,7 +33,7 @@ def test_readings_are_exactly_six_words() -> None:
     assert V.readings() == ("degraded", "small slowdown (< 10 %)", "faster when shared", "small speed-up (< 10 %)",
                             "no change within ±10 %", "inconclusive")
     assert V.no_change(0.05) == "no change within ±5 %"
-    sh, al = _pair(C.lognormal(), C.lognormal(scale=1.5), 800, 1)
+    sh, al = _pair(C.lognormal(), C.lognormal(scale=2.0), 800, 1)  # one block a side: beyond the prior drift
     v = V.decide(sh, al)
     assert v.reading in V.readings() and v.decided
     with pytest.raises(FrozenInstanceError):
@@ -62,9 +62,15 @@ def test_degraded_needs_only_the_lower_side() -> None:
 
 
 def test_faster_when_shared() -> None:
-    sh, al = _pair(C.lognormal(), C.lognormal(scale=0.8), 2000, 4)
+    sh, al = _pair(C.lognormal(), C.lognormal(scale=0.5), 2000, 4)  # one block a side: beyond the prior drift
     v = V.decide(sh, al)
     assert v.reading == "faster when shared" and v.df.hi < 1
+    # ... and x0.8 in the bracketed design, whose blocks measure the drift the prior stands in for
+    from kts_helpers.analyse import driftgrid as G
+
+    sh, al, _ = G.draw_pair(np.random.default_rng(4), C.lognormal(), C.lognormal(scale=0.8), 2000, G.DEFAULT_DESIGN,
+                            0.01, hiccups=False)
+    assert V.decide(sh, al).reading == "faster when shared"
 
 
 def test_no_change_only_inside_the_margin() -> None:
@@ -289,7 +295,7 @@ def test_a_report_is_one_family_holm_over_its_verdicts() -> None:
     """A p of 0.02 reads a slowdown alone; among four verdicts (the others silent) Holm's 4 x 0.02 does not."""
     from dataclasses import replace
 
-    sh, al = _pair(C.lognormal(), C.lognormal(scale=1.5), 800, 91)
+    sh, al = _pair(C.lognormal(), C.lognormal(scale=2.0), 800, 91)  # one block a side: the prior drift (13.7 %)
     v = V.decide(sh, al)
     weak = V._read(replace(v, p_slower=0.02), 0.02, v.p_faster, 1)
     assert weak.reading in V.slower_readings()
@@ -355,3 +361,37 @@ def test_below_368_samples_the_collided_test_is_cut_like_the_tail_test() -> None
     sh, al, hit = _flagged(3)
     v = V.decide([sh[0][:300]], [al[0][:300]], collided=[hit[0][:300]])
     assert v.short and v.reading in V.readings()
+
+
+def test_the_word_follows_the_estimand_that_decided() -> None:
+    """A bulk change decided by the blocks' medians is worded by the median's ratio where it moved further than DF
+    (the four-tenant run's LLM: median 0.843x, DF's p99 less, once worded "small speed-up (< 10 %)"); decided by DF,
+    or where DF moved further, by DF."""
+    from dataclasses import replace
+
+    sh, al = _pair(C.lognormal(), C.lognormal(), 800, 93)
+    v = V.decide(sh, al)
+    df = lambda est: replace(v.df, estimate=est)  # noqa: E731
+    faster = lambda **kw: V._read(replace(v, **kw), 1.0, 0.001, 1).reading  # noqa: E731
+    slower = lambda **kw: V._read(replace(v, **kw), 0.001, 1.0, 1).reading  # noqa: E731
+    assert faster(df=df(0.95), level=0.843, faster_by="level") == V.FASTER
+    assert faster(df=df(0.95), level=0.843, faster_by="DF") == V.small_faster()
+    assert faster(df=df(0.95), level=0.97, faster_by="level") == V.small_faster()
+    assert slower(df=df(1.05), level=1.20, slower_by="level") == V.DEGRADED
+    assert slower(df=df(1.25), level=1.03, slower_by="level") == V.DEGRADED  # DF moved further: DF's size
+    assert slower(df=df(1.05), level=1.03, slower_by="level") == V.small_slower()
+    assert slower(df=df(1.05), level=1.20, slower_by="tail") == V.small_slower()
+    # decide() records which test was strongest
+    big = V.decide(*_pair(C.lognormal(), C.lognormal(scale=0.5), 800, 94))
+    assert big.reading == V.FASTER and big.faster_by in ("DF", "level", "tail")
+
+
+def test_the_prior_drift_is_the_largest_spread_of_the_committed_alone_blocks() -> None:
+    """``PRIOR_DRIFT_SD`` is what bench.bench_drift_prior measures on every committed run with alone blocks."""
+    from bench import bench_drift_prior as B
+
+    worst = max(sd for run in B.RUNS for *_, sd in B.spreads(B.REF / run))
+    assert round(worst, 3) == V.PRIOR_DRIFT_SD
+    committed = {p.name for p in (REPO / "data" / "reference").iterdir()
+                 if len({d.name.rsplit("-r", 1)[0] for d in (p / "logs").glob("baseline-*-r2")})}
+    assert committed <= set(B.RUNS), committed - set(B.RUNS)

@@ -10,12 +10,15 @@ tables built from it) and returns a DataFrame; the matching charts are in ``pres
 Every rule (co-running iterations only, repeat groups, baseline matching, DF and its interval, the CCDF)
 comes from ``rules``, and every ``reading`` is the tenant's verdict (``verdict.decide``: the one rule the
 summary, the headline and the README use, so no table words a DF interval its own way); ``note`` carries
-what the interval said (no bound at this n, a short series).
+what the interval said (no bound at this n, a short series). A report's verdicts are one family (Holm over
+tenants x scenarios x clocks): given the report's readings (``report``: ``summary.family_readings``), a table
+quotes them for the series the report reads, and reads the others (an open loop's time to first token, another
+quantile) as one family of their own (``_as_family``); without them, the table's verdicts are its family.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +36,7 @@ from kts_helpers.analyse.rules import (
     scenario_group,
     series_label,
 )
-from kts_helpers.analyse.verdict import decide
+from kts_helpers.analyse.verdict import Verdict, decide, family
 from kts_helpers.run.manifest import RunManifest
 
 __all__ = ["MODE_ORDER", "Scenario", "catalogue", "contention_matrix", "has_matrix", "has_modes", "has_phases",
@@ -122,6 +125,21 @@ def plugin_mps_text(caps: dict) -> str:
             "local MPS's (uncapped) and are not compared with them.")
 
 
+Key = tuple[str, str, str, str]  # (group, tenant, phase, clock): a series the report reads
+
+
+def _as_family(rows: list[dict], verdicts: list[Verdict | None], keys: list[Key | None],
+               report: Mapping[Key, str] | None) -> None:
+    """Each row's ``reading`` as a member of the report's family: the report's own word where it reads the same
+    series (``report``), the rest read together by Holm (``verdict.family``), never one verdict at its own level."""
+    quoted = {i for i, k in enumerate(keys) if report is not None and k is not None and k in report}
+    own = [i for i, v in enumerate(verdicts) if v is not None and i not in quoted]
+    for i, v in zip(own, family([verdicts[i] for i in own]), strict=True):
+        rows[i]["reading"] = v.reading
+    for i in quoted:
+        rows[i]["reading"] = report[keys[i]]  # type: ignore[index]
+
+
 def has_modes(data: RunData) -> bool:
     """Whether the run's shared scenarios use more than one sharing mode (timeslice, mps, mps-limited)."""
     return len({s.sharing for s in catalogue(data) if s.kind == "shared"}) > 1
@@ -133,7 +151,7 @@ def _thread_pct(data: RunData, scen: str, tenant: str) -> float:
 
 
 def modes_table(data: RunData, *, metric: str = "wall", n_resamples: int = 2000,
-                seed: int | None = 0) -> pd.DataFrame:
+                seed: int | None = 0, report: Mapping[Key, str] | None = None) -> pd.DataFrame:
     """Per tenant (and phase) and sharing mode: p50/p99 with intervals, DF vs alone, device p50.
 
     Why: the article measures time-slicing only. MPS lets kernels of different processes share
@@ -153,7 +171,9 @@ def modes_table(data: RunData, *, metric: str = "wall", n_resamples: int = 2000,
         groups = list(dict.fromkeys(s.group for s in scens if len(s.tenants) == top))
         picked[mode] = [s for s in scens if s.group == groups[0]]
     it = data.iterations
-    rows = []
+    rows: list[dict] = []
+    verdicts: list[Verdict | None] = []
+    keys: list[Key | None] = []
     for tenant in _tenant_order(data):
         mine = it[it["tenant"] == tenant]
         if mine.empty:
@@ -177,6 +197,8 @@ def modes_table(data: RunData, *, metric: str = "wall", n_resamples: int = 2000,
                            collided=collided_of(r)) if mode != "alone" else None
                 df = v.df if v else None
                 scen_name = scens[0].group if scens else "baseline"
+                verdicts.append(v)
+                keys.append((scen_name, tenant, phase, metric) if v else None)
                 rows.append({
                     "tenant": tenant, "workload": workload, "phase": phase, "label": series_label(tenant, phase),
                     "mode": mode, "scenario": scen_name,
@@ -189,6 +211,7 @@ def modes_table(data: RunData, *, metric: str = "wall", n_resamples: int = 2000,
                     "reading": v.reading if v else "",
                     "note": _notes(*(x for x in (p50, p99, df) if x is not None)),
                 })
+    _as_family(rows, verdicts, keys, report)
     return pd.DataFrame(rows, columns=[
         "tenant", "workload", "phase", "label", "mode", "scenario", "thread_pct", "n", "p50_ms", "p50_lo",
         "p50_hi", "p99_ms", "p99_lo", "p99_hi", "device_p50_ms", "df", "df_lo", "df_hi", "reading", "note"])
@@ -214,7 +237,7 @@ def _neighbour_label(s: Scenario, victim: str, all_tenants: list[str]) -> str:
 
 
 def contention_matrix(data: RunData, *, q: float = 0.99, metric: str = "wall", n_resamples: int = 2000,
-                      seed: int | None = 0) -> pd.DataFrame:
+                      seed: int | None = 0, report: Mapping[Key, str] | None = None) -> pd.DataFrame:
     """Who hurts whom: the victim's DF next to each set of neighbours, with its interval and reading.
 
     Why: one shared scenario says a tenant is slower, not because of whom. Pair scenarios
@@ -230,7 +253,9 @@ def contention_matrix(data: RunData, *, q: float = 0.99, metric: str = "wall", n
     tenants = _tenant_order(data)
     it = data.iterations
     workloads = it.drop_duplicates("tenant").set_index("tenant")["workload"].astype(str).to_dict()
-    rows = []
+    rows: list[dict] = []
+    verdicts: list[Verdict | None] = []
+    keys: list[Key | None] = []
     for victim in tenants:
         workload = workloads.get(victim, victim)
         phases = list(dict.fromkeys(it.loc[it["tenant"] == victim, "phase"].astype(str)))
@@ -249,6 +274,8 @@ def contention_matrix(data: RunData, *, q: float = 0.99, metric: str = "wall", n
                                collided=collided_of(shared))
                     iv = v.df
                     primary = PRIMARY_PHASE.get(workload, phase) == phase or len(phases) == 1
+                    verdicts.append(v)
+                    keys.append((grp[0].group, victim, phase, metric) if q == 0.99 else None)  # the report's p99
                     rows.append({
                         "victim": victim, "neighbours": label, "sharing": mode, "phase": phase, "primary": primary,
                         "scenario": grp[0].group, "q": q, "metric": metric,
@@ -257,6 +284,7 @@ def contention_matrix(data: RunData, *, q: float = 0.99, metric: str = "wall", n
                         "df": iv.estimate, **iv.bounds.columns("df"), "reading": v.reading,
                         "n_shared": int(len(shared)), "n_alone": int(len(alone)), "note": iv.note,
                     })
+    _as_family(rows, verdicts, keys, report)
     return pd.DataFrame(rows, columns=[
         "victim", "neighbours", "sharing", "phase", "primary", "scenario", "q", "metric", "alone_ms", "shared_ms",
         "df", "df_lo", "df_hi", "reading", "n_shared", "n_alone", "note"])
@@ -280,7 +308,8 @@ def has_phases(data: RunData) -> bool:
     return False
 
 
-def phase_table(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0) -> pd.DataFrame:
+def phase_table(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0,
+                report: Mapping[Key, str] | None = None) -> pd.DataFrame:
     """Time to first token and per-token decode latency per scenario, with intervals and DF vs alone.
 
     Why: an LLM tenant's users feel two numbers, not one: the wait for the first token (the
@@ -294,7 +323,9 @@ def phase_table(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0)
     """
     cat = catalogue(data)
     it = data.iterations
-    rows = []
+    rows: list[dict] = []
+    verdicts: list[Verdict | None] = []
+    keys: list[Key | None] = []
     for tenant in _tenant_order(data):
         mine = it[it["tenant"] == tenant]
         if not {"prefill", "decode"} <= set(mine["phase"].astype(str)):
@@ -318,6 +349,10 @@ def phase_table(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0)
                 v = decide(runs, base_runs, n_resamples=n_resamples, seed=seed,
                            collided=collided_of(r)) if shared else None
                 df = v.df if v else None
+                verdicts.append(v)
+                # the report reads wall time; time to first token is the same series in closed loop only
+                same = col == "wall_ms" or r["response_ms"].equals(r["wall_ms"])
+                keys.append((group, tenant, phase, "wall") if v and same else None)
                 rows.append({
                     "tenant": tenant, "stat": stat, "phase": phase, "scenario": group,
                     "when": "shared" if shared else "alone", "sharing": scens[0].sharing, "n": int(len(r)),
@@ -327,6 +362,7 @@ def phase_table(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0)
                     "reading": v.reading if v else "",
                     "note": _notes(*(x for x in (p50, p99, df) if x is not None)),
                 })
+    _as_family(rows, verdicts, keys, report)
     return pd.DataFrame(rows, columns=[
         "tenant", "stat", "phase", "scenario", "when", "sharing", "n", "p50_ms", "p50_lo", "p50_hi", "p99_ms",
         "p99_lo", "p99_hi", "df", "df_lo", "df_hi", "reading", "note"])

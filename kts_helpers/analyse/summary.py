@@ -251,6 +251,14 @@ def most_affected(table: pd.DataFrame, metric: str = "wall") -> tuple[str, str] 
     return str(row["tenant"]), str(row["group"])
 
 
+def family_readings(table: pd.DataFrame) -> dict[tuple[str, str, str, str], str]:
+    """{(group, tenant, phase, clock): reading} of every shared row with a verdict: the report's family (Holm over
+    tenants x scenarios x clocks, ``intervals.add_all_intervals``), which the comparison tables quote rather than
+    read again (``compare``), so one series has one word in one report."""
+    shared = table[(table["kind"] == "shared") & table["reading"].notna() & (table["reading"] != "")]
+    return {(str(r.group), str(r.tenant), str(r.phase), str(r.metric)): str(r.reading) for r in shared.itertuples()}
+
+
 def readings(table: pd.DataFrame, metric: str = "wall") -> dict[tuple[str, str], str]:
     """{(tenant, group): reading} of the shared rows: what the summary, the index and the CLI say."""
     shared = table[(table["kind"] == "shared") & (table["metric"] == metric)]

@@ -268,7 +268,8 @@ def verdict_rule_text(margin: float = DEFAULT_MARGIN) -> str:
             f"evidence both ways reads *inconclusive*. *{no_change(margin)}* when two one-sided tests on tail "
             f"shares (drift allowed for) put the shared p99 within ±{100 * margin:g} % of the alone one. The report's "
             f"verdicts are one family: Holm's step-down over tenants x scenarios x clocks, so a report with no effect "
-            f"shows a false slowdown in at most 2.5 % of runs. Below {MIN_CORUNNING} co-running samples DF is not "
+            f"shows a false slowdown in at most 2.5 % of runs; the further tables quote these words. A decided "
+            f"verdict is sized by DF, or by the medians' ratio where the medians decided and moved further. Below {MIN_CORUNNING} co-running samples DF is not "
             f"read and the tail tests decide at a quarter of their weight; below {EXCEEDANCE_MIN_N} nothing decides. "
             "Its false alarms and power are measured on the kit's generators, with drift (README, *Statistics*; "
             "`make bench`).")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from kts_helpers.analyse import collisions, compare, openloop
+from kts_helpers.analyse import collisions, compare, openloop, summary
 from kts_helpers.analyse.load import RunData
 from kts_helpers.analyse.probe import is_multi_probe, is_probe, read_multi, read_probe
 from kts_helpers.analyse.waits import layered_waits
@@ -29,7 +29,10 @@ class Section:
     items: list[Any] = field(default_factory=list)
 
 
-def build(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0) -> list[Section]:
+def build(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0,
+          table: pd.DataFrame | None = None) -> list[Section]:
+    """The report's further sections. ``table``: the report's summary with its verdicts (one family), which the
+    comparison tables quote for the series it reads (``compare``)."""
     out: list[Section] = []
     probe = probe_section(data, n_resamples=n_resamples, seed=seed)
     if probe is not None:
@@ -37,7 +40,8 @@ def build(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0) -> li
     found = collisions_section(data)
     if found is not None:
         out.append(found)
-    out.extend(_compare_sections(data, n_resamples=n_resamples, seed=seed))
+    report = summary.family_readings(table) if table is not None and "reading" in table else None
+    out.extend(_compare_sections(data, n_resamples=n_resamples, seed=seed, report=report))
     waits = kubernetes_waits(data)
     if waits is not None:
         out.append(waits)
@@ -50,10 +54,11 @@ def build(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0) -> li
     return out
 
 
-def _compare_sections(data: RunData, *, n_resamples: int, seed: int | None) -> list[Section]:
+def _compare_sections(data: RunData, *, n_resamples: int, seed: int | None,
+                      report: dict | None = None) -> list[Section]:
     out = []
     if compare.has_modes(data):
-        t = compare.modes_table(data, n_resamples=n_resamples, seed=seed)
+        t = compare.modes_table(data, n_resamples=n_resamples, seed=seed, report=report)
         out.append(Section("### Sharing modes side by side\n\nThe same tenants and parameters under CUDA time-slicing "
                            "(contexts take turns), MPS (kernels of different tenants run at the same time on "
                            "shared SMs) and MPS with a thread limit (`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`)."
@@ -61,7 +66,7 @@ def _compare_sections(data: RunData, *, n_resamples: int, seed: int | None) -> l
                               if (caps := compare.plugin_mps_caps(data.manifest)) else ""),
                            [t, charts.modes_chart(t)]))
     if compare.has_matrix(data):
-        m = compare.contention_matrix(data, n_resamples=n_resamples, seed=seed)
+        m = compare.contention_matrix(data, n_resamples=n_resamples, seed=seed, report=report)
         out.append(Section("### Contention matrix\n\nRows: the tenant that suffers (victim); columns: who it "
                            "shares the GPU with. Each cell is the victim's wall-time DF (p99 shared / p99 alone) "
                            "with its 95 % interval.", [charts.df_heatmap(m), m]))
@@ -78,7 +83,7 @@ def _compare_sections(data: RunData, *, n_resamples: int, seed: int | None) -> l
                            [rates, latency, charts.open_closed_tails(data),
                             charts.queue_chart(openloop.queue_growth(data))]))
     if compare.has_phases(data):
-        t = compare.phase_table(data, n_resamples=n_resamples, seed=seed)
+        t = compare.phase_table(data, n_resamples=n_resamples, seed=seed, report=report)
         out.append(Section("### LLM-like workload: time to first token and per-token latency\n\nA small decoder-only "
                            "transformer with random weights: one prefill over the prompt (time to first token), then "
                            "token-by-token decode.", [t, charts.phase_chart(t)]))
