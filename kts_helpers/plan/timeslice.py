@@ -312,6 +312,17 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
                       w - 1e-9)
         return spec_of[k]  # type: ignore[return-value]
 
+    def complete(i: int, te: float) -> None:
+        """Tenant i's operation ends at te: its row, and its next issue after its gap (the one home of both loops)."""
+        o = op[i]
+        rows.append((i, iteration[i], arrival[i], started[i], te, kernel[i] if o is None else o.kernel_ms,
+                     "op" if o is None else o.phase, float(tenants[i].overhead_ms) if o is None else o.overhead_ms))
+        iteration[i] += 1
+        pending[i] = False
+        gap = (period[i] + (rng.uniform(-jitter[i], jitter[i]) if jitter[i] > 0 else 0.0)) if o is None else o.gap_ms
+        issue = te + max(gap, 0.0)
+        nxt[i] = issue if issue < duration_ms else inf
+
     def handovers(now: float) -> float:
         """Round robin from the holder whose slice expired at ``now``, and on through every further handover,
         arrival and completion while some context has work; returns the last event's time (the loop's ``t``).
@@ -388,18 +399,7 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
             now = te
             done = te >= td
             if done:  # completion (wins ties with expiries and arrivals)
-                o = op[i]
-                rows.append((i, iteration[i], arrival[i], started[i], te, kernel[i] if o is None else o.kernel_ms,
-                             "op" if o is None else o.phase, float(tenants[i].overhead_ms) if o is None
-                             else o.overhead_ms))
-                iteration[i] += 1
-                pending[i] = False
-                if o is None:
-                    gap = period[i] + (rng.uniform(-jitter[i], jitter[i]) if jitter[i] > 0 else 0.0)
-                else:
-                    gap = o.gap_ms
-                issue = te + max(gap, 0.0)
-                nxt[i] = issue if issue < duration_ms else inf
+                complete(i, te)
             if done or t_arr <= te:  # arrivals (while a slice runs, or before the next pick)
                 for k in range(n):
                     if not pending[k] and nxt[k] <= te:
@@ -440,19 +440,7 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
                         segs.append([cur, busy_from, te, "run"])
             if te >= t_done:  # completion (wins ties with expiries and arrivals)
                 done = True
-                i = cur
-                o = op[i]
-                rows.append((i, iteration[i], arrival[i], started[i], te, kernel[i] if o is None else o.kernel_ms,
-                             "op" if o is None else o.phase, float(tenants[i].overhead_ms) if o is None
-                             else o.overhead_ms))
-                iteration[i] += 1
-                pending[i] = False
-                if o is None:
-                    gap = period[i] + (rng.uniform(-jitter[i], jitter[i]) if jitter[i] > 0 else 0.0)
-                else:
-                    gap = o.gap_ms
-                issue = te + max(gap, 0.0)
-                nxt[i] = issue if issue < duration_ms else inf
+                complete(cur, te)
                 cur, slice_end = -1, inf
         t = te
         for i in range(n) if done or t_arr <= te else ():  # arrivals at te (a back-to-back tenant re-arrives at
