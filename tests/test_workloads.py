@@ -228,6 +228,23 @@ def test_profile_attributes_kernels_to_their_call_by_correlation():
     assert op["top_kernels"][0] == {"name": "gemm", "calls": 2, "total_ms": pytest.approx(0.065)}
 
 
+def test_profile_counts_kernels_launched_through_the_driver_api():
+    """cuBLAS on CUDA 13 launches its GEMMs with cuLaunchKernelEx, a ``cuda_driver`` event in Kineto's trace (seen on
+    the H200: 255 of BERT's 462 launches); a summary reading only the runtime's launches lost every GEMM."""
+    events, calls = _trace()
+    for e in events:
+        if e.get("args", {}).get("correlation") == 1 and e["cat"] == "cuda_runtime":
+            e["cat"], e["name"] = "cuda_driver", "cuLaunchKernelEx"
+    op = kts_profile.summarize_trace(events, calls, sm_count=132)["op"]
+    assert op["kernels_per_op"] == 1.5
+    assert op["busy_ms"] == pytest.approx((0.050 + 0.025) / 2)
+    assert op["top_kernels"][0]["calls"] == 2
+    # a driver call that launches nothing (a memset) still owns no kernel
+    events.append({"cat": "cuda_driver", "name": "cuMemsetD32Async", "ts": 220.0, "dur": 1.0,
+                   "args": {"correlation": 4}})
+    assert kts_profile.summarize_trace(events, calls, sm_count=132)["op"]["kernels_per_op"] == 1.5
+
+
 # -- names, the spec and the pre-flight ----------------------------------------------------------------------------
 def test_tenant_names_from_factories():
     assert base_name("my_pkg.tenants:make_bert") == "bert"
