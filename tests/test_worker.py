@@ -33,7 +33,8 @@ def runs(start_worker, tmp_path_factory):
     barrier = tmp_path_factory.mktemp("barrier")
     configs = {
         "closed": {"WORKLOAD": "gemm", "TENANT": "g1", "ITERATIONS": "12", "SLEEP_MS": "20",
-                   "START_AT": str(time.time_ns() - int(5e9))},  # in the past: warn, then run at once
+                   "START_AT": str(time.time_ns() - int(5e9)),  # in the past: warn, then run at once
+                   "KTS_HOST_PROBE_LOOP": "40000"},  # a probe of a few ms: it must come out of the 20 ms sleep
         "barrier": {"ITERATIONS": "3", "TENANT": "b", "KTS_BARRIER_DIR": str(barrier)},
         "fixed": {"WORKLOAD": "noop", "ITERATIONS": "1000", "ARRIVAL": "fixed", "RATE_HZ": "200",
                   "DURATION_S": "0.07"},
@@ -49,6 +50,9 @@ def runs(start_worker, tmp_path_factory):
         "pinned": {"WORKLOAD": "noop", "ITERATIONS": "2", "KTS_CPU_CORE": "-1"},
         "think": {"WORKLOAD": "noop", "ITERATIONS": "60", "SLEEP_MS": "4", "SLEEP_DIST": "exp"},
         "bad-core": {"WORKLOAD": "noop", "ITERATIONS": "2", "KTS_CPU_CORE": "100000"},
+        # pads after its timed iterations until nobody stops it: the host probe lists the timed ones only
+        "padded": {"WORKLOAD": "noop", "ITERATIONS": "5", "SLEEP_MS": "3", "KTS_PAD": "1", "KTS_PAD_LIMIT_S": "0.2",
+                   "KTS_PAD_LIMIT_EXIT": "0", "KTS_LEAD_IN_S": "0.1"},
     }
     procs = {k: start_worker(env) for k, env in configs.items()}
     out = {}
@@ -103,10 +107,12 @@ def test_closed_loop_lines(runs):
     assert waited[0] == 0 and (waited[1:] > 0).all(), waited
     gaps_ms = (f["start_ns"].to_numpy()[1:] - f["end_ns"].to_numpy()[:-1]) / 1e6
     # due = when the sleep of 20 ms, begun just after the last operation, was to end: never before 20 ms after
-    # it; later only by the worker writing its line (a loaded host's stall shows there, not in the wall clock)
+    # it; later only by the worker writing its line (a loaded host's stall shows there, not in the wall clock).
+    # The host probe of a few ms after each operation is inside those 20 ms, not added to them
     assert gaps_ms.min() > 19.9 and abs(np.median(gaps_ms) - 20.0) < 1.0, gaps_ms
     assert (f["start_ns"].diff().dropna() > 0).all()
     assert int(f["start_ns"].iloc[0]) >= meta["loop_start_ns"]
+    assert np.median(p.ends[0]["host_probe_ms"]) > 1.0, p.ends[0]["host_probe_ms"]  # the gaps above held it
 
 
 def test_exponential_think_times_vary_around_their_mean(runs):
@@ -119,6 +125,25 @@ def test_exponential_think_times_vary_around_their_mean(runs):
     gaps_ms = (f["start_ns"].to_numpy()[1:] - f["end_ns"].to_numpy()[:-1]) / 1e6  # start = when it was due
     assert 2.0 < gaps_ms.mean() < 6.5 and gaps_ms.std() > 0.5 * gaps_ms.mean(), gaps_ms
     assert gaps_ms.min() < 1.5  # an exponential's short draws; a fixed 4 ms sleep never gives one
+
+
+def test_host_probe_lists_the_hosts_speed_once_per_timed_iteration(runs):
+    """A closed loop with a fixed sleep probes the host after every iteration (padding too, unrecorded) and lists one
+    value per timed iteration in KTS_END, in order; an open loop, no sleep to absorb it, or an exponential think
+    time (whose short draws it would lengthen) does not probe, and says so."""
+    for name, n in (("closed", 12),):
+        p = _parse(runs[name].stdout)
+        assert p.meta[0]["host_probe"]["on"] is True and p.meta[0]["host_probe"]["loop"] > 0
+        probes = p.ends[0]["host_probe_ms"]
+        assert len(probes) == n == p.n and all(v > 0 for v in probes), (name, probes)
+    for name in ("fixed", "indexed", "think"):  # open loop; noop's sleep of 0 ms; exponential think times
+        p = _parse(runs[name].stdout)
+        assert p.meta[0]["host_probe"]["on"] is False and "host_probe_ms" not in p.ends[0], name
+    # padded iterations before (the lead-in) and after the timed ones probe too (the same cadence), unlisted
+    padded = _parse(runs["padded"].stdout)
+    pads = padded.frame["phase"] == "pad"
+    assert pads.sum() > 5 and bool(pads.iloc[0]) and padded.meta[0]["host_probe"]["on"] is True
+    assert len(padded.ends[0]["host_probe_ms"]) == (padded.frame["phase"] != "pad").sum() == 5
 
 
 def test_start_at_in_the_past_warns_and_runs(runs):

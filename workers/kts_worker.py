@@ -391,6 +391,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profile-iterations", type=int, default=int(_env("KTS_PROFILE_ITERATIONS", 0)),
                    help="profile this many iterations (torch.profiler) after the warm-up, before the barrier, "
                         "and store the summary in KTS_META (kts_profile.py); 0: no profile")
+    p.add_argument("--host-probe", action=argparse.BooleanOptionalAction,
+                   default=_env("KTS_HOST_PROBE", "1") not in ("0", "false", "no"),
+                   help="after each iteration, time a fixed piece of interpreter work (host_probe) out of the sleep "
+                        "and list it in KTS_END (host_probe_ms); closed loop with a fixed sleep of at least 2 ms only")
+    p.add_argument("--host-probe-loop", type=int, default=int(_env("KTS_HOST_PROBE_LOOP", HOST_PROBE_LOOP)),
+                   help=argparse.SUPPRESS)  # tests: a probe long enough that its place in the sleep shows
     p.add_argument("--crash-after", type=int, default=int(_env("KTS_CRASH_AFTER", -1)), help=argparse.SUPPRESS)
     p.add_argument("--crash-after-pad", type=int, default=int(_env("KTS_CRASH_AFTER_PAD", -1)),
                    help=argparse.SUPPRESS)
@@ -600,6 +606,7 @@ def main(argv: list[str] | None = None) -> int:
         "lead_in_s": args.lead_in_s, "pad": args.pad, "pad_limit_s": args.pad_limit_s,
         "stopping": StopRule.from_args(args).describe(), "looks": args.looks, "seed": args.seed,
         "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "host_probe": {"on": host_probe_on(args), "loop": args.host_probe_loop, "min_sleep_ms": HOST_PROBE_MIN_SLEEP_MS},
         **gpu_identity(torch, device),
     }
     if profile is not None:
@@ -758,6 +765,7 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
     timed_since: tuple[int, int] | None = None  # when the lead-in ended (epoch, perf ns): no timed op is due sooner
     timed = pads = tail = 0
     pad_deadline: float | None = None
+    probing, probes = host_probe_on(args), []
     while True:
         if stop.requested:
             return 0 if pad_deadline is not None else EXIT_STOPPED_EARLY
@@ -771,7 +779,10 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
                 looks.stopped_at is not None or rule.done(timed, timed_from, now)
                 or _timed_done(args, timed, timed_from, arrivals)):
             reason = f"verdict decided at look {looks.stopped_at}" if looks.stopped_at is not None else None
-            out.write(record_line(END_TAG, rule.end_record(args, timed, timed_from, now, reason)) + "\n")
+            end = rule.end_record(args, timed, timed_from, now, reason)
+            if probing:  # one value per timed iteration, in order: the host's speed right after it
+                end["host_probe_ms"] = [round(ms, 4) for ms in probes]
+            out.write(record_line(END_TAG, end) + "\n")
             out.flush()
             if not args.pad:
                 return 0
@@ -815,12 +826,44 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
             if look is not None:
                 out.write(look + "\n")
                 out.flush()
-            if rule.due(timed):  # the check's time comes out of the sleep, not the GPU's work
-                t0 = time.monotonic()
-                rule.check(timed)
-                arrivals.after(time.monotonic() - t0)
-                continue
-        arrivals.after()
+        # the probe and the stopping check take their time out of the sleep, not the GPU's work; padded
+        # iterations probe too, so a neighbour's load is the same while this tenant pads
+        t0 = time.monotonic()
+        if probing:
+            ms = host_probe(args.host_probe_loop)
+            if not padding:
+                probes.append(ms)
+        if not padding and rule.due(timed):
+            rule.check(timed)
+        arrivals.after(time.monotonic() - t0)
+
+
+HOST_PROBE_LOOP = 10_000  # interpreter additions: about 0.3-0.8 ms on the H200 host, 1-2 ms on a CI core
+HOST_PROBE_MIN_SLEEP_MS = 2.0  # probe only where the closed loop's sleep can hold it (it comes out of the sleep)
+
+
+def host_probe(loop: int = HOST_PROBE_LOOP) -> float:
+    """Milliseconds for a fixed piece of interpreter work: the host's speed at this moment, on this thread.
+
+    Why: a launch-bound step (an LLM decode, BERT or ViT at serving sizes) is as fast as the host that launches
+    its hundreds of kernels, and on the H200 machine the same loop took 6 to 15 ms from one second to the next
+    (a device-side chain of kernels stayed at 0.80 ms), so a step's time moved about 2x with the host alone.
+    Alone and shared blocks are different moments; this series says how fast the host was in each, per
+    iteration, on the tenant's own thread, so a verdict can tell what the host changed from what sharing did.
+    """
+    t0 = time.perf_counter_ns()
+    s = 0
+    for i in range(loop):
+        s += i
+    return (time.perf_counter_ns() - t0) / 1e6
+
+
+def host_probe_on(args: argparse.Namespace) -> bool:
+    """Whether this tenant probes: a closed loop whose every sleep can absorb the probe, so the cadence is the
+    one asked for (a fixed sleep of at least 2 ms; never back to back, never an exponential think time, whose
+    short draws the probe would lengthen)."""
+    return (args.host_probe and args.arrival == "closed" and args.sleep_dist == "fixed"
+            and args.sleep_ms >= HOST_PROBE_MIN_SLEEP_MS)
 
 
 def _timed_done(args: argparse.Namespace, timed: int, timed_from: int, arrivals: Arrivals) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from kts_helpers.analyse import hostspeed
 from kts_helpers.analyse.logparse import ParsedLog, parse_file, parse_files
 from kts_helpers.analyse.rules import (
     add_clocks,
@@ -187,6 +188,7 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
             f["sharing"] = scen.sharing
             f["repeat"] = scen.repeat
             f["source"] = str(path)
+            f[hostspeed.COLUMN] = hostspeed.probe_column(f, parsed.ends)  # the host's speed after each iteration
             frames.append(f)
             for m in parsed.meta:
                 metas.append({"scenario": scen.name, **{k: v for k, v in m.items() if k != "notes"}})

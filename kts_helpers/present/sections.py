@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from kts_helpers.analyse import collisions, compare, openloop, summary
+from kts_helpers.analyse import collisions, compare, hostspeed, openloop, summary
 from kts_helpers.analyse.load import RunData
 from kts_helpers.analyse.probe import is_multi_probe, is_probe, read_multi, read_probe
 from kts_helpers.analyse.waits import layered_waits
@@ -40,6 +40,9 @@ def build(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0,
     found = collisions_section(data)
     if found is not None:
         out.append(found)
+    host = host_speed_section(data)
+    if host is not None:
+        out.append(host)
     report = summary.family_readings(table) if table is not None and "reading" in table else None
     out.extend(_compare_sections(data, n_resamples=n_resamples, seed=seed, report=report))
     waits = kubernetes_waits(data)
@@ -114,6 +117,23 @@ def collisions_section(data: RunData) -> Section | None:
                    "the kit's order-statistic intervals; the beat is the period, in launches, after which the "
                    "two cadences line up again (predicted from the measured cadences, and tested on the "
                    "collisions themselves against random placement)." + where + "\n\n" + sentences, items)
+
+
+def host_speed_section(data: RunData) -> Section | None:
+    """How fast the launching host was in the alone and the shared blocks, and the contrast at equal host speed
+    (``analyse.hostspeed``): GPU runs whose workers probed the host."""
+    t = hostspeed.host_speed_table(data.iterations, data.on_gpu)
+    if t.empty:
+        return None
+    sentences = "\n".join(f"* {m}" for m in t["message"])
+    return Section("### Host speed between moments\n\nA launch-bound tenant is as fast as the host thread that "
+                   "launches its kernels, and the host's speed drifts: each worker timed a fixed piece of interpreter "
+                   "work after every iteration (the *probe*). The table gives the probe's median alone and shared, how "
+                   "closely it moves with the tenant's wall clock alone (Spearman's rho; the slope of a line through "
+                   "their logs), and the median ratio, shared over alone, raw and *host-adjusted* (against what the "
+                   "alone line says each shared iteration would have taken at its host speed). A diagnostic beside the verdicts, which stay on the raw iterations: "
+                   "where sharing itself slows the host, matching would hide part of its cost.\n\n" + sentences,
+                   [t.drop(columns=["message"])])
 
 
 def probe_section(data: RunData, *, n_resamples: int, seed: int | None) -> Section | None:
