@@ -132,7 +132,7 @@ def host_speed_section(data: RunData) -> Section | None:
                    "closely it moves with the tenant's wall clock alone (Spearman's rho; the slope of a line through "
                    "their logs), and the median ratio, shared over alone, raw and *host-adjusted* (against what the "
                    "alone line says each shared iteration would have taken at its host speed). A diagnostic beside the verdicts, which stay on the raw iterations: "
-                   "where sharing itself slows the host, matching would hide part of its cost.\n\n" + sentences,
+                   "where sharing itself slows the host, the adjustment would hide part of its cost.\n\n" + sentences,
                    [t.drop(columns=["message"])])
 
 
