@@ -28,9 +28,10 @@ to trust once you have seen them come out of a model small enough to check by ha
 It is event-driven and exact (no time steps): the state changes only at arrivals, completions
 and quantum expiries, so 10^5 kernels take about a second of pure Python.
 
-Longer than 500 lines: the event loop stays one function (locals, not attributes: the planner's capacity
-answer for N <= 8 must fit in 10 s on 2 cores), with its fast path for runs of handovers beside the general loop it
-is tested against (``handovers``: launch-bound tenants hand the GPU round at their kernel boundaries), and this
+Longer than 500 lines: the event loop stays one function (locals, not attributes), with its fast path for runs of
+handovers beside the general loop it is tested against (``handovers``: launch-bound tenants hand the GPU round at
+their kernel boundaries), the hand-over to the compiled loop (``plan.compiled``: the planner's capacity answer for
+N <= 8 must fit in 10 s on 2 cores; its operations drawn ahead, its rows as arrays, :class:`SimOps`), and this
 docstring is the model the lesson checks by hand.
 
 **The event rule.** A tenant times a kernel with two CUDA events recorded in its own stream; both
@@ -245,7 +246,9 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
     the holder loses). Why: on the H200 an FFT arriving at an idle GPU after a GEMM ran pays nothing
     (``h200-2026-11-30-article``: FFT wall p50 0.536 ms shared, 0.560 ms alone; with the switch charged the
     model said 0.70 ms). ``fast`` False: every handover through the general loop (``handovers``: the reference
-    the fast path is tested against).
+    the fast path is tested against). ``fast`` with ``draws`` that give their operations ahead (``plan.draws``), no
+    multi-context rule and no segments, where numba is installed: the compiled loop (``plan.compiled``, the general
+    loop to the bit; ``tests/test_plan_compiled.py``). ``ops``: the completed operations as :class:`SimOps`.
     """
     tenants = check_params(tenants, quantum_ms, context_switch_ms, duration_ms, slice_timer)
     if draws is not None and len(draws) != len(tenants):
@@ -376,9 +379,11 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
         Why: next to a waiting context a launch-bound holder yields at its next kernel boundary once it has caught
         up (``kernel_boundary``), so LLM-like tenants hand the GPU round at nearly every one of their ~550 kernel
         boundaries per step, and those handovers were nearly all the events (the real-model capacity question took
-        397 s of CPU). This runs ``pick``, ``give``, ``kernel_boundary``, ``completion``, ``progress``, the completions
-        and the arrivals for that case on local variables, with each operation's constants taken once (``spec``): the
-        same floating-point operations in the same order, so the rows are bit-identical to the general loop's
+        397 s of CPU; where numba is installed the planner's runs take the compiled loop, ``plan.compiled``, and
+        this serves the lesson and a machine without numba). This runs ``pick``, ``give``, ``kernel_boundary``,
+        ``completion``, ``progress``, the completions and the arrivals for that case on local variables, with each
+        operation's constants taken once (``spec``): the same floating-point operations in the same order, so the
+        rows are bit-identical to the general loop's
         (``fast=False``; ``tests/test_plan_fast.py`` holds the two equal). A holder left alone (its slice no longer
         ends) and an arrival under the multi-context rule go back to the general loop.
         """
