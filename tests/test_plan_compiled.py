@@ -29,7 +29,7 @@ from kts_helpers.plan.timeslice import Op, SimOps, SimTenant, simulate
 REF = Path(__file__).resolve().parents[1] / "data" / "reference"
 RUNS = {"real models": REF / "h200-2026-12-02-rm-bert-vit-llama", "matrix": REF / "h200-2026-11-30-matrix"}
 
-needs_numba = pytest.mark.skipif(not compiled.AVAILABLE, reason="numba is not installed: the Python loops run")
+needs_numba = pytest.mark.skipif(compiled.load() is None, reason="numba is not installed: the Python loops run")
 
 
 def plain(draws):

@@ -17,33 +17,23 @@ the completed operations in completion order (tenant, flat op index, arrival, st
 into the general loops' rows. A tenant that runs out of drawn operations stops the loop (returned -1): the caller
 draws further and runs it again, the same run.
 
-Without numba (a plain interpreter) these functions still run as Python, slowly; the callers then keep their own
-loops (``AVAILABLE``).
+The functions are plain Python until :func:`load` compiles them (numba imported then, at the planner's first run:
+the lesson's simulations never pay for it); without numba ``load`` gives None and the callers keep their own loops.
 """
 
 from __future__ import annotations
 
 import math
+import sys
+from typing import Any
 
 import numpy as np
-
-try:  # pragma: no cover - which branch runs depends on the machine
-    from numba import njit
-
-    AVAILABLE = True
-except ImportError:  # pragma: no cover
-    AVAILABLE = False
-
-    def njit(*_a, **_k):  # type: ignore[no-redef]
-        return lambda f: f
-
 
 OUT_OF_OPS = -1  # a tenant needed more drawn operations than it was given
 NEED_RATES = -2  # the MPS loop met a set of running tenants whose rates the caller has not computed yet
 
 
-@njit(cache=True)
-def _ts_kernel_boundary(from_ms, nk, share, work, rem, arrival, arrival_w):  # pragma: no cover - compiled
+def _ts_kernel_boundary(from_ms, nk, share, work, rem, arrival, arrival_w):
     """``timeslice._run``'s ``kernel_boundary`` for the holder's op (its kernels ``nk``, busy ``share``, GPU time
     ``work``, remaining ``rem``, ``arrival``). Scalars only: an array passed to a compiled call costs two atomic
     reference counts, which made these calls most of an event's time."""
@@ -61,8 +51,7 @@ def _ts_kernel_boundary(from_ms, nk, share, work, rem, arrival, arrival_w):  # p
     return from_ms + (nb - done) if nb < work - 1e-9 else math.inf
 
 
-@njit(cache=True)
-def _ts_completion(from_ms, share, rem, arrival_w):  # pragma: no cover - compiled
+def _ts_completion(from_ms, share, rem, arrival_w):
     """``timeslice._run``'s ``completion`` (``arrival_w``: arrival + the op's GPU time)."""
     if share >= 1.0:
         return from_ms + rem
@@ -70,9 +59,8 @@ def _ts_completion(from_ms, share, rem, arrival_w):  # pragma: no cover - compil
     return b if b > arrival_w else arrival_w
 
 
-@njit(cache=True)
 def timeslice_loop(q, cs, duration, periodic, idle_resets, switch_after_idle, nk, share, offsets,
-                   op_kernel, op_gap, base, count, out_i, out_op, out_arrival, out_start, out_end):  # pragma: no cover
+                   op_kernel, op_gap, base, count, out_i, out_op, out_arrival, out_start, out_end):
     """``timeslice._run``'s general loop for drawn operations; returns the number of completed operations (the
     out arrays' rows) or OUT_OF_OPS."""
     n = nk.shape[0]
@@ -184,10 +172,9 @@ def timeslice_loop(q, cs, duration, periodic, idle_resets, switch_after_idle, nk
     return rows
 
 
-@njit(cache=True)
 def mps_loop(duration, fillers, busy_share, offsets, op_kernel, op_gap, base, count, rates, known, state_f,
              state_i, nxt, rem, has, arrival, iteration, waits, queued, drawn, op_of,
-             out_i, out_op, out_arrival, out_end):  # pragma: no cover - compiled
+             out_i, out_op, out_arrival, out_end):
     """``mps.simulate_mps``'s loop for drawn operations, resumable: its state lives in the arrays passed in (``state_f``:
     [t]; ``state_i``: [rows, started, mask]). Returns the number of completed operations, OUT_OF_OPS, or NEED_RATES
     (``state_i[2]``: the running set, a bit mask, whose ``rates`` row the caller fills in before calling again)."""
@@ -294,12 +281,31 @@ def mps_loop(duration, fillers, busy_share, offsets, op_kernel, op_gap, base, co
     return rows
 
 
+_LOADED: list[Any] = []  # [this module] once load() compiled its loops; [None] where numba is missing
+
+
+def load() -> Any:
+    """This module with its loops compiled (numba; cached beside the module, so a fresh checkout compiles them
+    once), or None where numba is not installed."""
+    global _ts_completion, _ts_kernel_boundary, timeslice_loop, mps_loop
+    if not _LOADED:
+        try:
+            from numba import njit  # ~0.4 s to import: only the planner's runs need it, not the lesson's
+        except ImportError:  # pragma: no cover - a machine without numba
+            _LOADED.append(None)
+            return None
+        jit = njit(cache=True)
+        # rebound here, so that the compiled loops call the compiled helpers (numba reads the module's globals)
+        _ts_completion, _ts_kernel_boundary = jit(_ts_completion), jit(_ts_kernel_boundary)
+        timeslice_loop, mps_loop = jit(timeslice_loop), jit(mps_loop)
+        _LOADED.append(sys.modules[__name__])
+    return _LOADED[0]
+
+
 def warm() -> None:
     """Load (or compile) both loops now, on a tiny run with the callers' argument types: a process about to fork
     its workers calls this first, so that each worker inherits them instead of loading numba and its cache anew
     (about a second of CPU each)."""
-    if not AVAILABLE:
-        return
     one_f, one_i, one_b = np.ones(1), np.ones(1, np.int64), np.zeros(1, np.bool_)
     out_i, out_f = np.empty(1, np.int64), np.empty(1)
     timeslice_loop(2.0, 0.1, 1.0, True, True, False, one_i, one_f, np.zeros(1), one_f, one_f, np.zeros(1, np.int64),

@@ -73,6 +73,7 @@ import pandas as pd
 
 from kts_helpers.analyse.rules import degradation as degradation_factor
 from kts_helpers.errors import KtsError
+from kts_helpers.plan import compiled
 
 
 class SimError(KtsError, ValueError):
@@ -219,11 +220,8 @@ def drawn_ahead(draws: Sequence[Draw] | None, horizon_ms: float) -> tuple[OpArra
 
 
 def compiled_loops() -> Any:
-    """``plan.compiled`` where numba is installed, else None (the Python loops run). Imported at first use: the
-    lesson's simulations never pay for numba's import."""
-    from kts_helpers.plan import compiled
-
-    return compiled if compiled.AVAILABLE else None
+    """``plan.compiled`` with its loops compiled where numba is installed, else None (the Python loops run)."""
+    return compiled.load()
 # the multi-context rule: (contexts with work besides the arriving one, the holder's kernel length) -> the
 # arriving kernel's wait before it runs, or None to leave it to the round robin
 MultiWait = Callable[[int, float], "float | None"]
