@@ -66,6 +66,8 @@ Data flows one way, through four wings (a test enforces the import rule):
 
 * ``plan.timeslice`` — the time-slicing simulator (round robin, quantum, switch, the event rule)
 * ``plan.mps`` — a fluid model of MPS (spatial sharing) and its thread percentage
+* ``plan.compiled`` — the planner's time-slice and MPS event loops compiled (numba), the general loops to the bit
+* ``plan.draws`` — a tenant's operations drawn from its alone run, one at a time or ahead as arrays
 * ``plan.traits`` — each tenant's sharing traits from its measured profile, the documented fallbacks where none
 * ``plan.inputs`` — the planner's one input, loaded once from a run (alone profiles, GPU model)
 * ``plan.engine`` — predictions from alone distributions, the probe and the sharing mode, with intervals

@@ -45,6 +45,7 @@ LAZY_PACKAGES = {
     "urllib3": "the kubernetes client's transport, imported with it",
     "playwright": "the browser tests' driver only",
     "scipy": "~0.6 s to import; loaded at the first interval, not to parse or load a run",
+    "numba": "~0.4 s to import; only the planner's compiled loops need it, not the lesson's simulations",
     "arch": "~1 s to import; only Politis-White block lengths need it",
     "papermill": "~1.4 s to import; only executing notebooks needs it",
     "nbconvert": "~1.4 s to import; only rendering HTML needs it",

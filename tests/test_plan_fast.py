@@ -4,7 +4,8 @@
 loop (``fast=False``), and the capacity question's replicates (in chunks, the first ones reused when a scenario is
 asked again) against ``engine.predict`` in turn. The fault this catches (checked by breaking the code in a scratch
 copy): a fast path that drifts from the model the general loop states, e.g. a handover that forgets the switch or
-a kernel boundary computed from the wrong remaining work.
+a kernel boundary computed from the wrong remaining work. The compiled loops the planner runs where numba is
+installed are held to the same general loops in ``tests/test_plan_compiled.py``.
 """
 
 from __future__ import annotations

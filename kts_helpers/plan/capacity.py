@@ -42,6 +42,7 @@ from kts_helpers.plan.engine import (
     summarize,
 )
 from kts_helpers.plan.inputs import load_plan_input, mix_of
+from kts_helpers.plan.timeslice import compiled_loops
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests" / "overlays"
 OVERLAYS = {"timeslice": "device-plugin-timeslicing", "mps": "device-plugin-mps"}
@@ -261,6 +262,9 @@ def _run_chunks(scenarios: Sequence[Scenario], tasks: Sequence[tuple[int, range]
     n_workers = min(len(tasks), _cores(workers))
     if n_workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         return [replicate_stats(scenarios[i], gpu, seed, reps) for i, reps in tasks]
+    loops = compiled_loops()
+    if loops is not None:  # loaded before the fork, the workers inherit the compiled loops
+        loops.warm()
     with ProcessPoolExecutor(n_workers, mp_context=multiprocessing.get_context("fork"), initializer=_inherit,
                              initargs=(scenarios, gpu, seed)) as pool:
         costliest_first = sorted(range(len(tasks)), key=lambda k: -len(scenarios[tasks[k][0]].tenants))

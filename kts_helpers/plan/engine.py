@@ -52,6 +52,7 @@ import numpy as np
 from kts_helpers.analyse.logparse import parse_file
 from kts_helpers.analyse.probe import read_multi, read_probe
 from kts_helpers.errors import KtsError, RunError
+from kts_helpers.plan.draws import IterationDraws, PhaseShifted, of_iterations
 from kts_helpers.plan.mps import MpsTenant, simulate_mps
 from kts_helpers.plan.multi import round_robin_holds
 from kts_helpers.plan.timeslice import Op, SimTenant, simulate
@@ -115,16 +116,9 @@ class AloneProfile:
         return float(np.mean([sum(op.kernel_ms + op.overhead_ms + op.gap_ms for op in it) for it in self.iterations]))
 
     def drawer(self, rng: random.Random, pool: Sequence[int] | None = None) -> Callable[[], Op]:
-        """Draw operations: a random alone iteration (from ``pool``, a bootstrap resample), its ops in order."""
-        idx = list(pool if pool is not None else range(len(self.iterations)))
-        state: list[Op] = []
-
-        def draw() -> Op:
-            if not state:
-                state.extend(reversed(self.iterations[idx[rng.randrange(len(idx))]]))
-            return state.pop()
-
-        return draw
+        """Draw operations: a random alone iteration (from ``pool``, a bootstrap resample), its ops in order
+        (``plan.draws``: one at a time, or ahead as arrays for the compiled loops)."""
+        return IterationDraws(self.iterations, rng, pool)
 
 
 def profile_from_log(path: str | os.PathLike, name: str, workload: str, thread_pct: float = 100.0) -> AloneProfile:
@@ -353,11 +347,7 @@ def _phase_shifted(draw: Callable[[], Op], shift_ms: float, min_gap_ms: float) -
     with a steady sleep locks to it at a phase set by (sleep mod quantum): 45 slices of a 100 ms sleep turn the
     probe's ±0.05 ms on the quantum into ±2 ms of phase, unknowable. Each replicate draws the phase instead.
     """
-    def shifted() -> Op:
-        op = draw()
-        return replace(op, gap_ms=max(op.gap_ms + shift_ms, 0.0)) if op.gap_ms >= min_gap_ms else op
-
-    return shifted
+    return PhaseShifted(draw, shift_ms, min_gap_ms)
 
 
 BARRIER_SKEW_MS = 0.1  # the workers' release from the start barrier: one time.sleep to a common instant
@@ -402,22 +392,31 @@ def block_resample(n: int, rng: random.Random) -> list[int]:
     return out[:n]
 
 
+def _means(t: AloneProfile) -> tuple[float, float, float]:
+    """(its cycle, the mean GPU time of an operation (at least 1 ns), its mean gap after): what one simulated run
+    takes of a profile besides its draws, once per profile's iterations (``plan.draws.of_iterations``)."""
+    def compute() -> tuple[float, float, float]:
+        return (t.cycle_ms(), max(float(np.mean([op.kernel_ms for it in t.iterations for op in it])), 1e-6),
+                float(np.mean([op.gap_ms for it in t.iterations for op in it])))
+
+    return of_iterations(t.iterations, "means", compute)  # type: ignore[return-value]
+
+
 def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, duration_ms: float | None = None,
-                  ) -> Any:
+                  ops: bool = False) -> Any:
     """One simulated run of the scenario (pandas rows, ``timeslice.simulate``'s columns + phase, overhead).
 
     ``vary``: draw quantum and switch from their intervals and bootstrap the alone iterations (a replicate);
-    otherwise the point values and every alone iteration.
+    otherwise the point values and every alone iteration. ``ops``: the completed operations as arrays
+    (``timeslice.SimOps``, what :func:`replicate_stats` reads), not a table.
     """
     if sc.sharing not in MODES:
         raise RunError(f"unknown sharing mode {sc.sharing!r}; choose one of {', '.join(MODES)}")
     rng = random.Random(seed)
     pools = [block_resample(len(t.iterations), rng) if vary else None for t in sc.tenants]
     draws = [t.drawer(random.Random(rng.random()), pool) for t, pool in zip(sc.tenants, pools, strict=True)]
-    cycles = [t.cycle_ms() for t in sc.tenants]
+    cycles, mean_k, mean_gap = zip(*(_means(t) for t in sc.tenants), strict=True)
     duration = duration_ms or 1.25 * max(n * c for n, c in zip(sc.n, cycles, strict=True)) + 50.0
-    mean_k = [max(float(np.mean([op.kernel_ms for it in t.iterations for op in it])), 1e-6) for t in sc.tenants]
-    mean_gap = [float(np.mean([op.gap_ms for it in t.iterations for op in it])) for t in sc.tenants]
     offsets = common_start(cycles, mean_k, random.Random(seed + 1))
     # how fast queued kernels run (this GPU's measured share, else the a-priori one): one value for both modes
     traits = [t.traits or fallback_traits(t.workload, gpu.busy_share) for t in sc.tenants]
@@ -432,14 +431,14 @@ def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, 
                    for t, k, g, b, tr in zip(sc.tenants, mean_k, mean_gap, busy, traits, strict=True)]
         return simulate(tenants, q, s, duration, seed, offsets, slice_timer=gpu.slice_timer, draws=draws,
                         multi_wait=gpu.multi_wait(random.Random(rng.random()), q),
-                        idle_resets_slice=gpu.idle_resets_slice, switch_after_idle=gpu.switch_after_idle)
+                        idle_resets_slice=gpu.idle_resets_slice, switch_after_idle=gpu.switch_after_idle, ops=ops)
     caps = [t.thread_pct if sc.sharing == "mps-limited" else 100.0 for t in sc.tenants]
     # a launch-bound step claims SMs only while its kernels are in flight: its weight holds its busy share
     # the host-time term: only an op's GPU part runs at the fluid share's speed (``plan.traits``)
     tenants = [MpsTenant(t.name, k, g, weight=tr.mps_weight, thread_pct=c, sm_need=tr.sm_need,
                          fills_gpu=tr.fills_gpu, busy_share=b, host_share=tr.host_share)
                for t, k, g, c, b, tr in zip(sc.tenants, mean_k, mean_gap, caps, busy, traits, strict=True)]
-    return simulate_mps(tenants, duration, seed, draws=draws)  # random phases: see ``common_start``
+    return simulate_mps(tenants, duration, seed, draws=draws, ops=ops)  # random phases: see ``common_start``
 
 
 def prediction_interval(values: np.ndarray, level: float = LEVEL, *, log: bool = True) -> tuple[float, float]:
@@ -502,23 +501,31 @@ def replicate_stats(sc: Scenario, gpu: GpuModel, seed: int, replicates: Sequence
 
     Why apart from :func:`predict`: each replicate draws from its own seed alone, so the capacity question runs
     them in chunks on every core and asks again with 39 replicates without re-simulating the first ones
-    (``plan.capacity.predict_all``); :func:`summarize` turns them into the same predictions.
+    (``plan.capacity.predict_all``); :func:`summarize` turns them into the same predictions. Each replicate is read
+    as arrays (``timeslice.SimOps``: its tenant's operations in the order they ran, as the table's rows), the
+    per-tenant constants once per call.
     """
+    consts = []  # per tenant: (phase, how many of its ops a run's n iterations hold, threshold)
+    for t, n in zip(sc.tenants, sc.n, strict=True):
+        phases = []
+        for phase in t.phases:
+            per_it = max(1, sum(1 for op in t.iterations[0] if op.phase == phase))
+            thr = sc.thresholds_ms.get(t.name)
+            phases.append((phase, n * per_it,
+                           thr if thr is not None else float(np.quantile(t.column("wall_ms", phase), 0.99))))
+        consts.append(phases)
     out = []
     for r in replicates:
         per: ReplicateStats = {}
-        rows = simulate_once(sc, gpu, replicate_seed(seed, r))
-        for t, n in zip(sc.tenants, sc.n, strict=True):
-            mine = rows[rows["tenant"] == t.name]
-            for phase in t.phases:
-                ph = mine[mine["phase"] == phase]
-                per_it = max(1, sum(1 for op in t.iterations[0] if op.phase == phase))
-                ph = ph.iloc[: n * per_it]
-                wall = ph["wall_ms"].to_numpy(float)
-                thr = sc.thresholds_ms.get(t.name, float(np.quantile(t.column("wall_ms", phase), 0.99)))
-                wait = (ph["wall_ms"] - ph["device_ms"] - ph["overhead_ms"]).to_numpy(float)
+        ops = simulate_once(sc, gpu, replicate_seed(seed, r), ops=True)
+        for k, (t, phases) in enumerate(zip(sc.tenants, consts, strict=True)):
+            mine = np.flatnonzero(ops.tenant == k)
+            for phase, limit, thr in phases:
+                at = mine[ops.phase[mine] == phase][:limit]
+                wall, device = ops.wall_ms(at), ops.device_ms(at)
+                wait = wall - device - ops.overhead_ms[at]
                 share = float(np.mean(wall > thr)) if len(wall) else math.nan
-                for metric, values in (("wall", wall), ("device", ph["device_ms"].to_numpy(float))):
+                for metric, values in (("wall", wall), ("device", device)):
                     p50, p99 = _quantiles(values)
                     per[(t.name, phase, metric)] = (p50, p99, share, float(np.median(wait)) if len(wait) else math.nan)
         out.append(per)

@@ -41,7 +41,9 @@ import math
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from kts_helpers.plan.timeslice import (
@@ -49,9 +51,13 @@ from kts_helpers.plan.timeslice import (
     TENANT_RULES,
     Draw,
     Op,
+    OpArrays,
     SimError,
+    SimOps,
     checked_tenants,
     compare_clocks,
+    compiled_loops,
+    drawn_ahead,
     finish_columns,
     start_offsets,
 )
@@ -132,11 +138,31 @@ def shares(weights: Sequence[float], caps: Sequence[float]) -> list[float]:
     return out
 
 
+def running_rates(tenants: Sequence[MpsTenant], caps: Sequence[float], fillers: set[int],
+                  running: tuple[int, ...]) -> dict[int, float]:
+    """How fast each running tenant's op progresses (``running``: those with a kernel in flight, not queued behind a
+    filler): the fluid shares (:func:`shares`), its SM need and its host time (:func:`op_rate`)."""
+    out: dict[int, float] = {}
+    # fillers and the others do not share SMs (one waits for the other's boundary): two fluid pools
+    for group in ((tuple(i for i in running if i in fillers), tuple(i for i in running if i not in fillers))
+                  if fillers else (running,)):
+        weights, group_caps = [tenants[i].weight for i in group], [caps[i] for i in group]
+        got = shares(weights, group_caps)
+        for k, i in enumerate(group):
+            h = tenants[i].host_share
+            if h > 0.0:  # its GPU part: its kernels in flight, claiming as such against the others' average
+                got[k] = shares([w / (1.0 - h) if j == k else w for j, w in enumerate(weights)], group_caps)[k]
+            out[i] = op_rate(min(1.0, got[k] / tenants[i].sm_need), h)
+    return out
+
+
 def simulate_mps(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
-                 offsets_ms: Sequence[float] | None = None, *, draws: Sequence[Draw] | None = None) -> pd.DataFrame:
+                 offsets_ms: Sequence[float] | None = None, *, draws: Sequence[Draw] | None = None,
+                 ops: bool = False) -> Any:
     """Simulate the tenants under MPS; one row per completed kernel, the columns of ``timeslice.simulate``.
 
-    ``draws`` (the planner): each tenant's next operation drawn from its alone run (as in ``timeslice``).
+    ``draws`` (the planner): each tenant's next operation drawn from its alone run (as in ``timeslice``); ``ops``
+    (with ``draws``): the completed operations as arrays (``timeslice.SimOps``), not a table.
     """
     tenants = check_tenants(tenants, duration_ms)
     if draws is not None and len(draws) != len(tenants):
@@ -162,19 +188,13 @@ def simulate_mps(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURA
         return tenants[i].kernel_ms if o is None else o.kernel_ms
 
     def rates_of(running: tuple[int, ...]) -> dict[int, float]:
-        out: dict[int, float] = {}
-        # fillers and the others do not share SMs (one waits for the other's boundary): two fluid pools
-        for group in ((tuple(i for i in running if i in fillers), tuple(i for i in running if i not in fillers))
-                      if fillers else (running,)):
-            weights, group_caps = [tenants[i].weight for i in group], [caps[i] for i in group]
-            got = shares(weights, group_caps)
-            for k, i in enumerate(group):
-                h = tenants[i].host_share
-                if h > 0.0:  # its GPU part: its kernels in flight, claiming as such against the others' average
-                    got[k] = shares([w / (1.0 - h) if j == k else w for j, w in enumerate(weights)], group_caps)[k]
-                out[i] = op_rate(min(1.0, got[k] / tenants[i].sm_need), h)
-        return out
+        return running_rates(tenants, caps, fillers, running)
 
+    loops = compiled_loops() if draws is not None else None
+    ahead = drawn_ahead(draws, duration_ms) if loops is not None else None
+    if ahead is not None:
+        done = _compiled_ops(tenants, loops, ahead, caps, fillers, duration_ms, offsets, draws)
+        return done if ops else done.frame()
     t = 0.0
     while True:
         active = tuple(i for i in range(n) if rem[i] is not None and not waits_for[i])
@@ -232,7 +252,51 @@ def simulate_mps(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURA
         return finish_columns(df.drop(columns="_i"), {tn.name: tn.overhead_ms for tn in tenants})
     out = finish_columns(df.drop(columns="_i"), None, keep=("phase", "overhead_ms"))
     out["wall_ms"] += out["overhead_ms"]
-    return out
+    return SimOps.of_frame(out, names) if ops else out
+
+
+_RATES: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # the tenants' rate parameters -> (rates, known) by mask
+
+
+def _compiled_ops(tenants: Sequence[MpsTenant], loops: Any, ahead: tuple[OpArrays, np.ndarray, np.ndarray],
+                    caps: Sequence[float], fillers: set[int], duration_ms: float, offsets: Sequence[float],
+                    draws: Sequence[Draw]) -> SimOps:
+    """``simulate_mps``'s operations for drawn operations from the compiled loop (``plan.compiled.mps_loop``): the general
+    loop's, to the bit. The rates of a set of running tenants are computed here (:func:`running_rates`) the first
+    time the loop meets it; a tenant that ran out of drawn operations has them drawn again twice as far."""
+    n = len(tenants)
+    is_filler = np.array([i in fillers for i in range(n)], np.bool_)
+    busy = np.array([t.busy_share for t in tenants], float)
+    key = tuple((t.weight, c, t.sm_need, t.host_share, i in fillers) for i, (t, c) in enumerate(zip(tenants, caps, strict=True)))
+    if key not in _RATES:  # what the rates depend on: every replicate of a scenario shares them
+        if len(_RATES) >= 64:
+            _RATES.clear()
+        _RATES[key] = (np.zeros((1 << n, n)), np.zeros(1 << n, np.bool_))
+    rates, known = _RATES[key]
+    horizon = duration_ms
+    while True:
+        ops, base, count = ahead
+        size = int(np.sum(count))
+        state_f, state_i = np.zeros(1), np.zeros(3, np.int64)
+        state = [np.zeros(n), np.zeros(n), np.zeros(n, np.bool_), np.zeros(n), np.zeros(n, np.int64),
+                 np.zeros((n, n), np.bool_), np.zeros(n, np.bool_), np.zeros(n, np.int64), np.zeros(n, np.int64)]
+        out = [np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size), np.empty(size)]
+        while True:
+            rows = loops.mps_loop(float(duration_ms), is_filler, busy, np.asarray(offsets, float), ops.kernel_ms,
+                                  ops.gap_ms, base, count, rates, known, state_f, state_i, *state, *out)
+            if rows != loops.NEED_RATES:
+                break
+            mask = int(state_i[2])
+            running = tuple(i for i in range(n) if mask >> i & 1)
+            for i, r in running_rates(tenants, caps, fillers, running).items():
+                rates[mask, i] = r
+            known[mask] = True
+        if rows != loops.OUT_OF_OPS:
+            break
+        horizon *= 2.0
+        ahead = drawn_ahead(draws, horizon)  # type: ignore[assignment]
+    who, at, arrival, end = (a[:rows] for a in out)
+    return SimOps.of_loop(tenants, ops, who, at, arrival, arrival, end)
 
 
 def mps_degradation(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURATION_MS,

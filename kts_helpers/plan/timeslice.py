@@ -28,9 +28,10 @@ to trust once you have seen them come out of a model small enough to check by ha
 It is event-driven and exact (no time steps): the state changes only at arrivals, completions
 and quantum expiries, so 10^5 kernels take about a second of pure Python.
 
-Longer than 500 lines: the event loop stays one function (locals, not attributes: the planner's capacity
-answer for N <= 8 must fit in 10 s on 2 cores), with its fast path for runs of handovers beside the general loop it
-is tested against (``handovers``: launch-bound tenants hand the GPU round at their kernel boundaries), and this
+Longer than 500 lines: the event loop stays one function (locals, not attributes), with its fast path for runs of
+handovers beside the general loop it is tested against (``handovers``: launch-bound tenants hand the GPU round at
+their kernel boundaries), the hand-over to the compiled loop (``plan.compiled``: the planner's capacity answer for
+N <= 8 must fit in 10 s on 2 cores; its operations drawn ahead, its rows as arrays, :class:`SimOps`), and this
 docstring is the model the lesson checks by hand.
 
 **The event rule.** A tenant times a kernel with two CUDA events recorded in its own stream; both
@@ -72,6 +73,7 @@ import pandas as pd
 
 from kts_helpers.analyse.rules import degradation as degradation_factor
 from kts_helpers.errors import KtsError
+from kts_helpers.plan import compiled
 
 
 class SimError(KtsError, ValueError):
@@ -184,6 +186,42 @@ class Op:
 
 
 Draw = Callable[[], Op]
+
+
+@dataclass(frozen=True)
+class OpArrays:
+    """A tenant's operations drawn ahead, in the order its draw gives them (``plan.draws``): the compiled loops'
+    input (``plan.compiled``). Fields as :class:`Op`'s, one array each."""
+
+    kernel_ms: np.ndarray
+    overhead_ms: np.ndarray
+    gap_ms: np.ndarray
+    phase: np.ndarray  # str objects
+
+
+def busy_ms(ops: OpArrays) -> float:
+    """The least time the operations take one after another: an op never ends before its arrival + its GPU time
+    (in either simulator), and the next one arrives its gap later."""
+    return float(np.sum(ops.kernel_ms + np.maximum(ops.gap_ms, 0.0)))
+
+
+def drawn_ahead(draws: Sequence[Draw] | None, horizon_ms: float) -> tuple[OpArrays, np.ndarray, np.ndarray] | None:
+    """Every tenant's operations drawn ahead, at least ``horizon_ms`` of them each (a tenant issues none after the
+    run's end), as one flat :class:`OpArrays` with each tenant's first index and count; None where a draw cannot
+    give them ahead (a caller's own function: the general loop takes it)."""
+    if draws is None or not all(callable(getattr(d, "ahead", None)) for d in draws):
+        return None
+    parts = [d.ahead(horizon_ms) for d in draws]  # type: ignore[attr-defined]
+    count = np.array([len(p.kernel_ms) for p in parts], np.int64)
+    base = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
+    flat = OpArrays(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("kernel_ms", "overhead_ms", "gap_ms",
+                                                                                "phase")))
+    return flat, base, count
+
+
+def compiled_loops() -> Any:
+    """``plan.compiled`` with its loops compiled where numba is installed, else None (the Python loops run)."""
+    return compiled.load()
 # the multi-context rule: (contexts with work besides the arriving one, the holder's kernel length) -> the
 # arriving kernel's wait before it runs, or None to leave it to the round robin
 MultiWait = Callable[[int, float], "float | None"]
@@ -192,8 +230,8 @@ MultiWait = Callable[[int, float], "float | None"]
 def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: float, duration_ms: float,
          seed: int, offsets_ms: Sequence[float] | None, want_segments: bool, slice_timer: str,
          draws: Sequence[Draw] | None = None, multi_wait: MultiWait | None = None,
-         idle_resets_slice: bool = False, switch_after_idle: bool = True, fast: bool = True
-         ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+         idle_resets_slice: bool = False, switch_after_idle: bool = True, fast: bool = True, ops: bool = False
+         ) -> tuple[pd.DataFrame | SimOps, pd.DataFrame | None]:
     """The event loop. Returns (one row per kernel, the GPU's occupancy segments or None).
 
     ``draws`` (the planner): each tenant's next operation drawn from its measured alone run instead of the fixed
@@ -206,7 +244,9 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
     the holder loses). Why: on the H200 an FFT arriving at an idle GPU after a GEMM ran pays nothing
     (``h200-2026-11-30-article``: FFT wall p50 0.536 ms shared, 0.560 ms alone; with the switch charged the
     model said 0.70 ms). ``fast`` False: every handover through the general loop (``handovers``: the reference
-    the fast path is tested against).
+    the fast path is tested against). ``fast`` with ``draws`` that give their operations ahead (``plan.draws``), no
+    multi-context rule and no segments, where numba is installed: the compiled loop (``plan.compiled``, the general
+    loop to the bit; ``tests/test_plan_compiled.py``). ``ops``: the completed operations as :class:`SimOps`.
     """
     tenants = check_params(tenants, quantum_ms, context_switch_ms, duration_ms, slice_timer)
     if draws is not None and len(draws) != len(tenants):
@@ -237,6 +277,13 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
     slice_end = inf  # when the holder's quantum expires (inf: nobody else is waiting)
     origin = 0.0  # "switch-in": when the holder's slices began (they follow each other every quantum)
     t = 0.0
+
+    loops = compiled_loops() if fast and multi_wait is None and not want_segments and draws is not None else None
+    ahead = drawn_ahead(draws, duration_ms) if loops is not None else None
+    if ahead is not None:
+        done_ops = _compiled_ops(tenants, loops, ahead, q, cs, duration_ms, periodic, idle_resets_slice,
+                                 switch_after_idle, offsets, draws)
+        return (done_ops if ops else done_ops.frame()), None
 
     def give(i: int, now: float, idle: bool = False) -> None:
         nonlocal cur, last, run_from, slice_end, origin
@@ -330,9 +377,11 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
         Why: next to a waiting context a launch-bound holder yields at its next kernel boundary once it has caught
         up (``kernel_boundary``), so LLM-like tenants hand the GPU round at nearly every one of their ~550 kernel
         boundaries per step, and those handovers were nearly all the events (the real-model capacity question took
-        397 s of CPU). This runs ``pick``, ``give``, ``kernel_boundary``, ``completion``, ``progress``, the completions
-        and the arrivals for that case on local variables, with each operation's constants taken once (``spec``): the
-        same floating-point operations in the same order, so the rows are bit-identical to the general loop's
+        397 s of CPU; where numba is installed the planner's runs take the compiled loop, ``plan.compiled``, and
+        this serves the lesson and a machine without numba). This runs ``pick``, ``give``, ``kernel_boundary``,
+        ``completion``, ``progress``, the completions and the arrivals for that case on local variables, with each
+        operation's constants taken once (``spec``): the same floating-point operations in the same order, so the
+        rows are bit-identical to the general loop's
         (``fast=False``; ``tests/test_plan_fast.py`` holds the two equal). A holder left alone (its slice no longer
         ends) and an arrival under the multi-context rule go back to the general loop.
         """
@@ -479,7 +528,91 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
         return finish_columns(df, overheads), _segments(segs, names) if want_segments else None
     out = finish_columns(df, None, keep=("phase", "overhead_ms"))
     out["wall_ms"] += out["overhead_ms"]
-    return out, _segments(segs, names) if want_segments else None
+    return SimOps.of_frame(out, names) if ops else out, _segments(segs, names) if want_segments else None
+
+
+def _compiled_ops(tenants: Sequence[SimTenant], loops: Any, ahead: tuple[OpArrays, np.ndarray, np.ndarray],
+                    q: float, cs: float, duration_ms: float, periodic: bool, idle_resets_slice: bool,
+                    switch_after_idle: bool, offsets: Sequence[float], draws: Sequence[Draw]) -> SimOps:
+    """``_run``'s operations for drawn operations from the compiled loop (``plan.compiled.timeslice_loop``): the general
+    loop's, to the bit. A tenant that ran out of drawn operations has them drawn again twice as far."""
+    nk = np.array([int(t.kernels) for t in tenants], np.int64)
+    share = np.array([float(t.busy_share) for t in tenants], float)
+    horizon = duration_ms
+    while True:
+        ops, base, count = ahead
+        size = int(np.sum(count))
+        out = [np.empty(size, np.int64), np.empty(size, np.int64)] + [np.empty(size) for _ in range(3)]
+        rows = loops.timeslice_loop(q, cs, float(duration_ms), periodic, idle_resets_slice, switch_after_idle, nk,
+                                    share, np.asarray(offsets, float), ops.kernel_ms, ops.gap_ms, base, count, *out)
+        if rows != loops.OUT_OF_OPS:
+            break
+        horizon *= 2.0
+        ahead = drawn_ahead(draws, horizon)  # type: ignore[assignment]
+    return SimOps.of_loop(tenants, ops, *(a[:rows] for a in out))
+
+
+@dataclass(frozen=True)
+class SimOps:
+    """A simulated run's completed operations as arrays, in completion order (each tenant's in its issue order): what
+    the compiled loops give and the planner's replicates read (``engine.replicate_stats``), without a table.
+
+    ``tenant``: the index into ``names``; the rest as the rows' columns of the same names.
+    """
+
+    names: tuple[str, ...]
+    tenant: np.ndarray
+    arrival_ms: np.ndarray
+    start_ms: np.ndarray
+    end_ms: np.ndarray
+    work_ms: np.ndarray
+    overhead_ms: np.ndarray
+    phase: np.ndarray
+
+    @classmethod
+    def of_loop(cls, tenants: Sequence[Any], ops: OpArrays, who: np.ndarray, at: np.ndarray, arrival: np.ndarray,
+                start: np.ndarray, end: np.ndarray) -> SimOps:
+        """From the compiled loops' output: tenant, index into ``ops``, arrival, start, end."""
+        return cls(tuple(t.name for t in tenants), who, arrival, start, end, ops.kernel_ms[at], ops.overhead_ms[at],
+                   ops.phase[at])
+
+    @classmethod
+    def of_frame(cls, df: pd.DataFrame, names: Sequence[str]) -> SimOps:
+        """From the general loops' rows for drawn operations (``finish_columns`` with phase and overhead)."""
+        index = {name: k for k, name in enumerate(names)}
+        return cls(tuple(names), np.array([index[x] for x in df["tenant"]], np.int64),
+                   *(df[c].to_numpy(float) for c in ("arrival_ms", "start_ms", "end_ms", "work_ms", "overhead_ms")),
+                   df["phase"].to_numpy(object))
+
+    def device_ms(self, at: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """The CUDA events' clock of the operations ``at`` (``device_clock``)."""
+        return device_clock(self.start_ms[at], self.end_ms[at], self.work_ms[at])
+
+    def wall_ms(self, at: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """The host's clock of the operations ``at``: issue to completion, plus the op's own overhead."""
+        return self.end_ms[at] - self.arrival_ms[at] + self.overhead_ms[at]
+
+    def frame(self) -> pd.DataFrame:
+        """The rows the general loops build for drawn operations (``finish_columns``' output, phase and overhead
+        kept, the overhead in the wall clock), to the bit."""
+        iteration = np.zeros(len(self.tenant), np.int64)
+        for k in range(len(self.names)):
+            mine = self.tenant == k
+            iteration[mine] = np.arange(int(np.count_nonzero(mine)))
+        df = pd.DataFrame({"tenant": pd.Series(np.array(self.names, object)[self.tenant], dtype=object),
+                           "iteration": iteration, "arrival_ms": self.arrival_ms, "start_ms": self.start_ms,
+                           "end_ms": self.end_ms, "work_ms": self.work_ms, "phase": self.phase,
+                           "overhead_ms": self.overhead_ms})
+        out = finish_columns(df, None, keep=("phase", "overhead_ms"))
+        out["wall_ms"] += out["overhead_ms"]
+        return out
+
+
+def device_clock(start: np.ndarray, end: np.ndarray, work: np.ndarray) -> np.ndarray:
+    """What the pair of CUDA events records: end - start, or the op's own work where they differ by float dust
+    (< 1 fs: neither a preemption nor a wait)."""
+    device = end - start
+    return np.where(np.abs(device - work) > 1e-9, device, work)
 
 
 def finish_columns(df: pd.DataFrame, overhead_ms: Mapping[str, float] | None = None,
@@ -490,9 +623,7 @@ def finish_columns(df: pd.DataFrame, overhead_ms: Mapping[str, float] | None = N
     columns kept after those (the planner's phase and per-operation overhead).
     """
     df = df.copy()
-    df["device_ms"] = df["end_ms"] - df["start_ms"]
-    # float dust (< 1 fs) is neither a preemption nor a wait
-    df["device_ms"] = df["device_ms"].where((df["device_ms"] - df["work_ms"]).abs() > 1e-9, df["work_ms"])
+    df["device_ms"] = device_clock(*(df[c].to_numpy(float) for c in ("start_ms", "end_ms", "work_ms")))
     df["wall_ms"] = df["end_ms"] - df["arrival_ms"]
     if overhead_ms:
         df["wall_ms"] += df["tenant"].map(overhead_ms).fillna(0.0).astype(float)
@@ -512,10 +643,14 @@ def simulate(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_swit
              duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
              offsets_ms: Sequence[float] | None = None, *, slice_timer: str = DEFAULT_SLICE_TIMER,
              draws: Sequence[Draw] | None = None, multi_wait: MultiWait | None = None,
-             idle_resets_slice: bool = False, switch_after_idle: bool = True, fast: bool = True) -> pd.DataFrame:
-    """Simulate the tenants sharing one GPU; one row per completed kernel (see the module doc and ``_run``)."""
+             idle_resets_slice: bool = False, switch_after_idle: bool = True, fast: bool = True,
+             ops: bool = False) -> Any:
+    """Simulate the tenants sharing one GPU; one row per completed kernel (see the module doc and ``_run``).
+
+    ``ops`` (with ``draws``): the completed operations as arrays (:class:`SimOps`, the planner's replicates), not a
+    table."""
     return _run(tenants, quantum_ms, context_switch_ms, duration_ms, seed, offsets_ms, False, slice_timer,
-                draws, multi_wait, idle_resets_slice, switch_after_idle, fast)[0]
+                draws, multi_wait, idle_resets_slice, switch_after_idle, fast, ops)[0]
 
 
 def timeline(tenants: Sequence[SimTenant], quantum_ms: float = 2.0, context_switch_ms: float = 0.0,
