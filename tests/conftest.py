@@ -37,6 +37,12 @@ def pytest_configure(config: pytest.Config) -> None:
     """One fresh cache folder for the lesson's measured tables (``teaching.memo``) per test session, shared by the
     xdist workers (they inherit the controller's environment) and the kernels they start: the first render
     computes each table, the others read it, and nothing from a developer's ~/.cache is ever read."""
+    # xdist >= 3.5 re-sorts the files by their number of tests before handing them out (``--loadscope-reorder``,
+    # on by default, 3.8 made it an option): that put the many-quick-test files first and the few long end-to-end
+    # files (two Chromium/JupyterLab tests of ~60 s each) last, leaving one worker idle at the end. Off, so that
+    # ``LONGEST_FIRST`` is the order they are handed out in.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
     if "KTS_CACHE_DIR" not in os.environ:
         import tempfile
 
@@ -53,12 +59,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os.environ.pop("KTS_CACHE_DIR", None)
 
 
-# The files that take longest (seconds summed over their tests in a fresh-clone CI run, 2 cores), run first: with
-# ``--dist loadfile`` xdist hands out whole files in collection order, and a long file drawn last leaves the other
-# worker idle at the end (longest first is the classic greedy schedule). Files not named keep their order after.
-LONGEST_FIRST = ("test_e2e_references.py", "test_e2e_options.py", "test_reference_runs.py", "test_plan.py",
-                 "test_teaching_notebook.py", "test_e2e_report.py", "test_k8s_notebooks.py", "test_lab_browser.py",
-                 "test_looks.py", "test_probe.py", "test_k8s_resume.py", "test_workloads.py")
+# The files that take longest (seconds summed over their tests, measured on 2 busy cores with ``--durations=0``),
+# run first: with ``--dist loadfile`` xdist hands out whole files in collection order (``loadscopereorder`` off,
+# above), and a long file drawn last leaves the other worker idle at the end (longest first is the classic greedy
+# schedule). Files not named keep their order after. Re-measure when a file's share changes much.
+LONGEST_FIRST = ("test_e2e_references.py", "test_e2e_options.py", "test_plan.py", "test_reference_runs.py",
+                 "test_teaching_notebook.py", "test_lab_browser.py", "test_looks.py", "test_e2e_report.py",
+                 "test_k8s_notebooks.py", "test_collisions.py", "test_beyond.py", "test_readme.py",
+                 "test_k8s_resume.py", "test_probe.py", "test_verdict.py", "test_local_backend.py",
+                 "test_workloads.py", "test_corun.py", "test_k8s_backend.py", "test_stopping.py", "test_simulate.py",
+                 "test_stats_coverage.py", "test_worker.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
