@@ -54,6 +54,8 @@ def features(run_dir: Path) -> frozenset[str]:
         out.add("four tenants")
     if any(t.workload == "llm" for t in tenants) or _logs_show_phases(run_dir):
         out.add("LLM")
+    if _logs_show_host_probe(run_dir):
+        out.add("host probe")
     if any(t.auto for t in tenants):
         out.add("stopping rule")
     if any(t.looks for t in tenants):
@@ -95,6 +97,7 @@ KIND_SECTIONS = {
     "probe": "The GPU's time slice (probe)",
     "multi-context probe": "Several contexts (multi-context probe)",
     "Kubernetes": "Three kinds of waiting (Kubernetes)",
+    "host probe": "Host speed between moments",
 }
 
 
@@ -111,6 +114,18 @@ def _logs_show_phases(run_dir: Path, *, lines: int = 400) -> bool:
         if {"prefill", "decode"} <= phases:
             return True
     return False
+
+
+def _logs_show_host_probe(run_dir: Path) -> bool:
+    """Whether the workers probed the host's speed (``KTS_META``'s ``host_probe.on``, the log's first line) in an
+    alone and a shared scenario: the report then compares the host's speed between those moments."""
+    seen = set()
+    for log in sorted((run_dir / "logs").glob("*/*.log")):
+        with log.open(errors="replace") as fh:
+            first = fh.readline()
+        if first.startswith("KTS_META,v2,") and '"host_probe":{"on":true' in first:
+            seen.add("shared" if log.parent.name.startswith("shared") else log.parent.name.split("-")[0])
+    return {"baseline", "shared"} <= seen
 
 
 def sections_of_markdown(texts: list[str]) -> list[str]:
