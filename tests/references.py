@@ -9,6 +9,7 @@ analysis notebook's code without a kernel (``test_reference_runs``); ``make test
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from html import unescape
 from pathlib import Path
@@ -123,7 +124,8 @@ def _logs_show_host_probe(run_dir: Path) -> bool:
     for log in sorted((run_dir / "logs").glob("*/*.log")):
         with log.open(errors="replace") as fh:
             first = fh.readline()
-        if first.startswith("KTS_META,v2,") and '"host_probe":{"on":true' in first:
+        meta = json.loads(first.split(",", 2)[2]) if first.startswith("KTS_META,v2,") else {}
+        if (meta.get("host_probe") or {}).get("on") is True:
             seen.add("shared" if log.parent.name.startswith("shared") else log.parent.name.split("-")[0])
     return {"baseline", "shared"} <= seen
 
