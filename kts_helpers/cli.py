@@ -146,7 +146,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # the flags' syntax first: a typo is one line on stderr, before the run is read and its notes printed
     sleeps, rates, slo = _pairs(args.sleep, "--sleep"), _pairs(args.rate, "--rate"), _pairs(args.slo, "--slo")
     inp = load_plan_input(args.from_run, args.probe, args.multi_probe)  # the one time the run is opened
-    for line in inp.fallbacks():
+    for line in inp.notes() + inp.fallbacks() + inp.profile_warnings():
         print(f"kts plan: {line}", file=sys.stderr)
     if args.capacity or args.validate:
         from kts_helpers.plan.capacity import (  # pandas: absent on a bare host

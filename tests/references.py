@@ -57,6 +57,8 @@ def features(run_dir: Path) -> frozenset[str]:
         out.add("LLM")
     if _logs_show_host_probe(run_dir):
         out.add("host probe")
+    if _logs_show_profile(run_dir):
+        out.add("profiled")
     if any(t.auto for t in tenants):
         out.add("stopping rule")
     if any(t.looks for t in tenants):
@@ -67,14 +69,15 @@ def features(run_dir: Path) -> frozenset[str]:
 def representatives(runs: list[Path] = REFERENCES) -> dict[str, Path]:
     """Kind -> the one reference rendered in full for it, so that every kind that exists is rendered exactly once,
     in few renders: the rarest kind first, each time the reference of that kind that shows the most kinds not yet
-    rendered (the earliest by name among equals)."""
+    rendered (a complete run before an interrupted one, then the earliest by name among equals)."""
     kinds = {r: kinds_of(r) for r in runs}
     count = {k: sum(k in ks for ks in kinds.values()) for ks in kinds.values() for k in ks}
     out: dict[str, Path] = {}
     for kind in sorted(count, key=lambda k: (count[k], k)):
         if kind not in out:
             left = set(count) - set(out)
-            best = max((r for r in sorted(kinds) if kind in kinds[r]), key=lambda r: len(kinds[r] & left))
+            best = max((r for r in sorted(kinds) if kind in kinds[r]), key=lambda r: (len(kinds[r] & left),
+                                                                                  _complete(r)))
             out.update({k: best for k in kinds[best] & left})
     return out
 
@@ -99,6 +102,7 @@ KIND_SECTIONS = {
     "multi-context probe": "Several contexts (multi-context probe)",
     "Kubernetes": "Three kinds of waiting (Kubernetes)",
     "host probe": "Host speed between moments",
+    "profiled": "Each tenant measured alone (its profile)",
 }
 
 
@@ -128,6 +132,20 @@ def _logs_show_host_probe(run_dir: Path) -> bool:
         if (meta.get("host_probe") or {}).get("on") is True:
             seen.add("shared" if log.parent.name.startswith("shared") else log.parent.name.split("-")[0])
     return {"baseline", "shared"} <= seen
+
+
+def _complete(run_dir: Path) -> bool:
+    return open_run(run_dir).read().status == "complete"
+
+
+def _logs_show_profile(run_dir: Path) -> bool:
+    """Whether an alone worker recorded a profile (``KTS_META``'s ``profile``, the log's first line)."""
+    for log in sorted((run_dir / "logs").glob("baseline*/*.log")):
+        with log.open(errors="replace") as fh:
+            first = fh.readline()
+        if first.startswith("KTS_META,v2,") and isinstance(json.loads(first.split(",", 2)[2]).get("profile"), dict):
+            return True
+    return False
 
 
 def sections_of_markdown(texts: list[str]) -> list[str]:

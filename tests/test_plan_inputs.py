@@ -10,7 +10,9 @@ from __future__ import annotations
 import ast
 import json
 import re
+import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,10 @@ WORKLOAD_NAMES = {"fft", "gemm", "llm", "noop", "llama-decode", "bert", "vit", "
 
 @pytest.fixture
 def opens(monkeypatch):
-    """Count ``runs.open_run`` per resolved directory, wherever a module imported it."""
+    """Count ``runs.open_run`` per resolved directory, wherever a module imported it. The committed-probe search
+    (``engine.committed_probes``) opens every reference once per process and caches its answer; it is searched
+    before counting, so the count is the planner's own opens whatever test ran first in this process."""
+    engine.committed_probes("NVIDIA H200", engine.REFERENCE_ROOT, "")
     counts: dict[str, int] = {}
     real = runs.open_run
 
@@ -95,6 +100,72 @@ def test_a_profiled_run_gives_measured_traits():
     timed_p50 = float(engine.np.median(train.column("wall_ms", "step")))
     assert train.traits.busy_share == pytest.approx(step["busy_ms"] / timed_p50)
     assert train.traits.busy_share != pytest.approx(step["busy_share"], rel=0.05)
+
+
+def test_profiles_that_left_cupti_attached_are_named(tmp_path):
+    """The real-model runs before the teardown profiled on the GPU and left CUPTI attached: the planner names those
+    alone blocks, in one line; a profile that detached it is not named, nor a CPU profile (no CUPTI)."""
+    inp = inputs.load_plan_input(REAL, gpu=False)
+    lines = inp.profile_warnings()
+    assert len(lines) == 1 and "left CUPTI attached in 2 alone block(s)" in lines[0], lines
+    assert "llama-decode (baseline-llama-decode)" in lines[0] and "train-step (baseline-train-step)" in lines[0]
+    key = ("baseline-llama-decode", "llama-decode")
+    p = inp.alone[key]
+    assert p.profile_teardown is False
+
+    def warned(**kw):
+        return replace(inp, alone={key: replace(p, **kw)}).profile_warnings()
+
+    assert warned(profile_teardown=True) == []
+    assert warned(profile_teardown=None) == []  # a CPU profile: no CUPTI to leave behind
+    assert "(baseline-llama-decode)" in warned(profile_teardown=False)[0]
+    # read from the worker's record
+    log = REAL / "logs" / "baseline-llama-decode" / "llama-decode.log"
+    head, rest = log.read_text().split("\n", 1)
+    tag, version, payload = head.split(",", 2)
+    meta = json.loads(payload)
+    meta["profile"].update(cupti_teardown=True, residue={"prefill": 1.03, "decode": 1.25})
+    fresh = tmp_path / "llama-decode.log"
+    fresh.write_text(f"{tag},{version},{json.dumps(meta)}\n{rest}")
+    assert engine.profile_from_log(fresh, "llama-decode", "llama-decode").profile_teardown is True
+    meta["profile"]["device"] = "cpu"
+    fresh.write_text(f"{tag},{version},{json.dumps(meta)}\n{rest}")
+    assert engine.profile_from_log(fresh, "llama-decode", "llama-decode").profile_teardown is None
+
+
+def test_an_interrupted_alone_block_is_left_out_and_named(tmp_path, capsys):
+    """A run cut off during its last alone block (the client's time limit): the block has no record and empty
+    logs. The planner predicts from the blocks that completed and says which it left out; the raw run is read, not
+    changed. A tenant whose only alone block never completed still stops the planner."""
+    src = REF / "h200-2026-12-02-article-blocks"
+    run_dir = tmp_path / src.name
+    shutil.copytree(src, run_dir)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    del manifest["scenarios"]["baseline-gemm-r3"]
+    manifest["status"] = "running"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    (run_dir / "logs" / "baseline-gemm-r3" / "gemm.log").write_text("")
+    whole = inputs.load_plan_input(src, gpu=False)
+    inp = inputs.load_plan_input(run_dir, gpu=False)
+    assert inp.unfinished == ("baseline-gemm-r3",) and whole.unfinished == ()
+    assert ("baseline-gemm-r3", "gemm") not in inp.alone and ("baseline-fft-r3", "fft") in inp.alone
+    assert inp.notes() == ["baseline-gemm-r3: never recorded (the run was interrupted); its tenants are predicted "
+                           "from their alone blocks that did"]
+    # shared-r2 was bracketed by gemm r2 and r3: now predicted from r2 alone; shared-r1 as before
+    r2 = next(s for s in inp.manifest.scenarios if s.name == "shared-r2")
+    gemm = next(t for t in r2.tenants if t.workload == "gemm")
+    one, n = inputs.alone_for(inp, gemm, r2.repeat)
+    both, _ = inputs.alone_for(whole, gemm, r2.repeat)
+    assert len(one.iterations) == n and len(both.iterations) == 2 * n
+    assert len(inputs.scenarios_of(inp)) == 2
+    assert main(["plan", "--from-run", str(run_dir), "--replicates", "2", "--format", "json"]) == 0
+    assert "kts plan: baseline-gemm-r3: never recorded (the run was interrupted)" in capsys.readouterr().err
+    for sc in manifest["spec"]["scenarios"]:  # every gemm block unrecorded: nothing to predict gemm from
+        if sc["name"].startswith("baseline-gemm"):
+            manifest["scenarios"].pop(sc["name"], None)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(Exception, match="no timed iteration alone|no valid|gemm"):
+        inputs.load_plan_input(run_dir, gpu=False)
 
 
 def test_profile_traits_follow_the_profile():

@@ -7,10 +7,12 @@ Workers start all at once (one module fixture) so their torch and transformers i
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -243,6 +245,40 @@ def test_profile_counts_kernels_launched_through_the_driver_api():
     events.append({"cat": "cuda_driver", "name": "cuMemsetD32Async", "ts": 220.0, "dur": 1.0,
                    "args": {"correlation": 4}})
     assert kts_profile.summarize_trace(events, calls, sm_count=132)["op"]["kernels_per_op"] == 1.5
+
+
+def test_the_profile_detaches_cupti_and_measures_what_it_left(monkeypatch):
+    """Kineto leaves CUPTI attached after the profiler stops unless TEARDOWN_CUPTI=1, and the timed alone iterations
+    follow in the same process: the profile sets it before the profiler stops (a user's own setting stands), and
+    its residue is each phase's p50 wall after the profile over before it."""
+    import torch
+    import torch.profiler
+
+    seen: list[str | None] = []
+    real = torch.profiler.profile
+
+    class Watched(real):
+        def __exit__(self, *exc):
+            seen.append(os.environ.get("TEARDOWN_CUPTI"))
+            return super().__exit__(*exc)
+
+    monkeypatch.setattr(torch.profiler, "profile", Watched)
+    monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+    calls = {"n": 0}
+
+    def op():  # the profile leaves this tenant slower: 1 ms an op before it, 3 ms after
+        calls["n"] += 1
+        time.sleep(0.001 if calls["n"] <= 3 else 0.003)  # 3 timed before; the profiled and after ones slower
+
+    prof = kts_profile.profile_workload(torch, torch.device("cpu"), lambda: [("op", op)], 3)
+    assert seen == ["1"]
+    assert prof["cupti_teardown"] is None  # no CUPTI on a CPU
+    assert 2.0 < prof["residue"]["op"] < 4.0
+    monkeypatch.setenv("TEARDOWN_CUPTI", "0")  # the user's choice (CUDA graphs on an old CUDA) stands
+    seen.clear()
+    calls["n"] = -100
+    prof = kts_profile.profile_workload(torch, torch.device("cpu"), lambda: [("op", op)], 3)
+    assert seen == ["0"] and prof["residue"]["op"] == pytest.approx(1.0, abs=0.5)
 
 
 # -- names, the spec and the pre-flight ----------------------------------------------------------------------------

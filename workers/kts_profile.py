@@ -22,9 +22,11 @@ Per phase the summary holds (times in ms, p50 over the profiled calls unless nam
 * ``top_kernels``: the three with the most time (name shortened, calls, total ms).
 
 Per tenant: ``sm_count``, ``memory`` (allocated / peak / reserved MiB on a GPU; the process's peak RSS on CPU),
-``segment_s`` (the profiled iterations), ``cost_s`` (what profiling cost in run time: the profiler's start, a
-warm-up iteration, the segment and reading the trace) and ``iterations`` profiled. Times under the profiler run
-slower than timed ones (CUPTI adds to every launch): ``busy_ms`` is the device's own, but ``wall_ms`` and
+``segment_s`` (the profiled iterations), ``cost_s`` (what profiling cost in run time: the timed iterations
+before and after it, the profiler's start, a warm-up iteration, the segment and reading the trace),
+``iterations`` profiled, ``cupti_teardown`` (CUPTI detached when the profiler stopped) and ``residue`` (each
+phase's p50 wall just after the profile over just before it; a hint, see :func:`profile_workload`). Times under the
+profiler run slower than timed ones (CUPTI adds to every launch): ``busy_ms`` is the device's own, but ``wall_ms`` and
 ``busy_share`` are the profiled op's; the planner divides ``busy_ms`` by the timed alone wall instead.
 """
 
@@ -47,6 +49,8 @@ LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaun
 # GEMMs on CUDA 13, cuDNN's attention); reading the runtime's only missed every GEMM of BERT on the H200 (69 of 154
 # kernels an op, 0.6 of 1.9 ms busy)
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+TEARDOWN_ENV = "TEARDOWN_CUPTI"  # Kineto detaches CUPTI when the profiler stops only if this is "1"
+RESIDUE_S = 1.0  # seconds of timed iterations before and after the profile, to measure what it left behind
 
 
 def _p50(xs: Sequence[float]) -> float | None:
@@ -167,17 +171,42 @@ def memory(torch, device) -> dict:
         return {}
 
 
+def timed_p50(step: Callable[[], list], sync: Callable[[], None], iterations: int, max_s: float) -> dict[str, float]:
+    """Each phase's p50 wall (ms, synchronised) over up to ``iterations`` whole iterations or ``max_s`` seconds."""
+    walls: dict[str, list[float]] = {}
+    t0 = time.perf_counter()
+    for _ in range(max(iterations, 1)):
+        for phase, fn in step():
+            t = time.perf_counter()
+            fn()
+            sync()
+            walls.setdefault(phase, []).append((time.perf_counter() - t) * 1e3)
+        if time.perf_counter() - t0 > max_s:
+            break
+    return {phase: float(statistics.median(v)) for phase, v in walls.items()}
+
+
 def profile_workload(torch, device, step: Callable[[], list], iterations: int, max_s: float = 2.0) -> dict:
     """Run up to ``iterations`` whole iterations (at least one; stop after ``max_s``) under the profiler and
-    summarise them. Each operation is synchronised, as the timing loop does, so its wall is launch to completion."""
+    summarise them. Each operation is synchronised, as the timing loop does, so its wall is launch to completion.
+
+    The profiler must leave the process as it found it, since the timed alone iterations follow in the same
+    process: Kineto keeps CUPTI attached after the profiler stops unless ``TEARDOWN_CUPTI=1`` (pytorch#144455), and
+    every later launch then pays CUPTI's callbacks -- on the H200 the launch-bound real models' alone steps ran
+    slower than the same steps in an unprofiled process, which read as "faster when shared". So the variable is set
+    here (unless the user set it: ``cupti_teardown`` records which), and ``residue`` measures what is left: each
+    phase's p50 wall just after the profile over just before it (1 = nothing left; a hint only: two ~1 s windows of
+    a host that drifts read 0.6-1.8 on the H200 with CUPTI detached)."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     cuda = device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
+    os.environ.setdefault(TEARDOWN_ENV, "1")
+    t_start = time.perf_counter()
+    before = timed_p50(step, sync, iterations, RESIDUE_S)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     sm_count = torch.cuda.get_device_properties(device).multi_processor_count if cuda else None
     calls: list[tuple[str, int]] = []
-    t_start = time.perf_counter()
     done = 0
     with profile(activities=activities) as prof:
         # one iteration first, not summarised: the profiler's own start (CUPTI's, about 3 s on an H200) falls in it,
@@ -198,6 +227,11 @@ def profile_workload(torch, device, step: Callable[[], list], iterations: int, m
             if time.perf_counter() - t0 > max_s:
                 break
     segment_s = time.perf_counter() - t0
+    teardown = os.environ.get(TEARDOWN_ENV) == "1"  # read after the stop: torch sets "0" itself for CUDA graphs
+    for _phase, fn in step():  # untimed: the first calls after the stop run CUPTI's teardown (cuptiFinalize)
+        fn()
+        sync()
+    after = timed_p50(step, sync, iterations, RESIDUE_S)
     fd, path = tempfile.mkstemp(suffix=".json", prefix="kts-profile-")
     os.close(fd)
     try:
@@ -209,7 +243,13 @@ def profile_workload(torch, device, step: Callable[[], list], iterations: int, m
     phases = summarize_trace(events, calls, sm_count)
     return {"version": PROFILE_VERSION, "tool": f"torch.profiler (torch {torch.__version__})",
             "device": device.type, "sm_count": sm_count, "iterations": done, "segment_s": round(segment_s, 4),
-            "cost_s": round(time.perf_counter() - t_start, 4), "phases": phases, "memory": memory(torch, device)}
+            "cost_s": round(time.perf_counter() - t_start, 4), "phases": phases, "memory": memory(torch, device),
+            "cupti_teardown": teardown if cuda else None, "residue": residue(before, after)}
+
+
+def residue(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Each phase's p50 wall after the profile over before it: what profiling left on the timed iterations."""
+    return {ph: round(after[ph] / before[ph], 4) for ph in before if ph in after and before[ph] > 0}
 
 
 if __name__ == "__main__":  # pragma: no cover - a quick look: python kts_profile.py (the worker's fft on this host)

@@ -91,6 +91,9 @@ class AloneProfile:
     # per phase, the log-sd (p50, p99) of the host's drift between moments (``plan.traits.host_drift``): the
     # prediction interval carries it (:func:`widened`); empty: none (a one-block run without a profile)
     drift: tuple[tuple[str, float, float], ...] = ()
+    # for a GPU profile, whether CUPTI was detached after it (False for the workers before the teardown: Kineto's
+    # default, which left every later launch paying CUPTI's callbacks); None on a CPU or without a profile
+    profile_teardown: bool | None = None
 
     def drift_of(self, phase: str) -> tuple[float, float]:
         """(p50, p99) log-sd of the host's drift for ``phase`` (0, 0: none)."""
@@ -130,7 +133,9 @@ def profile_from_log(path: str | os.PathLike, name: str, workload: str, thread_p
     if recorded is None:
         return alone
     walls = {ph: float(np.median(alone.column("wall_ms", ph))) for ph in alone.phases}
-    return replace(alone, traits=traits_from_profile(recorded, walls))
+    gpu = recorded.get("device") == "cuda"
+    return replace(alone, traits=traits_from_profile(recorded, walls),
+                   profile_teardown=bool(recorded.get("cupti_teardown")) if gpu else None)
 
 
 def _alone_iterations(frame: Any, path: Any, name: str, workload: str, thread_pct: float) -> AloneProfile:

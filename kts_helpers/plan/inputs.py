@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from kts_helpers.analyse.profiles import profile_warnings
 from kts_helpers.errors import RunError, SpecError
 from kts_helpers.plan.engine import (
     DEFAULT_REPLICATES,
@@ -49,6 +50,9 @@ class PlanInput:
     gpu_name: str
     alone: dict[tuple[str, str], AloneProfile] = field(default_factory=dict)  # (baseline, tenant) -> alone profile
     gpu: GpuModel | None = None
+    # alone blocks the run declared but never recorded (interrupted), whose tenants have another block that was:
+    # left out, and each shared block is predicted from the alone blocks that completed (``alone_for``)
+    unfinished: tuple[str, ...] = ()
 
     def fallbacks(self) -> list[str]:
         """One line per tenant type whose traits are not measured (no profile in its alone run)."""
@@ -59,6 +63,16 @@ class PlanInput:
                            f"{p.workload!r} apply (plan.traits)")
         return out
 
+    def notes(self) -> list[str]:
+        """What the planner left out of the run: alone blocks that never completed."""
+        return [f"{name}: never recorded (the run was interrupted); its tenants are predicted from their alone "
+                f"blocks that did" for name in self.unfinished]
+
+    def profile_warnings(self) -> list[str]:
+        """Alone blocks whose timed iterations may carry their profile (``analyse.profiles.profile_warnings``)."""
+        return profile_warnings([(tenant, scenario, p.profile_teardown)
+                                 for (scenario, tenant), p in self.alone.items() if p.traits is not None])
+
 
 def load_plan_input(run_dir: str | os.PathLike, probe: str | os.PathLike | None = None,
                     multi: str | os.PathLike | None = None, *, gpu: bool = True) -> PlanInput:
@@ -67,14 +81,26 @@ def load_plan_input(run_dir: str | os.PathLike, probe: str | os.PathLike | None 
     m = run.read()
     name = str(m.environment.get("gpu_name") or "")
     alone = {}
+    unfinished = []
     for s in m.scenarios:
         if s.kind == "baseline":
+            if m.record(s.name) is None and _has_other_block(m, s):
+                unfinished.append(s.name)  # interrupted before it was recorded: its tenants' other blocks stand
+                continue
             for t in s.tenants:
                 alone[(s.name, t.name)] = profile_from_log(run.log_path(s.name, t.name), t.name, t.workload)
     alone = with_host_drift(alone, bracketed=is_bracketed(m))
     # not skipping the run itself: a probe run plans against itself, and one cached search serves every run
     model = gpu_model_for_name(name, probe, multi) if gpu else None
-    return PlanInput(run.run_id, str(run.path), m, name, alone, model)
+    return PlanInput(run.run_id, str(run.path), m, name, alone, model, tuple(unfinished))
+
+
+def _has_other_block(manifest: Any, scenario: Any) -> bool:
+    """Whether every tenant of an alone scenario has another alone block that was recorded."""
+    names = {t.name for t in scenario.tenants}
+    done = {t.name for s in manifest.scenarios if s.kind == "baseline" and s.name != scenario.name
+            and manifest.record(s.name) is not None for t in s.tenants}
+    return names <= done
 
 
 def is_bracketed(manifest: Any) -> bool:

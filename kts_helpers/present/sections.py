@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from kts_helpers.analyse import collisions, compare, hostspeed, openloop, summary
+from kts_helpers.analyse import collisions, compare, hostspeed, openloop, profiles, summary
 from kts_helpers.analyse.load import RunData
 from kts_helpers.analyse.probe import is_multi_probe, is_probe, read_multi, read_probe
 from kts_helpers.analyse.waits import layered_waits
@@ -43,6 +43,9 @@ def build(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0,
     host = host_speed_section(data)
     if host is not None:
         out.append(host)
+    measured = profiles_section(data)
+    if measured is not None:
+        out.append(measured)
     report = summary.family_readings(table) if table is not None and "reading" in table else None
     out.extend(_compare_sections(data, n_resamples=n_resamples, seed=seed, report=report))
     waits = kubernetes_waits(data)
@@ -134,6 +137,30 @@ def host_speed_section(data: RunData) -> Section | None:
                    "alone line says each shared iteration would have taken at its host speed). A diagnostic beside the verdicts, which stay on the raw iterations: "
                    "where sharing itself slows the host, the adjustment would hide part of its cost.\n\n" + sentences,
                    [t.drop(columns=["message"])])
+
+
+def profiles_section(data: RunData) -> Section | None:
+    """What each tenant's kernels do on the GPU, from the profile its alone run recorded (``analyse.profiles``),
+    and whether the profile left its mark on the timed iterations after it: GPU runs with profiles."""
+    t = profiles.profiles_table(data.meta, data.iterations) if data.on_gpu else pd.DataFrame()
+    if t.empty:
+        return None
+    notes = "\n".join(f"* {w}" for w in profiles.warnings(t))
+    shown = t.rename(columns={"wall_p50_ms": "timed p50 (ms)", "wall_p99_ms": "timed p99 (ms)",
+                              "kernels_per_op": "kernels per op", "busy_ms": "kernel time per op (ms)",
+                              "busy_share": "GPU-busy share", "sm_share": "SM share", "peak_mib": "peak MiB",
+                              "cost_s": "profiling cost (s)", "cupti_detached": "CUPTI detached",
+                              "residue": "after / before profile"})
+    return Section("### Each tenant measured alone (its profile)\n\nBefore its timed iterations each alone worker "
+                   "ran a few iterations under `torch.profiler` (Kineto/CUPTI): per operation the kernels it "
+                   "launches, their time on the device, the share of the SMs their grids occupy and the memory it "
+                   "holds. The GPU-busy share is the kernels' time over the *timed* p50: a launch-bound tenant (a "
+                   "small share) is as fast as the host that launches it, and the planner splits each operation "
+                   "into host and GPU time by it. The last two columns say whether the profile left anything on the "
+                   "timed iterations that followed it in the same process: CUPTI detached after it (a profile that left "
+                   "it attached slowed every later launch), and the p50 just after the profile over just before it, a "
+                   "hint only: two ~1 s windows of a host that drifts (0.6-1.8 on the H200 with CUPTI detached)." + (f"\n\n{notes}" if notes else ""),
+                   [shown])
 
 
 def probe_section(data: RunData, *, n_resamples: int, seed: int | None) -> Section | None:
