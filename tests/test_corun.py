@@ -86,7 +86,8 @@ def _wrapper(tmp_path: Path, body: str) -> Path:
 def test_fast_tenant_pads_until_the_slow_one_is_done(tmp_path, tiny_params):
     """The issue's case: a GEMM that never sleeps next to an FFT that sleeps: the GEMM must keep its load on."""
     run, spec, _ = experiment.setup_run({**tiny_params, "iterations": 20, "sleep_ms_fft": 20.0,
-                                         "sleep_ms_gemm": 0.0}, root=tmp_path, run_id="asym", progress=False)
+                                         "sleep_ms_gemm": 0.0}, root=tmp_path, run_id="asym", progress=False,
+                                        calibrate=False)
     experiment.run_kind(run, "shared", progress=False)
     m = run.manifest()
     assert m["scenarios"]["shared"]["status"] == "complete"

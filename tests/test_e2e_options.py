@@ -41,7 +41,13 @@ FULL_RENDER = "mps"
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.parametrize("option", list(OPTIONS))
+# "llm" (fft,llm) is make test-all's only: its checks are the four-tenants run's (fft,fft,gemm,llm: a closed-loop LLM
+# in a plain shared scenario, the same assertions) and the matrix run's (shared-fft+llm), both in make test.
+ALL_ONLY = {"llm"}
+
+
+@pytest.mark.parametrize("option", [pytest.param(o, marks=pytest.mark.all_references if o in ALL_ONLY else ())
+                                    for o in OPTIONS])
 def test_option_reports_and_every_shared_iteration_coruns(option: str, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     extra, shared = OPTIONS[option]

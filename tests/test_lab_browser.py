@@ -61,7 +61,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory, tiny_params) -> Iterator[dict]
     root.mkdir()
     _with_parameters(REPO / "notebooks" / ANALYSIS, root / ANALYSIS, {"run_dir": str(run.path), "n_resamples": 300})
     _with_parameters(REPO / "notebooks" / TEACHING, root / TEACHING,
-                     {"run_dir": str(run.path), "duration_ms": 20000.0, "interactive": True})
+                     {"run_dir": str(run.path), "duration_ms": 20000.0, "interactive": True,
+                      "reference_resamples": 100})  # the other teaching renders' count: their stored tables serve
     # Jupyter's own directories in the test's tmp; the notebooks' kernel ("kts") is this Python.
     jdir = base / "jupyter"
     kernel = jdir / "data" / "kernels" / "kts"

@@ -101,3 +101,37 @@ def test_the_lessons_modes_from_the_cache_are_the_report_comparisons(cache: Path
     assert len(list(cache.glob("sharing-modes-*.parquet"))) == 1 and len(direct)
     pd.testing.assert_frame_equal(direct, stored, check_exact=True)
     pd.testing.assert_frame_equal(direct, read, check_exact=True)
+
+
+def test_the_gpu_model_is_stored_as_read_and_read_again_when_a_probe_byte_changes(cache: Path, tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch
+                                                                                  ) -> None:
+    """``plan.engine.gpu_model_from_probe`` keeps the model on disk (every report, lesson and ``kts plan`` of a GPU
+    reads the same committed probe in a fresh process): the stored model is the read one, field for field and type
+    for type, its paths are the caller's, and a probe with one byte changed is read again."""
+    import shutil
+
+    from kts_helpers.plan import engine
+    from kts_helpers.teaching.synthetic import write_sim_probe
+
+    probe = write_sim_probe(tmp_path / "probe", 2.0, 0.1, seed=1)
+    reads = []
+    real = engine.read_probe
+    monkeypatch.setattr(engine, "read_probe", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    engine.gpu_model_from_probe.cache_clear()
+    first = engine.gpu_model_from_probe(str(probe))
+    engine.gpu_model_from_probe.cache_clear()  # a fresh process: only the disk remembers
+    copy = shutil.copytree(probe, tmp_path / "elsewhere" / "probe")
+    again = engine.gpu_model_from_probe(str(copy))
+    assert len(reads) == 1 and len(list(cache.glob("gpu-model-*.json"))) == 1
+    assert again.source == str(copy) and again == engine.replace(first, source=str(copy))
+    for a, b in ((first.quantum_ms, again.quantum_ms), (first.switch_ms, again.switch_ms)):
+        assert [type(x) for x in (a.value, a.lo, a.hi)] == [type(x) for x in (b.value, b.lo, b.hi)] == [np.float64] * 3
+    log = next(copy.glob("logs/shared/*.log"))
+    log.write_bytes(log.read_bytes().replace(b",", b",", 1) + b"\n")  # one byte more
+    engine.gpu_model_from_probe.cache_clear()
+    engine.gpu_model_from_probe(str(copy))
+    engine.gpu_model_from_probe.cache_clear()
+    assert len(reads) == 2 and len(list(cache.glob("gpu-model-*.json"))) == 2
+    (cache / "gpu-model-x.json").write_text("{")  # a store cut short is not a model: nothing fails
+    assert engine._stored_model("x", str(probe), "") is None

@@ -527,7 +527,7 @@ def test_validate_runs_n_and_n_plus_one_end_to_end_on_the_cpu(tmp_path: Path) ->
     probe = write_sim_probe(tmp_path / "probe", 2.0, 0.1, seed=1)
     res = subprocess.run([sys.executable, "-m", "kts_helpers", "plan", "--validate", "--from-run", str(src),
                           "--probe", str(probe), "--slo", "fft=1000", "--max-n", "2", "--root", str(tmp_path / "v"),
-                          "--set", "device=cpu", "--set", "iterations=20", "--quiet"],
+                          "--set", "device=cpu", "--set", "iterations=20", "--set", "calibrate_iterations=0", "--quiet"],
                          capture_output=True, text=True, cwd=REPO, timeout=600)
     assert res.returncode == 0, res.stderr
     out = res.stdout
@@ -538,6 +538,7 @@ def test_validate_runs_n_and_n_plus_one_end_to_end_on_the_cpu(tmp_path: Path) ->
     for run in runs:
         spec = json.loads((run / "manifest.json").read_text())["spec"]
         assert spec["resolved"]["iterations"] == 20 and spec["device"] == "cpu"
+        assert spec["resolved"]["calibrate_iterations"] == 0  # every --set reaches both runs (and no calibration)
 
 
 def test_the_article_mix_cannot_share_at_a_1_ms_fft_p99() -> None:

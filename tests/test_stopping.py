@@ -206,7 +206,7 @@ def auto_run(tmp_path_factory, tiny_params):
 
     root = tmp_path_factory.mktemp("auto-runs")
     params = {**dict(tiny_params), "iterations": "auto", "auto_rel_width": 0.5, "auto_time_cap_s": 6}
-    run, _, _ = experiment.setup_run(params, root=root, run_id="auto", progress=False)
+    run, _, _ = experiment.setup_run(params, root=root, run_id="auto", progress=False, calibrate=False)
     experiment.run_kind(run, "baseline", progress=False)
     experiment.run_kind(run, "shared", progress=False)
     return run, load_run(run.path)

@@ -38,6 +38,9 @@ that uses it, and inputs, one scenario and a run's scenarios stay one module, th
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import math
 import os
 import random
@@ -52,6 +55,7 @@ import numpy as np
 from kts_helpers.analyse.logparse import parse_file
 from kts_helpers.analyse.probe import read_multi, read_probe
 from kts_helpers.errors import KtsError, RunError
+from kts_helpers.fsutil import atomic_write_json
 from kts_helpers.plan.draws import IterationDraws, PhaseShifted, of_iterations
 from kts_helpers.plan.mps import MpsTenant, simulate_mps
 from kts_helpers.plan.multi import round_robin_holds
@@ -233,8 +237,63 @@ class GpuModel:
 
 @lru_cache(maxsize=8)
 def gpu_model_from_probe(probe_dir: str, multi_dir: str = "") -> GpuModel:
-    """The GPU model from a time-slice probe run (and, if given, a multi-context probe run)."""
+    """The GPU model from a time-slice probe run (and, if given, a multi-context probe run).
 
+    Reading a probe (its bootstrap, the multi-context waits) takes seconds, and every report, lesson and ``kts
+    plan`` of a GPU reads the same committed probe again in a fresh process: the model is kept on disk
+    (``_stored_model``), keyed by the probes' bytes and the kit's source, so a stored model is the one reading
+    the probes now would give, to the bit."""
+
+    key = _model_key(probe_dir, multi_dir)
+    stored = _stored_model(key, probe_dir, multi_dir)
+    if stored is not None:
+        return stored
+    model = _read_model(probe_dir, multi_dir)
+    with contextlib.suppress(OSError):  # a folder that cannot be written only means reading the probes next time
+        atomic_write_json(_model_cache_dir() / f"gpu-model-{key}.json", _model_to_json(model))
+    return model
+
+
+def _model_cache_dir() -> Path:
+    """The lesson's cache folder (``teaching.memo.cache_dir``, the same rule; the plan wing may not import it)."""
+    if os.environ.get("KTS_CACHE_DIR"):
+        return Path(os.environ["KTS_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kts"
+
+
+def _model_key(probe_dir: str, multi_dir: str) -> str:
+    """A digest of the kit's source (any change to how a probe is read is a new key) and the probes' files."""
+    h = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    for root, files in [(package, package.rglob("*.py"))] + [
+            (Path(d), (p for p in Path(d).rglob("*") if p.is_file() and not p.name.startswith(".")))
+            for d in (probe_dir, multi_dir) if d]:
+        h.update(b"\1" + root.name.encode())
+        for f in sorted(files):
+            h.update(str(f.relative_to(root)).encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    h.update(b"\1" + repr((bool(probe_dir), bool(multi_dir))).encode())
+    return h.hexdigest()[:32]
+
+
+def _model_to_json(m: GpuModel) -> dict[str, Any]:
+    return {"quantum_ms": asdict(m.quantum_ms), "switch_ms": asdict(m.switch_ms), "slice_timer": m.slice_timer,
+            "multi_waits": [[length, k, [float(w) for w in waits]] for (length, k), waits in m.multi_waits.items()],
+            "busy_share": m.busy_share}
+
+
+def _stored_model(key: str, probe_dir: str, multi_dir: str) -> GpuModel | None:
+    """The stored model for ``key`` (its paths are this call's), or None when absent or unreadable."""
+    try:
+        d = json.loads((_model_cache_dir() / f"gpu-model-{key}.json").read_text())
+        est = {k: Estimate3(*(np.float64(d[k][f]) for f in ("value", "lo", "hi"))) for k in ("quantum_ms", "switch_ms")}
+        return GpuModel(est["quantum_ms"], est["switch_ms"], str(probe_dir), d["slice_timer"],
+                        {(length, int(k)): np.asarray(w, float) for length, k, w in d["multi_waits"]},
+                        str(multi_dir) if multi_dir else "", {str(k): float(v) for k, v in d["busy_share"].items()})
+    except (OSError, ValueError, KeyError, TypeError):  # absent, cut short or of another layout: read the probes
+        return None
+
+
+def _read_model(probe_dir: str, multi_dir: str) -> GpuModel:
     r = read_probe(probe_dir, n_resamples=300, seed=0)
     if not (r.quantum.has_value and r.switch.has_value):
         raise RunError(f"the probe {probe_dir} gives no quantum or switch cost ({r.quantum.text()}); "
@@ -246,8 +305,8 @@ def gpu_model_from_probe(probe_dir: str, multi_dir: str = "") -> GpuModel:
         waits = {(c.length, c.k): np.asarray(c.waits_ms, float) for c in m.configs
                  if c.k >= 2 and c.n_ticks and not round_robin_holds(c, r.quantum.value, r.switch.value, timer)}
     gpu = _gpu_name(open_run(probe_dir))
-    return GpuModel(Estimate3(r.quantum.value, r.quantum.lo, r.quantum.hi),
-                    Estimate3(r.switch.value, r.switch.lo, r.switch.hi), str(probe_dir), timer, waits,
+    return GpuModel(Estimate3(*map(np.float64, (r.quantum.value, r.quantum.lo, r.quantum.hi))),
+                    Estimate3(*map(np.float64, (r.switch.value, r.switch.lo, r.switch.hi))), str(probe_dir), timer, waits,
                     str(multi_dir) if multi_dir else "", dict(GPU_BUSY_SHARE.get(gpu, {})))
 
 
