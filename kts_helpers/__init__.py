@@ -57,6 +57,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``analyse.compare`` — beyond the article: sharing modes, contention matrix, LLM phases
 * ``analyse.collisions`` — launches while a neighbour was in flight: share with interval, waits with and without, the beat
 * ``analyse.hostspeed`` — the host's speed per iteration (the worker's probe) alone and shared, the contrast at equal speed
+* ``analyse.profiles`` — each tenant's alone profile beside its timed p50, and whether the profile left CUPTI attached
 * ``analyse.openloop`` — open-loop arrivals: offered vs achieved rate, response vs service time, overload
 * ``analyse.telemetry`` — telemetry read back, joined to iterations; the clock checks
 * ``analyse.waits`` — waiting on a cluster: admission, placement, start-up, barrier, timed loop; clock skew
