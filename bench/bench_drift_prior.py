@@ -19,7 +19,8 @@ RUNS = ("h200-2026-11-30-repeats", "h200-2026-11-30-repeats-mps", "h200-2026-12-
         "h200-2026-12-02-saturating-blocks", "h200-2026-12-03-four-tenants-blocks", "h200-2026-12-03-saturating-mps-blocks",
         "h200-2026-12-03-rm-sealed-llama-train", "h200-2026-12-03-rm-sealed-two-llama",
         "h200-2026-12-03-rm-sealed-bert-vit-llama", "h200-2026-12-03-rm-host-bert-vit-llama",
-        "h200-2026-12-03-rm-cupti-llama-train", "h200-2026-12-03-rm-cupti-bert-vit-llama")
+        "h200-2026-12-03-rm-cupti-llama-train", "h200-2026-12-03-rm-cupti-bert-vit-llama",
+        "h200-2026-12-03-rm-cupti-two-llama")
 
 
 def spreads(run: Path) -> list[tuple[str, str, list[float], float]]:

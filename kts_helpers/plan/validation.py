@@ -149,10 +149,15 @@ REAL_MODEL_RUNS: tuple[tuple[str, bool], ...] = (
     # BERT + ViT + llama-decode after the teardown, the same way (300 iterations a tenant, to fit the session's last
     # GPU time), complete; measured after the llama-train run was scored, with nothing changed in between.
     ("h200-2026-12-03-rm-cupti-bert-vit-llama", False),
+    # The two Llama servers after the teardown (2026-12-03, the next session): the same way, 300 iterations a tenant,
+    # complete; the article profile's design at that size gave 3 alone blocks around 2 shared ones per sharing.
+    # Measured after the two runs above were scored, with nothing changed in between; unread until scored once.
+    ("h200-2026-12-03-rm-cupti-two-llama", False),
 )
 # The real-model runs whose alone baselines are free of the profiler (CUPTI detached after it): the honest test of
 # the model on real models, scored apart from the sealed runs before them.
-REAL_AFTER_TEARDOWN = ("h200-2026-12-03-rm-cupti-llama-train", "h200-2026-12-03-rm-cupti-bert-vit-llama")
+REAL_AFTER_TEARDOWN = ("h200-2026-12-03-rm-cupti-llama-train", "h200-2026-12-03-rm-cupti-bert-vit-llama",
+                       "h200-2026-12-03-rm-cupti-two-llama")
 REAL_START, REAL_END = "<!-- plan-validation-real:start -->", "<!-- plan-validation-real:end -->"
 # the H200 probes behind the multi-context finding (pair probe: quantum and switch; multi: k = 1..3 neighbours)
 PROBE_RUNS = ("h200-2026-11-30-probe", "h200-2026-11-30-probe-multi")
