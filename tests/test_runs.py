@@ -217,3 +217,51 @@ def test_git_commit_names_the_kit_only_where_it_is_the_repository_root(tmp_path,
     assert git_commit(outer / "copy") == {"commit": None, "dirty": None}
     monkeypatch.setenv("KTS_GIT_COMMIT", "a" * 40)
     assert git_commit(outer / "copy")["commit"] == "a" * 40
+
+
+def test_an_interrupted_attempt_is_set_aside_and_kept_never_a_recorded_one(tmp_path):
+    """``kts run --resume`` re-runs a scenario the client's death cut off: its partial logs move, whole, to
+    ``interrupted/<scenario>.<k>/`` (named in the manifest), so the logs directory is free again; a recorded
+    scenario's logs are the run's data and are refused."""
+    run = create_run(_spec(), {}, root=tmp_path, run_id="r")
+    assert run.set_aside_interrupted("shared") is None  # nothing ran: nothing to keep
+    for k in (1, 2):
+        run.claim_scenario("shared")
+        run.log_path("shared", "fft").write_text(f"KTS_META attempt {k}\n")
+        kept = run.set_aside_interrupted("shared")
+        assert kept == run.path / "interrupted" / f"shared.{k}"
+        assert (kept / "fft.log").read_text() == f"KTS_META attempt {k}\n"
+        assert not run.log_dir("shared").exists()
+    run.claim_scenario("shared")  # free again: the scenario can run
+    assert [e["logs"] for e in run.manifest()["interrupted"]] == ["interrupted/shared.1", "interrupted/shared.2"]
+    run.claim_scenario("baseline-fft")
+    run.log_path("baseline-fft", "fft").write_text("data\n")
+    run.record_scenario("baseline-fft", {"status": "complete"})
+    with pytest.raises(RunError, match="is recorded"):
+        run.set_aside_interrupted("baseline-fft")
+    assert run.log_path("baseline-fft", "fft").read_text() == "data\n"
+
+
+@pytest.mark.e2e
+def test_resume_reruns_a_scenario_cut_off_mid_way_and_keeps_its_partial_logs(tmp_path, capsys):
+    """The local backend, end to end through the CLI: a run whose client died during ``shared`` (its logs written,
+    no record) resumes, runs ``shared`` again and completes; the cut-off attempt's logs are kept and named."""
+    from kts_helpers import cli
+
+    root = tmp_path / "runs"
+    assert cli.main(["run", "--profile", "tiny", "--device", "cpu", "--root", str(root), "--quiet",
+                     "--set", "iterations=20"]) == 0
+    run = latest_run(root)
+    m = run.manifest()
+    del m["scenarios"]["shared"]  # what a client killed during the shared scenario leaves: logs, no record
+    m["status"] = "running"
+    run.manifest_path.write_text(json.dumps(m))
+    partial = {p.name: p.read_bytes() for p in run.log_dir("shared").iterdir()}
+    capsys.readouterr()
+    assert cli.main(["run", "--resume", run.run_id, "--root", str(root)]) == 0
+    assert "the interrupted attempt of shared is kept in" in capsys.readouterr().err
+    after = run.read()
+    assert after.status == "complete" and after.record("shared").status == "complete"
+    kept = run.path / "interrupted" / "shared.1"
+    assert {p.name: p.read_bytes() for p in kept.iterdir()} == partial
+    assert {p.name for p in run.log_dir("shared").iterdir()} == set(partial)  # the new attempt's own logs

@@ -164,13 +164,19 @@ def resume_experiment(run_id_or_path: str, *, root: str | os.PathLike = DEFAULT_
     On Kubernetes a scenario whose Job this run submitted before is not started again: a Job that
     completed meanwhile is collected, a running one is followed, a failed one is replaced; those come
     first, since they may still hold the GPU. Scenarios recorded as failed keep their logs and are left
-    out (runs are immutable).
+    out (runs are immutable). A scenario the client's death cut off before its outcome was recorded left partial
+    logs; they are set aside (``Run.set_aside_interrupted``, kept, not deleted) and the scenario runs again.
     """
     run = find_run(run_id_or_path, root)
     m = run.read()
     backend = backend or backend_for_run(run)
     cal = calibration_scenario(m.spec.resolved) if m.spec.resolved.get("calibrate_iterations") else None
     submitted = set(getattr(backend, "submitted_scenarios", lambda _run_id: [])(run.run_id))
+    for scenario in ([cal] if cal is not None else []) + list(m.scenarios):
+        if scenario.name not in submitted and m.record(scenario.name) is None:
+            set_aside = run.set_aside_interrupted(scenario.name)  # a local attempt the client's death cut off
+            if set_aside is not None and progress:
+                print(f"kts: the interrupted attempt of {scenario.name} is kept in {set_aside}", file=sys.stderr)
     for scenario in ([cal] if cal is not None else []) + list(m.scenarios):
         if scenario.name in submitted and m.record(scenario.name) is None:
             if scenario is cal:

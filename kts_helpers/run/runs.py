@@ -6,6 +6,7 @@ Layout::
         manifest.json              parameters, environment, status, per-scenario outcome
         logs/<scenario>/<tenant>.log     the tenant's stdout (KTS_META / KTS_APP lines)
         logs/<scenario>/<tenant>.stderr  its stderr
+        interrupted/<scenario>.<k>/      the logs of an attempt cut off before it was recorded (``kts run --resume``)
 
 A run is created atomically (built under a temporary name, then renamed), raw logs are
 never overwritten, and the manifest is only ever replaced whole while the run runs. Once it
@@ -120,6 +121,34 @@ class Run:
                            "start a new run instead")
         d.mkdir(parents=True, exist_ok=True)
         return d
+
+    def set_aside_interrupted(self, scenario: str) -> Path | None:
+        """Move the logs of an attempt that was cut off before its outcome was recorded out of the way.
+
+        ``kts run --resume`` runs such a scenario again; its logs directory must be empty for that (never overwrite),
+        and the cut-off attempt's logs are evidence (of what ran when the client died), so they are kept, not
+        deleted: under ``interrupted/<scenario>.<k>/``, the k-th such attempt, named in the manifest's
+        ``interrupted`` list. A scenario with a record is refused: its logs are the run's data. Returns where the logs
+        went, or None when the attempt left none.
+        """
+        with self._locked():
+            m = self.manifest()
+            if scenario in m.get("scenarios", {}):
+                raise RunError(f"scenario {scenario!r} of run {self.run_id} is recorded; its logs stay where they are")
+            src = self.log_dir(scenario)
+            if not src.exists() or not any(src.iterdir()):
+                return None
+            k = 1
+            while (self.path / "interrupted" / f"{scenario}.{k}").exists():
+                k += 1
+            dest = self.path / "interrupted" / f"{scenario}.{k}"
+            dest.parent.mkdir(exist_ok=True)
+            src.rename(dest)  # one directory rename: the logs are in one place or the other, never half
+            m.setdefault("interrupted", []).append({"scenario": scenario, "logs": str(dest.relative_to(self.path)),
+                                                    "at": _now()})
+            m["updated_at"] = _now()
+            atomic_write_json(self.manifest_path, m)
+            return dest
 
     def scenario_status(self, scenario: str) -> str | None:
         return self.manifest().get("scenarios", {}).get(scenario, {}).get("status")
