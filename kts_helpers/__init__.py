@@ -101,7 +101,8 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``teaching.synthetic`` — run directories written by the simulator (a known quantum behind them)
 * ``teaching.charts`` — the lesson's figures
 
-Shared by all: ``errors`` (one exception class per kind of failure), ``fsutil`` (atomic writes); on top,
+Shared by all: ``errors`` (one exception class per kind of failure), ``fsutil`` (atomic writes), ``diskcache``
+(derived results on disk, keyed by the source and input bytes); on top,
 ``cli`` (``python -m kts_helpers`` / ``kts``) and ``k8s_smoke`` (``make k8s-smoke``: a tiny experiment against
 a real cluster). Importing the package is cheap: heavy dependencies load in the
 modules that need them.

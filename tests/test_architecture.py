@@ -33,7 +33,7 @@ ALLOWED = {"common": set(), "run": {"run"}, "analyse": {"analyse", "run"}, "plan
 # (importer, imported) pairs outside ALLOWED, each with its reason
 EXCEPTIONS = {("kts_helpers.teaching.synthetic", "kts_helpers.run.logformat"):
               "it writes simulated runs: the worker's line layout, from its one home"}
-COMMON = {"kts_helpers.errors", "kts_helpers.fsutil"}
+COMMON = {"kts_helpers.errors", "kts_helpers.fsutil", "kts_helpers.diskcache"}
 BACKENDS = "kts_helpers.run.backends."
 
 # The only imports allowed inside a function: packages too heavy to load on every import, or absent on a bare

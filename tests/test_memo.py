@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from kts_helpers import diskcache
 from kts_helpers.teaching import memo, reference
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,10 +68,10 @@ def test_any_changed_input_is_computed_again(change: str, cache: Path, tmp_path:
         args = {"n_resamples": 1000}
     else:  # the kit's own source: a copy of the package with one byte more
         pkg = tmp_path / "pkg"
-        for f in memo.PACKAGE.rglob("*.py"):
-            (pkg / f.relative_to(memo.PACKAGE)).parent.mkdir(parents=True, exist_ok=True)
-            (pkg / f.relative_to(memo.PACKAGE)).write_bytes(f.read_bytes())
-        monkeypatch.setattr(memo, "PACKAGE", pkg)
+        for f in diskcache.PACKAGE.rglob("*.py"):
+            (pkg / f.relative_to(diskcache.PACKAGE)).parent.mkdir(parents=True, exist_ok=True)
+            (pkg / f.relative_to(diskcache.PACKAGE)).write_bytes(f.read_bytes())
+        monkeypatch.setattr(diskcache, "PACKAGE", pkg)
         memo.table("t", runs, compute, n_resamples=100)  # the copy is the same source: the same key
         assert compute.calls == 1
         (pkg / "analyse" / "verdict.py").write_bytes((pkg / "analyse" / "verdict.py").read_bytes() + b"\n")

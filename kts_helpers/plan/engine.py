@@ -39,7 +39,6 @@ that uses it, and inputs, one scenario and a run's scenarios stay one module, th
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -52,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from kts_helpers import diskcache
 from kts_helpers.analyse.logparse import parse_file
 from kts_helpers.analyse.probe import read_multi, read_probe
 from kts_helpers.errors import KtsError, RunError
@@ -250,29 +250,13 @@ def gpu_model_from_probe(probe_dir: str, multi_dir: str = "") -> GpuModel:
         return stored
     model = _read_model(probe_dir, multi_dir)
     with contextlib.suppress(OSError):  # a folder that cannot be written only means reading the probes next time
-        atomic_write_json(_model_cache_dir() / f"gpu-model-{key}.json", _model_to_json(model))
+        atomic_write_json(diskcache.cache_dir() / f"gpu-model-{key}.json", _model_to_json(model))
     return model
 
 
-def _model_cache_dir() -> Path:
-    """The lesson's cache folder (``teaching.memo.cache_dir``, the same rule; the plan wing may not import it)."""
-    if os.environ.get("KTS_CACHE_DIR"):
-        return Path(os.environ["KTS_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kts"
-
-
 def _model_key(probe_dir: str, multi_dir: str) -> str:
-    """A digest of the kit's source (any change to how a probe is read is a new key) and the probes' files."""
-    h = hashlib.sha256()
-    package = Path(__file__).resolve().parents[1]
-    for root, files in [(package, package.rglob("*.py"))] + [
-            (Path(d), (p for p in Path(d).rglob("*") if p.is_file() and not p.name.startswith(".")))
-            for d in (probe_dir, multi_dir) if d]:
-        h.update(b"\1" + root.name.encode())
-        for f in sorted(files):
-            h.update(str(f.relative_to(root)).encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
-    h.update(b"\1" + repr((bool(probe_dir), bool(multi_dir))).encode())
-    return h.hexdigest()[:32]
+    """The kit's source (any change to how a probe is read is a new key) and the probes' files."""
+    return diskcache.key([d for d in (probe_dir, multi_dir) if d], probe=bool(probe_dir), multi=bool(multi_dir))
 
 
 def _model_to_json(m: GpuModel) -> dict[str, Any]:
@@ -284,7 +268,7 @@ def _model_to_json(m: GpuModel) -> dict[str, Any]:
 def _stored_model(key: str, probe_dir: str, multi_dir: str) -> GpuModel | None:
     """The stored model for ``key`` (its paths are this call's), or None when absent or unreadable."""
     try:
-        d = json.loads((_model_cache_dir() / f"gpu-model-{key}.json").read_text())
+        d = json.loads((diskcache.cache_dir() / f"gpu-model-{key}.json").read_text())
         est = {k: Estimate3(*(np.float64(d[k][f]) for f in ("value", "lo", "hi"))) for k in ("quantum_ms", "switch_ms")}
         return GpuModel(est["quantum_ms"], est["switch_ms"], str(probe_dir), d["slice_timer"],
                         {(length, int(k)): np.asarray(w, float) for length, k, w in d["multi_waits"]},
