@@ -265,3 +265,32 @@ def test_resume_reruns_a_scenario_cut_off_mid_way_and_keeps_its_partial_logs(tmp
     kept = run.path / "interrupted" / "shared.1"
     assert {p.name: p.read_bytes() for p in kept.iterdir()} == partial
     assert {p.name for p in run.log_dir("shared").iterdir()} == set(partial)  # the new attempt's own logs
+
+
+def test_resume_refuses_while_the_cut_off_attempts_workers_still_run(tmp_path):
+    """A client killed mid-scenario leaves its workers running (each in its own session): resuming beside them
+    would share the GPU with them, so it refuses in one line naming the pid, and moves nothing; once they are
+    gone it proceeds. A pid whose command line is not a worker's (reused) does not count."""
+    import subprocess
+    import sys
+
+    from kts_helpers.run.experiment import resume_experiment, workers_still_running
+    from kts_helpers.run.logformat import META_TAG, format_record
+
+    run = create_run(_spec(), {}, root=tmp_path, run_id="r")
+    run.claim_scenario("shared")
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "workers/kts_worker.py"])
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        run.log_path("shared", "fft").write_text(format_record(META_TAG, {"tenant": "fft", "pid": worker.pid}) + "\n")
+        run.log_path("shared", "gemm").write_text(format_record(META_TAG, {"tenant": "gemm", "pid": stranger.pid}) + "\n")
+        assert workers_still_running(run, "shared") == [worker.pid]
+        with pytest.raises(RunError, match=rf"interrupted attempt of shared .* still runs \(worker pid {worker.pid}\)"):
+            resume_experiment(str(run.path), progress=False)
+        assert sorted(p.name for p in run.log_dir("shared").iterdir()) == ["fft.log", "gemm.log"]
+        assert "interrupted" not in run.manifest()
+    finally:
+        for p in (worker, stranger):
+            p.kill()
+            p.wait()
+    assert workers_still_running(run, "shared") == []

@@ -12,14 +12,15 @@ import os
 import statistics
 import sys
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from kts_helpers.errors import SpecError
+from kts_helpers.errors import RunError, SpecError
 from kts_helpers.run.backends import Backend, ScenarioResult, get_backend
 from kts_helpers.run.capacity import check_capacity
 from kts_helpers.run.corun import Judge
 from kts_helpers.run.environment import detect_environment, resolve_device
-from kts_helpers.run.logformat import AppLine, parse_line
+from kts_helpers.run.logformat import META_TAG, AppLine, LogRecord, parse_line
 from kts_helpers.run.params import backend_options_from_env
 from kts_helpers.run.probe import CPU_REFUSAL, PROBE_PROFILE, size_hog, with_hog_size
 from kts_helpers.run.runs import DEFAULT_ROOT, Run, create_run, find_run
@@ -174,6 +175,10 @@ def resume_experiment(run_id_or_path: str, *, root: str | os.PathLike = DEFAULT_
     submitted = set(getattr(backend, "submitted_scenarios", lambda _run_id: [])(run.run_id))
     for scenario in ([cal] if cal is not None else []) + list(m.scenarios):
         if scenario.name not in submitted and m.record(scenario.name) is None:
+            alive = workers_still_running(run, scenario.name)
+            if alive:  # re-running now would share the GPU with them, and move logs they still write
+                raise RunError(f"the interrupted attempt of {scenario.name} in run {run.run_id} still runs "
+                               f"(worker pid {', '.join(map(str, alive))}): let it finish or stop it, then resume")
             set_aside = run.set_aside_interrupted(scenario.name)  # a local attempt the client's death cut off
             if set_aside is not None and progress:
                 print(f"kts: the interrupted attempt of {scenario.name} is kept in {set_aside}", file=sys.stderr)
@@ -194,6 +199,28 @@ def resume_experiment(run_id_or_path: str, *, root: str | os.PathLike = DEFAULT_
     for kind in ("baseline", "shared"):
         run_kind(run, kind, progress=progress, backend=backend, skip_failed=True)
     return run
+
+
+def workers_still_running(run: Run, scenario: str) -> list[int]:
+    """The pids of ``scenario``'s workers still alive on this host, read from their logs' ``KTS_META``.
+
+    Why: the local backend starts each worker in its own session (so Ctrl-C reaches the client, which stops them in
+    order), so a client killed mid-scenario leaves its workers running to the end of their iterations. A resume that
+    started the scenario again beside them would time tenants next to strangers on the GPU. A pid counts only while
+    its command line names the worker (``/proc``: Linux; a pid reused by another program is not a worker).
+    """
+    d = run.log_dir(scenario)
+    alive = []
+    for log in sorted(d.glob("*.log")) if d.is_dir() else []:
+        with open(log, "rb") as fh:
+            rec = parse_line(fh.readline())
+        pid = rec.data.get("pid") if isinstance(rec, LogRecord) and rec.tag == META_TAG else None
+        try:
+            if isinstance(pid, int) and b"kts_worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                alive.append(pid)
+        except OSError:  # gone (or no /proc): not running here
+            pass
+    return alive
 
 
 def describe_plan(spec: ExperimentSpec) -> list[dict[str, Any]]:
