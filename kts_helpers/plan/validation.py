@@ -153,11 +153,15 @@ REAL_MODEL_RUNS: tuple[tuple[str, bool], ...] = (
     # complete; the article profile's design at that size gave 3 alone blocks around 2 shared ones per sharing.
     # Measured after the two runs above were scored, with nothing changed in between; unread until scored once.
     ("h200-2026-12-03-rm-cupti-two-llama", False),
+    # Two inference services next to the training step (BERT + ViT + train-step, 2026-12-04, the next session): a
+    # configuration no developer run had, the same way (300 iterations a tenant; 3 alone blocks around 2 shared ones
+    # per sharing), complete; measured and scored once with the model as it was for the runs above.
+    ("h200-2026-12-04-rm-cupti-bert-vit-train", False),
 )
 # The real-model runs whose alone baselines are free of the profiler (CUPTI detached after it): the honest test of
 # the model on real models, scored apart from the sealed runs before them.
 REAL_AFTER_TEARDOWN = ("h200-2026-12-03-rm-cupti-llama-train", "h200-2026-12-03-rm-cupti-bert-vit-llama",
-                       "h200-2026-12-03-rm-cupti-two-llama")
+                       "h200-2026-12-03-rm-cupti-two-llama", "h200-2026-12-04-rm-cupti-bert-vit-train")
 REAL_START, REAL_END = "<!-- plan-validation-real:start -->", "<!-- plan-validation-real:end -->"
 # the H200 probes behind the multi-context finding (pair probe: quantum and switch; multi: k = 1..3 neighbours)
 PROBE_RUNS = ("h200-2026-11-30-probe", "h200-2026-11-30-probe-multi")
