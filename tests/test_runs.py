@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -257,6 +258,8 @@ def test_resume_reruns_a_scenario_cut_off_mid_way_and_keeps_its_partial_logs(tmp
     m["status"] = "running"
     run.manifest_path.write_text(json.dumps(m))
     partial = {p.name: p.read_bytes() for p in run.log_dir("shared").iterdir()}
+    # each local worker's pid, on disk from its start (what a resume checks before it re-runs anything)
+    assert {f"{t}.pid" for t in ("fft", "gemm")} <= set(partial) and int(partial["fft.pid"]) > 0
     capsys.readouterr()
     assert cli.main(["run", "--resume", run.run_id, "--root", str(root)]) == 0
     assert "the interrupted attempt of shared is kept in" in capsys.readouterr().err
@@ -265,6 +268,23 @@ def test_resume_reruns_a_scenario_cut_off_mid_way_and_keeps_its_partial_logs(tmp
     kept = run.path / "interrupted" / "shared.1"
     assert {p.name: p.read_bytes() for p in kept.iterdir()} == partial
     assert {p.name for p in run.log_dir("shared").iterdir()} == set(partial)  # the new attempt's own logs
+
+
+def _exec_ed(argv):
+    """A child whose command line is ``argv`` already (between fork and exec /proc shows the parent's)."""
+    import subprocess
+    import time
+
+    p = subprocess.Popen(argv)
+    for _ in range(500):
+        try:
+            if argv[-1].encode() in Path(f"/proc/{p.pid}/cmdline").read_bytes():
+                return p
+        except OSError:
+            pass
+        time.sleep(0.01)
+    p.kill()
+    raise AssertionError(f"{argv} did not start")
 
 
 def test_resume_refuses_while_the_cut_off_attempts_workers_still_run(tmp_path):
@@ -279,18 +299,29 @@ def test_resume_refuses_while_the_cut_off_attempts_workers_still_run(tmp_path):
 
     run = create_run(_spec(), {}, root=tmp_path, run_id="r")
     run.claim_scenario("shared")
-    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "workers/kts_worker.py"])
+    worker = _exec_ed([sys.executable, "-c", "import time; time.sleep(60)", "workers/kts_worker.py"])
     stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        run.log_path("shared", "fft").write_text(format_record(META_TAG, {"tenant": "fft", "pid": worker.pid}) + "\n")
+        # the worker as the H200 showed it: its log still empty (model load, profile), its pid on disk
+        run.log_path("shared", "fft").write_text("")
+        run.pid_path("shared", "fft").write_text(f"{worker.pid}\n")
         run.log_path("shared", "gemm").write_text(format_record(META_TAG, {"tenant": "gemm", "pid": stranger.pid}) + "\n")
         assert workers_still_running(run, "shared") == [worker.pid]
         with pytest.raises(RunError, match=rf"interrupted attempt of shared .* still runs \(worker pid {worker.pid}\)"):
             resume_experiment(str(run.path), progress=False)
-        assert sorted(p.name for p in run.log_dir("shared").iterdir()) == ["fft.log", "gemm.log"]
+        assert sorted(p.name for p in run.log_dir("shared").iterdir()) == ["fft.log", "fft.pid", "gemm.log"]
         assert "interrupted" not in run.manifest()
     finally:
         for p in (worker, stranger):
             p.kill()
             p.wait()
     assert workers_still_running(run, "shared") == []
+    # a run from before the pid files: the log's KTS_META names the worker
+    again = _exec_ed([sys.executable, "-c", "import time; time.sleep(60)", "workers/kts_worker.py"])
+    try:
+        run.log_path("shared", "gemm").unlink()
+        run.log_path("shared", "gemm").write_text(format_record(META_TAG, {"tenant": "gemm", "pid": again.pid}) + "\n")
+        assert workers_still_running(run, "shared") == [again.pid]
+    finally:
+        again.kill()
+        again.wait()

@@ -8,6 +8,7 @@ bare GPU host that has only torch (and nvidia-ml-py for telemetry).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import sys
@@ -202,24 +203,30 @@ def resume_experiment(run_id_or_path: str, *, root: str | os.PathLike = DEFAULT_
 
 
 def workers_still_running(run: Run, scenario: str) -> list[int]:
-    """The pids of ``scenario``'s workers still alive on this host, read from their logs' ``KTS_META``.
+    """The pids of ``scenario``'s workers still alive on this host: the local backend's ``<tenant>.pid`` files
+    (written at start) and, for runs from before them, the logs' ``KTS_META``.
 
     Why: the local backend starts each worker in its own session (so Ctrl-C reaches the client, which stops them in
-    order), so a client killed mid-scenario leaves its workers running to the end of their iterations. A resume that
-    started the scenario again beside them would time tenants next to strangers on the GPU. A pid counts only while
-    its command line names the worker (``/proc``: Linux; a pid reused by another program is not a worker).
+    order), so a client killed mid-scenario leaves its workers running: on the H200 one stayed four minutes, its log
+    still empty (a worker writes ``KTS_META`` only after loading its model and profiling it). A resume that started
+    the scenario again beside them would time tenants next to strangers on the GPU. A pid counts only while its
+    command line names the worker (``/proc``: Linux; a pid reused by another program is not a worker).
     """
     d = run.log_dir(scenario)
-    alive = []
+    pids: set[int] = set()
+    for f in sorted(d.glob("*.pid")) if d.is_dir() else []:
+        with contextlib.suppress(OSError, ValueError):
+            pids.add(int(f.read_text().strip()))
     for log in sorted(d.glob("*.log")) if d.is_dir() else []:
         with open(log, "rb") as fh:
             rec = parse_line(fh.readline())
-        pid = rec.data.get("pid") if isinstance(rec, LogRecord) and rec.tag == META_TAG else None
-        try:
-            if isinstance(pid, int) and b"kts_worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
+        if isinstance(rec, LogRecord) and rec.tag == META_TAG and isinstance(rec.data.get("pid"), int):
+            pids.add(rec.data["pid"])
+    alive = []
+    for pid in sorted(pids):
+        with contextlib.suppress(OSError):  # gone (or no /proc): not running here
+            if b"kts_worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 alive.append(pid)
-        except OSError:  # gone (or no /proc): not running here
-            pass
     return alive
 
 

@@ -6,6 +6,7 @@ Layout::
         manifest.json              parameters, environment, status, per-scenario outcome
         logs/<scenario>/<tenant>.log     the tenant's stdout (KTS_META / KTS_APP lines)
         logs/<scenario>/<tenant>.stderr  its stderr
+        logs/<scenario>/<tenant>.pid     its process id (local backend)
         interrupted/<scenario>.<k>/      the logs of an attempt cut off before it was recorded (``kts run --resume``)
 
 A run is created atomically (built under a temporary name, then renamed), raw logs are
@@ -112,6 +113,10 @@ class Run:
 
     def stderr_path(self, scenario: str, tenant: str) -> Path:
         return self.log_dir(scenario) / f"{tenant}.stderr"
+
+    def pid_path(self, scenario: str, tenant: str) -> Path:
+        """The local worker's process id, written when it starts (a resume checks it is gone)."""
+        return self.log_dir(scenario) / f"{tenant}.pid"
 
     def claim_scenario(self, scenario: str) -> Path:
         """Create the scenario's log directory; refuse if it already holds data (never overwrite)."""

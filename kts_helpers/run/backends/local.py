@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kts_helpers.errors import BackendError, KtsError, TenantFailed
+from kts_helpers.fsutil import write_new
 from kts_helpers.run.backends.base import ScenarioResult, TenantResult
 from kts_helpers.run.corun import (
     DEFAULT_LEAD_IN_S,
@@ -186,6 +187,9 @@ class LocalBackend:
                     env=self._tenant_env(t, barrier, sharing_env, pad=pad, pad_limit_s=pad_limit_s,
                                          lead_in_s=lead_in_s),
                     start_new_session=True)
+                # its own session: a client killed now leaves it running, and its log may stay empty for seconds
+                # (model load, profile); the pid on disk lets a resume see it (``experiment.workers_still_running``)
+                write_new(run.pid_path(scenario.name, t.name), f"{procs[t.name].pid}\n".encode())
             self._release_barrier(run, scenario, procs, barrier, deadline)
             codes = self._wait(run, scenario, procs, deadline, bars, timeout_s, watch, pad, looks)
         except BaseException:
