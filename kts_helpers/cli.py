@@ -158,6 +158,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         mix = [with_cadence(p, sleeps.get(p.workload), rates.get(p.workload)) for p in mix_of(inp)]
         goals = parse_goals(slo, args.max_slow_share, [p.workload for p in mix])
         answer = capacity(mix, goals, inp.gpu, max_n=args.max_n)  # type: ignore[arg-type]
+        if args.configmap_out and not answer.feasible:
+            raise SpecError(f"no N meets every goal, so no ConfigMap was written to {args.configmap_out}: "
+                            f"{answer.recommendation}")
         if args.configmap_out:
             atomic_write_text(Path(args.configmap_out), answer.configmap)
         if args.validate:

@@ -378,3 +378,21 @@ def test_the_bracketed_blocks_predictions_are_pooled_as_the_measurement_is():
     assert (by["shared"].p50_ms, by["shared"].p50_lo, by["shared"].p50_hi, by["shared"].n) == (12.0, 9.0, 16.0, 200)
     assert (by["shared"].p99_ms, by["shared"].p99_lo, by["shared"].p99_hi) == (24.0, 18.0, 32.0)
     assert by["shared-mps"].p50_ms == 5.0
+
+
+def test_a_goal_no_n_meets_recommends_nothing_and_writes_no_configmap(tmp_path, capsys):
+    """A goal tighter than the tenant alone (the FFT's p99 is ~0.6 ms on the H200): N = 1 already misses, so the
+    answer recommends no sharing, in words, rather than "replicas 0", and --configmap-out refuses in one line,
+    writing nothing."""
+    out = tmp_path / "cm.yaml"
+    args = ["plan", "--capacity", "--from-run", str(ARTICLE), "--slo", "fft=0.01", "--max-n", "2"]
+    assert main(args + ["--format", "json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert set(answer["largest_n"].values()) == {0} and answer["recommended_mode"] is None
+    assert answer["recommendation"].startswith("none: not even one pod meets every goal") and answer["configmap"] == ""
+    assert main(args) == 0
+    assert "recommended: none: not even one pod" in capsys.readouterr().out
+    assert main(args + ["--configmap-out", str(out)]) == 2
+    err = capsys.readouterr().err
+    errors = [ln for ln in err.splitlines() if "error" in ln]  # the planner's notes on fallbacks come before it
+    assert len(errors) == 1 and "no N meets every goal, so no ConfigMap was written" in errors[0] and not out.exists()

@@ -118,12 +118,26 @@ class CapacityAnswer:
         return max(OVERLAYS, key=lambda m: (self.largest.get(m, 0), m == "timeslice"))
 
     @property
+    def feasible(self) -> bool:
+        """Whether any N meets every goal (N = 1, a single pod, can miss: a goal tighter than the tenant alone)."""
+        return max(self.largest.values(), default=0) > 0
+
+    @property
+    def recommendation(self) -> str:
+        """What to deploy, in words: the mode and replicas, or that no N meets the goals (then no ConfigMap)."""
+        if not self.feasible:
+            return ("none: not even one pod meets every goal (N = 1 misses), so no sharing can; the goals are "
+                    "tighter than the tenants alone")
+        return f"{self.best_mode} with replicas {self.largest[self.best_mode]} ({self.overlay})"
+
+    @property
     def overlay(self) -> str:
         return f"manifests/overlays/{OVERLAYS[self.best_mode]}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"mix": list(self.mix), "goals": [asdict(g) for g in self.goals],
-                "largest_n": dict(self.largest), "recommended_mode": self.best_mode, "overlay": self.overlay,
+                "largest_n": dict(self.largest), "recommended_mode": self.best_mode if self.feasible else None,
+                "overlay": self.overlay if self.feasible else None, "recommendation": self.recommendation,
                 "multi_context_rule": self.gpu_rule, "rows": [asdict(r) for r in self.rows],
                 "configmap": self.configmap}
 
@@ -139,8 +153,7 @@ class CapacityAnswer:
         lines += [f"goal {g.text()}" for g in self.goals]
         for mode in OVERLAYS:
             lines.append(f"largest N meeting every goal under {mode}: {self.largest.get(mode, 0)}")
-        lines.append(f"recommended: {self.best_mode} with replicas {self.largest.get(self.best_mode, 0)} "
-                     f"({self.overlay}); multi-context rule: {self.gpu_rule}")
+        lines.append(f"recommended: {self.recommendation}; multi-context rule: {self.gpu_rule}")
         return "\n".join(lines)
 
 
@@ -367,7 +380,8 @@ def capacity(mix: Sequence[AloneProfile], goals: Sequence[Goal], gpu: GpuModel, 
     for mode in OVERLAYS:
         largest.setdefault(mode, 0)
     answer = CapacityAnswer(tuple(p.workload for p in mix), tuple(goals), tuple(rows), largest, gpu.multi_rule)
-    return replace(answer, configmap=device_plugin_configmap(answer.best_mode, max(answer.largest[answer.best_mode], 1)))
+    return replace(answer, configmap=device_plugin_configmap(answer.best_mode, answer.largest[answer.best_mode])
+                   if answer.feasible else "")
 
 
 def device_plugin_configmap(mode: str, replicas: int, manifests: Path = MANIFESTS) -> str:

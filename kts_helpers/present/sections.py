@@ -228,5 +228,5 @@ def capacity_section(data: RunData) -> Section | None:
     return Section("### Capacity\n\nHow many pods of this run's workloads (filled in turn) could share the GPU "
                    f"with at most {DEFAULT_SLOW_SHARE:.0%} of each pod's iterations slower than its alone p99 — "
                    "predicted from the alone baselines and the GPU's probe by `kts plan` (the shared logs are not "
-                   f"used). Largest N meeting the goal: {best}; recommended: {answer.best_mode} "
-                   f"(`{answer.overlay}`). Multi-context rule: {answer.gpu_rule}.", [capacity_frame(answer)])
+                   f"used). Largest N meeting the goal: {best}; recommended: {answer.recommendation}. "
+                   f"Multi-context rule: {answer.gpu_rule}.", [capacity_frame(answer)])
