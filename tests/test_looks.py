@@ -165,9 +165,9 @@ def test_a_stop_at_the_first_look_ends_that_tenant_there_while_its_neighbour_pad
 def test_the_design_simulator_stops_where_the_verdict_decides_and_grows_only_what_it_says():
     """``sequential.design_decisions`` (make bench: bench/results/sequential.md) on small samples: a 2.5x shift
     decides at the first look (one alone block: a shift must stand out of the prior drift, 14.5 % a block; a 2x one
-    only at the last look, 1600, where the interim looks' spending leaves the most; a 30 % one never); collisions at 1.7 % without the neighbours' timestamps usually need more shared
-    iterations (with them, as the live judge reads them, the first look decides); the alone series grows only in
-    the design that says so."""
+    only at the last look, 1600, where the interim looks' spending leaves the most; a 30 % one never); collisions
+    at 1.7 % without the neighbours' timestamps usually need more shared iterations (with them, as the live judge
+    reads them, the first look decides); the alone series grows only in the design that says so."""
     from dataclasses import replace
 
     from kts_helpers.analyse import coverage

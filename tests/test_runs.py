@@ -291,37 +291,28 @@ def test_resume_refuses_while_the_cut_off_attempts_workers_still_run(tmp_path):
     """A client killed mid-scenario leaves its workers running (each in its own session): resuming beside them
     would share the GPU with them, so it refuses in one line naming the pid, and moves nothing; once they are
     gone it proceeds. A pid whose command line is not a worker's (reused) does not count."""
-    import subprocess
     import sys
 
     from kts_helpers.run.experiment import resume_experiment, workers_still_running
-    from kts_helpers.run.logformat import META_TAG, format_record
 
     run = create_run(_spec(), {}, root=tmp_path, run_id="r")
+    (shared,) = [s for s in run.read().spec.scenarios if s.name == "shared"]
+    assert sorted(t.name for t in shared.tenants) == ["fft", "gemm"]
     run.claim_scenario("shared")
     worker = _exec_ed([sys.executable, "-c", "import time; time.sleep(60)", "workers/kts_worker.py"])
-    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    stranger = _exec_ed([sys.executable, "-c", "import time; time.sleep(60)", "not-the-worker"])
     try:
         # the worker as the H200 showed it: its log still empty (model load, profile), its pid on disk
-        run.log_path("shared", "fft").write_text("")
-        run.pid_path("shared", "fft").write_text(f"{worker.pid}\n")
-        run.log_path("shared", "gemm").write_text(format_record(META_TAG, {"tenant": "gemm", "pid": stranger.pid}) + "\n")
-        assert workers_still_running(run, "shared") == [worker.pid]
+        for tenant, proc in (("fft", worker), ("gemm", stranger)):
+            run.log_path("shared", tenant).write_text("")
+            run.pid_path("shared", tenant).write_text(f"{proc.pid}\n")
+        assert workers_still_running(run, shared) == [worker.pid]
         with pytest.raises(RunError, match=rf"interrupted attempt of shared .* still runs \(worker pid {worker.pid}\)"):
             resume_experiment(str(run.path), progress=False)
-        assert sorted(p.name for p in run.log_dir("shared").iterdir()) == ["fft.log", "fft.pid", "gemm.log"]
+        assert sorted(p.name for p in run.log_dir("shared").iterdir()) == ["fft.log", "fft.pid", "gemm.log", "gemm.pid"]
         assert "interrupted" not in run.manifest()
     finally:
         for p in (worker, stranger):
             p.kill()
             p.wait()
-    assert workers_still_running(run, "shared") == []
-    # a run from before the pid files: the log's KTS_META names the worker
-    again = _exec_ed([sys.executable, "-c", "import time; time.sleep(60)", "workers/kts_worker.py"])
-    try:
-        run.log_path("shared", "gemm").unlink()
-        run.log_path("shared", "gemm").write_text(format_record(META_TAG, {"tenant": "gemm", "pid": again.pid}) + "\n")
-        assert workers_still_running(run, "shared") == [again.pid]
-    finally:
-        again.kill()
-        again.wait()
+    assert workers_still_running(run, shared) == []

@@ -21,11 +21,11 @@ from kts_helpers.run.backends import Backend, ScenarioResult, get_backend
 from kts_helpers.run.capacity import check_capacity
 from kts_helpers.run.corun import Judge
 from kts_helpers.run.environment import detect_environment, resolve_device
-from kts_helpers.run.logformat import META_TAG, AppLine, LogRecord, parse_line
+from kts_helpers.run.logformat import AppLine, parse_line
 from kts_helpers.run.params import backend_options_from_env
 from kts_helpers.run.probe import CPU_REFUSAL, PROBE_PROFILE, size_hog, with_hog_size
 from kts_helpers.run.runs import DEFAULT_ROOT, Run, create_run, find_run
-from kts_helpers.run.spec import ExperimentParams, ExperimentSpec, calibration_scenario, resolve
+from kts_helpers.run.spec import ExperimentParams, ExperimentSpec, ScenarioSpec, calibration_scenario, resolve
 from kts_helpers.run.workloads import preflight
 
 
@@ -176,12 +176,12 @@ def resume_experiment(run_id_or_path: str, *, root: str | os.PathLike = DEFAULT_
     submitted = set(getattr(backend, "submitted_scenarios", lambda _run_id: [])(run.run_id))
     for scenario in ([cal] if cal is not None else []) + list(m.scenarios):
         if scenario.name not in submitted and m.record(scenario.name) is None:
-            alive = workers_still_running(run, scenario.name)
+            alive = workers_still_running(run, scenario)
             if alive:  # re-running now would share the GPU with them, and move logs they still write
                 raise RunError(f"the interrupted attempt of {scenario.name} in run {run.run_id} still runs "
                                f"(worker pid {', '.join(map(str, alive))}): let it finish or stop it, then resume")
             set_aside = run.set_aside_interrupted(scenario.name)  # a local attempt the client's death cut off
-            if set_aside is not None and progress:
+            if set_aside is not None:
                 print(f"kts: the interrupted attempt of {scenario.name} is kept in {set_aside}", file=sys.stderr)
     for scenario in ([cal] if cal is not None else []) + list(m.scenarios):
         if scenario.name in submitted and m.record(scenario.name) is None:
@@ -202,9 +202,8 @@ def resume_experiment(run_id_or_path: str, *, root: str | os.PathLike = DEFAULT_
     return run
 
 
-def workers_still_running(run: Run, scenario: str) -> list[int]:
-    """The pids of ``scenario``'s workers still alive on this host: the local backend's ``<tenant>.pid`` files
-    (written at start) and, for runs from before them, the logs' ``KTS_META``.
+def workers_still_running(run: Run, scenario: ScenarioSpec) -> list[int]:
+    """The pids of ``scenario``'s workers still alive on this host, from the local backend's ``Run.pid_path`` files.
 
     Why: the local backend starts each worker in its own session (so Ctrl-C reaches the client, which stops them in
     order), so a client killed mid-scenario leaves its workers running: on the H200 one stayed four minutes, its log
@@ -212,19 +211,10 @@ def workers_still_running(run: Run, scenario: str) -> list[int]:
     the scenario again beside them would time tenants next to strangers on the GPU. A pid counts only while its
     command line names the worker (``/proc``: Linux; a pid reused by another program is not a worker).
     """
-    d = run.log_dir(scenario)
-    pids: set[int] = set()
-    for f in sorted(d.glob("*.pid")) if d.is_dir() else []:
-        with contextlib.suppress(OSError, ValueError):
-            pids.add(int(f.read_text().strip()))
-    for log in sorted(d.glob("*.log")) if d.is_dir() else []:
-        with open(log, "rb") as fh:
-            rec = parse_line(fh.readline())
-        if isinstance(rec, LogRecord) and rec.tag == META_TAG and isinstance(rec.data.get("pid"), int):
-            pids.add(rec.data["pid"])
     alive = []
-    for pid in sorted(pids):
-        with contextlib.suppress(OSError):  # gone (or no /proc): not running here
+    for t in scenario.tenants:
+        with contextlib.suppress(OSError, ValueError):  # no pid file (never started, another backend), gone, no /proc
+            pid = int(run.pid_path(scenario.name, t.name).read_text())
             if b"kts_worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 alive.append(pid)
     return alive
