@@ -26,6 +26,9 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # the venv's editable-install finder lists kts_helpers as a namespace package, which hides __init__.py.
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+# the worker's parts (kts_api, kts_harness, ...) import one another by name, as the worker itself does
+if str(REPO / "workers") not in sys.path:
+    sys.path.insert(1, str(REPO / "workers"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

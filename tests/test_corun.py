@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import kts_api
 import pytest
 from conftest import corunning_fractions
 
@@ -154,7 +155,7 @@ def test_a_timed_operation_is_never_due_before_the_lead_in_ended(tmp_path, worke
                                      "--barrier-dir", str(tmp_path), "--lead-in-s", "0", "--device", "cpu"])
     out = io.StringIO()
     monkeypatch.setattr(worker_module.sys, "stdout", out)
-    workload = worker_module.Workload("fft", lambda: [("op", lambda: None)])
+    workload = kts_api.Workload("fft", lambda: [("op", lambda: None)])
     clock = worker_module.Clock(None, SimpleNamespace(type="cpu"))
     assert worker_module.run_loop(args, workload, clock) == 0
     app = [ln.split(",") for ln in out.getvalue().splitlines() if ln.startswith("KTS_APP,")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import kts_api
 import pytest
 
 from kts_helpers.analyse.logparse import V1_COLS, V2_COLS, parse_bytes
@@ -20,13 +21,13 @@ LINES = [
 
 
 def test_the_worker_copies_the_contract(worker_module) -> None:
-    assert (worker_module.APP_TAG, worker_module.META_TAG, worker_module.END_TAG) == (lf.APP_TAG, lf.META_TAG, lf.END_TAG)
-    assert worker_module.LINE_VERSION == lf.VERSION and worker_module.PAD_PHASE == lf.PAD_PHASE
+    assert (kts_api.APP_TAG, kts_api.META_TAG, kts_api.END_TAG) == (lf.APP_TAG, lf.META_TAG, lf.END_TAG)
+    assert kts_api.LINE_VERSION == lf.VERSION and kts_api.PAD_PHASE == lf.PAD_PHASE
 
 
 @pytest.mark.parametrize("line", LINES, ids=lambda x: x.phase)
 def test_worker_lines_round_trip_through_the_contract(worker_module, line: lf.AppLine) -> None:
-    text = worker_module.app_line(line.workload, line.tenant, line.iteration, line.phase, line.intended_ns, line.start_ns,
+    text = kts_api.app_line(line.workload, line.tenant, line.iteration, line.phase, line.intended_ns, line.start_ns,
                            line.end_ns, line.device_ms, line.wall_ms)
     assert text == lf.format_line(line)  # the same bytes from either writer
     back = lf.parse_line(text + "\r\n")
@@ -40,7 +41,7 @@ def test_worker_lines_round_trip_through_the_contract(worker_module, line: lf.Ap
 def test_worker_records_round_trip(worker_module) -> None:
     meta = {"workload": "fft", "tenant": "a", "gpu_uuid": None, "lead_in_s": 0.25, "notes": "x, y"}
     for tag in (lf.META_TAG, lf.END_TAG):
-        text = worker_module.record_line(tag, meta)
+        text = kts_api.record_line(tag, meta)
         assert text == lf.format_record(tag, meta)
         assert lf.parse_line(text) == lf.LogRecord(tag, meta)
     with pytest.raises(ValueError, match="not a record tag"):

@@ -7,6 +7,7 @@ import io
 import json
 from types import SimpleNamespace
 
+import kts_api
 import pytest
 from conftest import corunning_fractions
 
@@ -28,7 +29,7 @@ def _loop(worker_module, monkeypatch, barrier, answer: str | None, iterations: i
                                      "--device", "cpu", "--looks", looks, "--barrier-timeout-s", "0.2"])
     out = io.StringIO()
     monkeypatch.setattr(worker_module.sys, "stdout", out)
-    workload = worker_module.Workload("fft", lambda: [("op", lambda: None)])
+    workload = kts_api.Workload("fft", lambda: [("op", lambda: None)])
     assert worker_module.run_loop(args, workload, worker_module.Clock(None, SimpleNamespace(type="cpu"))) == 0
     lines = out.getvalue().splitlines()
     app = [ln.split(",") for ln in lines if ln.startswith("KTS_APP,")]

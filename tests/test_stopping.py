@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import kts_autostop
 import numpy as np
 import pandas as pd
 import pytest
@@ -23,7 +24,7 @@ from kts_helpers.run.spec import ExperimentParams, ExperimentSpec, resolve
 def test_worker_p99_interval_equals_orderstat(worker_module, n, phi):
     x = log_ar1(np.random.default_rng(n + int(10 * phi)), n, phi)
     b = quantile_bounds(x, 0.99)
-    est, lo, hi, tau = worker_module.p99_bounds([float(v) for v in x])
+    est, lo, hi, tau = kts_autostop.p99_bounds([float(v) for v in x])
     assert est == pytest.approx(b.estimate, rel=1e-12) and tau == pytest.approx(b.tau, rel=1e-9)
     for mine, theirs in ((lo, b.lo), (hi, b.hi)):
         assert math.isinf(mine) == math.isinf(theirs)
@@ -34,7 +35,7 @@ def test_worker_p99_interval_equals_orderstat(worker_module, n, phi):
 def test_worker_interval_with_ties_and_a_constant_run(worker_module):
     x = [1.0] * 200 + [2.0] * 150 + [5.0] * 100  # ties: average ranks like scipy.stats.rankdata
     b = quantile_bounds(np.array(x), 0.99)
-    est, lo, hi, _ = worker_module.p99_bounds(x)
+    est, lo, hi, _ = kts_autostop.p99_bounds(x)
     assert (est, lo) == pytest.approx((b.estimate, b.lo)) and (hi == b.hi or hi == pytest.approx(b.hi))
 
 
@@ -43,12 +44,12 @@ def test_worker_interval_with_ties_and_a_constant_run(worker_module):
 def test_binomial_inverse_matches_scipy(worker_module, y, n, p):
     from scipy.special import bdtrik
 
-    assert worker_module.bdtrik(y, n, p) == pytest.approx(float(bdtrik(y, n, p)), rel=1e-9)
+    assert kts_autostop.bdtrik(y, n, p) == pytest.approx(float(bdtrik(y, n, p)), rel=1e-9)
 
 
 @pytest.mark.parametrize("nu", [1.0, 3.0, 10.0, 57.3, 1000.0, math.inf])
 def test_t_widening_matches_scipy(worker_module, nu):
-    assert worker_module.t_widened(0.95, nu) == pytest.approx(t_widened(0.95, nu), rel=1e-10)
+    assert kts_autostop.t_widened(0.95, nu) == pytest.approx(t_widened(0.95, nu), rel=1e-10)
 
 
 # ---------------------------------------------------------------- the rule

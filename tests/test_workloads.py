@@ -136,16 +136,16 @@ def test_a_bad_factory_stops_the_worker_in_one_line_naming_the_tenant(runs):
     ("my_tenants:make_mlp_server", None),
 ])
 def test_every_kind_of_bad_factory_is_one_line(outside, monkeypatch, name, needle):
-    import kts_worker
+    import kts_workload
     import torch
 
     monkeypatch.syspath_prepend(str(outside))
     params = {"size": 8, "seed": 0, "device_type": "cpu"}
     if needle is None:
-        assert kts_worker.build_workload(name, torch, torch.device("cpu"), params).name == "mlp-server"
+        assert kts_workload.build_workload(name, torch, torch.device("cpu"), params).name == "mlp-server"
         return
-    with pytest.raises(kts_worker.WorkloadError) as exc:
-        kts_worker.build_workload(name, torch, torch.device("cpu"), params)
+    with pytest.raises(kts_workload.WorkloadError) as exc:
+        kts_workload.build_workload(name, torch, torch.device("cpu"), params)
     assert needle in str(exc.value) and "\n" not in str(exc.value)
 
 

@@ -7,7 +7,7 @@ a node without internet runs it and its kernels are the real ones. On a GPU the 
 tiny configs, so CI exercises the same code. Every size can be set through ``workload_params`` (the factory's
 ``params``), e.g. ``workload_params={"llama-decode": {"layers": 8, "decode_tokens": 4}}``.
 
-Built-in names (``kts_worker.REAL_MODELS``):
+Built-in names (``kts_workload.REAL_MODELS``):
 
 * ``llama-decode``: an LLM serving step with a KV cache: a prefill of ``prompt_tokens`` for a batch of
   ``batch`` requests (phase ``prefill``), then ``decode_tokens`` decode steps, each one token for every request
@@ -15,10 +15,11 @@ Built-in names (``kts_worker.REAL_MODELS``):
   8 KV heads, MLP 8192, vocabulary 32000) has about 1.1 B parameters.
 * ``bert``: BERT-base encoder inference on a batch (32 x 128 tokens, fp16 on a GPU).
 * ``vit``: ViT-B/16 inference on a batch (32 images of 224 x 224, fp16 on a GPU).
+* ``resnet``: ResNet-50 inference on a batch (32 images of 224 x 224, fp16 on a GPU): a convolutional tenant.
 * ``train-step``: a training step of a small Llama (forward, backward, AdamW; batch 8 x 256, bf16 autocast),
   the noisy neighbour.
 
-This module is a sibling of ``kts_worker.py`` rather than part of ``kts_helpers`` because the worker container
+This module is a sibling of ``kts_worker.py`` (it imports only ``kts_api``) rather than part of ``kts_helpers`` because the worker container
 copies only ``workers/`` and installs torch (plus ``transformers`` for these models), never ``kts_helpers``' heavy
 dependencies (pandas, altair, papermill). ``transformers`` is imported inside each factory, so the worker and the
 kit's own workloads still run where it is absent; a real model there fails the run's pre-flight in one line.
@@ -27,6 +28,8 @@ kit's own workloads still run where it is absent; a real model there fails the r
 from __future__ import annotations
 
 from typing import Any
+
+from kts_api import Workload
 
 DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "llama-decode": {
@@ -46,6 +49,11 @@ DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
                  "batch": 32, "dtype": "float16"},
         "cpu": {"hidden": 32, "layers": 2, "heads": 2, "intermediate": 64, "image": 32, "patch": 8, "batch": 2,
                 "dtype": "float32"},
+    },
+    "resnet": {
+        "cuda": {"depths": [3, 4, 6, 3], "widths": [256, 512, 1024, 2048], "stem": 64, "image": 224, "batch": 32,
+                 "dtype": "float16"},
+        "cpu": {"depths": [1, 1], "widths": [16, 32], "stem": 8, "image": 32, "batch": 2, "dtype": "float32"},
     },
     "train-step": {
         "cuda": {"hidden": 768, "layers": 8, "heads": 12, "kv_heads": 12, "intermediate": 2048, "vocab": 32000,
@@ -91,8 +99,6 @@ def _llama_config(tf, s: dict, *, use_cache: bool):
 def make_llama_decode(torch, device, params: dict):
     """An LLM serving step: prefill a batch of prompts, then decode token by token against the KV cache."""
     tf = _transformers()
-    from kts_worker import Workload
-
     s = settings("llama-decode", params)
     torch.manual_seed(int(params.get("seed", 0)))
     dtype = getattr(torch, str(s["dtype"]))
@@ -128,8 +134,6 @@ def make_llama_decode(torch, device, params: dict):
 def make_bert(torch, device, params: dict):
     """BERT-base encoder inference on a batch of token sequences."""
     tf = _transformers()
-    from kts_worker import Workload
-
     s = settings("bert", params)
     torch.manual_seed(int(params.get("seed", 0)))
     cfg = tf.BertConfig(hidden_size=int(s["hidden"]), num_hidden_layers=int(s["layers"]),
@@ -151,8 +155,6 @@ def make_bert(torch, device, params: dict):
 def make_vit(torch, device, params: dict):
     """ViT-B/16 inference on a batch of images."""
     tf = _transformers()
-    from kts_worker import Workload
-
     s = settings("vit", params)
     torch.manual_seed(int(params.get("seed", 0)))
     cfg = tf.ViTConfig(hidden_size=int(s["hidden"]), num_hidden_layers=int(s["layers"]),
@@ -173,11 +175,31 @@ def make_vit(torch, device, params: dict):
                     notes={**s, "parameters": n, "architecture": "ViTModel (transformers, random weights)"})
 
 
+def make_resnet(torch, device, params: dict):
+    """ResNet-50 inference on a batch of images (bottleneck blocks, transformers' ResNetModel)."""
+    tf = _transformers()
+    s = settings("resnet", params)
+    torch.manual_seed(int(params.get("seed", 0)))
+    cfg = tf.ResNetConfig(embedding_size=int(s["stem"]), hidden_sizes=[int(v) for v in s["widths"]],
+                          depths=[int(v) for v in s["depths"]], layer_type="bottleneck")
+    dtype = getattr(torch, str(s["dtype"]))
+    with device:
+        model = tf.ResNetModel(cfg).to(dtype=dtype).eval()
+    images = torch.randn(int(s["batch"]), 3, int(s["image"]), int(s["image"]), device=device, dtype=dtype)
+
+    def op():
+        with torch.inference_mode():
+            return model(pixel_values=images).pooler_output
+
+    n = _n_params(model)
+    return Workload("resnet", lambda: [("op", op)], flops_per_op=0.0,
+                    notes={**s, "parameters": n, "architecture": "ResNetModel (transformers, random weights)",
+                           "flops_model": "not modelled (convolutions)"})
+
+
 def make_train_step(torch, device, params: dict):
     """A training step of a small Llama: forward, backward and AdamW (bf16 autocast on a GPU)."""
     tf = _transformers()
-    from kts_worker import Workload
-
     s = settings("train-step", params)
     torch.manual_seed(int(params.get("seed", 0)))
     with device:
@@ -200,4 +222,5 @@ def make_train_step(torch, device, params: dict):
                            "flops_model": "6 x parameters x tokens (forward + backward)"})
 
 
-FACTORIES = {"llama-decode": make_llama_decode, "bert": make_bert, "vit": make_vit, "train-step": make_train_step}
+FACTORIES = {"llama-decode": make_llama_decode, "bert": make_bert, "vit": make_vit, "resnet": make_resnet,
+             "train-step": make_train_step}

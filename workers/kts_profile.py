@@ -38,6 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Sequence
 
 PROFILE_VERSION = 1
@@ -208,6 +209,9 @@ def profile_workload(torch, device, step: Callable[[], list], iterations: int, m
     sm_count = torch.cuda.get_device_properties(device).multi_processor_count if cuda else None
     calls: list[tuple[str, int]] = []
     done = 0
+    # torch's "Profiler clears events at the end of each cycle" concerns schedules of several cycles; this profile
+    # is one, and the warning filled every alone worker's stderr
+    warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle.*")
     with profile(activities=activities) as prof:
         # one iteration first, not summarised: the profiler's own start (CUPTI's, about 3 s on an H200) falls in it,
         # and kernels launched while it starts were missed (an FFT's first profiled call showed none)

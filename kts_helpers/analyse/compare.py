@@ -85,14 +85,16 @@ def _rows(data: RunData, scenarios: Iterable[str], tenant: str, phase: str | Non
     return it[sel].sort_values("start_ns")
 
 
-def _baseline_rows(data: RunData, cat: list[Scenario], tenant: str, workload: str, phase: str) -> pd.DataFrame:
-    """The alone series a shared series is compared with (``rules.match_baseline``), in time order."""
+def _baseline_rows(data: RunData, cat: list[Scenario], tenant: str, workload: str, phase: str,
+                   sharing: str = "timeslice") -> pd.DataFrame:
+    """The alone series a shared series of mode ``sharing`` is compared with (``rules.match_baseline``: that mode's
+    own alone blocks where the run has them, the plain ones otherwise), in time order."""
     names = [s.name for s in cat if s.kind == "baseline"]
     it = data.iterations
     alone = it[it["scenario"].isin(names)]
     if "in_overlap" in alone:
         alone = alone[alone["in_overlap"].astype(bool)]
-    return match_baseline(alone, tenant, workload, phase).sort_values("start_ns")
+    return match_baseline(alone, tenant, workload, phase, sharing).sort_values("start_ns")
 
 
 def _quantile(runs: list[np.ndarray], q: float, n_resamples: int, seed: int | None) -> stats.Interval:
@@ -186,10 +188,11 @@ def modes_table(data: RunData, *, metric: str = "wall", n_resamples: int = 2000,
                 scens = [s for s in scens if tenant in s.tenants]
                 if scens:
                     series.append((mode, scens, _rows(data, [s.name for s in scens], tenant, phase)))
-            base_runs = runs_of(alone, col)
             for mode, scens, r in series:
                 if r.empty and mode == "alone":
                     continue
+                base_runs = runs_of(alone if mode == "alone" else
+                                    _baseline_rows(data, cat, tenant, workload, phase, scens[0].sharing), col)
                 runs = runs_of(r, col)
                 p50 = _quantile(runs, 0.50, n_resamples, seed)
                 p99 = _quantile(runs, 0.99, n_resamples, seed)
@@ -269,7 +272,7 @@ def contention_matrix(data: RunData, *, q: float = 0.99, metric: str = "wall", n
                 label = _neighbour_label(grp[0], victim, tenants)
                 for phase in phases:
                     shared = _rows(data, [s.name for s in grp], victim, phase)
-                    alone = _baseline_rows(data, cat, victim, workload, phase)
+                    alone = _baseline_rows(data, cat, victim, workload, phase, mode)
                     v = decide(runs_of(shared, col), runs_of(alone, col), q=q, n_resamples=n_resamples, seed=seed,
                                collided=collided_of(shared))
                     iv = v.df
@@ -332,8 +335,6 @@ def phase_table(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0,
             continue
         workload = str(mine["workload"].iloc[0])
         for phase, (stat, col) in PHASE_STATS.items():
-            alone = _baseline_rows(data, cat, tenant, workload, phase)
-            base_runs = runs_of(alone, col)
             groups: dict[str, list[Scenario]] = {}
             for s in cat:
                 if tenant in s.tenants:
@@ -346,8 +347,8 @@ def phase_table(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0,
                 runs = runs_of(r, col)
                 p50 = _quantile(runs, 0.50, n_resamples, seed)
                 p99 = _quantile(runs, 0.99, n_resamples, seed)
-                v = decide(runs, base_runs, n_resamples=n_resamples, seed=seed,
-                           collided=collided_of(r)) if shared else None
+                v = decide(runs, runs_of(_baseline_rows(data, cat, tenant, workload, phase, scens[0].sharing), col),
+                           n_resamples=n_resamples, seed=seed, collided=collided_of(r)) if shared else None
                 df = v.df if v else None
                 verdicts.append(v)
                 # the report reads wall time; time to first token is the same series in closed loop only

@@ -251,14 +251,24 @@ def series_groups(frame: pd.DataFrame, metric: str, column: str | None = None
 
 
 # -- baseline matching ----------------------------------------------------------------------------------------
-def match_baseline(candidates: pd.DataFrame, tenant: str, workload: str, phase: str) -> pd.DataFrame:
-    """The alone rows a shared series is compared with: same tenant and phase, else same workload and phase.
+def match_baseline(candidates: pd.DataFrame, tenant: str, workload: str, phase: str,
+                   sharing: str | None = None) -> pd.DataFrame:
+    """The alone rows a shared series is compared with: same tenant and phase, else same workload and phase; and
+    where the run has alone blocks of the shared series' own ``sharing`` mode, only those.
 
-    ``candidates``: rows (iterations or summary rows) of alone scenarios with tenant/workload/phase columns.
+    ``candidates``: rows (iterations or summary rows) of alone scenarios with tenant/workload/phase columns. Why
+    the mode: under the warm design the MPS mode's alone blocks run as MPS clients with the server up
+    (``baseline-mps-<t>-rK``, sharing ``mps``), interleaved with the MPS shared blocks; they, not the plain alone
+    blocks of another moment, are what an MPS shared block is paired with. Runs whose alone blocks are all plain
+    (every run before the warm design) compare every mode with them, as before.
     """
     match = candidates[(candidates["tenant"] == tenant) & (candidates["phase"] == phase)]
     if match.empty:
         match = candidates[(candidates["workload"] == workload) & (candidates["phase"] == phase)]
+    if sharing is not None and "sharing" in match:
+        same = match[match["sharing"] == sharing]
+        match = same if not same.empty else match[match["sharing"] == "timeslice"] if (
+            match["sharing"] == "timeslice").any() else match
     return match
 
 

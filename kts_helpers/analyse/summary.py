@@ -80,7 +80,7 @@ def series_stats(x: np.ndarray) -> dict[str, float]:
 def baseline_row(table: pd.DataFrame, row: pd.Series) -> pd.Series | None:
     """The alone row (same metric) a shared summary row is compared with (``rules.match_baseline``)."""
     base = table[(table["kind"] == "baseline") & (table["metric"] == row["metric"])]
-    match = match_baseline(base, row["tenant"], row["workload"], row["phase"])
+    match = match_baseline(base, row["tenant"], row["workload"], row["phase"], row.get("sharing"))
     return None if match.empty else match.iloc[0]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from kts_helpers.analyse import collisions, compare, hostspeed, openloop, profiles, summary
+from kts_helpers.analyse import collisions, compare, design, hostspeed, openloop, profiles, summary
 from kts_helpers.analyse.load import RunData
 from kts_helpers.analyse.probe import is_multi_probe, is_probe, read_multi, read_probe
 from kts_helpers.analyse.waits import layered_waits
@@ -34,6 +34,9 @@ def build(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0,
     """The report's further sections. ``table``: the report's summary with its verdicts (one family), which the
     comparison tables quote for the series it reads (``compare``)."""
     out: list[Section] = []
+    warm = design_section(data)
+    if warm is not None:
+        out.append(warm)
     probe = probe_section(data, n_resamples=n_resamples, seed=seed)
     if probe is not None:
         out.append(probe)
@@ -94,6 +97,44 @@ def _compare_sections(data: RunData, *, n_resamples: int, seed: int | None,
                            "transformer with random weights: one prefill over the prompt (time to first token), then "
                            "token-by-token decode.", [t, charts.phase_chart(t)]))
     return out
+
+
+def design_section(data: RunData) -> Section | None:
+    """The warm design (``analyse.design``): its blocks and what they cost, the idle-neighbour control, and MPS
+    clients alone against plain processes alone."""
+    if not design.is_warm(data):
+        return None
+    r = data.manifest.spec.resolved
+    cost = design.cost_table(data)
+    text = [f"### Design: warm tenants, {r.get('blocks')} shared blocks per sharing mode\n\n{r.get('design', '')}. "
+            "Each tenant's worker starts once per sharing mode, builds, warms up and profiles its workload, then runs "
+            "every block of that mode on command and idles between them with its context resident; alone and shared "
+            "blocks alternate, so each shared block sits between two alone blocks of every tenant, and the verdicts "
+            "read the drift between moments from the blocks themselves. A shared block lasts until every tenant has "
+            "timed at least the block's seconds and its share of the iterations; every co-running iteration in it "
+            "is timed."]
+    if len(cost):
+        text.append(f"The blocks took {cost['seconds'].sum():.0f} s of the run's {cost.attrs['span_s']:.0f} s; "
+                    f"{cost.attrs['outside_s']:.0f} s went to starting the workers (building, warming up and "
+                    "profiling each workload) and between blocks.")
+    if any(s.sharing.startswith("mps") for s in data.manifest.scenarios if s.kind == "baseline"):
+        text.append("Under MPS the mode's alone blocks run as MPS clients with the server up (the same processes "
+                    "as its shared blocks); MPS verdicts compare with those, time-slicing verdicts with plain "
+                    "processes alone.")
+    checks = design.controls(data)
+    if checks:
+        text.append("**Idle-neighbour control.** The first tenant ran one more alone block with its neighbours' "
+                    "processes gone, right after its last alone block with them resident and idle:\n\n"
+                    + "\n".join(f"* {c.words}" for c in checks))
+    else:
+        text.append("**Idle-neighbour control:** not in this run's data (its control block did not run).")
+    items: list = [cost] if len(cost) else []
+    mps = design.mps_alone_table(data)
+    if len(mps):
+        text.append("**MPS client alone against plain alone** (block medians of the wall clock; different moments, so "
+                    "the blocks' own spread is shown beside the ratio):")
+        items.append(mps)
+    return Section("\n\n".join(text), items)
 
 
 def collisions_section(data: RunData) -> Section | None:

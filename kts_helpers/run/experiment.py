@@ -128,18 +128,27 @@ def run_kind(run: Run, kind: str, *, progress: bool = True, backend: Backend | N
     """Run the scenarios of one notebook that have not run yet, in spec order: "baseline" the alone scenarios
     before the first shared one, "shared" everything from there on -- the shared blocks and the alone blocks
     between and after them (the bracketed design, ``spec._bracketed``; repeats likewise alternate), so alone is
-    measured on both sides of every shared block. A run of one block a side runs as before: every alone scenario,
+    measured on both sides of every shared block ("all": every scenario, in one pass: the warm design's ``kts run``,
+    one set of warm workers per mode). A run of one block a side runs as before: every alone scenario,
     then every shared one. ``skip_failed``: also leave out those that failed; their logs stay as they are.
     ``judge`` answers the interim looks of a shared scenario (``analyse.sequential.VerdictJudge``; none: every
     tenant times on)."""
-    if kind not in ("baseline", "shared"):
-        raise SpecError(f"unknown scenario kind {kind!r}; choose baseline or shared")
+    if kind not in ("baseline", "shared", "all"):
+        raise SpecError(f"unknown scenario kind {kind!r}; choose baseline or shared (or all)")
     m = run.read()
     backend = backend or backend_for_run(run)
     results = []
     done = ("complete", "failed") if skip_failed else ("complete",)
     first = next((i for i, s in enumerate(m.scenarios) if s.kind == "shared"), len(m.scenarios))
-    mine = m.scenarios[:first] if kind == "baseline" else m.scenarios[first:]
+    mine = (m.scenarios[:first] if kind == "baseline" else m.scenarios[first:] if kind == "shared"
+            else m.scenarios)
+    if m.spec.resolved.get("design_kind") == "warm":  # warm tenants: the blocks of a mode in one session
+        pending = [s for s in mine if s.kind in ("baseline", "shared", "control")
+                   and (m.record(s.name) is None or m.record(s.name).status not in done)]
+        if not hasattr(backend, "run_warm"):
+            raise SpecError(f"run {run.run_id} has the warm design, which the {backend.name} backend cannot run")
+        return backend.run_warm(run, pending, timeout_s=m.spec.timeout_s, block_s=float(m.spec.resolved["block_s"]),
+                                progress=progress, pad_limit_s=m.spec.pad_limit_s)
     for scenario in mine:
         record = m.record(scenario.name)
         if scenario.kind not in ("baseline", "shared") or (record is not None and record.status in done):
@@ -153,8 +162,10 @@ def run_experiment(params: dict[str, Any] | ExperimentParams, **kwargs: Any) -> 
     """Everything the three run notebooks do, in one call (the CLI's ``run``, the smoke test, each scale-out cell)."""
     progress = kwargs.get("progress", True)
     judge = kwargs.pop("judge", None)
-    run, _spec, _env = setup_run(params, **kwargs)
-    for kind in ("baseline", "shared"):
+    run, spec, _env = setup_run(params, **kwargs)
+    # the warm design in one pass: one set of warm workers per sharing mode, not one more for the first alone round
+    kinds = ("all",) if spec.resolved.get("design_kind") == "warm" else ("baseline", "shared")
+    for kind in kinds:
         run_kind(run, kind, progress=progress, backend=kwargs.get("backend"), judge=judge)
     return run
 
@@ -197,7 +208,8 @@ def resume_experiment(run_id_or_path: str, *, root: str | os.PathLike = DEFAULT_
             run.update(calibration=calibration_floor(run.log_path(cal.name, "noop")))
         elif record is None:
             run_calibration(run, progress=progress, backend=backend)
-    for kind in ("baseline", "shared"):
+    kinds = ("all",) if m.spec.resolved.get("design_kind") == "warm" else ("baseline", "shared")
+    for kind in kinds:
         run_kind(run, kind, progress=progress, backend=backend, skip_failed=True)
     return run
 

@@ -34,12 +34,13 @@ from kts_helpers.run.probe import (
 )
 from kts_helpers.run.probe import DEFAULTS as PROBE_DEFAULTS
 from kts_helpers.run.probe import MULTI as MULTI_DEFAULTS
-from kts_helpers.run.profiles import PROFILES, default_profile
+from kts_helpers.run.profiles import PROFILES, WARM_BLOCK_S, WARM_BLOCKS, default_profile
 from kts_helpers.run.workloads import base_name, unknown_workloads
 
 WORKLOAD_KINDS = ("fft", "gemm", "llm", "noop")
 SHARING_MODES = ("timeslice", "mps", "mps-limited")  # mps-limited: MPS + CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
 ARRIVALS = ("closed", "poisson", "fixed")
+DESIGNS = ("warm", "fresh")  # warm: one process per tenant and mode runs every block; fresh: processes per block
 SLEEP_DISTS = ("fixed", "exp")  # fixed sleeps lock two cadences into a beat; exponential think times do not
 AUTO = "auto"  # iterations=auto: each tenant runs until its p99 is known to +-auto_rel_width (workers/kts_worker.py)
 DEFAULT_AUTO_REL_WIDTH = 0.10
@@ -167,6 +168,8 @@ class ExperimentParams:
     sleep_ms: dict[str, float] | None = None  # per workload, any workload (a real model, a plug-in): its sleep
     workload_params: dict[str, dict] | None = None  # per workload: the factory's params (model sizes, batch, ...)
     profile_iterations: int | None = None  # alone scenarios: iterations profiled (0: none; default PROFILE_ITERATIONS)
+    design: str | None = None  # "warm" (tenants stay, many short blocks) or "fresh" (processes per block); None: profile's
+    block_s: float | None = None  # warm design: each block's timed part lasts at least this many seconds
     label: str = ""
 
     @classmethod
@@ -290,6 +293,16 @@ class ExperimentSpec:
         return [s for s in self.scenarios if s.kind == kind]
 
 
+def keyed(mapping: dict[str, Any] | None, workload: str, default: Any = None) -> Any:
+    """A per-workload setting (``sleep_ms``, ``workload_params``) by either of the tenant's names: as the run names
+    the workload (``my_models:gpt2_serve``) or as every table names the tenant (``gpt2-serve``)."""
+    mapping = mapping or {}
+    for key in (workload, base_name(workload)):
+        if key in mapping:
+            return mapping[key]
+    return default
+
+
 def _tenant(kind: str, r: dict[str, Any], p: ExperimentParams, name: str | None = None) -> TenantSpec:
     size = r["fft_size"] if kind == "fft" else r["gemm_size"] if kind in ("gemm", "noop") else r["fft_size"]
     count = r.get(f"iterations_{kind}") or r["iterations"]
@@ -298,14 +311,14 @@ def _tenant(kind: str, r: dict[str, Any], p: ExperimentParams, name: str | None 
         name=name or kind, workload=kind, iterations=int(r["auto_max_iterations"] if auto else count),
         auto=auto, auto_rel_width=float(r["auto_rel_width"]), auto_time_cap_s=float(r["auto_time_cap_s"]),
         matrix_size=size,
-        sleep_ms=(p.sleep_ms or {}).get(kind, r.get(f"sleep_ms_{kind}", 0.0)), sleep_dist=r.get("sleep_dist") or "fixed", warmup=r["warmup"],
+        sleep_ms=keyed(p.sleep_ms, kind, r.get(f"sleep_ms_{kind}", 0.0)), sleep_dist=r.get("sleep_dist") or "fixed", warmup=r["warmup"],
         threads=r["threads"], arrival=p.arrival if kind == "fft" else "closed",
         rate_hz=p.rate_hz if kind == "fft" else 0.0, duration_s=p.duration_s if kind == "fft" else 0.0,
         mps_thread_percentage=(p.mps_thread_percentage.get(kind) if isinstance(p.mps_thread_percentage, dict)
                                else p.mps_thread_percentage),
         cpu_core=r.get("cpu_core"),
-        workload_params=json.dumps((p.workload_params or {})[kind], sort_keys=True)
-        if kind in (p.workload_params or {}) else "",
+        workload_params=json.dumps(keyed(p.workload_params, kind), sort_keys=True)
+        if keyed(p.workload_params, kind) is not None else "",
     )
 
 
@@ -358,6 +371,11 @@ def resolve(params: ExperimentParams, device_type: str) -> ExperimentSpec:
         name = base if counts[base] == 1 else f"{base}-{seen[base]}"
         tenants.append(_tenant(kind, r, params, name))
     profiled = PROFILE_ITERATIONS if params.profile_iterations is None else params.profile_iterations
+    if _warm(r, params):
+        r["repeats"] = params.repeats
+        r["sharing"] = list(params.sharing)
+        return ExperimentSpec(params=params, profile=profile, device=device_type, resolved=r,
+                              scenarios=_warm_blocks(tenants, params, r, profiled))
     blocks = _blocks(r, params)
     if blocks:
         r["repeats"] = params.repeats
@@ -416,6 +434,80 @@ def _blocks(r: dict[str, Any], params: ExperimentParams) -> int:
         r["design"] = (f"{b + 1} alone blocks around {b} shared blocks" if b else "one block a side")
     r["blocks"] = b
     return b
+
+
+def _warm(r: dict[str, Any], params: ExperimentParams) -> bool:
+    """Whether the run takes the warm design (``workers/kts_serve.py``): asked, or the profile's, and possible.
+
+    Possible on the local backend, for closed loops of fixed counts, without repeats, interim looks, the
+    contention matrix or MPS thread caps (a cap holds for a client's whole life, so its alone blocks would be
+    capped too); a design asked for where it is not possible is refused, one from the profile falls back to the
+    fresh one and ``resolved["design"]`` says why.
+    """
+    asked = params.design
+    if asked is not None and asked not in DESIGNS:
+        raise SpecError(f"design={asked!r}: choose one of {', '.join(DESIGNS)}")
+    if params.block_s is not None and not params.block_s > 0:
+        raise SpecError(f"block_s must be > 0 seconds, got {params.block_s}")
+    want = asked or r.get("design") or "fresh"
+    if want != "warm":
+        return False
+    autos = [k for k in ("iterations", "iterations_fft", "iterations_gemm", "iterations_llm") if _is_auto(r.get(k))]
+    clash = (f"backend={params.backend}" if params.backend != "local" else
+             f"repeats={params.repeats}" if params.repeats > 1 else f"{autos[0]}=auto" if autos else
+             f"shared_max_factor={float(r['shared_max_factor']):g}" if float(r["shared_max_factor"]) > 1 else
+             f"arrival={params.arrival}" if params.arrival != "closed" else "matrix=true" if params.matrix else
+             "sharing=mps-limited" if "mps-limited" in params.sharing else
+             "one tenant" if len(r["workloads"]) < 2 else None)
+    if clash:
+        if asked == "warm":
+            raise SpecError(f"design=warm needs the local backend, a fixed count, one repeat and two or more "
+                            f"tenants in closed loop; {clash} does not allow it")
+        r["design_kind"] = "fresh"
+        return False
+    b = int(params.blocks if params.blocks is not None else WARM_BLOCKS)
+    if b < 1:
+        raise SpecError(f"design=warm needs blocks >= 1, got {b}")
+    r.update(design_kind="warm", blocks=b, block_s=float(params.block_s or r.get("block_s") or WARM_BLOCK_S),
+             design=f"warm tenants: {b + 1} alone rounds around {b} shared blocks per sharing mode, each block "
+                    f"at least {float(params.block_s or r.get('block_s') or WARM_BLOCK_S):g} s and its share of "
+                    "the iterations")
+    return True
+
+
+def _warm_blocks(tenants: list[TenantSpec], params: ExperimentParams, r: dict[str, Any],
+                 profiled: int) -> tuple[ScenarioSpec, ...]:
+    """Per sharing mode: alone round 1, shared 1, alone round 2, ..., shared B, alone round B + 1; then, once per
+    run, the idle-neighbour control: the first tenant alone with its neighbours gone (``control-<t>-absent``),
+    right after its last alone block (neighbours resident and idle).
+
+    Names as the bracketed design's (``baseline-<t>-rK``, ``shared-rK``; MPS: ``baseline-mps-<t>-rK``,
+    ``shared-mps-rK``): the analysis pools and pairs the blocks by K. Under MPS the alone blocks run as MPS
+    clients with the server up (the processes are the mode's), so they carry the mode's sharing. A tenant's
+    ``iterations`` is then the minimum over each side: every block holds at least its share (alone: of B + 1,
+    shared: of B) and lasts at least ``block_s``; ``experiment.run_kind`` runs them by mode in warm sessions
+    (``backends.local.LocalBackend.run_warm``).
+    """
+    b = int(r["blocks"])
+
+    def share(t: TenantSpec, k: int) -> TenantSpec:
+        return replace(t, iterations=max(1, math.ceil(t.iterations / k)), mps_thread_percentage=None)
+
+    out: list[ScenarioSpec] = []
+    for m, mode in enumerate(params.sharing):
+        msuffix = "" if mode == "timeslice" else f"-{mode}"
+        for blk in range(b + 1):
+            out += [ScenarioSpec(f"baseline{msuffix}-{t.name}-r{blk + 1}", "baseline",
+                                 (replace(share(t, b + 1), profile_iterations=profiled),), mode, blk)
+                    for t in tenants]
+            if blk < b:
+                out.append(ScenarioSpec(f"shared{msuffix}-r{blk + 1}", "shared", tuple(share(t, b) for t in tenants),
+                                        mode, blk))
+        if m == 0:
+            first = tenants[0]
+            out.append(ScenarioSpec(f"control{msuffix}-{first.name}-absent", "control",
+                                    (replace(share(first, b + 1), profile_iterations=0),), mode, b))
+    return tuple(out)
 
 
 def _bracketed(tenants: list[TenantSpec], params: ExperimentParams, blocks: int,
@@ -515,10 +607,15 @@ def _validate(r: dict[str, Any], p: ExperimentParams) -> None:
     if bad:
         raise SpecError(f"unknown workload(s) {bad}; choose from fft, gemm, llm, llama-decode, bert, vit, train-step, "
                         "a factory as package.module:function, or a kts.workloads entry point")
+    names = set(r["workloads"]) | {base_name(w) for w in r["workloads"]}
     for key in ("sleep_ms", "workload_params"):
-        extra = sorted(set(getattr(p, key) or {}) - set(r["workloads"]))
+        extra = sorted(set(getattr(p, key) or {}) - names)
         if extra:
-            raise SpecError(f"{key} names {', '.join(extra)}, not among the workloads ({', '.join(r['workloads'])})")
+            raise SpecError(f"{key} names {', '.join(extra)}, not among the workloads ({', '.join(r['workloads'])}) "
+                            f"nor their tenants' names ({', '.join(sorted({base_name(w) for w in r['workloads']}))})")
+        both = [w for w in r["workloads"] if w != base_name(w) and {w, base_name(w)} <= set(getattr(p, key) or {})]
+        if both:
+            raise SpecError(f"{key} names {both[0]} twice: as {both[0]!r} and as {base_name(both[0])!r}; keep one")
     if any(v < 0 for v in (p.sleep_ms or {}).values()):
         raise SpecError(f"sleep_ms must be >= 0 for every workload, got {p.sleep_ms}")
     if p.profile_iterations is not None and p.profile_iterations < 0:

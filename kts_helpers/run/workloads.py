@@ -27,7 +27,7 @@ from kts_helpers.errors import SpecError
 from kts_helpers.run.environment import WORKER
 
 KIT_WORKLOADS = ("fft", "gemm", "llm", "noop")  # kts_worker.WORKLOADS
-REAL_MODELS = ("llama-decode", "bert", "vit", "train-step")  # kts_worker.REAL_MODELS (workers/kts_models.py)
+REAL_MODELS = ("llama-decode", "bert", "vit", "resnet", "train-step")  # kts_workload.REAL_MODELS (workers/)
 ENTRY_POINT_GROUP = "kts.workloads"  # kts_worker.ENTRY_POINT_GROUP
 _FACTORY = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 PREFLIGHT_TIMEOUT_S = 600.0  # a 1 B-parameter model builds in seconds on a GPU; a first CUDA start can take a minute

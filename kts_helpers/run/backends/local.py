@@ -148,6 +148,31 @@ class LocalBackend:
                 **{k: v for k, v in extra.items() if k != "sharing"},
             })
 
+    def run_warm(self, run: Run, scenarios: list[ScenarioSpec], *, timeout_s: float, block_s: float,
+                 progress: bool = True, pad_limit_s: float | None = None) -> list[ScenarioResult]:
+        """Run blocks of the warm design in order, one warm session per run of consecutive blocks of one sharing
+        mode (``backends.warm``): each tenant's worker starts once per session and serves every block of it."""
+        from kts_helpers.run.backends.warm import WarmSession
+
+        results: list[ScenarioResult] = []
+        i = 0
+        while i < len(scenarios):
+            mode = scenarios[i].sharing
+            group = []
+            while i < len(scenarios) and scenarios[i].sharing == mode:
+                group.append(scenarios[i])
+                i += 1
+            tenants: dict[str, TenantSpec] = {}
+            for s in sorted(group, key=lambda s: s.kind != "baseline"):  # alone specs first: they carry the profile
+                for t in s.tenants:
+                    tenants.setdefault(t.name, t)
+            with WarmSession(self, run, mode, list(tenants.values()), timeout_s=timeout_s, block_s=block_s,
+                             pad_limit_s=timeout_s if pad_limit_s is None else pad_limit_s,
+                             progress=progress) as session:
+                for s in group:
+                    results.append(session.run_block(s))
+        return results
+
     def _tenant_env(self, tenant: TenantSpec, barrier: Path, sharing_env: dict[str, str | None], *, pad: bool,
                     pad_limit_s: float, lead_in_s: float) -> dict[str, str]:
         env = dict(os.environ)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The warm-tenants batch on one H200 (issue 43), as run through the device tool: each argument names a run of the
+# table below; every run goes to $OUT/runs/<label>, its wall time to $OUT/times.tsv, and all of it back as one
+# tarball. Nothing here changes a GPU setting; MPS daemons are the kit's own (private pipe folders, always quit).
+#   bash bench/h200/warm_batch.sh rm-fresh-ts rm-warm-ts       # the real-model mix, both designs, time-slicing
+set -uo pipefail
+OUT=${OUT:-/tmp/kts-out}
+mkdir -p "$OUT/runs"
+export PYTHONUNBUFFERED=1
+if ! python3 -c 'import transformers' 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+RM="--set workloads=llama-decode,bert,resnet --set iterations=300"
+run() {  # label, then kts run arguments
+  local label=$1; shift
+  local t0; t0=$(date +%s.%N)
+  python3 -m kts_helpers run --device cuda --root "$OUT/runs" --run-id "$label" --label "$label" --quiet "$@" \
+    > "$OUT/$label.out" 2>&1
+  local rc=$?
+  echo -e "$label\t$rc\t$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")" | tee -a "$OUT/times.tsv"
+  tail -3 "$OUT/$label.out"
+}
+nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.max.sm,memory.used --format=csv > "$OUT/gpu.csv" 2>&1
+for what in "$@"; do
+  case $what in
+    rm-fresh-ts) run h200-2026-12-04-rm-fresh-ts --profile article $RM --set design=fresh --set blocks=2 ;;
+    rm-warm-ts)  run h200-2026-12-04-rm-warm-ts --profile article $RM ;;
+    rm-warm-mps) run h200-2026-12-04-rm-warm-mps --profile article $RM --set sharing=mps ;;
+    article)     run h200-2026-12-04-article-warm --profile article ;;
+    *) echo "unknown run $what" ;;
+  esac
+done
+(cd "$OUT/runs" && tar czf "$OUT/runs.tgz" . && rm -rf "$OUT/runs")

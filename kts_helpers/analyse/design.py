@@ -1,0 +1,150 @@
+"""The warm design's own checks: what its blocks cost, whether a resident idle neighbour changes "alone", and how
+an MPS client alone differs from a plain process alone.
+
+Why here and not in the verdict: these are the conditions the verdicts rest on. The warm design measures "alone"
+with the neighbours' processes resident and idle (their contexts and memory held, no work); that is "alone" only
+if an idle neighbour costs nothing, which was measured once on the H200 and which every warm run checks again on
+its own data (``control-<t>-absent``: the first tenant alone with its neighbours gone, right after its last alone
+block with them idle). Under MPS the mode's alone blocks are MPS clients with the server up; the run says how far
+that moves a tenant from a plain process alone (its time-slicing alone blocks), where it has both.
+
+The rule for a flag: the two blocks of the control differ by more than 5 % in median (or p99) *and* by more than
+any two consecutive alone blocks of the same tenant differ (the drift between moments that the run itself shows,
+which the control's two moments are subject to as well).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from kts_helpers.analyse.load import RunData
+from kts_helpers.run.logformat import PAD_PHASE
+
+MARGIN = 0.05  # a control difference below 5 % is not flagged, whatever the blocks say
+
+
+@dataclass(frozen=True)
+class Control:
+    """One tenant's idle-neighbour control, one phase and clock: absent against idle."""
+
+    tenant: str
+    phase: str
+    clock: str
+    n_idle: int
+    n_absent: int
+    p50_idle: float
+    p50_absent: float
+    p99_idle: float
+    p99_absent: float
+    drift: float  # the largest change of the block median between consecutive alone blocks (log scale)
+
+    @property
+    def p50_ratio(self) -> float:
+        return self.p50_absent / self.p50_idle if self.p50_idle > 0 else math.nan
+
+    @property
+    def p99_ratio(self) -> float:
+        return self.p99_absent / self.p99_idle if self.p99_idle > 0 else math.nan
+
+    @property
+    def flagged(self) -> bool:
+        changes = [abs(math.log(r)) for r in (self.p50_ratio, self.p99_ratio) if r > 0 and math.isfinite(r)]
+        return any(c > math.log1p(MARGIN) and c > self.drift for c in changes)
+
+    @property
+    def words(self) -> str:
+        what = ("**differs**: a resident idle neighbour changed this tenant's alone time beyond the run's own drift; "
+                "read its alone blocks with care" if self.flagged else "no difference beyond 5 % and the run's drift")
+        return (f"{self.tenant} ({self.phase}, {self.clock}): neighbours idle p50 {self.p50_idle:.3f} / p99 "
+                f"{self.p99_idle:.3f} ms (n = {self.n_idle}), absent {self.p50_absent:.3f} / {self.p99_absent:.3f} ms "
+                f"(n = {self.n_absent}): {self.p50_ratio:.3f}x / {self.p99_ratio:.3f}x; consecutive alone blocks "
+                f"moved up to {math.expm1(self.drift):.1%}: {what}")
+
+
+def _timed(data: RunData) -> pd.DataFrame:
+    it = data.iterations
+    it = it[it["phase"] != PAD_PHASE]
+    return it[it["in_overlap"].astype(bool)] if "in_overlap" in it else it
+
+
+def _block_medians(rows: pd.DataFrame, col: str) -> list[float]:
+    return [float(np.median(g[col])) for _, g in sorted(rows.groupby("repeat"), key=lambda kv: kv[0]) if len(g)]
+
+
+def controls(data: RunData) -> list[Control]:
+    """Every idle-neighbour control of the run (``control*-<t>-absent`` against the tenant's last alone block)."""
+    it = _timed(data)
+    out: list[Control] = []
+    for scen in data.manifest.scenarios:
+        if scen.kind != "control":
+            continue
+        tenant = scen.tenant_names[0]
+        absent = it[it["scenario"] == scen.name]
+        alone = it[(it["kind"] == "baseline") & (it["tenant"] == tenant) & (it["sharing"] == scen.sharing)]
+        if absent.empty or alone.empty:
+            continue
+        idle = alone[alone["repeat"] == alone["repeat"].max()]
+        for phase in dict.fromkeys(absent["phase"].astype(str)):
+            for clock, col in (("wall", "wall_ms"), ("device", "device_ms")):
+                a, i = absent[absent["phase"] == phase][col], idle[idle["phase"] == phase][col]
+                meds = _block_medians(alone[alone["phase"] == phase], col)
+                steps = [abs(math.log(b / a_)) for a_, b in zip(meds, meds[1:], strict=False) if a_ > 0 and b > 0]
+                if len(a) < 2 or len(i) < 2:
+                    continue
+                out.append(Control(tenant, phase, clock, len(i), len(a), float(np.median(i)), float(np.median(a)),
+                                   float(np.quantile(i, 0.99)), float(np.quantile(a, 0.99)),
+                                   max(steps) if steps else 0.0))
+    return out
+
+
+def mps_alone_table(data: RunData) -> pd.DataFrame:
+    """Per tenant and phase: its alone blocks as an MPS client against its plain alone blocks (block medians)."""
+    it = _timed(data)
+    alone = it[it["kind"] == "baseline"]
+    if not {"timeslice", "mps"} <= set(alone["sharing"].astype(str)):
+        return pd.DataFrame()
+    rows = []
+    for (tenant, phase), g in alone.groupby(["tenant", "phase"], sort=False):
+        plain = _block_medians(g[g["sharing"] == "timeslice"], "wall_ms")
+        client = _block_medians(g[g["sharing"] == "mps"], "wall_ms")
+        if not plain or not client:
+            continue
+        ratio = float(np.median(client) / np.median(plain))
+        rows.append({"tenant": tenant, "phase": phase, "plain_blocks": len(plain), "mps_client_blocks": len(client),
+                     "plain_p50_ms": float(np.median(plain)), "mps_client_p50_ms": float(np.median(client)),
+                     "ratio": ratio, "plain_block_range": f"{min(plain):.3f}-{max(plain):.3f}",
+                     "mps_client_block_range": f"{min(client):.3f}-{max(client):.3f}"})
+    return pd.DataFrame(rows)
+
+
+def cost_table(data: RunData) -> pd.DataFrame:
+    """What the design cost: per sharing mode and kind of block, the blocks, their wall time and timed iterations,
+    and the run's time outside blocks (processes starting, models building, profiling)."""
+    recs = data.manifest.records
+    it = _timed(data)
+    rows = []
+    for scen in data.manifest.scenarios:
+        rec = recs.get(scen.name)
+        if rec is None or scen.kind not in ("baseline", "shared", "control"):
+            continue
+        mine = it[it["scenario"] == scen.name]
+        rows.append({"sharing": scen.sharing, "kind": scen.kind, "scenario": scen.name,
+                     "seconds": (rec.ended_ns - rec.started_ns) / 1e9 if rec.ended_ns and rec.started_ns else math.nan,
+                     "timed": int(len(mine)), "started_ns": rec.started_ns, "ended_ns": rec.ended_ns})
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    out = frame.groupby(["sharing", "kind"], sort=False).agg(blocks=("scenario", "size"), seconds=("seconds", "sum"),
+                                                             timed_lines=("timed", "sum")).reset_index()
+    span = (frame["ended_ns"].max() - frame["started_ns"].min()) / 1e9
+    out.attrs["span_s"] = float(span)
+    out.attrs["outside_s"] = float(span - frame["seconds"].sum())
+    return out
+
+
+def is_warm(data: RunData) -> bool:
+    return data.manifest.spec.resolved.get("design_kind") == "warm"
