@@ -21,6 +21,8 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``run.probe`` — the time-slice probe's scenarios and the GEMM size calibrated to the GPU at hand
 * ``run.backends`` — ``Backend`` protocol and ``get_backend``; ``run.backends.base`` — the protocol and results
 * ``run.backends.local`` — tenants as processes on this host
+* ``run.backends.warm`` — the warm design: one process per tenant and sharing mode serves every block of it
+* ``run.backends.procs`` — what the local runners share about worker processes (progress, stopping, exit reasons)
 * ``run.backends.kubernetes`` — each scenario one Indexed Job on one GPU node:
 
   * ``run.backends.kubernetes.names`` — labels and names; which objects are the kit's own
@@ -57,6 +59,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``analyse.compare`` — beyond the article: sharing modes, contention matrix, LLM phases
 * ``analyse.collisions`` — launches while a neighbour was in flight: share with interval, waits with and without, the beat
 * ``analyse.hostspeed`` — the host's speed per iteration (the worker's probe) alone and shared, the contrast at equal speed
+* ``analyse.design`` — the warm design's own checks: what its blocks cost, the idle-neighbour control, MPS client alone
 * ``analyse.profiles`` — each tenant's alone profile beside its timed p50, and whether the profile left CUPTI attached
 * ``analyse.openloop`` — open-loop arrivals: offered vs achieved rate, response vs service time, overload
 * ``analyse.telemetry`` — telemetry read back, joined to iterations; the clock checks

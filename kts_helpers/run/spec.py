@@ -458,7 +458,7 @@ def _warm(r: dict[str, Any], params: ExperimentParams) -> bool:
              f"shared_max_factor={float(r['shared_max_factor']):g}" if float(r["shared_max_factor"]) > 1 else
              f"arrival={params.arrival}" if params.arrival != "closed" else "matrix=true" if params.matrix else
              "sharing=mps-limited" if "mps-limited" in params.sharing else
-             "one tenant" if len(r["workloads"]) < 2 else None)
+             "one tenant" if len(r["workloads"]) < 2 else "blocks=0" if params.blocks == 0 else None)
     if clash:
         if asked == "warm":
             raise SpecError(f"design=warm needs the local backend, a fixed count, one repeat and two or more "

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,8 @@ from typing import Any
 from kts_helpers.errors import BackendError, KtsError, TenantFailed
 from kts_helpers.fsutil import write_new
 from kts_helpers.run.backends.base import ScenarioResult, TenantResult
+from kts_helpers.run.backends.procs import EXIT_REASONS, Progress, check_same_gpu, stop_all, tail
+from kts_helpers.run.backends.warm import WarmSession
 from kts_helpers.run.corun import (
     DEFAULT_LEAD_IN_S,
     CoRunError,
@@ -31,9 +32,6 @@ from kts_helpers.run.corun import (
     Judge,
     LogFollower,
     LookAnswer,
-    TenantProgress,
-    gpu_mismatch,
-    read_meta,
 )
 from kts_helpers.run.environment import WORKER, detect_environment, resolve_device
 from kts_helpers.run.mps import MpsDaemon
@@ -43,46 +41,6 @@ from kts_helpers.run.telemetry import TelemetrySampler
 
 POLL_S = 0.1
 STOP_GRACE_S = 30.0  # SIGTERM -> the worker finishes its iteration; SIGKILL only if it hangs
-EXIT_REASONS = {3: "padded past its safety limit without being stopped (exit 3)",
-                143: "was stopped by SIGTERM before its timed iterations were complete (exit 143)"}
-
-
-class _Progress:
-    """Per-tenant progress bars (tqdm when installed, otherwise silent): timed KTS_APP lines as they land.
-
-    The total is the tenant's iterations times the operations per iteration its worker reports in
-    KTS_META (an llm iteration is one prefill and several decode steps); with iterations=auto there is
-    none (the worker decides when to stop), the bar counts up.
-    """
-
-    def __init__(self, scenario: ScenarioSpec, enabled: bool) -> None:
-        self.bars: dict[str, Any] = {}
-        self.iterations = {t.name: None if t.auto else t.iterations for t in scenario.tenants}  # auto: no total
-        self.sized: set[str] = set()
-        if not enabled:
-            return
-        try:
-            from tqdm.auto import tqdm  # optional: a bare GPU host runs without progress bars
-        except ImportError:
-            return
-        for i, t in enumerate(scenario.tenants):
-            self.bars[t.name] = tqdm(total=self.iterations[t.name], desc=f"{scenario.name}/{t.name}", position=i, leave=True,
-                                     unit="op", mininterval=0.5)
-
-    def update(self, tenant: str, watch: TenantProgress) -> None:
-        bar = self.bars.get(tenant)
-        if bar is None:
-            return
-        phases = watch.meta.get("phases_per_iteration")
-        if tenant not in self.sized and phases and self.iterations[tenant]:
-            bar.total = self.iterations[tenant] * int(phases)
-            self.sized.add(tenant)
-        if watch.timed > bar.n:
-            bar.update(watch.timed - bar.n)
-
-    def close(self) -> None:
-        for bar in self.bars.values():
-            bar.close()
 
 
 class LocalBackend:
@@ -152,8 +110,6 @@ class LocalBackend:
                  progress: bool = True, pad_limit_s: float | None = None) -> list[ScenarioResult]:
         """Run blocks of the warm design in order, one warm session per run of consecutive blocks of one sharing
         mode (``backends.warm``): each tenant's worker starts once per session and serves every block of it."""
-        from kts_helpers.run.backends.warm import WarmSession
-
         results: list[ScenarioResult] = []
         i = 0
         while i < len(scenarios):
@@ -195,7 +151,7 @@ class LocalBackend:
         barrier = Path(tempfile.mkdtemp(prefix="kts-barrier-"))
         procs: dict[str, subprocess.Popen] = {}
         handles = []
-        bars = _Progress(scenario, progress)
+        bars = Progress(scenario, progress)
         deadline = time.monotonic() + timeout_s
         pad = scenario.kind == "shared" and len(scenario.tenants) > 1
         # the lead-in is the same for a tenant alone and shared; calibration measures the tool, not a tenant
@@ -218,7 +174,7 @@ class LocalBackend:
             self._release_barrier(run, scenario, procs, barrier, deadline)
             codes = self._wait(run, scenario, procs, deadline, bars, timeout_s, watch, pad, looks)
         except BaseException:
-            _stop_all(procs)
+            stop_all(procs)
             raise
         finally:
             bars.close()
@@ -239,7 +195,7 @@ class LocalBackend:
             self._check_exits(run, scenario, procs)
             if time.monotonic() > limit:
                 late = [n for n in procs if not (barrier / f"ready-{n}").exists()]
-                raise TenantFailed(scenario.name, late[0], None, _tail(run.stderr_path(scenario.name, late[0])),
+                raise TenantFailed(scenario.name, late[0], None, tail(run.stderr_path(scenario.name, late[0])),
                                    reason="did not finish set-up and warm-up before the time limit")
             time.sleep(0.01)
         tmp = barrier / ".go.tmp"
@@ -250,11 +206,11 @@ class LocalBackend:
         for name, p in procs.items():
             code = p.poll()
             if code not in (None, 0):
-                raise TenantFailed(scenario.name, name, code, _tail(run.stderr_path(scenario.name, name)),
+                raise TenantFailed(scenario.name, name, code, tail(run.stderr_path(scenario.name, name)),
                                    reason=EXIT_REASONS.get(code, ""))
 
     def _wait(self, run: Run, scenario: ScenarioSpec, procs: dict[str, subprocess.Popen], deadline: float,
-              bars: _Progress, timeout_s: float, watch: CoRunWatch, pad: bool, looks: _Looks) -> dict[str, int]:
+              bars: Progress, timeout_s: float, watch: CoRunWatch, pad: bool, looks: _Looks) -> dict[str, int]:
         """Follow the logs until every tenant is done; in a shared scenario, stop the padders when it is safe."""
         followers = {name: LogFollower(run.log_path(scenario.name, name)) for name in procs}
         while True:
@@ -266,18 +222,18 @@ class LocalBackend:
             if all(p.poll() is not None for p in procs.values()):
                 return {n: p.returncode for n, p in procs.items()}
             if pad and watch.ready_to_stop():
-                _stop_all(procs, grace_s=STOP_GRACE_S)
+                stop_all(procs, grace_s=STOP_GRACE_S)
                 for name, follower in followers.items():
                     watch.feed(name, follower.read())
                 self._check_exits(run, scenario, procs)
                 return {n: p.returncode for n, p in procs.items()}
             overrun = watch.overrun() if pad else None
             if overrun:
-                _stop_all(procs, grace_s=STOP_GRACE_S)
+                stop_all(procs, grace_s=STOP_GRACE_S)
                 raise CoRunError(f"scenario {scenario.name!r}: {overrun}")
             if time.monotonic() > deadline:
                 slow = next(n for n, p in procs.items() if p.poll() is None)
-                raise TenantFailed(scenario.name, slow, None, _tail(run.stderr_path(scenario.name, slow)),
+                raise TenantFailed(scenario.name, slow, None, tail(run.stderr_path(scenario.name, slow)),
                                    reason=f"was still running at the {timeout_s:.0f}s time limit")
             time.sleep(POLL_S)
 
@@ -327,40 +283,3 @@ class _Looks:
             tmp.rename(self.barrier / f"answer-{tenant}-{p.look}")
             self.answered.setdefault(tenant, []).append({"n": p.look, "answer": word, "reading": said.reading,
                                                          "why": said.why})
-
-
-def check_same_gpu(run: Run, scenario: ScenarioSpec) -> None:
-    """Refuse a shared scenario whose tenants report different GPU UUIDs in their KTS_META lines."""
-    if scenario.kind != "shared":
-        return
-    problem = gpu_mismatch({t: read_meta(run.log_path(scenario.name, t)) for t in scenario.tenant_names})
-    if problem:
-        raise CoRunError(f"scenario {scenario.name!r}: {problem}")
-
-
-def _stop_all(procs: dict[str, subprocess.Popen], grace_s: float = 3.0) -> None:
-    """Terminate the given tenants' process groups (and only those), escalating to SIGKILL.
-
-    The worker ends its current iteration on SIGTERM and prints its line, so the grace period must
-    cover one iteration (a large GEMM or an llm iteration can take a second).
-    """
-    for p in procs.values():
-        if p.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(p.pid, signal.SIGTERM)
-    end = time.monotonic() + grace_s
-    for p in procs.values():
-        try:
-            p.wait(timeout=max(0.0, end - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        text = Path(path).read_bytes()[-8192:].decode("utf-8", "replace")
-    except FileNotFoundError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])

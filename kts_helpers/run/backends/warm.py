@@ -25,17 +25,15 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kts_helpers.errors import KtsError, TenantFailed
 from kts_helpers.fsutil import write_new
 from kts_helpers.run.backends.base import ScenarioResult, TenantResult
+from kts_helpers.run.backends.procs import EXIT_REASONS, Progress, check_same_gpu, stop_all, tail
 from kts_helpers.run.corun import CoRunError, CoRunWatch, LogFollower
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec, TenantSpec
-
-if TYPE_CHECKING:
-    from kts_helpers.run.backends.local import LocalBackend
 
 POLL_S = 0.02
 ITERATION_CAP = 1_000_000  # a warm block ends by time; the count is only a backstop
@@ -48,9 +46,10 @@ def _write(path: Path, text: str) -> None:
 
 
 class WarmSession:
-    """The resident workers of one sharing mode, and the blocks they run."""
+    """The resident workers of one sharing mode, and the blocks they run. ``backend``: the ``LocalBackend`` that owns
+    the session (its worker, python, lead-in, sharing and telemetry contexts; not imported here: it imports this)."""
 
-    def __init__(self, backend: LocalBackend, run: Run, mode: str, tenants: list[TenantSpec], *, timeout_s: float,
+    def __init__(self, backend: Any, run: Run, mode: str, tenants: list[TenantSpec], *, timeout_s: float,
                  pad_limit_s: float, block_s: float, progress: bool) -> None:
         self.backend, self.run, self.mode, self.tenants = backend, run, mode, tenants
         self.timeout_s, self.pad_limit_s, self.block_s, self.progress = timeout_s, pad_limit_s, block_s, progress
@@ -100,21 +99,19 @@ class WarmSession:
             self._check_alive(None)
             if time.monotonic() > limit:
                 late = next(n for n in self.procs if not (self.serve_dir / f"ready-{n}").exists())
-                raise TenantFailed(f"warm-{self.mode}", late, None, _tail(self.folder / f"{late}.stderr"),
+                raise TenantFailed(f"warm-{self.mode}", late, None, tail(self.folder / f"{late}.stderr"),
                                    reason="did not finish set-up and warm-up before the time limit")
             time.sleep(POLL_S)
 
     def _check_alive(self, scenario: ScenarioSpec | None, names: list[str] | None = None) -> None:
-        from kts_helpers.run.backends.local import EXIT_REASONS
-
         for name in names or list(self.procs):
             code = self.procs[name].poll()
             if code is not None:
                 where = scenario.name if scenario is not None else f"warm-{self.mode}"
                 stderr = (self.run.stderr_path(scenario.name, name) if scenario is not None
                           else self.folder / f"{name}.stderr")
-                tail = _tail(stderr) or _tail(self.folder / f"{name}.stderr")
-                raise TenantFailed(where, name, code, tail, reason=EXIT_REASONS.get(code, "left the warm session"))
+                said = tail(stderr) or tail(self.folder / f"{name}.stderr")
+                raise TenantFailed(where, name, code, said, reason=EXIT_REASONS.get(code, "left the warm session"))
 
     def dismiss(self, keep: list[str]) -> None:
         """Let every worker but ``keep`` quit (the idle-neighbour control needs them gone, not idle)."""
@@ -125,14 +122,10 @@ class WarmSession:
             try:
                 self.procs[n].wait(timeout=30)
             except subprocess.TimeoutExpired:
-                from kts_helpers.run.backends.local import _stop_all
-
-                _stop_all({n: self.procs[n]})
+                stop_all({n: self.procs[n]})
             del self.procs[n]
 
     def __exit__(self, *exc: object) -> None:
-        from kts_helpers.run.backends.local import _stop_all
-
         try:
             for n in self.procs:
                 with contextlib.suppress(OSError):
@@ -140,7 +133,7 @@ class WarmSession:
             end = time.monotonic() + 10
             while any(p.poll() is None for p in self.procs.values()) and time.monotonic() < end:
                 time.sleep(POLL_S)
-            _stop_all(self.procs)
+            stop_all(self.procs)
         finally:
             for h in self.handles:
                 h.close()
@@ -149,8 +142,6 @@ class WarmSession:
 
     # -- one block ----------------------------------------------------------------------------------------------
     def run_block(self, scenario: ScenarioSpec) -> ScenarioResult:
-        from kts_helpers.run.backends.local import _Progress, check_same_gpu
-
         run = self.run
         if scenario.kind == "control":
             self.dismiss([t.name for t in scenario.tenants])
@@ -162,7 +153,7 @@ class WarmSession:
         barrier = Path(tempfile.mkdtemp(prefix="kts-block-"))
         pad = scenario.kind == "shared" and len(names) > 1
         watch = CoRunWatch(names, pad_limit_s=self.pad_limit_s)
-        bars = _Progress(scenario, self.progress)
+        bars = Progress(scenario, self.progress)
         try:
             with self.backend._telemetry(log_dir, extra):
                 for t in scenario.tenants:
@@ -213,7 +204,7 @@ class WarmSession:
             self._check_alive(scenario, names)
             if time.monotonic() > limit:
                 late = next(n for n in names if not (barrier / f"ready-{n}").exists())
-                raise TenantFailed(scenario.name, late, None, _tail(self.folder / f"{late}.stderr"),
+                raise TenantFailed(scenario.name, late, None, tail(self.folder / f"{late}.stderr"),
                                    reason="did not take its block's command in time")
             time.sleep(0.005)
         _write(barrier / "go", str(time.time_ns() + 50_000_000))
@@ -233,9 +224,7 @@ class WarmSession:
                 codes = {n: int(p.read_text() or 0) for n, p in done.items()}
                 bad = next((n for n, c in codes.items() if c != 0), None)
                 if bad is not None:
-                    from kts_helpers.run.backends.local import EXIT_REASONS
-
-                    raise TenantFailed(scenario.name, bad, codes[bad], _tail(self.run.stderr_path(scenario.name, bad)),
+                                raise TenantFailed(scenario.name, bad, codes[bad], tail(self.run.stderr_path(scenario.name, bad)),
                                        reason=EXIT_REASONS.get(codes[bad], ""))
                 return
             self._check_alive(scenario, names)
@@ -249,14 +238,6 @@ class WarmSession:
             if time.monotonic() > deadline:
                 _write(barrier / "stop", "")
                 slow = next(n for n in names if not done[n].exists())
-                raise TenantFailed(scenario.name, slow, None, _tail(self.run.stderr_path(scenario.name, slow)),
+                raise TenantFailed(scenario.name, slow, None, tail(self.run.stderr_path(scenario.name, slow)),
                                    reason=f"was still running its block at the {self.timeout_s:.0f}s time limit")
             time.sleep(POLL_S)
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        text = Path(path).read_bytes()[-8192:].decode("utf-8", "replace")
-    except FileNotFoundError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])

@@ -1,0 +1,283 @@
+"""The warm design (issue 43): the layout of its blocks, the worker serving blocks on command, a whole warm run on
+CPU (one process per tenant for every block, time-bounded shared blocks, the idle-neighbour control), resume block
+by block, and the analysis' mode-matched alone blocks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kts_helpers.analyse import design
+from kts_helpers.analyse.load import load_run
+from kts_helpers.analyse.logparse import parse_file
+from kts_helpers.analyse.rules import match_baseline
+from kts_helpers.errors import SpecError
+from kts_helpers.run import experiment
+from kts_helpers.run.backends.local import WORKER, LocalBackend
+from kts_helpers.run.runs import create_run
+from kts_helpers.run.spec import ExperimentParams, resolve
+
+SHARED_TOOLS = Path(__file__).resolve().parents[2] / "shared" / "tools"
+
+
+def _spec(device: str = "cuda", **params):
+    return resolve(ExperimentParams.from_mapping(params), device)
+
+
+# -- the layout ------------------------------------------------------------------------------------------------
+def test_the_gpu_profiles_alternate_many_blocks_per_mode_with_mps_alone_blocks_of_their_own():
+    spec = _spec(profile="article", sharing="timeslice,mps")
+    names = [s.name for s in spec.scenarios]
+    assert spec.resolved["design_kind"] == "warm" and spec.resolved["blocks"] == 8
+    ts = names[: names.index("control-fft-absent") + 1]
+    assert ts[:6] == ["baseline-fft-r1", "baseline-gemm-r1", "shared-r1", "baseline-fft-r2", "baseline-gemm-r2",
+                      "shared-r2"]
+    assert ts[-3:] == ["baseline-fft-r9", "baseline-gemm-r9", "control-fft-absent"]
+    mps = [s for s in spec.scenarios if s.sharing == "mps"]
+    assert [s.name for s in mps][:3] == ["baseline-mps-fft-r1", "baseline-mps-gemm-r1", "shared-mps-r1"]
+    assert sum(s.kind == "shared" for s in mps) == 8 and sum(s.kind == "baseline" for s in mps) == 18
+    assert sum(s.kind == "control" for s in spec.scenarios) == 1  # once per run
+    # each block holds at least its share of the side's iterations: 800 alone over 9, shared over 8
+    assert {t.iterations for s in spec.scenarios if s.kind == "baseline" for t in s.tenants} == {89}
+    assert {t.iterations for s in spec.scenarios if s.kind == "shared" for t in s.tenants} == {100}
+    assert [s.repeat for s in spec.scenarios if s.name.startswith("shared-r")] == list(range(8))
+
+
+@pytest.mark.parametrize("extra, clash", [
+    ({"repeats": 2}, "repeats=2"), ({"sharing": "mps-limited", "mps_thread_percentage": 50}, "mps-limited"), ({"iterations": "auto"}, "auto"),
+    ({"backend": "kubernetes"}, "backend=kubernetes"), ({"matrix": True}, "matrix"),
+])
+def test_warm_asked_where_it_cannot_run_is_refused_and_the_profile_falls_back_saying_why(extra, clash):
+    with pytest.raises(SpecError, match=clash):
+        _spec(profile="article", design="warm", **extra)
+    spec = _spec(profile="article", **extra)
+    assert spec.resolved.get("design_kind") == "fresh" and not any(s.kind == "control" for s in spec.scenarios)
+
+
+def test_design_and_block_s_are_checked():
+    with pytest.raises(SpecError, match="design='tepid'"):
+        _spec(profile="article", design="tepid")
+    with pytest.raises(SpecError, match="block_s must be > 0"):
+        _spec(profile="article", block_s=0)
+    assert _spec(profile="article", block_s=3.5).resolved["block_s"] == 3.5
+    assert _spec("cpu", profile="cpu-quick").resolved.get("design_kind") != "warm"  # CPU profiles: asked for only
+
+
+def test_a_tenant_has_one_name_for_its_sleep_and_parameters():
+    by_table = _spec("cpu", profile="tiny", workloads="fft,my_models:make_gpt2_serve", sleep_ms={"gpt2-serve": 7.0},
+                     backend="kubernetes")
+    by_run = _spec("cpu", profile="tiny", workloads="fft,my_models:make_gpt2_serve",
+                   sleep_ms={"my_models:make_gpt2_serve": 7.0}, backend="kubernetes")
+    for spec in (by_table, by_run):
+        assert spec.scenario("baseline-gpt2-serve").tenants[0].sleep_ms == 7.0
+    with pytest.raises(SpecError, match="twice"):
+        _spec("cpu", profile="tiny", workloads="fft,my_models:make_gpt2_serve", backend="kubernetes",
+              sleep_ms={"gpt2-serve": 7.0, "my_models:make_gpt2_serve": 8.0})
+
+
+# -- the worker serving blocks ----------------------------------------------------------------------------------
+def _cmd(serve: Path, tmp: Path, tenant: str, k: int, block: str, **over) -> Path:
+    barrier = tmp / f"barrier-{block}"
+    barrier.mkdir()
+    cmd = {"block": block, "kind": "baseline", "log": str(tmp / f"{block}.log"), "stderr": str(tmp / f"{block}.err"),
+           "barrier": str(barrier), "block_s": 0.2, "min_iterations": 5, "iterations": 1_000_000, "lead_in_s": 0.0,
+           "pad": False, **over}
+    (serve / f".cmd-{tenant}-{k}.json.tmp").write_text(json.dumps(cmd))
+    (serve / f".cmd-{tenant}-{k}.json.tmp").rename(serve / f"cmd-{tenant}-{k}.json")
+    return barrier
+
+
+def _wait(path: Path, timeout_s: float = 60.0) -> None:
+    end = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < end, f"{path.name} never appeared"
+        time.sleep(0.02)
+
+
+def _go(barrier: Path, tenant: str) -> None:
+    _wait(barrier / f"ready-{tenant}")
+    (barrier / "go").write_text(str(time.time_ns()))
+
+
+def _serve(tmp_path: Path, **env) -> tuple[subprocess.Popen, Path]:
+    serve = tmp_path / "serve"
+    serve.mkdir()
+    proc = subprocess.Popen([sys.executable, str(WORKER), "--workload", "noop", "--tenant", "a", "--device", "cpu",
+                             "--sleep-ms", "2", "--warmup", "1", "--serve-dir", str(serve)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**__import__("os").environ, **env})
+    return proc, serve
+
+
+def test_one_worker_serves_blocks_on_command_each_in_its_own_log_and_quits(tmp_path):
+    proc, serve = _serve(tmp_path)
+    try:
+        _wait(serve / "ready-a")
+        for k, block in enumerate(("baseline-a-r1", "baseline-a-r2"), start=1):
+            _go(_cmd(serve, tmp_path, "a", k, block), "a")
+            _wait(serve / f"done-a-{k}")
+            assert (serve / f"done-a-{k}").read_text() == "0"
+        (serve / "quit-a").write_text("")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+    logs = [parse_file(tmp_path / f"baseline-a-r{k}.log") for k in (1, 2)]
+    metas = [p.meta[0] for p in logs]
+    assert [m["block"] for m in metas] == ["baseline-a-r1", "baseline-a-r2"]
+    assert metas[0]["pid"] == metas[1]["pid"] == proc.pid  # one process, both blocks: warm
+    for p in logs:
+        timed = p.frame[p.frame["phase"] != "pad"]
+        span_s = (timed["end_ns"].max() - timed["start_ns"].min()) / 1e9
+        assert len(timed) >= 5 and span_s >= 0.15  # bounded by time (0.2 s) and the minimum, not a count of 5
+        assert len(p.ends) == 1 and p.ends[0]["n"] == len(timed)
+    assert b"KTS_META" in proc.stdout.read()  # the process's own log: its set-up record
+
+
+def test_a_shared_block_times_until_every_tenant_reached_its_share_then_pads_until_stopped(tmp_path):
+    proc, serve = _serve(tmp_path)
+    try:
+        _wait(serve / "ready-a")
+        barrier = _cmd(serve, tmp_path, "a", 1, "shared-r1", kind="shared", pad=True, block_s=0.1, min_iterations=3)
+        (barrier / "ready-b").write_text("")  # a neighbour that printed its first line, not yet at its share
+        (barrier / "started-b").write_text("")
+        _go(barrier, "a")
+        time.sleep(1.0)
+        log = tmp_path / "shared-r1.log"
+        assert (barrier / "reached-a").exists() and b"KTS_END" not in log.read_bytes()  # still timing for b
+        (barrier / "reached-b").write_text("")
+        _wait(tmp_path / "shared-r1.log")
+        end = time.monotonic() + 20
+        while b"KTS_END" not in log.read_bytes():
+            assert time.monotonic() < end
+            time.sleep(0.02)
+        time.sleep(0.3)
+        assert not (serve / "done-a-1").exists()  # padding: its load stays on until the block is stopped
+        (barrier / "stop").write_text("")
+        _wait(serve / "done-a-1")
+        (serve / "quit-a").write_text("")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+    lines = log.read_bytes().splitlines()
+    end_at = next(i for i, ln in enumerate(lines) if ln.startswith(b"KTS_END"))
+    timed = [ln for ln in lines[:end_at] if ln.startswith(b"KTS_APP") and b",pad," not in ln]
+    assert len(timed) > 100  # it timed through the second it waited for b, far past its own 3
+    assert all(b",pad," in ln for ln in lines[end_at + 1:] if ln.startswith(b"KTS_APP"))
+
+
+def test_a_crash_mid_block_keeps_every_line_already_written(tmp_path):
+    proc, serve = _serve(tmp_path, KTS_CRASH_AFTER="7")
+    try:
+        _wait(serve / "ready-a")
+        _go(_cmd(serve, tmp_path, "a", 1, "baseline-a-r1", block_s=30, min_iterations=1000), "a")
+        assert proc.wait(timeout=60) != 0
+    finally:
+        proc.kill()
+    parsed = parse_file(tmp_path / "baseline-a-r1.log")
+    assert list(parsed.frame["iteration"]) == list(range(8)) and not (serve / "done-a-1").exists()
+
+
+# -- a whole warm run on CPU ------------------------------------------------------------------------------------
+WARM_TINY = {"profile": "tiny", "design": "warm", "blocks": 2, "block_s": 0.4, "calibrate_iterations": 0,
+             "iterations": 20, "sleep_ms_fft": 2.0, "sleep_ms_gemm": 2.0}
+
+
+def _make(root: Path, **params):
+    spec = resolve(ExperimentParams.from_mapping({**WARM_TINY, **params}), "cpu")
+    d = spec.to_dict()
+    d["backend_options"] = {}
+    return create_run(d, {"note": "test"}, root=root, run_id="w"), spec
+
+
+@pytest.fixture(scope="module")
+def warm_run(tmp_path_factory):
+    run, _spec = _make(tmp_path_factory.mktemp("warm"))
+    backend = LocalBackend("cpu", telemetry=False)
+    experiment.run_kind(run, "all", backend=backend, progress=False)
+    return run
+
+
+def test_every_block_of_a_warm_run_ran_in_one_process_per_tenant(warm_run):
+    m = warm_run.read()
+    assert [s.name for s in m.scenarios] == ["baseline-fft-r1", "baseline-gemm-r1", "shared-r1", "baseline-fft-r2",
+                                             "baseline-gemm-r2", "shared-r2", "baseline-fft-r3", "baseline-gemm-r3",
+                                             "control-fft-absent"]
+    assert all(m.record(s.name).status == "complete" for s in m.scenarios)
+    pids: dict[str, set[int]] = {}
+    for s in m.scenarios:
+        for t in s.tenant_names:
+            meta = parse_file(warm_run.log_path(s.name, t)).meta[0]
+            assert meta["block"] == s.name and meta["design"] == "warm"
+            pids.setdefault(t, set()).add(meta["pid"])
+    assert all(len(p) == 1 for p in pids.values()), pids
+    assert [p.name for p in (warm_run.path / "warm").iterdir()] == ["timeslice.1"]
+
+
+def test_a_warm_shared_block_wastes_no_co_running_iteration_and_every_timed_one_co_ran(warm_run):
+    data = load_run(warm_run.path)
+    shared = data.iterations[data.iterations["kind"] == "shared"]
+    assert shared["in_overlap"].all() and len(shared) > 0
+    for scen in ("shared-r1", "shared-r2"):
+        for t in ("fft", "gemm"):
+            lines = warm_run.log_path(scen, t).read_bytes().splitlines()
+            end_at = next(i for i, ln in enumerate(lines) if ln.startswith(b"KTS_END"))
+            timed = sum(1 for ln in lines[:end_at] if ln.startswith(b"KTS_APP") and b",pad," not in ln)
+            tail = sum(1 for ln in lines[end_at:] if ln.startswith(b"KTS_APP"))
+            assert timed >= 10 and tail <= max(10, timed // 5), (scen, t, timed, tail)  # padding: a few, not most
+    tool = SHARED_TOOLS / "corunning.py"
+    if tool.exists():  # the project's own cross-check, where ../shared sits beside the checkout
+        out = subprocess.run([sys.executable, str(tool), str(warm_run.path)], capture_output=True, text=True)
+        assert out.returncode == 0 and "100.0%" in out.stdout and "(9" not in out.stdout
+
+
+def test_the_control_block_ran_with_the_neighbours_gone_and_the_report_reads_it(warm_run):
+    m = warm_run.read()
+    ctrl = m.record("control-fft-absent")
+    last_idle = m.record("baseline-gemm-r3")
+    gemm_pid = parse_file(warm_run.log_path("baseline-gemm-r3", "gemm")).meta[0]["pid"]
+    fft_meta = parse_file(warm_run.log_path("control-fft-absent", "fft")).meta[0]
+    assert ctrl.started_ns >= last_idle.ended_ns and fft_meta["pid"] != gemm_pid
+    assert not Path(f"/proc/{gemm_pid}").exists() or b"kts_worker" not in Path(f"/proc/{gemm_pid}/cmdline").read_bytes()
+    data = load_run(warm_run.path)
+    checks = design.controls(data)
+    assert {(c.tenant, c.clock) for c in checks} == {("fft", "wall"), ("fft", "device")}
+    cost = design.cost_table(data)
+    assert set(cost["kind"]) == {"baseline", "shared", "control"} and cost.attrs["span_s"] > 0
+
+
+def test_resume_reruns_only_the_blocks_without_a_record(tmp_path):
+    run, spec = _make(tmp_path, blocks=1)
+    backend = LocalBackend("cpu", telemetry=False)
+    first = list(spec.scenarios[:2])
+    backend.run_warm(run, first, timeout_s=60, block_s=0.4, progress=False)
+    kept = {s.name: run.log_path(s.name, s.tenant_names[0]).read_bytes() for s in first}
+    cut = spec.scenarios[2]  # a block the client's death cut off: logs, no record
+    run.claim_scenario(cut.name)
+    run.log_path(cut.name, "fft").write_bytes(b"KTS_APP,v2,fft,fft,0,op,1,1,2,0.1,0.1\n")
+    experiment.resume_experiment(str(run.path), root=tmp_path, progress=False, backend=backend)
+    m = run.read()
+    assert all(m.record(s.name).status == "complete" for s in m.scenarios)
+    assert {s.name: run.log_path(s.name, s.tenant_names[0]).read_bytes() for s in first} == kept
+    assert any(i["scenario"] == cut.name for i in run.manifest()["interrupted"])
+
+
+# -- the analysis ----------------------------------------------------------------------------------------------
+def test_an_mps_shared_series_is_paired_with_the_mps_alone_blocks_where_the_run_has_them():
+    rows = pd.DataFrame({"tenant": ["fft"] * 3, "workload": ["fft"] * 3, "phase": ["op"] * 3,
+                         "sharing": ["timeslice", "mps", "timeslice"], "x": [1, 2, 3]})
+    assert list(match_baseline(rows, "fft", "fft", "op", "mps")["x"]) == [2]
+    assert list(match_baseline(rows, "fft", "fft", "op", "timeslice")["x"]) == [1, 3]
+    assert list(match_baseline(rows[rows["sharing"] != "mps"], "fft", "fft", "op", "mps")["x"]) == [1, 3]
+
+
+def test_the_idle_neighbour_control_flags_only_a_change_beyond_the_runs_own_drift():
+    base = dict(tenant="fft", phase="op", clock="wall", n_idle=500, n_absent=500, p99_idle=2.0, p99_absent=2.0)
+    assert not design.Control(**base, p50_idle=1.0, p50_absent=1.04, drift=0.0).flagged  # within 5 %
+    assert design.Control(**base, p50_idle=1.0, p50_absent=1.20, drift=0.05).flagged
+    assert not design.Control(**base, p50_idle=1.0, p50_absent=1.20, drift=float(np.log(1.3))).flagged
