@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The warm-tenants batch on one H200 (issue 43), as run through the device tool: each argument names a run of the
-# table below; every run goes to $OUT/runs/<label>, its wall time to $OUT/times.tsv, and all of it back as one
-# tarball. Nothing here changes a GPU setting; MPS daemons are the kit's own (private pipe folders, always quit).
+# table below; every run goes to $OUT/runs/<label>, its wall time to $OUT/times.tsv, and each run back as one
+# tarball, $OUT/<label>.tgz. Nothing here changes a GPU setting; MPS daemons are the kit's own (private pipe folders, always quit).
 #   bash bench/h200/warm_batch.sh rm-fresh-ts rm-warm-ts       # the real-model mix, both designs, time-slicing
 set -uo pipefail
 OUT=${OUT:-/tmp/kts-out}
@@ -19,6 +19,7 @@ run() {  # label, then kts run arguments
   local rc=$?
   echo -e "$label\t$rc\t$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")" | tee -a "$OUT/times.tsv"
   tail -3 "$OUT/$label.out"
+  (cd "$OUT/runs" && tar czf "$OUT/$label.tgz" "$label" && rm -rf "$label")  # each run back whole, even if a later one is cut off
 }
 nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.max.sm,memory.used --format=csv > "$OUT/gpu.csv" 2>&1
 for what in "$@"; do
@@ -30,4 +31,4 @@ for what in "$@"; do
     *) echo "unknown run $what" ;;
   esac
 done
-(cd "$OUT/runs" && tar czf "$OUT/runs.tgz" . && rm -rf "$OUT/runs")
+rmdir "$OUT/runs" 2>/dev/null || true
