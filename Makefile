@@ -36,7 +36,7 @@ LAB_ARGS    := $(if $(filter 0,$(shell id -u)),--allow-root) --KernelManager.tra
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_-]+:.*## /{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo; echo "  variables: PROFILE=article|saturating|cpu-quick|tiny DEVICE=auto|cpu|cuda RUN=<run dir>"
+	@echo; echo "  variables: PROFILE=article|saturating|cpu-quick|probe|tiny DEVICE=auto|cpu|cuda RUN=<run dir>"
 	@echo "             BACKEND=local|kubernetes LABEL=... SET='key=value ...' REPORT_DIR=$(REPORT_DIR)"
 	@echo "             IMAGE=$(IMAGE) K8S_CONTEXT K8S_NAMESPACE K8S_NODE_SELECTOR K8S_QUEUE K8S_RUNTIME_CLASS"
 	@echo "             K8S_ALLOCATION_POLICY KTS_DCGM_URL (kubernetes); KTS_BROWSER=<chrome> (make test)"
