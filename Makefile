@@ -86,7 +86,8 @@ report: $(STAMP) ## run setup -> baseline -> shared -> analysis with papermill a
 	$(K8S_ENV) $(PYTHON) -m kts_helpers report $(REPORT_ARGS)
 	@$(MKDOCS) -d $(abspath $(REPORT_DIR))/docs
 
-docs: $(STAMP) ## build the documentation site (docs/, mkdocs-material) into report/docs/: offline, search included
+docs: $(STAMP) ## regenerate the reference pages (parameters, CLI, modules) and build the documentation site into report/docs/: offline, search included
+	$(PYTHON) -m kts_helpers.docref --write
 	$(MKDOCS) -d $(abspath $(REPORT_DIR))/docs
 	@echo "kts: open $(abspath $(REPORT_DIR))/docs/index.html"
 
