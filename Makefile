@@ -32,12 +32,12 @@ MKDOCS      := NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build -q -f mkdocs.yml
 # JupyterLab refuses to run as root unless told; its kernels' sockets are CurveZMQ-encrypted.
 LAB_ARGS    := $(if $(filter 0,$(shell id -u)),--allow-root) --KernelManager.transport_encryption=auto
 
-.PHONY: help venv test test-all test-fast report run lab bench lint index image k8s-smoke probe teach docs
+.PHONY: help venv test test-all test-fast report run lab bench lint index image k8s-smoke probe teach docs plan summarize
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_-]+:.*## /{printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo; echo "  variables: PROFILE=article|saturating|cpu-quick|tiny DEVICE=auto|cpu|cuda RUN=<run dir>"
-	@echo "             BACKEND=local|kubernetes LABEL=... SET='key=value ...' REPORT_DIR=$(REPORT_DIR)"
+	@echo; echo "  variables: PROFILE=article|saturating|cpu-quick|probe|tiny DEVICE=auto|cpu|cuda RUN=<run dir>"
+	@echo "             BACKEND=local|kubernetes LABEL=... SET='key=value ...' REPORT_DIR=$(REPORT_DIR) ARGS='...' (plan, summarize)"
 	@echo "             IMAGE=$(IMAGE) K8S_CONTEXT K8S_NAMESPACE K8S_NODE_SELECTOR K8S_QUEUE K8S_RUNTIME_CLASS"
 	@echo "             K8S_ALLOCATION_POLICY KTS_DCGM_URL (kubernetes); KTS_BROWSER=<chrome> (make test)"
 
@@ -86,7 +86,8 @@ report: $(STAMP) ## run setup -> baseline -> shared -> analysis with papermill a
 	$(K8S_ENV) $(PYTHON) -m kts_helpers report $(REPORT_ARGS)
 	@$(MKDOCS) -d $(abspath $(REPORT_DIR))/docs
 
-docs: $(STAMP) ## build the documentation site (docs/, mkdocs-material) into report/docs/: offline, search included
+docs: $(STAMP) ## regenerate the reference pages (parameters, CLI, modules) and build the documentation site into report/docs/: offline, search included
+	$(PYTHON) -m kts_helpers.docref --write
 	$(MKDOCS) -d $(abspath $(REPORT_DIR))/docs
 	@echo "kts: open $(abspath $(REPORT_DIR))/docs/index.html"
 
@@ -124,6 +125,14 @@ k8s-smoke: $(STAMP) ## tiny experiment on the cluster of the current kubeconfig 
 
 probe: $(STAMP) ## measure the GPU's time slice and switch cost (GPU only, ~3 min): make probe [RUN=<probe run> to re-read]
 	$(PYTHON) -m kts_helpers probe $(if $(RUN),--run $(RUN)) $(if $(DEVICE),--device $(DEVICE))
+
+# kts's other commands without activating .venv: make plan ARGS='--capacity --from-run <run> --slo fft=1.0'.
+ARGS    ?=
+plan: $(STAMP) ## kts plan with ARGS='...': predict sharing from alone runs, how many replicas meet every goal
+	$(VENV)/bin/kts plan $(ARGS)
+
+summarize: $(STAMP) ## kts summarize with ARGS='--baseline <logs> --shared <logs> [--ci]': any KTS_APP logs
+	$(VENV)/bin/kts summarize $(ARGS)
 
 teach: $(STAMP) ## render the teaching notebook (time-slicing, MPS, waiting; RUN=, PROBE=, SET=) -> report/teaching-timeslice.html
 	$(PYTHON) -m kts_helpers teach $(if $(RUN),--run $(RUN)) $(if $(PROBE),--set 'probe_dir=$(PROBE)') \

@@ -6,6 +6,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 
 * ``run.spec`` — parameters, tenants and scenarios; the resolved ``ExperimentSpec``
 * ``run.profiles`` — the named profiles, each with the measurement that chose it
+* ``run.paramdocs`` — what each run parameter does, one line each: the parameter reference's words
 * ``run.looks`` — where a shared tenant's interim looks fall (``shared_max_factor``)
 * ``run.params`` — where parameters come in: ``--set``, notebook parameters, K8S_* settings
 * ``run.runs`` — immutable run directories, created atomically, never overwritten
@@ -90,6 +91,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``present.pipeline`` — papermill runs the notebooks, nbconvert renders the report
 * ``present.html`` — HTML rendering and ``report/index.html``
 * ``present.reference`` — the README's reference tables
+* ``present.progress`` — the progress line ``make report`` prints while its notebooks run the experiment
 
 **teaching** — the lesson (``make teach``), reading runs through the analyse wing:
 
@@ -106,7 +108,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 
 Shared by all: ``errors`` (one exception class per kind of failure), ``fsutil`` (atomic writes), ``diskcache``
 (derived results on disk, keyed by the source and input bytes); on top,
-``cli`` (``python -m kts_helpers`` / ``kts``) and ``k8s_smoke`` (``make k8s-smoke``: a tiny experiment against
+``cli`` (``python -m kts_helpers`` / ``kts``), ``docref`` (the docs' generated references) and ``k8s_smoke`` (``make k8s-smoke``: a tiny experiment against
 a real cluster). Importing the package is cheap: heavy dependencies load in the
 modules that need them.
 """

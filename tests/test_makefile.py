@@ -90,3 +90,10 @@ def test_make_test_exports_the_browser_it_found() -> None:
     fixed = re.compile(r"/usr/(?:local/)?bin/(?:chromium|chromium-browser|google-chrome)\b")
     assert [p.name for p in (REPO / "tests").glob("*.py") if p.name != "kts_browser.py"
             and fixed.search(p.read_text())] == []
+
+
+def test_help_lists_every_profile() -> None:
+    from kts_helpers.run.profiles import PROFILES
+
+    listed = re.search(r"PROFILE=(\S+)", _make("help")).group(1).split("|")
+    assert sorted(listed) == sorted(PROFILES)

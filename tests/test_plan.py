@@ -551,6 +551,10 @@ def test_the_article_mix_cannot_share_at_a_1_ms_fft_p99() -> None:
     assert two["timeslice"].p99_ms > 1.0 and two["mps"].p99_ms < 1.0
     assert "N is **1 under time-slicing and 2 under MPS**" in " ".join((REPO / "README.md").read_text().split())
     assert "N is **1 under time-slicing and 2 under MPS**" in " ".join((REPO / "docs/methods/planner.md").read_text().split())
+    # --configmap-out writes the best mode's ConfigMap: the README's example file is MPS's, and says so (issue 44)
+    assert answer.best_mode == "mps" and "kind: ConfigMap" in answer.configmap and "mps:" in answer.configmap
+    assert "so `plugin-config.yaml` is the MPS ConfigMap with `replicas: 2`" in " ".join(
+        (REPO / "README.md").read_text().split())
 
 
 # -- the mechanisms behind the sleepy-neighbour, thread-cap and common-start rows ----------------------------------

@@ -311,3 +311,17 @@ def test_the_lesson_words_an_interval_as_the_report_does() -> None:
                            "p50_ms": 0.6, "df": 2.0, "df_lo": -math.inf, "df_hi": 2.5}])
     row = reference.display_table(modes).iloc[0]
     assert "2.00 [≤ 2.50; no lower bound]" in " ".join(str(v) for v in row.values)
+
+
+def test_an_exercise_asks_first_and_keeps_its_answer_closed() -> None:
+    """Nothing is pre-filled: without a prediction the check says so and names where to write one; the model's
+    answer sits in a closed <details> under the question, with or without a prediction (issue 44)."""
+    row = waiting.example_row(waiting.layers(EXAMPLE)[0], "fft")
+    blank = exercises.dominant_wait(row, 0.3, 1000)
+    assert blank.prediction is None and blank.correct is None
+    text = blank.markdown()
+    assert "Your prediction: *none yet*" in text and "`predict_wait`" in text and "✔" not in text and "✘" not in text
+    question, answer = text.split("<details>", 1)
+    assert blank.answer not in question and f"**{blank.answer}**" in answer and answer.rstrip().endswith("</details>")
+    said = exercises.dominant_wait(row, 0.3, 1000, predict="placement").markdown()
+    assert "Your prediction: *placement*." in said.split("<details>", 1)[0] and "✔" in said.split("<details>", 1)[1]

@@ -25,8 +25,11 @@ body { max-width: 70rem; margin: 0 auto; }
 """
 
 
-def render_html(notebook: Path, out: Path) -> Path:
-    """nbconvert with code hidden; external scripts/styles dropped so the page is self-contained."""
+def render_html(notebook: Path, out: Path, title: str | None = None) -> Path:
+    """nbconvert with code hidden; external scripts/styles dropped so the page is self-contained.
+
+    ``title`` is the page's ``<title>`` (a browser tab, a bookmark, a search result): nbconvert would write the
+    notebook file's name, "Notebook" for an unnamed one, the same for every report. Default: the output's stem."""
     import nbformat  # nbconvert/nbformat: ~1 s to import, only rendering needs them
     from nbconvert import HTMLExporter  # nbconvert/nbformat: ~1 s to import, only rendering needs them
 
@@ -37,6 +40,10 @@ def render_html(notebook: Path, out: Path) -> Path:
     exporter.exclude_output_prompt = True
     body, _ = exporter.from_notebook_node(nb)
     body = _EXTERNAL.sub("", body).replace("</head>", PAGE_CSS + "</head>", 1)
+    page_title = html.escape(title or f"kts: {out.stem}")
+    body, n = re.subn(r"<title>.*?</title>", lambda _: f"<title>{page_title}</title>", body, count=1, flags=re.S)
+    if not n:
+        body = body.replace("</head>", f"<title>{page_title}</title></head>", 1)
     return atomic_write_text(out, body)
 
 

@@ -32,6 +32,10 @@ from kts_helpers.analyse.verdict import (
 )
 from kts_helpers.present.tables import fmt_ci
 
+# The documentation's pages a report links to, relative to it: `make report` builds the site into <report dir>/docs.
+METHODS_PAGE = "docs/methods/statistics.html"
+VERDICT_PAGE = "docs/guide/reading-a-verdict.html"
+
 
 def esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
@@ -271,8 +275,8 @@ def verdict_rule_text(margin: float = DEFAULT_MARGIN) -> str:
             f"shows a false slowdown in at most 2.5 % of runs; the further tables quote these words. A decided "
             f"verdict is sized by DF, or by the medians' ratio where the medians decided and moved further. Below {MIN_CORUNNING} co-running samples DF is not "
             f"read and the tail tests decide at a quarter of their weight; below {EXCEEDANCE_MIN_N} nothing decides. "
-            "Its false alarms and power are measured on the kit's generators, with drift (README, *Statistics*; "
-            "`make bench`).")
+            "Its false alarms and power are measured on the kit's generators, with drift (*Statistics* in the kit's "
+            f"documentation; `make bench`). What each word means, with an example: [Reading a verdict]({VERDICT_PAGE}).")
 
 
 def _intervals_text(n_resamples: int | None, method: str | None) -> str:
@@ -355,9 +359,6 @@ or its time or iteration cap was reached; its neighbours kept padding meanwhile.
 |---|---|---|---|---|---|---|
 {rows}"""
 
-
-# The documentation's methods page, relative to a report: `make report` builds the site into <report dir>/docs.
-METHODS_PAGE = "docs/methods/statistics.html"
 
 
 def methods(data: RunData, *, trim: int, clip: bool, n_resamples: int | None, method: str | None,

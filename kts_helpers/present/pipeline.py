@@ -24,6 +24,7 @@ from kts_helpers.analyse.rules import series_label
 from kts_helpers.analyse.summary import summarize_run, write_summary
 from kts_helpers.errors import KtsError
 from kts_helpers.fsutil import atomic_write_json
+from kts_helpers.present import progress
 from kts_helpers.present.html import render_html, write_index
 from kts_helpers.run.environment import probe_torch, resolve_device
 from kts_helpers.run.params import split_analysis, split_for_notebook
@@ -123,12 +124,13 @@ def build_report(params: dict[str, Any], *, run_dir: str | os.PathLike | None = 
         build = report_dir / "build" / run_id / stamp
         setup = {**split_for_notebook(params, pm.inspect_notebook(str(nb_dir / NOTEBOOKS[0]))),
                  "run_id": run_id, "runs_root": str(root)}
-        _execute(nb_dir / NOTEBOOKS[0], build / NOTEBOOKS[0], setup, workdir)
-        for name in NOTEBOOKS[1:3]:
-            _execute(nb_dir / name, build / name, {"run_dir": str(run_path)}, workdir)
+        with progress.watch(run_path):  # the notebooks' kernel prints nothing here: one line from the run dir
+            _execute(nb_dir / NOTEBOOKS[0], build / NOTEBOOKS[0], setup, workdir)
+            for name in NOTEBOOKS[1:3]:
+                _execute(nb_dir / name, build / name, {"run_dir": str(run_path)}, workdir)
     _execute(nb_dir / NOTEBOOKS[3], build / NOTEBOOKS[3],
              {"run_dir": str(run_path), "static_charts": True, **analysis}, workdir)
-    html_path = render_html(build / NOTEBOOKS[3], report_dir / f"{run_id}.html")
+    html_path = render_html(build / NOTEBOOKS[3], report_dir / f"{run_id}.html", title=f"kts report: {run_id}")
     write_entry(report_dir, run_path, html_path, build, analysis)
     write_index(report_dir)
     return html_path
@@ -141,7 +143,7 @@ def build_teaching(parameters: dict[str, Any] | None = None, *, report_dir: str 
     executed = report_dir / "build" / "teaching" / time.strftime("%Y%m%dT%H%M%S") / TEACHING
     _execute(Path(notebooks_dir).resolve() / TEACHING, executed, {"static_charts": True, **(parameters or {})},
              Path(cwd).resolve() if cwd else Path.cwd())
-    return render_html(executed, report_dir / "teaching-timeslice.html")
+    return render_html(executed, report_dir / "teaching-timeslice.html", title="kts lesson: time-slicing, MPS, waiting")
 
 
 def write_entry(report_dir: Path, run_path: Path, html_path: Path, build: Path,

@@ -2,7 +2,9 @@
 
 Why: a lesson that only shows results teaches less than one that first asks. Each check runs the model
 with the notebook's parameters (nothing here knows the answer in advance), classifies what it sees in
-the same words the student chose from, and says whether the prediction matched.
+the same words the student chose from, and says whether the prediction matched. A prediction left at
+``None`` (the notebook's default) is "none yet": nothing is pre-filled for the student, and the rendered answer
+sits in a closed ``<details>`` under the question, so a reader of the page predicts before opening it.
 """
 
 from __future__ import annotations
@@ -30,19 +32,28 @@ class Check:
     """One exercise: what was asked, predicted and found, and the model's numbers behind the answer."""
 
     question: str
-    prediction: str
+    prediction: str | None  # None: the student has not predicted yet
     answer: str
-    correct: bool
+    correct: bool | None  # None without a prediction
     explanation: str
     evidence: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+    parameter: str = "predict_*"  # where the student writes the prediction
 
     def markdown(self) -> str:
-        mark = "✔ your prediction matches" if self.correct else "✘ your prediction differs"
-        return (f"**{self.question}**\n\nYour prediction: *{self.prediction}*. The model: **{self.answer}** "
-                f"({mark}).\n\n{self.explanation}")
+        if self.prediction is None:
+            said = (f"Your prediction: *none yet*. Write it in `{self.parameter}` (the parameters cell, or "
+                    f"`make teach SET=\"{self.parameter.split(',')[0]}=...\"`) before you open the answer.")
+            mark = ""
+        else:
+            said = f"Your prediction: *{self.prediction}*."
+            mark = " (✔ your prediction matches)" if self.correct else " (✘ your prediction differs)"
+        return (f"**{self.question}**\n\n{said}\n\n<details><summary>The model's answer (open it once you have "
+                f"predicted)</summary>\n\nThe model: **{self.answer}**{mark}.\n\n{self.explanation}\n\n</details>")
 
 
-def _choice(value: str, choices: Sequence[str], what: str) -> str:
+def _choice(value: str | None, choices: Sequence[str], what: str) -> str | None:
+    if value is None:  # not predicted yet
+        return None
     v = str(value).strip().lower()
     if v not in choices:
         raise SimError(f"{what} must be one of {', '.join(repr(c) for c in choices)}, got {value!r}")
@@ -62,7 +73,7 @@ def change(before: float, after: float) -> str:
 
 
 def quantum_doubles(tenants: Sequence[SimTenant], quantum_ms: float, *, tenant: str = "fft",
-                    predict_p50: str = "unchanged", predict_p99: str = "grows", context_switch_ms: float = 0.0,
+                    predict_p50: str | None = None, predict_p99: str | None = None, context_switch_ms: float = 0.0,
                     duration_ms: float = 60_000.0, seed: int = 0, slice_timer: str = DEFAULT_SLICE_TIMER) -> Check:
     """What happens to a tenant's wall p50 and p99 when the quantum doubles? (simulated both ways)."""
     p50_guess, p99_guess = _choice(predict_p50, CHANGES, "predict_p50"), _choice(predict_p99, CHANGES, "predict_p99")
@@ -76,12 +87,14 @@ def quantum_doubles(tenants: Sequence[SimTenant], quantum_ms: float, *, tenant: 
     ev = pd.DataFrame(rows)
     a50, a99 = change(ev.p50_ms[0], ev.p50_ms[1]), change(ev.p99_ms[0], ev.p99_ms[1])
     return Check(f"If the quantum doubles ({quantum_ms:g} → {2 * quantum_ms:g} ms), what do the {tenant} tenant's "
-                 "wall p50 and p99 do?", f"p50 {p50_guess}, p99 {p99_guess}", f"p50 {a50}, p99 {a99}",
-                 (p50_guess, p99_guess) == (a50, a99),
+                 "wall p50 and p99 do?",
+                 None if p50_guess is None or p99_guess is None else f"p50 {p50_guess}, p99 {p99_guess}",
+                 f"p50 {a50}, p99 {a99}",
+                 None if p50_guess is None or p99_guess is None else (p50_guess, p99_guess) == (a50, a99),
                  f"Simulated: p50 {ev.p50_ms[0]:.3f} → {ev.p50_ms[1]:.3f} ms, p99 {ev.p99_ms[0]:.3f} → "
                  f"{ev.p99_ms[1]:.3f} ms. Only the kernels that land on a neighbour's slice wait, and they wait up "
                  "to one quantum: the tail moves with the quantum (by about the quantum's change, not by a factor), "
-                 "the median moves only if more than half of the kernels wait.", ev)
+                 "the median moves only if more than half of the kernels wait.", ev, "predict_p50, predict_p99")
 
 
 def clock_verdict(alone_p99: float, shared_p99: float) -> bool:
@@ -94,7 +107,7 @@ def _answer(sees_device: bool, sees_wall: bool) -> str:
 
 
 def which_clock(ts_tenants: Sequence[SimTenant], mps_tenants: Sequence[MpsTenant], *, quantum_ms: float,
-                tenant: str = "fft", mode: str = "mps", predict: str = "wall only", context_switch_ms: float = 0.0,
+                tenant: str = "fft", mode: str = "mps", predict: str | None = None, context_switch_ms: float = 0.0,
                 duration_ms: float = 60_000.0, seed: int = 0, slice_timer: str = DEFAULT_SLICE_TIMER) -> Check:
     """Which clock sees the neighbour under ``mode`` (``mps`` or ``timeslice``)? Both modes, both tenants shown."""
     guess = _choice(predict, CLOCK_ANSWERS, "predict_clock")
@@ -115,17 +128,17 @@ def which_clock(ts_tenants: Sequence[SimTenant], mps_tenants: Sequence[MpsTenant
         raise SimError(f"tenant {tenant!r} is not among the exercise's tenants")
     answer = str(mine["sees it"].iloc[0])
     return Check(f"Under {'MPS' if mode == 'mps' else 'time-slicing'}, which clock of the {tenant} tenant sees its "
-                 "neighbour?", guess, answer, guess == answer,
+                 "neighbour?", guess, answer, None if guess is None else guess == answer,
                  "Under MPS there is no wait before a kernel starts: it runs at once, slower, on shared SMs, so the "
                  "interference is inside its CUDA events and the wall clock just carries it. Under time-slicing a "
                  "short kernel waits before its first instruction (wall only), while a long one is preempted mid-way "
                  "and carries the neighbour's slice inside its events (device and wall). The table shows each case "
                  "as the models find it (a clock 'sees' the neighbour when its p99 grows by more than "
-                 f"{100 * SEES:.0f} %).", ev)
+                 f"{100 * SEES:.0f} %).", ev, "predict_clock")
 
 
 def dominant_wait(row: pd.Series, in_service_ms_per_request: float, requests: int, *,
-                  predict: str = "in service") -> Check:
+                  predict: str | None = None) -> Check:
     """Over a pod's life of ``requests`` requests, which kind of waiting dominates? (``waiting.budget``)."""
     guess = _choice(predict, waiting.KINDS, "predict_wait")
     table = waiting.budget(row, in_service_ms_per_request, requests)
@@ -134,16 +147,16 @@ def dominant_wait(row: pd.Series, in_service_ms_per_request: float, requests: in
     startup = float(row["startup_s"]) if pd.notna(row["startup_s"]) else 0.0
     return Check(f"The {row['tenant']} tenant's pod took {startup:g} s from scheduling to a running container "
                  f"(image pull and start-up) and serves {requests:g} requests. Which kind of waiting dominates its "
-                 "life?", guess, answer, guess == answer,
+                 "life?", guess, answer, None if guess is None else guess == answer,
                  f"Admission and placement are paid once per pod ({float(row['admission_s']) + float(row['placement_s']):g} s "
                  f"here); the time-slice wait is paid on every request ({in_service_ms_per_request:.3f} ms each). "
                  f"The in-service wait overtakes the one-off waits after about {even:,.0f} requests. A slow image "
                  "pull is fixed on the node (a pre-pulled or smaller image), not by a quota or the time slice.",
-                 table)
+                 table, "predict_wait")
 
 
 
-def how_many_replicas(run_dir: str, predict: int, *, slo_ms: dict[str, float] | None = None,
+def how_many_replicas(run_dir: str, predict: int | None, *, slo_ms: dict[str, float] | None = None,
                       max_slow_share: float | None = None) -> Check:
     """How many pods of this run's workloads (filled in turn) can share the GPU and still meet the goal?
 
@@ -151,15 +164,15 @@ def how_many_replicas(run_dir: str, predict: int, *, slo_ms: dict[str, float] | 
     from the run's alone baselines and the GPU's probe; the answer is the largest N under time-slicing.
     """
 
-    if isinstance(predict, bool) or not isinstance(predict, int) or predict < 0:
+    if predict is not None and (isinstance(predict, bool) or not isinstance(predict, int) or predict < 0):
         raise SimError(f"predict_replicas must be a whole number of pods >= 0, got {predict!r}")
     answer = capacity_of_run(run_dir, slo_ms=slo_ms, max_slow_share=max_slow_share)
     n_ts, n_mps = answer.largest["timeslice"], answer.largest["mps"]
     goals = "; ".join(g.text() for g in answer.goals)
     return Check(f"How many replicas can this mix ({', '.join(answer.mix)}, filled in turn) take with {goals}?",
-                 str(predict), str(n_ts), predict == n_ts,
+                 None if predict is None else str(predict), str(n_ts), None if predict is None else predict == n_ts,
                  f"The planner predicts every pod's wall p50/p99 for N = 1..{max(r.n for r in answer.rows)} from the "
                  f"alone runs and the GPU's probe: under time-slicing N = {n_ts} meets the goal, under MPS (each pod "
                  f"capped at 100/N % of the SMs, as the device plugin does) N = {n_mps}. A pod waits for the others' "
                  "slices (time-slicing) or runs on fewer SMs (MPS): the short tenant's p99 is what breaks first.",
-                 capacity_frame(answer))
+                 capacity_frame(answer), "predict_replicas")

@@ -1,0 +1,87 @@
+"""What ``make report`` prints while its notebooks run (``present.progress``), and the report's page title."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from kts_helpers.present import progress
+
+
+def _run(tmp_path: Path, done: dict[str, int], complete: tuple[str, ...] = (), calibrated: bool = True) -> Path:
+    """A run directory as the runner leaves it mid-way: the manifest's plan, records, and tenants' logs so far."""
+    plan = [{"name": "baseline-fft", "tenants": [{"name": "fft", "iterations": 100, "sleep_ms": 10.0}]},
+            {"name": "baseline-gemm", "tenants": [{"name": "gemm", "iterations": 100, "sleep_ms": 10.0}]},
+            {"name": "shared", "tenants": [{"name": "fft", "iterations": 100, "sleep_ms": 10.0},
+                                           {"name": "gemm", "iterations": 100, "sleep_ms": 10.0}]}]
+    manifest = {"spec": {"scenarios": plan}, "scenarios": {n: {"status": "complete"} for n in complete},
+                "calibration": {"floor_ms": 0.01} if calibrated else {}}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    for key, n in done.items():
+        scenario, tenant = key.split("/")
+        log = tmp_path / "logs" / scenario / f"{tenant}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        lines = [f"KTS_APP,v2,{tenant},{tenant},{i},pad,1,1,2,0.1,0.1" for i in range(3)]  # padding: not counted
+        lines += [f"KTS_APP,v2,{tenant},{tenant},{i},op,1,1,2,0.1,0.1" for i in range(n)]
+        lines += [f"KTS_APP,v2,{tenant},{tenant},{i},pad,1,1,2,0.1,0.1" for i in range(3, 150)]  # its own counter
+        log.write_text("KTS_META,v2,{}\n" + "\n".join(lines) + "\n")
+    return tmp_path
+
+
+def test_the_line_names_the_scenario_its_iterations_and_the_time_left(tmp_path: Path) -> None:
+    run = _run(tmp_path, {"baseline-fft/fft": 100, "baseline-gemm/gemm": 100, "shared/fft": 80, "shared/gemm": 40},
+               complete=("baseline-fft", "baseline-gemm"))
+    p = progress.RunWatcher(run).read()
+    assert (p.scenario, p.index, p.total, p.done, p.planned) == ("shared", 3, 3, 40, 100)  # the slower tenant
+    assert p.fraction == pytest.approx((1 + 1 + 0.4) / 3)  # equal weights: each scenario 100 x (10 + 1) ms
+    line = progress.progress_line(p, elapsed_s=288.0)  # 80 % done in 288 s: 72 s to go
+    assert line == "kts: shared (scenario 3 of 3): 40 of 100 iterations · about 1 min 12 s left"
+
+
+def test_the_logs_are_read_on_from_where_they_were_left(tmp_path: Path) -> None:
+    run = _run(tmp_path, {"baseline-fft/fft": 10})
+    watcher = progress.RunWatcher(run)
+    assert watcher.read().done == 10
+    log = run / "logs" / "baseline-fft" / "fft.log"
+    with log.open("a") as f:
+        f.write("KTS_APP,v2,fft,fft,10,op,1,1,2,0.1,0.1\nKTS_APP,v2,fft,fft,11,op,1,1,")  # a line half written
+    assert watcher.read().done == 11
+    with log.open("a") as f:
+        f.write("2,0.1,0.1\n")
+    assert watcher.read().done == 12 and watcher.logs[log].offset == log.stat().st_size
+
+
+def test_before_the_first_scenario_and_after_the_last(tmp_path: Path) -> None:
+    assert progress.RunWatcher(tmp_path).read() is None  # no manifest yet: nothing is printed
+    run = _run(tmp_path, {}, calibrated=False)
+    assert progress.progress_line(progress.RunWatcher(run).read(), 3.0) == "kts: calibration (scenario 1 of 3)"
+    run = _run(tmp_path, {}, complete=("baseline-fft", "baseline-gemm", "shared"))
+    assert progress.progress_line(progress.RunWatcher(run).read(), 150.0) == (
+        "kts: every scenario done after 2 min 30 s; analysing and rendering the report")
+
+
+def test_watch_prints_a_line_every_so_often_off_a_terminal(tmp_path: Path) -> None:
+    run = _run(tmp_path, {"baseline-fft/fft": 50})
+    out = io.StringIO()
+    with progress.watch(run, stream=out, interval_s=0.01, every_s=3600):
+        time.sleep(0.1)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("kts: baseline-fft (scenario 1 of 3): 50 of 100 iterations")
+    assert len(lines) == 1 and "\r" not in out.getvalue()  # one line, not one per read (nor a repeat at the end)
+
+
+def test_a_report_page_has_a_title_of_its_own(tmp_path: Path) -> None:
+    import nbformat
+
+    from kts_helpers.present.html import render_html
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# A report")])
+    src = tmp_path / "03-analysis.ipynb"
+    nbformat.write(nb, str(src))
+    html = render_html(src, tmp_path / "run-1.html", title="kts report: run-1").read_text()
+    assert html.count("<title>") == 1 and "<title>kts report: run-1</title>" in html and "<title>Notebook" not in html
+    assert "<title>kts: run-2</title>" in render_html(src, tmp_path / "run-2.html").read_text()
