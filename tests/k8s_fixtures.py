@@ -198,6 +198,10 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     log: list[Any] = attrs.field(factory=list)  # every request, for the tests' assertions
     # RBAC for the kit's requests (not kmock's, which play the controllers): None lets everything through
     rbac: dict[str, set[tuple[str, str, str]]] | None = None
+    # the namespace the Role is bound in (manifests/base: kts); a Role's rules hold there only, as the API server's
+    # RBAC authorizer visits only the RoleBindings of the request's namespace (kubernetes
+    # plugin/pkg/auth/authorizer/rbac/rbac.go, RBACAuthorizer.Authorize -> VisitRulesFor(user, namespace))
+    rbac_namespace: str = NS
     forbidden: list[tuple[str, str, str, str | None]] = attrs.field(factory=list)  # what RBAC refused
     default_local_queue: bool = False  # Kueue's LocalQueueDefaulting with a LocalQueue named "default"
     _rv: int = 0
@@ -221,7 +225,8 @@ class ClusterEmulator(kmock.KubernetesEmulator):
                 request.headers.get("User-Agent", "")).startswith("kmock/"):
             resource = request.resource.plural + (f"/{request.subresource}" if request.subresource else "")
             key = (request.resource.group, resource, request_verb(request))
-            allowed = key in self.rbac["ClusterRole"] or (request.namespace is not None and key in self.rbac["Role"])
+            allowed = key in self.rbac["ClusterRole"] or (request.namespace == self.rbac_namespace
+                                                          and key in self.rbac["Role"])
             if not allowed:
                 self.forbidden.append((*key, request.namespace))
                 where = f'in the namespace "{request.namespace}"' if request.namespace else "at the cluster scope"

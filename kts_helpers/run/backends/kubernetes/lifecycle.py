@@ -108,6 +108,8 @@ class ScenarioHost(Protocol):
 PAD_CHECK_S = 0.25  # while tenants pad or say ready, look at their logs this often (logs do not wake the watch)
 HOLDING_RE = re.compile(rb"^kts_placeholder: holding index=\d+ gpu=(\S*)", re.M)
 STRANGER_LOOK_S = 5.0  # how often other GPU pods on the node are looked for while the scenario runs
+# a placeholder the scheduler cannot place for this long fails the scenario, by name: its replica is someone else's
+PLACEHOLDER_PENDING_S = 30.0
 
 
 @dataclass
@@ -342,6 +344,9 @@ class ScenarioRun:
                         return Failure(t, None, self._unschedulable_reason(pods[t], st, now - pending_since[t]))
                 else:
                     pending_since.pop(t, None)
+            stuck = self._stuck_placeholder(pending_since, now)
+            if stuck:
+                return Failure(self._open(states), None, stuck)
             if outcome.state == "running" and any(t not in pods for t in self.tenants):
                 no_pod_since = now if no_pod_since is None else no_pod_since
                 if now - no_pod_since >= 2 * self.b.poll_s:
@@ -492,6 +497,30 @@ class ScenarioRun:
         for ev in self.api.list_events("Job", self.name):
             if ev.get("reason") == "FailedCreate":
                 return str(ev.get("message") or "FailedCreate").splitlines()[0][:300]
+        return ""
+
+    def _stuck_placeholder(self, pending_since: dict[str, float], now: float) -> str:
+        """A placeholder the scheduler cannot place: another pod holds a replica of the measured GPU, named with
+        the scheduler's own words, after ``PLACEHOLDER_PENDING_S`` (not the 30-minute ``ready_timeout_s``).
+
+        Why fail: the kit's pods are pinned to the node and the placeholders ask for exactly the replicas the
+        tenants leave free, so "Insufficient nvidia.com/gpu" for one of them means a pod the kit may not see
+        (another namespace, under the namespaced Role) holds one; the barrier would wait for it in silence."""
+        for idx, pod in sorted(self.holders.items()):
+            key = f"placeholder {idx}"
+            st = pod_state(pod)
+            if not st.unschedulable:
+                pending_since.pop(key, None)
+                continue
+            pending_since.setdefault(key, now)
+            waited = now - pending_since[key]
+            if waited >= min(PLACEHOLDER_PENDING_S, self.b.schedule_timeout_s):
+                name = (pod.get("metadata") or {}).get("name", key)
+                where = "any namespace" if self.b.cluster_pod_list else f"namespace {self.b.namespace}"
+                return (f"placeholder {name} stayed Pending for {waited:.0f} s: {st.unschedulable.strip()}; another "
+                        f"pod holds a replica of node {self.node.name}'s GPU (none seen in {where}: it may be in "
+                        "another namespace), so the measured GPU cannot be held whole; the scenario cannot run "
+                        "alone on it (free the node, or choose another)")
         return ""
 
     def _unschedulable_reason(self, pod: Mapping[str, Any], st: PodState, waited: float) -> str:

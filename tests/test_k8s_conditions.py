@@ -1,0 +1,87 @@
+"""Kubernetes that proves its conditions (issue #45), against the emulated cluster (tests/k8s_fixtures).
+
+Each test makes the emulator behave as the upstream component does (the source is named in the test) and
+fails when the fix it names is removed:
+
+* a foreign GPU pod on the node, unseen under the namespaced Role, keeps a placeholder Pending: the run ends
+  within a minute, naming the placeholder and the scheduler's reason (not after the 30-minute ready timeout);
+* a Role grants nothing outside its namespace (the emulator's RBAC is scoped as the API server's is);
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from k8s_fixtures import (
+    RBAC_FILE,
+    FakeCluster,
+    emulated_cluster,
+    gpu_node,
+    make_run,
+    rbac_rules,
+    run_scenario,
+)
+
+from kts_helpers.errors import TenantFailed
+from kts_helpers.run.backends.kubernetes.api import KubeForbidden
+
+pytestmark = pytest.mark.timeout(150)
+PODS, JOBS = "v1/pods", "batch/v1/jobs"
+
+
+@pytest.fixture
+async def cluster() -> Any:
+    async with emulated_cluster() as fc:
+        yield fc
+
+
+def _role_only(fc: FakeCluster) -> None:
+    """RBAC enforced with manifests/base's Role alone (no ClusterRole): the default least-privilege identity."""
+    fc.km.rbac = {"Role": rbac_rules(RBAC_FILE)["Role"], "ClusterRole": set()}
+
+
+# ------------------------------------------------------------------------------ exclusivity without a cluster read
+
+async def test_a_foreign_gpu_pod_ends_the_run_within_a_minute_naming_the_pending_placeholder(
+        cluster: FakeCluster, tmp_path: Path) -> None:
+    """Another team's GPU pod runs on the node in its own namespace; the kit has the namespaced Role only, so its
+    look for strangers cannot see it. The placeholders ask for the replicas the tenants leave free: one finds
+    none and stays Pending with the scheduler's "Insufficient nvidia.com/gpu" (kube-scheduler's NodeResourcesFit
+    plugin, pkg/scheduler/framework/plugins/noderesources/fit.go: ``"Insufficient " + resource``). The run ends
+    within a minute of the fake clock, naming the placeholder pod and the scheduler's reason, with the default
+    schedule and ready timeouts. Fails when only tenants are checked for a stuck Pending (the barrier then waits
+    for the placeholder until ready_timeout_s: 1800 s, "tenant 'fft' not ready ... last state: running")."""
+    cluster.add_node(gpu_node("gpu-1"))
+    await cluster.add_foreign_pod("them", "their-training", "gpu-1")  # holds 1 of the 4 replicas, unseen
+    _role_only(cluster)
+    run, spec = make_run(tmp_path)
+    backend = cluster.backend(node_name="gpu-1", gpu_replicas=4, schedule_timeout_s=300.0, ready_timeout_s=1800.0)
+    t0 = cluster.clock.t
+    with pytest.raises(TenantFailed, match=r"placeholder kts-shared-\S+-3-\S+ stayed Pending for \d+ s: 0/1 nodes "
+                                           r"are available: 1 Insufficient nvidia\.com/gpu.*another pod holds a "
+                                           r"replica of node gpu-1's GPU \(none seen in namespace kts"):
+        await run_scenario(backend, run, spec.scenario("shared"), 120.0)
+    assert cluster.clock.t - t0 < 60.0, cluster.clock.t - t0
+    rec = run.manifest()["scenarios"]["shared"]
+    assert rec["status"] == "failed" and "Insufficient nvidia.com/gpu" in rec["reason"]
+    assert cluster.km.forbidden and all(f[1] == "nodes" for f in cluster.km.forbidden)  # it never saw the stranger
+
+
+async def test_a_role_grants_nothing_outside_its_namespace(cluster: FakeCluster, tmp_path: Path) -> None:
+    """The emulator scopes a Role to the namespace it is bound in, as the API server's RBAC authorizer does
+    (kubernetes plugin/pkg/auth/authorizer/rbac/rbac.go: ``Authorize`` visits the rules of the request's
+    namespace only): Leases in another namespace, with the ``kts`` Role alone, are refused (403) and the
+    error names that namespace. Fails with an emulator whose Role holds in every namespace (the run then took
+    Leases in namespace 'elsewhere' that a real API server refuses)."""
+    cluster.add_node(gpu_node("gpu-1"))
+    _role_only(cluster)
+    run, spec = make_run(tmp_path)
+    backend = cluster.backend(node_name="gpu-1", gpu_replicas=4, lease_namespace="elsewhere")
+    with pytest.raises(KubeForbidden, match=r"forbids '(get|create)' on 'leases.coordination.k8s.io' in namespace "
+                                            r"'elsewhere'"):
+        await run_scenario(backend, run, spec.scenario("shared"), 120.0)
+    assert any(f[1] == "leases" and f[3] == "elsewhere" for f in cluster.km.forbidden)
+    assert not cluster.live(JOBS)  # refused before anything was submitted
+
