@@ -6,6 +6,7 @@ fails when the fix it names is removed:
 * a foreign GPU pod on the node, unseen under the namespaced Role, keeps a placeholder Pending: the run ends
   within a minute, naming the placeholder and the scheduler's reason (not after the 30-minute ready timeout);
 * a Role grants nothing outside its namespace (the emulator's RBAC is scoped as the API server's is);
+* Kueue's "Pending" messages of the versions that never send ``NoMatchingFlavor`` are blocked, quoted;
 """
 
 from __future__ import annotations
@@ -84,4 +85,50 @@ async def test_a_role_grants_nothing_outside_its_namespace(cluster: FakeCluster,
         await run_scenario(backend, run, spec.scenario("shared"), 120.0)
     assert any(f[1] == "leases" and f[3] == "elsewhere" for f in cluster.km.forbidden)
     assert not cluster.live(JOBS)  # refused before anything was submitted
+
+
+# ------------------------------------------------------------------------------ Kueue as each version answers
+
+# Kueue's words, from pkg/scheduler/flavorassigner/flavorassigner.go of each version (``Assignment.Message``:
+# "couldn't assign flavors to pod set <name>: " + the reasons joined with ", "; a batch Job's pod set is "main";
+# a taint is printed by corev1 ``Taint.ToString``: key=value:Effect); the condition's reason is "Pending"
+# (scheduler.go: ``UnsetQuotaReservationWithCondition(..., "Pending", ...)`` up to v0.18, and v0.19's
+# ``UnadmittedWorkloadReasonWithFallback`` with the UnadmittedWorkloadsObservability gate off, its v0.19 default).
+OLD_KUEUE = [
+    ("v0.9.0", "couldn't assign flavors to pod set main: flavor gpu doesn't match node affinity"),
+    ("v0.14.0", "couldn't assign flavors to pod set main: flavor h100 doesn't match node affinity, flavor a100 "
+                "doesn't match node affinity"),
+    ("v0.19.0", "couldn't assign flavors to pod set main: untolerated taint dedicated=ml:NoSchedule in flavor gpu"),
+]
+
+
+@pytest.mark.parametrize("version,message", OLD_KUEUE, ids=[v for v, _ in OLD_KUEUE])
+async def test_old_kueue_pending_that_no_flavor_fits_is_blocked_with_its_words(cluster: FakeCluster, tmp_path: Path,
+                                                                              version: str, message: str) -> None:
+    """Kueue before v0.19 (and v0.19 with its default gates) never sends ``NoMatchingFlavor``: a gang whose every
+    flavor excludes it waits as "Pending" with the flavors' reasons. The kit fails at once quoting them.
+    Fails when a "Pending" reason is always taken for a wait for quota (a 30-minute hang)."""
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.kueue_inadmissible = ("Pending", message)
+    run, spec = make_run(tmp_path)
+    t0 = cluster.clock.t
+    quoted = message.split(": ", 1)[1].split(",")[0]
+    with pytest.raises(TenantFailed, match=rf"Kueue will not admit Workload .*\(queue 'kts'\): Pending: .*{quoted}"):
+        await run_scenario(cluster.backend(queue_name="kts", ready_timeout_s=1800.0), run, spec.scenario("shared"),
+                           120.0)
+    assert cluster.clock.t - t0 < 60
+
+
+def test_a_flavor_short_of_quota_beside_one_that_never_fits_is_a_wait() -> None:
+    """One flavor excludes the gang, another lacks quota now (v0.14's words): quota may come free, so the kit
+    keeps waiting (the progress line shows why). Fails when any "doesn't match" is read as blocked."""
+    from kts_helpers.run.backends.kubernetes.state import admission
+
+    wl = {"status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message":
+                                     "couldn't assign flavors to pod set main: flavor h100 doesn't match node "
+                                     "affinity, insufficient unused quota for nvidia.com/gpu in flavor a100, 2 more "
+                                     "needed"}]}}
+    assert admission(wl) == (None, "")
+    wl["status"]["conditions"][0]["message"] = OLD_KUEUE[0][1]
+    assert admission(wl)[1] == f"Pending: {OLD_KUEUE[0][1]}"
 
