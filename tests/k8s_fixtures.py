@@ -320,6 +320,7 @@ class FakeWorker:
     period_s: float
     gpu_uuid: str
     hang: bool = False
+    mps_client: bool = False  # the device plugin's MPS daemon serves it (its CUDA_MPS_PIPE_DIRECTORY is set)
     go_file: bool = False  # the cluster barrier: a ready line, then the start from the go ConfigMap
     go_seen: float = 0.0  # when the go reached this pod (its node's clock)
     said: float = 0.0  # the next ready line is due at this node-clock time (0: at ``reached``)
@@ -340,7 +341,7 @@ class FakeWorker:
                 "device_name": "fake", "start_at_ns": ns(self.start_at) if self.start_at else 0,
                 "barrier_reached_ns": ns(self.reached), "loop_start_ns": ns(self.loop_start),
                 "flops_per_op": 1.0e9, "bytes_per_op": 1.0e6, "gpu_uuid": self.gpu_uuid, "phases_per_iteration": 1,
-                "lead_in_s": self.lead_in_s, "pad": self.pad}
+                "lead_in_s": self.lead_in_s, "pad": self.pad, "mps_client": self.mps_client}
         return f"KTS_META,v2,{json.dumps(meta, separators=(',', ':'))}"
 
     def _line(self) -> tuple[str, float]:
@@ -935,12 +936,16 @@ class FakeCluster:
         if mode == "late" and start_at:
             reached = max(reached, start_at + 3.0)
         uuid_ = {"othergpu": "GPU-fake-1", "nouuid": None}.get(mode, "GPU-fake-0")
+        # the device plugin on an MPS node hands every container its daemon's CUDA_MPS_PIPE_DIRECTORY
+        # (k8s-device-plugin internal/plugin/server.go, getAllocateResponse -> updateResponseForMPS): an MPS client
+        labels = (self.live("v1/nodes").get(node, {}).get("metadata") or {}).get("labels") or {}
+        mps = labels.get("nvidia.com/gpu.sharing-strategy") == "mps"
         return FakeWorker(go_file=bool(env.get("KTS_GO_FILE")),workload=env["WORKLOAD"], tenant=tenant, iterations=self.log_iterations, start_at=start_at,
                           reached=reached, lead_in_s=float(env.get("KTS_LEAD_IN_S") or 0),
                           pad=env.get("KTS_PAD") == "1" and mode not in ("oom", "exit1"),  # they die first
                           pad_limit_s=float(env.get("KTS_PAD_LIMIT_S") or 3600),
                           period_s=1.0 if mode == "slow" else 0.1,
-                          gpu_uuid=uuid_, hang=mode == "hang")  # type: ignore[arg-type]
+                          gpu_uuid=uuid_, hang=mode == "hang", mps_client=mps)  # type: ignore[arg-type]
 
     async def _schedule_and_run(self, pod_name: str, pod: dict[str, Any]) -> None:
         path = f"/api/v1/namespaces/{self.ns}/pods/{pod_name}"

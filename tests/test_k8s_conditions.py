@@ -7,6 +7,7 @@ fails when the fix it names is removed:
   within a minute, naming the placeholder and the scheduler's reason (not after the 30-minute ready timeout);
 * a Role grants nothing outside its namespace (the emulator's RBAC is scoped as the API server's is);
 * Kueue's "Pending" messages of the versions that never send ``NoMatchingFlavor`` are blocked, quoted;
+* the workers' ``mps_client`` must match the scenario's mode; the MPS cap is the plugin's integer percentage;
 """
 
 from __future__ import annotations
@@ -132,3 +133,40 @@ def test_a_flavor_short_of_quota_beside_one_that_never_fits_is_a_wait() -> None:
     wl["status"]["conditions"][0]["message"] = OLD_KUEUE[0][1]
     assert admission(wl)[1] == f"Pending: {OLD_KUEUE[0][1]}"
 
+
+# ------------------------------------------------------------------------------ the mode, as the plugin serves it
+
+def _mps_spec() -> Any:
+    from kts_helpers.run.spec import ExperimentParams, resolve
+
+    return resolve(ExperimentParams(profile="tiny", workloads=("fft", "gemm"), backend="kubernetes",
+                                    sharing=("mps",)), "cuda")
+
+
+@pytest.mark.parametrize("node_mode,sharing", [("mps", "timeslice"), ("time-slicing", "mps")])
+async def test_a_mode_the_node_does_not_serve_fails_by_the_workers_mps_flag(cluster: FakeCluster, tmp_path: Path,
+                                                                           node_mode: str, sharing: str) -> None:
+    """With node reads off (the namespaced Role), the node's sharing strategy is unknown to the kit: a
+    time-slicing run on an MPS node, or the reverse, would be labelled wrong. The emulated device plugin does
+    what k8s-device-plugin does on an MPS node (internal/plugin/server.go: ``getAllocateResponse`` ->
+    ``updateResponseForMPS`` sets CUDA_MPS_PIPE_DIRECTORY in every container), which the worker echoes as
+    ``mps_client``. Fails when ``mps_client`` is not checked against the scenario's mode."""
+    from kts_helpers.run.runs import create_run
+
+    cluster.add_node(gpu_node("gpu-1", strategy=node_mode))
+    _role_only(cluster)
+    spec = _mps_spec() if sharing == "mps" else make_run(tmp_path / "x")[1]
+    run = create_run(spec.to_dict(), {"test": True}, root=tmp_path)
+    scenario = spec.scenario("shared-mps" if sharing == "mps" else "shared")
+    with pytest.raises(TenantFailed, match=rf"ran as (an|not an) MPS client.*but the scenario measures {sharing}"):
+        await run_scenario(cluster.backend(node_name="gpu-1", gpu_replicas=4), run, scenario, 120.0)
+
+
+def test_the_mps_cap_is_the_plugins_integer_percentage() -> None:
+    """cmd/mps-control-daemon/mps/daemon.go (``activeThreadPercentage``): ``fmt.Sprintf("%d", 100/replicas)``,
+    Go's integer division: 3 replicas give 33 %, 7 give 14 %. Fails with the 33.333 % recorded before."""
+    from kts_helpers.run.backends.kubernetes.nodes import mps_caps
+
+    assert mps_caps(3)["active_thread_percentage"] == 33 and isinstance(mps_caps(3)["active_thread_percentage"], int)
+    assert mps_caps(7)["active_thread_percentage"] == 14
+    assert mps_caps(4)["active_thread_percentage"] == 25

@@ -63,6 +63,7 @@ from kts_helpers.run.backends.kubernetes.nodes import (
     PACKED_SINCE,
     NodeInfo,
     device_plugin_version,
+    mode_mismatch,
     mps_caps,
     node_info,
     packed_capable,
@@ -670,6 +671,9 @@ class KubernetesBackend:
         mismatch = gpu_mismatch({t: watch.tenants[t].meta for t in sr.tenants}, require=True)  # pods run on CUDA
         if mismatch:
             return Failure(first, None, mismatch)
+        mode = mode_mismatch({t: watch.tenants[t].meta for t in sr.tenants}, sr.scenario.sharing)
+        if mode:
+            return Failure(first, None, mode)
         held = sr.holder_mismatch(str((watch.tenants[first].meta or {}).get("gpu_uuid") or ""))
         if held:
             return Failure(first, None, held)
