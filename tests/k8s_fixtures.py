@@ -1175,6 +1175,75 @@ class FakeCluster:
             await asyncio.sleep(self.tick_s)
 
 
+class FakeExporter:
+    """dcgm-exporter on one node, its ``/metrics`` page rendered as upstream renders it
+    (internal/pkg/rendermetrics/render_metrics.go: ``gpu``, ``UUID``, ``pci_bus_id``, ``device``, ``modelName``,
+    ``Hostname``, then the pod attributes) from the emulated cluster's pods on ``node``.
+
+    * ``virtual_gpus`` is KUBERNETES_VIRTUAL_GPUS (default false in pkg/cmd/app.go): false maps the device to ONE
+      pod, the last one listed (internal/pkg/transformation/kubernetes.go, ``toDeviceToPod``: a
+      ``map[string]PodInfo`` overwritten per pod); true gives every pod holding a replica its own series with a
+      ``vgpu`` label (``toDeviceToSharingPods``).
+    * ``collect_s`` is DCGM_EXPORTER_INTERVAL (default 30000 ms): between two collections the page repeats the
+      last one (its values change only at a collection), real seconds here (the scraper runs on the real clock).
+    * ``hostname``/``uuid``: what the page says (a Service may answer from another node's exporter).
+    """
+
+    def __init__(self, cluster: FakeCluster, node: str, *, hostname: str | None = None, uuid: str = "GPU-fake-0",
+                 virtual_gpus: bool = True, collect_s: float = 0.2) -> None:
+        self.cluster, self.node, self.hostname, self.uuid = cluster, node, hostname or node, uuid
+        self.virtual_gpus, self.collect_s = virtual_gpus, collect_s
+        self.t0 = time.monotonic()
+
+    def pods(self) -> list[tuple[str, str]]:
+        """(namespace, pod) of every running pod on the node holding a GPU replica, in the kubelet's order."""
+        out = []
+        for key, obj in sorted(list(self.cluster.km.objects.items()), key=lambda kv: str(kv[0][1:])):
+            pod = obj.raw
+            if key[0] != "v1/pods" or obj.deleted or pod.get("spec", {}).get("nodeName") != self.node:
+                continue
+            if key[2] in self.cluster.terminated or o_phase(pod) in ("Succeeded", "Failed"):
+                continue
+            if any(k in GPU_KEYS for c in pod["spec"].get("containers") or []
+                   for k in ((c.get("resources") or {}).get("limits") or {})):
+                out.append((key[1], key[2]))
+        return out
+
+    def page(self) -> str:
+        n = int((time.monotonic() - self.t0) / self.collect_s)  # the collection being served
+        base = (f'gpu="0",UUID="{self.uuid}",pci_bus_id="00000000:18:00.0",device="nvidia0",'
+                f'modelName="NVIDIA H100 80GB HBM3",Hostname="{self.hostname}"')
+        pods = self.pods()
+        if not self.virtual_gpus:
+            pods = pods[-1:]  # the last pod listed wins
+        series = [base + (f',container="worker",namespace="{ns}",pod="{name}"'
+                          + (f',vgpu="{i}"' if self.virtual_gpus else "")) for i, (ns, name) in enumerate(pods)]
+        lines = []
+        for metric, value in (("DCGM_FI_DEV_SM_CLOCK", 1980.0), ("DCGM_FI_DEV_POWER_USAGE", 400.0 + n % 50)):
+            lines.append(f"# TYPE {metric} gauge")
+            lines += [f"{metric}{{{labels}}} {value}" for labels in series or [base]]
+        return "\n".join(lines) + "\n"
+
+    def handler(self) -> type:
+        import http.server
+
+        exporter = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                body = exporter.page().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        return Handler
+
+
 def _t(stamp: str) -> float:
     return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
 

@@ -8,6 +8,8 @@ fails when the fix it names is removed:
 * a Role grants nothing outside its namespace (the emulator's RBAC is scoped as the API server's is);
 * Kueue's "Pending" messages of the versions that never send ``NoMatchingFlavor`` are blocked, quoted;
 * the workers' ``mps_client`` must match the scenario's mode; the MPS cap is the plugin's integer percentage;
+* dcgm-exporter pages of another node or GPU are refused, single-pod attribution is flagged with its fix, and
+  the exporter's collect interval is measured and joined at (each collection stamped once).
 """
 
 from __future__ import annotations
@@ -170,3 +172,96 @@ def test_the_mps_cap_is_the_plugins_integer_percentage() -> None:
     assert mps_caps(3)["active_thread_percentage"] == 33 and isinstance(mps_caps(3)["active_thread_percentage"], int)
     assert mps_caps(7)["active_thread_percentage"] == 14
     assert mps_caps(4)["active_thread_percentage"] == 25
+
+
+# ------------------------------------------------------------------------------ honest DCGM
+
+async def _shared_with_exporter(cluster: FakeCluster, tmp_path: Path, http_server: Any, **exporter: Any) -> Any:
+    from k8s_fixtures import FakeExporter
+
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.log_iterations = 20  # a few real seconds of scenario: many scrapes
+    url = http_server(FakeExporter(cluster, "gpu-1", **exporter).handler()) + "/metrics"
+    run, spec = make_run(tmp_path)
+    result = await run_scenario(cluster.backend(dcgm_url=url, dcgm_interval_ms=50), run, spec.scenario("shared"),
+                                120.0)
+    assert result.status == "complete"  # telemetry never fails the measurement
+    return run
+
+
+async def test_a_dcgm_page_of_another_node_is_refused_by_name(cluster: FakeCluster, tmp_path: Path,
+                                                            http_server: Any) -> None:
+    """The URL is a Service that answered from another node's exporter: its pages name GPU-other-7 on gpu-2
+    (render_metrics.go's ``UUID`` and ``Hostname`` labels), not the tenants' GPU on gpu-1. The backend refuses
+    them: status "absent", the reason naming both, a warning in the record and a problem line in the analysis,
+    nothing joined. Fails when the pages' GPU and node are not checked (another GPU's clocks would be read
+    as the tenants')."""
+    from kts_helpers.analyse.load import dcgm_page_problems, load_run_telemetry
+    from kts_helpers.run.telemetry import read_status
+
+    run = await _shared_with_exporter(cluster, tmp_path, http_server, hostname="gpu-2", uuid="GPU-other-7")
+    rec = run.manifest()["scenarios"]["shared"]
+    why = ("refused: the dcgm-exporter pages show GPU(s) GPU-other-7 on gpu-2, not the tenants' GPU GPU-fake-0 on "
+           "node gpu-1")
+    assert rec["telemetry"]["status"] == "absent" and rec["telemetry"]["reason"].startswith(why)
+    assert read_status(run.log_dir("shared") / "telemetry.parquet")["reason"].startswith(why)  # what analysis reads
+    assert any(w.startswith("DCGM telemetry refused") for w in rec["warnings"])
+    tel, statuses = load_run_telemetry(run, run.read())
+    assert tel.empty and dcgm_page_problems(statuses) == [f"shared: DCGM telemetry {statuses['shared']['reason']}"]
+
+
+@pytest.mark.parametrize("virtual_gpus", [False, True])
+async def test_single_pod_attribution_is_flagged_by_name(cluster: FakeCluster, tmp_path: Path, http_server: Any,
+                                                         virtual_gpus: bool) -> None:
+    """dcgm-exporter with its default KUBERNETES_VIRTUAL_GPUS=false names one pod per device (the last listed:
+    transformation/kubernetes.go ``toDeviceToPod``), though the scenario's four pods hold the GPU: per-pod
+    attribution, and with it the look for strangers there, is unavailable, and the record says so with the fix.
+    With it true (one series per pod, ``vgpu`` label) nothing is flagged. Fails when the kit assumes one series
+    per pod."""
+    run = await _shared_with_exporter(cluster, tmp_path, http_server, virtual_gpus=virtual_gpus)
+    tel = run.manifest()["scenarios"]["shared"]["telemetry"]
+    assert tel["status"] == "complete" and tel["page"]["uuids"] == ["GPU-fake-0"]
+    if virtual_gpus:
+        assert "attribution" not in tel and tel["page"]["virtual_gpus"] is True
+        assert tel["page"]["max_pods_per_gpu"] == {"GPU-fake-0": 4}
+    else:
+        assert tel["attribution"].startswith("attribution unavailable; set KUBERNETES_VIRTUAL_GPUS=true")
+        assert run.manifest()["scenarios"]["shared"]["warnings"] == [f"DCGM {tel['attribution']}"]
+
+
+def test_the_exporters_collect_interval_is_measured_and_each_sample_stamped_once(http_server: Any,
+                                                                                tmp_path: Path) -> None:
+    """The exporter serves one collection until the next (DCGM_EXPORTER_INTERVAL, 30 s by default: pkg/cmd/app.go
+    ``CLICollectInterval``); scraped every 50 ms, a 300 ms exporter repeats each collection ~6 times. The scraper
+    records the interval between changes and stamps every repeat with the scrape that first showed it, and the
+    analysis joins at half that interval. Fails when each repeat carries its own scrape time (a stale value stamped
+    as fresh) or the interval is not recorded."""
+    import http.server
+    import time
+
+    from kts_helpers.analyse.load import join_tolerance_ms
+    from kts_helpers.analyse.telemetry import load_telemetry
+    from kts_helpers.run.telemetry import DcgmScraper
+
+    t0 = time.monotonic()
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            n = int((time.monotonic() - t0) / 0.3)
+            body = (f'DCGM_FI_DEV_POWER_USAGE{{gpu="0",UUID="GPU-a",Hostname="n"}} {400 + n}\n').encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    out = tmp_path / "dcgm.parquet"
+    st = DcgmScraper(http_server(Slow) + "/metrics", out, interval_ms=50, flush_s=0).run(duration_s=2.0)
+    assert 200 <= st["exporter_interval_ms"] <= 420, st["exporter_interval_ms"]
+    tel = load_telemetry(out)
+    stamps = tel.groupby("power_w")["ts_ns"].nunique()
+    assert (stamps == 1).all() and len(tel) > 2 * len(stamps)  # repeats kept, each with its collection's stamp
+    assert join_tolerance_ms(st) == max(250.0, st["exporter_interval_ms"] / 2)
+    assert join_tolerance_ms({"exporter_interval_ms": 30000.0}) == 15000.0 and join_tolerance_ms(None) == 250.0

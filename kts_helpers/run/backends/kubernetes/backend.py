@@ -74,7 +74,7 @@ from kts_helpers.run.backends.kubernetes.nodes import (
 from kts_helpers.run.corun import Judge, gpu_mismatch
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec
-from kts_helpers.run.telemetry import DcgmScraper
+from kts_helpers.run.telemetry import DcgmScraper, page_check, write_status
 
 STRATEGY_OF = {"timeslice": "time-slicing", "mps": "mps"}
 
@@ -572,6 +572,7 @@ class KubernetesBackend:
             tenants, events = sr.collect(failure, error)
         except BaseException as exc:  # noqa: BLE001
             error = error or exc
+        warnings = self._check_telemetry(telemetry, sr, run.log_dir(scenario.name) / "telemetry.parquet")
         if error is None and failure is None:
             try:
                 sr.look_after(self.clock.now_ns())
@@ -624,10 +625,12 @@ class KubernetesBackend:
             info["cleanup_error"] = cleanup_error
         late = {t: ev["late_start_s"] for t, ev in events.items() if ev.get("missed_start_barrier")}
         if late and len(sr.tenants) == 1:  # alone, a late start costs nothing; with neighbours it fails above
-            info["warnings"] = [f"tenant(s) {', '.join(f'{t} ({s:.2f} s)' for t, s in late.items())} began their "
-                                "timed loop after their start: the go reached the pod late; raise start_delay_s"]
-            if sr.progress:
-                print(f"[kts] {scenario.name}: warning: {info['warnings'][0]}", file=sys.stderr)
+            warnings.append(f"tenant(s) {', '.join(f'{t} ({s:.2f} s)' for t, s in late.items())} began their "
+                            "timed loop after their start: the go reached the pod late; raise start_delay_s")
+        if warnings:
+            info["warnings"] = warnings
+            for line in warnings if sr.progress else ():
+                print(f"[kts] {scenario.name}: warning: {line}", file=sys.stderr)
         run.record_scenario(scenario.name, info)
         if error is not None:
             raise error
@@ -683,6 +686,30 @@ class KubernetesBackend:
                                          "(the workers' own padding limit ended it while kts was away); the "
                                          "scenario must run again")
         return None
+
+    @staticmethod
+    def _check_telemetry(out: dict[str, Any], sr: ScenarioRun, path: Path) -> list[str]:
+        """The scraped dcgm-exporter pages must describe the tenants' GPU (``page_check``): pages of another GPU
+        or node are refused (status "absent", the reason says why; the analysis then joins nothing), and pages that
+        attribute the GPU to one pod only are flagged. Returns the record's warnings."""
+        st = out.get("telemetry") or {}
+        if st.get("source") != "dcgm" or not st.get("samples"):
+            return []
+        watch = sr.replay()
+        uuids = {str((watch.tenants[t].meta or {}).get("gpu_uuid") or "") for t in sr.tenants} - {""}
+        refused, flag = page_check(st, node=sr.node.name, gpu_uuid=next(iter(uuids)) if len(uuids) == 1 else None,
+                                   pods_on_gpu=len(sr.tenants) + sr.placeholders)
+        warnings = []
+        if refused:
+            st.update(status="absent", reason=f"refused: {refused}", refused=True)
+            warnings.append(f"DCGM telemetry refused: {refused}")
+        if flag:
+            st["attribution"] = flag
+            warnings.append(f"DCGM {flag}")
+        if refused or flag:
+            with contextlib.suppress(Exception):
+                write_status(path, st)
+        return warnings
 
     def _start_telemetry(self, log_dir: Path, out: dict[str, Any]) -> Any:
         """Scrape dcgm-exporter in the background while the scenario runs; None when off or broken."""
