@@ -265,3 +265,55 @@ def test_the_exporters_collect_interval_is_measured_and_each_sample_stamped_once
     assert (stamps == 1).all() and len(tel) > 2 * len(stamps)  # repeats kept, each with its collection's stamp
     assert join_tolerance_ms(st) == max(250.0, st["exporter_interval_ms"] / 2)
     assert join_tolerance_ms({"exporter_interval_ms": 30000.0}) == 15000.0 and join_tolerance_ms(None) == 250.0
+
+
+# ------------------------------------------------------------------------------ cleanup on SIGTERM
+
+def test_sigterm_stops_collects_cleans_up_and_releases_the_lease(tmp_path: Path) -> None:
+    """A notebook kernel killed from outside (or ``kill <pid>``) gets SIGTERM while a scenario runs (fft hangs: it
+    would run until its deadline). The backend handles it as Ctrl-C: the tenants are stopped, their logs and status
+    collected, the Job deleted, the node Lease given back, the record says "interrupted (SIGTERM)", the signal goes
+    on up, and the previous handler is back afterwards. Fails without the handler: SIGTERM's previous action (here
+    a recorder standing in for the default, which ends the process) leaves the Job holding every replica until
+    its activeDeadlineSeconds and the Lease until it expires. The backend runs in the main thread, where Python
+    delivers signals; the emulated cluster runs in its own."""
+    import os
+    import signal
+    import threading
+
+    from k8s_fixtures import EmulatorThread
+
+    from kts_helpers.run.backends.kubernetes.interrupts import Terminated
+
+    hits: list[int] = []
+
+    def previous(signum: int, frame: Any) -> None:
+        hits.append(signum)
+
+    old = signal.signal(signal.SIGTERM, previous)
+    try:
+        with EmulatorThread() as emu:
+            emu.call(lambda fc: fc.add_node(gpu_node("gpu-1")))
+            emu.call(lambda fc: fc.behaviour.__setitem__("fft", "hang"))
+            backend = emu.call(lambda fc: fc.backend())
+            run, spec = make_run(tmp_path, ("fft",))
+
+            def kill_once_running() -> None:
+                for _ in range(600):
+                    pods = emu.call(lambda fc: fc.live(PODS))
+                    if any((p.get("status") or {}).get("phase") == "Running" for p in pods.values()):
+                        os.kill(os.getpid(), signal.SIGTERM)
+                        return
+                    threading.Event().wait(0.05)
+
+            threading.Thread(target=kill_once_running, daemon=True).start()
+            with pytest.raises(Terminated):
+                backend.run_scenario(run, spec.scenario("baseline-fft"), timeout_s=30, progress=False)
+            scen = run.manifest()["scenarios"]["baseline-fft"]
+            assert scen["status"] == "failed" and scen["reason"] == "interrupted (SIGTERM)"
+            assert run.stderr_path("baseline-fft", "fft").exists()
+            assert not emu.call(lambda fc: fc.live(JOBS))
+            assert not emu.call(lambda fc: fc.live("coordination.k8s.io/v1/leases"))
+        assert signal.getsignal(signal.SIGTERM) is previous and hits == []
+    finally:
+        signal.signal(signal.SIGTERM, old)

@@ -40,6 +40,7 @@ from kts_helpers.errors import BackendError, KtsError, SpecError, TenantFailed
 from kts_helpers.run.backends.base import ScenarioResult, TenantResult
 from kts_helpers.run.backends.kubernetes.api import KubeApi, KubeForbidden, load_api_client
 from kts_helpers.run.backends.kubernetes.clock import Clock, parse_time
+from kts_helpers.run.backends.kubernetes.interrupts import interrupt_reason, sigterm_as_interrupt
 from kts_helpers.run.backends.kubernetes.jobs import GPU_TOLERATION
 from kts_helpers.run.backends.kubernetes.lease import NodeBusy, NodeLease, client_identity
 from kts_helpers.run.backends.kubernetes.lifecycle import Failure, ScenarioRun, scenario_selector, sleep_real
@@ -508,7 +509,7 @@ class KubernetesBackend:
             self._check_one_physical_gpu(scenario, node)
         run.claim_scenario(scenario.name)
         lease = self.lease_for(node.name, progress=progress)
-        with lease.held(run.run_id):
+        with sigterm_as_interrupt(), lease.held(run.run_id):
             waited = self.wait_node_free(node.name, run.run_id, scenario.name, progress)
             sr = ScenarioRun(self, run, scenario, node, timeout_s=float(timeout_s), progress=progress,
                              pad_limit_s=float(timeout_s if pad_limit_s is None else pad_limit_s), lease=lease,
@@ -589,7 +590,7 @@ class KubernetesBackend:
         ended_ns = self.clock.now_ns()
         reason = ""
         if error is not None:
-            reason = "interrupted (KeyboardInterrupt)" if isinstance(error, KeyboardInterrupt) else \
+            reason = interrupt_reason(error) if isinstance(error, KeyboardInterrupt) else \
                 (str(error).splitlines()[0] if str(error) else type(error).__name__)
         elif failure is not None:
             reason = f"tenant {failure.tenant!r}: {failure.reason}"
