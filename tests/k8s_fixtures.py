@@ -250,6 +250,8 @@ class ClusterEmulator(kmock.KubernetesEmulator):
                 meta.setdefault("uid", str(uuid.uuid4()))
                 meta["creationTimestamp"] = ts(self.clock.t)
                 meta["resourceVersion"] = self._next_rv()
+                if request.resource.plural == "pods":  # the API server sets the QoS class on create
+                    data.setdefault("status", {})["qosClass"] = qos_class(data.get("spec") or {})
             elif action == enums.action.UPDATE and request.name and isinstance(data, dict):
                 data.setdefault("metadata", {})["resourceVersion"] = self._next_rv()
             elif action == enums.action.DELETE and request.name:
@@ -452,6 +454,7 @@ class FakeCluster:
         self.holder_gpu = "GPU-fake-0"  # the GPU the placeholders' replicas are on
         self._go_seen_api: dict[str, tuple[str, float]] = {}  # pod -> (annotation, when the API had it)
         self.strangers: dict[str, str] = {}  # stranger pod -> its namespace (placed by the scheduler)
+        self.unfit = INSUFFICIENT  # the scheduler's last reason for leaving a pod Pending
         self.stranger_pending_at: dict[str, float] = {}  # stranger -> when the scheduler first found no room
         self.stranger_bound_at: dict[str, float] = {}  # stranger -> when the scheduler placed it
         self.stalled: dict[str, int] = {}  # pod -> followed streams deliver no byte past this (rotate-drop)
@@ -646,7 +649,7 @@ class FakeCluster:
             self.stranger_pending_at.setdefault(name, self.clock.t)
             if not pod.get("status", {}).get("conditions"):
                 await self._http("patch", path, {"status": {"conditions": [{
-                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": INSUFFICIENT,
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": self.unfit,
                     "lastTransitionTime": ts(self.clock.t)}]}})
             return
         now = ts(self.clock.t)
@@ -965,7 +968,8 @@ class FakeCluster:
             if mode == "unschedulable" or node is None:
                 if not status.get("conditions"):
                     await self._http("patch", path, {"status": {"conditions": [{
-                        "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": INSUFFICIENT,
+                        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                        "message": INSUFFICIENT if mode == "unschedulable" else self.unfit,
                         "lastTransitionTime": ts(self.clock.t)}]}})
                 return
             await self._http("patch", path, {"spec": {"nodeName": node}, "status": {"conditions": [{
@@ -1054,9 +1058,29 @@ class FakeCluster:
                             if k in GPU_KEYS)
         return used
 
+    def requested(self, node: str) -> dict[str, float]:
+        """CPU (cores), memory (bytes) and pods requested on ``node`` by pods bound there that have not ended."""
+        out = {"cpu": 0.0, "memory": 0.0, "pods": 0.0}
+        for key, obj in list(self.km.objects.items()):
+            if key[0] != "v1/pods" or obj.deleted:
+                continue
+            pod = obj.raw
+            if pod.get("spec", {}).get("nodeName") != node:
+                continue
+            if key[2] in self.terminated or o_phase(pod) in ("Succeeded", "Failed"):
+                continue
+            want = pod_requests(pod["spec"])
+            for k in out:
+                out[k] += want[k]
+        return out
+
     def _place(self, spec: dict[str, Any]) -> str | None:
         """The scheduler's node filter: ``nodeSelector`` on labels, node affinity ``matchFields`` on the name,
-        taints the pod does not tolerate (NoSchedule, NoExecute), free GPU replicas."""
+        taints the pod does not tolerate (NoSchedule, NoExecute), free GPU replicas, and, as kube-scheduler's
+        NodeResourcesFit plugin (pkg/scheduler/framework/plugins/noderesources/fit.go, ``fitsRequest``) does,
+        the node's allocatable CPU, memory and pods against what its pods request ("Insufficient cpu",
+        "Insufficient memory", "Too many pods"). ``unfit`` keeps the last reason, for the pod's condition."""
+        self.unfit = INSUFFICIENT
         names = None
         terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
                  .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
@@ -1083,6 +1107,15 @@ class FakeCluster:
             alloc = node["status"]["allocatable"]
             have = sum(int(alloc.get(k, 0)) for k in GPU_KEYS)
             if want and self.gpus_used(name) + want > have:
+                continue
+            asks, used = pod_requests(spec), self.requested(name)
+            room = {k: alloc.get(k, "110" if k == "pods" else None) for k in ("pods", "cpu", "memory")}
+            short = [what for what, key in (("Too many pods", "pods"), ("Insufficient cpu", "cpu"),
+                                            ("Insufficient memory", "memory"))
+                     if room[key] is not None and used[key] + asks[key] > quantity(room[key])]
+            if short:
+                self.unfit = (f"0/1 nodes are available: 1 {short[0]}. preemption: 0/1 nodes are available: 1 No "
+                              "preemption victims found for incoming pod.")
                 continue
             return name
         return None
@@ -1199,8 +1232,10 @@ class FakeExporter:
         """(namespace, pod) of every running pod on the node holding a GPU replica, in the kubelet's order."""
         out = []
         for key, obj in sorted(list(self.cluster.km.objects.items()), key=lambda kv: str(kv[0][1:])):
+            if key[0] != "v1/pods" or obj.deleted:
+                continue
             pod = obj.raw
-            if key[0] != "v1/pods" or obj.deleted or pod.get("spec", {}).get("nodeName") != self.node:
+            if pod.get("spec", {}).get("nodeName") != self.node:
                 continue
             if key[2] in self.cluster.terminated or o_phase(pod) in ("Succeeded", "Failed"):
                 continue
@@ -1242,6 +1277,45 @@ class FakeExporter:
                 pass
 
         return Handler
+
+
+def quantity(text: Any) -> float:
+    """A Kubernetes quantity as a number: "500m" -> 0.5, "2Gi" -> 2**31, "64" -> 64."""
+    units = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    text = str(text)
+    for unit in sorted(units, key=len, reverse=True):
+        if text.endswith(unit):
+            return float(text[:-len(unit)]) * units[unit]
+    return float(text or 0)
+
+
+def pod_requests(spec: dict[str, Any]) -> dict[str, float]:
+    """What a pod asks the scheduler for: each container's requests (a limit stands in for a missing request, as
+    the API server defaults it), summed; one pod."""
+    out = {"cpu": 0.0, "memory": 0.0, "pods": 1.0}
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        for k in ("cpu", "memory"):
+            value = (res.get("requests") or {}).get(k, (res.get("limits") or {}).get(k))
+            out[k] += quantity(value) if value is not None else 0.0
+    return out
+
+
+def qos_class(spec: dict[str, Any]) -> str:
+    """The pod's QoS class as the API server sets ``status.qosClass`` (pkg/apis/core/helper/qos, ``GetPodQOS``):
+    Guaranteed when every container's CPU and memory requests equal its limits (a missing request defaults to the
+    limit), BestEffort with neither, Burstable otherwise."""
+    any_set, guaranteed = False, True
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        limits, requests = res.get("limits") or {}, {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        any_set = any_set or any(k in requests for k in ("cpu", "memory"))
+        for k in ("cpu", "memory"):
+            if k not in limits or quantity(limits[k]) != quantity(requests.get(k, 0)):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def _t(stamp: str) -> float:

@@ -317,3 +317,61 @@ def test_sigterm_stops_collects_cleans_up_and_releases_the_lease(tmp_path: Path)
         assert signal.getsignal(signal.SIGTERM) is previous and hits == []
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+# ------------------------------------------------------------------------------ sizes: CPU, memory, pods, QoS
+
+async def test_placeholders_the_node_has_no_room_for_fail_fast_by_the_schedulers_reason(cluster: FakeCluster,
+                                                                                       tmp_path: Path) -> None:
+    """A node without GPU feature discovery advertising 48 replicas (a 48-client MPS or time-slicing config): the
+    kit cannot tell the replicas of one GPU, so it places 46 placeholders of the tenants' template (a CPU and
+    2Gi each). The emulated scheduler counts CPU, memory and pods as kube-scheduler's NodeResourcesFit does
+    (``fitsRequest``: "Too many pods", "Insufficient cpu", "Insufficient memory"): a 16-CPU node cannot take them.
+    The run ends within a minute naming the placeholder and the scheduler's reason, and says what to do. Fails
+    with an emulator that counts GPUs only (the run then passes unseen), or without the placeholders' Pending
+    check (a 30-minute hang)."""
+    node = gpu_node("gpu-1", allocatable=48, replicas=None, strategy=None)
+    del node["metadata"]["labels"]["nvidia.com/gpu.count"]  # no GPU feature discovery
+    cluster.add_node(node)
+    run, spec = make_run(tmp_path)
+    t0 = cluster.clock.t
+    with pytest.raises(TenantFailed, match=r"placeholder \S+ stayed Pending for \d+ s: 0/1 nodes are available: 1 "
+                                           r"Insufficient cpu\..*no room for 46 placeholders"):
+        await run_scenario(cluster.backend(schedule_timeout_s=300.0), run, spec.scenario("shared"), 120.0)
+    assert cluster.clock.t - t0 < 60.0
+
+
+async def test_the_tenants_qos_class_is_stated_in_the_record(cluster: FakeCluster, tmp_path: Path) -> None:
+    """The API server sets each pod's ``status.qosClass`` (pkg/apis/core/helper/qos ``GetPodQOS``; the emulator
+    computes it the same way): the tenants' pods are Burstable (CPU requests without limits), and the record says
+    so and what it means. Fails when the record does not state it."""
+    from k8s_fixtures import qos_class
+
+    cluster.add_node(gpu_node("gpu-1"))
+    run, spec = make_run(tmp_path)
+    assert (await run_scenario(cluster.backend(), run, spec.scenario("shared"), 120.0)).status == "complete"
+    rec = run.manifest()["scenarios"]["shared"]
+    assert rec["qos"]["tenants"] == {"fft": "Burstable", "gemm": "Burstable"}
+    assert "not Guaranteed" in rec["qos"]["note"]
+    guaranteed = {"containers": [{"resources": {"requests": {"cpu": "2", "memory": "8Gi"},
+                                                "limits": {"cpu": "2", "memory": "8Gi"}}}]}
+    assert qos_class(guaranteed) == "Guaranteed" and qos_class({"containers": [{}]}) == "BestEffort"
+
+
+def test_a_cluster_without_gpus_runs_cpu_workers_only_when_asked() -> None:
+    """manifests/kind/run-kind.sh runs the path on a kind cluster with a fake nvidia.com/gpu resource: the workers
+    need DEVICE=cpu there (``worker_device``, K8S_WORKER_DEVICE); anything but cuda or cpu is refused in one line."""
+    from kts_helpers.errors import SpecError
+    from kts_helpers.run.backends.kubernetes.backend import KubernetesBackend
+    from kts_helpers.run.backends.kubernetes.jobs import build_scenario_job
+    from kts_helpers.run.params import backend_options_from_env
+    from kts_helpers.run.spec import ExperimentParams, resolve
+
+    scenario = resolve(ExperimentParams(profile="tiny", workloads=("fft", "gemm"), backend="kubernetes"),
+                       "cuda").scenario("shared")
+    job = build_scenario_job(run_id="r", scenario=scenario, namespace="kts", image="i", node="n", device="cpu")
+    env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["DEVICE"] == "cpu"
+    assert backend_options_from_env("kubernetes", environ={"K8S_WORKER_DEVICE": "cpu"})["worker_device"] == "cpu"
+    with pytest.raises(SpecError, match="worker_device must be 'cuda' or 'cpu'"):
+        KubernetesBackend(worker_device="tpu", api_client=object())

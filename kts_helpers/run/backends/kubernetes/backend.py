@@ -81,6 +81,21 @@ STRATEGY_OF = {"timeslice": "time-slicing", "mps": "mps"}
 
 
 
+def qos_record(events: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The tenants' QoS classes as the API server set them, and what that means for the measured tail.
+
+    The tenants ask for ``threads`` CPUs and 2Gi with a memory limit and no CPU limit: Burstable, so other pods'
+    CPU use on the node can reach their cores and enter the tail. Guaranteed (requests = limits, whole CPUs)
+    is not set because one Indexed Job has one pod template for every index: the placeholders would then ask
+    for the same whole CPUs and memory limit each (manifests/README.md)."""
+    classes = {t: ev.get("qos_class") for t, ev in events.items()}
+    out: dict[str, Any] = {"tenants": classes}
+    if any(c != "Guaranteed" for c in classes.values()):
+        out["note"] = ("tenants are not Guaranteed QoS (CPU requests without equal limits): other pods' CPU use on "
+                       "the node can enter the measured tail")
+    return out
+
+
 def _names(value: str | Sequence[str] | None) -> tuple[str, ...]:
     if not value:
         return ()
@@ -126,6 +141,8 @@ class KubernetesBackend:
     is seen. ``gpu_replicas``: the replicas of the pinned node's one GPU, for clusters where the kit may not
     read nodes (then ``node_name`` is needed too). ``tolerations``: taints of a GPU pool the pods may
     tolerate (``"key=value:NoSchedule,key2"`` or toleration objects); nodes with other taints are skipped.
+    ``worker_device``: ``cuda``, or ``cpu`` on a cluster without GPUs (manifests/kind/run-kind.sh): everything
+    but the GPU runs, and a shared scenario fails its one-GPU proof (no GPU UUID), as it must.
     """
 
     name = "kubernetes"
@@ -143,7 +160,7 @@ class KubernetesBackend:
                  keep_finished_s: int = 86400, ready_timeout_s: float = 1800.0, clock: Clock | None = None,
                  placeholders: bool | str = True, cluster_pod_list: bool | str = False,
                  gpu_replicas: int | str | None = None,
-                 tolerations: str | Sequence[Mapping[str, Any]] | None = None):
+                 tolerations: str | Sequence[Mapping[str, Any]] | None = None, worker_device: str = "cuda"):
         for what, ns in (("namespace", namespace), ("lease_namespace", lease_namespace or namespace)):
             if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", ns or "") or len(ns) > 63:
                 raise SpecError(f"invalid Kubernetes {what} {ns!r}")
@@ -177,6 +194,10 @@ class KubernetesBackend:
         self.placeholders = _flag(placeholders, "placeholders")
         self.cluster_pod_list = _flag(cluster_pod_list, "cluster_pod_list")
         self.tolerations = parse_tolerations(tolerations)
+        if worker_device not in ("cuda", "cpu"):
+            raise SpecError(f"worker_device must be 'cuda' or 'cpu' (a cluster without GPUs, e.g. kind), got "
+                            f"{worker_device!r}")
+        self.worker_device = worker_device
         if gpu_replicas in (None, ""):
             self.gpu_replicas: int | None = None
         elif not str(gpu_replicas).isdigit() or not 1 <= int(str(gpu_replicas)) <= 64:
@@ -613,6 +634,7 @@ class KubernetesBackend:
                             f"namespace {self.namespace}", "strangers": sorted(sr.strangers.values()),
                             "nodes_readable": self.nodes_readable},
             "log_gaps": {t: c.gaps for t, c in sr.live.continuity.items() if c.gaps},
+            "qos": qos_record(events),
         }
         if scenario.sharing == "mps" and node.replicas:
             info["mps_caps"] = mps_caps(node.replicas)

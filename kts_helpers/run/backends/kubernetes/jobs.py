@@ -67,14 +67,14 @@ LAUNCHER = (
 
 
 def scenario_env(scenario: ScenarioSpec, *, lead_in_s: float, pad_limit_s: float, barrier_timeout_s: float,
-                 sharing_caps: Mapping[str, Any] | None = None) -> dict[str, str]:
+                 sharing_caps: Mapping[str, Any] | None = None, device: str = "cuda") -> dict[str, str]:
     """The environment every pod of the scenario shares; the tenants' own settings are in ``KTS_TENANTS``.
 
     The start is not in it: each worker reads its own from the go file (``barrier``) once every tenant
     is ready, and gives up after ``barrier_timeout_s``."""
     caps = {"KTS_SHARING_CAPS": json.dumps(dict(sharing_caps), separators=(",", ":"))} if sharing_caps else {}
     return {**caps, "KTS_HOLD_S": repr(float(barrier_timeout_s + pad_limit_s)),"KTS_GO_FILE": f"{GO_MOUNT}/{GO_KEY}", "KTS_BARRIER_TIMEOUT_S": repr(float(barrier_timeout_s)),
-            "DEVICE": "cuda", "HOME": "/scratch", "TMPDIR": "/scratch",
+            "DEVICE": device, "HOME": "/scratch", "TMPDIR": "/scratch",
             "CUDA_CACHE_PATH": "/scratch/.nv", "PYTHONUNBUFFERED": "1",
             "KTS_LEAD_IN_S": repr(float(lead_in_s) if scenario.kind != "calibration" else 0.0),
             "KTS_PAD": "1" if scenario.kind == "shared" and len(scenario.tenants) > 1 else "0",
@@ -95,7 +95,7 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
                        pad_limit_s: float = 3600.0, image_pull_secrets: Sequence[str] = (),
                        read_only_root: bool = False, placeholders: int = 0,
                        sharing_caps: Mapping[str, Any] | None = None,
-                       tolerations: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+                       tolerations: Sequence[Mapping[str, Any]] = (), device: str = "cuda") -> dict[str, Any]:
     """The Indexed Job running every tenant of ``scenario`` on ``node``.
 
     ``read_only_root`` (off by default): a read-only root filesystem is not required by Pod Security
@@ -105,6 +105,8 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
     ``placeholders``: completion indexes after the tenants' that hold the GPU's other replicas.
     ``tolerations``: the user's, added to the GPU one (a tainted GPU pool). ``sharing_caps``: the MPS caps
     the device plugin puts on every client (``nodes.mps_caps``), handed to the workers for their KTS_META.
+    ``device``: the workers' torch device, ``cuda`` except on a cluster without GPUs (manifests/kind: a fake
+    ``nvidia.com/gpu`` resource), where a shared scenario then fails its one-GPU proof, as it must.
     """
     labels = {MANAGED_BY: MANAGED_VALUE, "app.kubernetes.io/name": "kts-worker",
               LABEL_RUN: label_value(run_id), LABEL_SCENARIO: label_value(scenario.name),
@@ -112,7 +114,7 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
     annotations = {ANN_RUN: run_id, ANN_SCENARIO: scenario.name, ANN_NODE: node,
                    ANN_TENANTS: json.dumps(scenario.tenant_names), ANN_PLACEHOLDERS: str(int(placeholders))}
     env = scenario_env(scenario, lead_in_s=lead_in_s, pad_limit_s=pad_limit_s, barrier_timeout_s=barrier_timeout_s,
-                       sharing_caps=sharing_caps)
+                       sharing_caps=sharing_caps, device=device)
     selector = {k: v for k, v in (node_selector or {}).items() if v not in (None, "!")}
     job_labels = dict(labels)
     if queue_name:

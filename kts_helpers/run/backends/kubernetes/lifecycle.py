@@ -95,6 +95,7 @@ class ScenarioHost(Protocol):
     nodes_readable: bool
     tolerations: list[dict[str, Any]]
     cluster_pod_list: bool
+    worker_device: str
 
     def hint(self, reason: str) -> str: ...
 
@@ -204,7 +205,8 @@ class ScenarioRun:
             ttl_s=self.b.keep_finished_s, pad_limit_s=self.pad_limit_s + 60.0,  # the workers' backstop: later
             image_pull_secrets=self.b.image_pull_secrets, read_only_root=self.b.read_only_root,
             placeholders=self.placeholders, tolerations=self.b.tolerations,
-            sharing_caps=mps_caps(self.node.replicas) if self.scenario.sharing == "mps" and self.node.replicas else None)
+            sharing_caps=mps_caps(self.node.replicas) if self.scenario.sharing == "mps" and self.node.replicas else None,
+            device=self.b.worker_device)
         self.job = self.api.create_job(body) or body
         # Read the queue back: Kueue's webhook puts an unlabelled Job into a LocalQueue named "default"
         # (LocalQueueDefaulting) and suspends it; the kit then waits for that queue's admission, knowingly.
@@ -517,10 +519,16 @@ class ScenarioRun:
             if waited >= min(PLACEHOLDER_PENDING_S, self.b.schedule_timeout_s):
                 name = (pod.get("metadata") or {}).get("name", key)
                 where = "any namespace" if self.b.cluster_pod_list else f"namespace {self.b.namespace}"
-                return (f"placeholder {name} stayed Pending for {waited:.0f} s: {st.unschedulable.strip()}; another "
-                        f"pod holds a replica of node {self.node.name}'s GPU (none seen in {where}: it may be in "
-                        "another namespace), so the measured GPU cannot be held whole; the scenario cannot run "
-                        "alone on it (free the node, or choose another)")
+                said = f"placeholder {name} stayed Pending for {waited:.0f} s: {st.unschedulable.strip()}"
+                if "nvidia.com/" in st.unschedulable:
+                    return (f"{said}; another pod holds a replica of node {self.node.name}'s GPU (none seen in {where}: "
+                            "it may be in another namespace), so the measured GPU cannot be held whole; the scenario "
+                            "cannot run alone on it (free the node, or choose another)")
+                return (f"{said}; the node has no room for {self.placeholders} placeholders of the Job's one pod "
+                        "template (each asks what a tenant asks; without GPU feature discovery their count is the "
+                        "node's whole allocatable GPU count): the GPU's replicas cannot all be held (label the node "
+                        "through GPU feature discovery, or placeholders=False / K8S_PLACEHOLDERS=false to measure "
+                        "without them)")
         return ""
 
     def _unschedulable_reason(self, pod: Mapping[str, Any], st: PodState, waited: float) -> str:

@@ -302,6 +302,7 @@ def tenant_events(job: Mapping[str, Any], pod: Mapping[str, Any] | None, workloa
         running, term = state.get("running") or {}, state.get("terminated") or {}
         ev["container_started"] = running.get("startedAt") or term.get("startedAt")
         ev["container_finished"] = term.get("finishedAt")
+        ev["qos_class"] = (pod.get("status") or {}).get("qosClass")  # the API server's: Guaranteed, Burstable, ...
     if worker:
         ev["worker"] = {k: v for k, v in worker.items() if k != "gpu_uuid"}
         late = late_start_s(worker)
