@@ -997,7 +997,8 @@ class FakeCluster:
                 self.workers[pod_name] = worker
             self.logs[pod_name] = b""
             if worker is None and tenants and index >= len(tenants):  # the launcher's placeholder line
-                self.logs[pod_name] = f"kts_placeholder: holding index={index} gpu={self.holder_gpu}\n".encode()
+                self.logs[pod_name] = (f"kts_placeholder: holding index={index} gpu={self.holder_gpu} "
+                                       f"source={'nvml' if self.holder_gpu.startswith('GPU-') else 'env'}\n").encode()
             await self._http("patch", path, {"status": {"phase": "Running", "containerStatuses": [{
                 "name": spec["containers"][0]["name"], "ready": True, "state": {"running": {"startedAt": ts(now)}}}]}})
             return

@@ -375,3 +375,64 @@ def test_a_cluster_without_gpus_runs_cpu_workers_only_when_asked() -> None:
     assert backend_options_from_env("kubernetes", environ={"K8S_WORKER_DEVICE": "cpu"})["worker_device"] == "cpu"
     with pytest.raises(SpecError, match="worker_device must be 'cuda' or 'cpu'"):
         KubernetesBackend(worker_device="tpu", api_client=object())
+
+
+# ------------------------------------------------------------------------------ the placeholders' GPU, proven
+
+async def test_a_placeholder_that_cannot_tell_its_gpu_on_a_multi_gpu_node_fails_the_shared_scenario(
+        cluster: FakeCluster, tmp_path: Path) -> None:
+    """Under CDI (the GPU Operator's default from v25.10) or deviceIDStrategy=index the device plugin never sets
+    NVIDIA_VISIBLE_DEVICES to a UUID (k8s-device-plugin internal/plugin/server.go: ``getAllocateResponse``
+    returns before ``updateResponseForDeviceListEnvVar`` when every strategy is CDI), and without NVML the
+    placeholder says ``gpu=?``. On a node with two GPUs ("packed"), that every replica of the tenants' GPU was
+    held is then unproven: the shared scenario fails, naming the placeholder. Fails when the check is skipped
+    unless the placeholder reads ``GPU-...`` (the run passed, a stranger possibly beside the tenants)."""
+    cluster.add_node(gpu_node("gpu-1", allocatable=8, count=2))
+    cluster.holder_gpu = "?"
+    run, spec = make_run(tmp_path)
+    with pytest.raises(TenantFailed, match=r"placeholder \S+ could not tell which GPU holds its replica .*'\?'"):
+        await run_scenario(cluster.backend(allocation_policy="packed"), run, spec.scenario("shared"), 120.0)
+
+
+def test_the_placeholder_asks_nvml_not_the_environment(tmp_path: Path) -> None:
+    """The launcher's placeholder branch, run for real: without libnvidia-ml (this host) it falls back to the
+    environment and says so (``source=env``); the kit then proves nothing from it on a multi-GPU node (above)."""
+    import os
+    import subprocess
+    import sys
+
+    from kts_helpers.run.backends.kubernetes.jobs import LAUNCHER
+
+    env = {**os.environ, "KTS_TENANTS": "[]", "JOB_COMPLETION_INDEX": "0", "KTS_HOLD_S": "0",
+           "NVIDIA_VISIBLE_DEVICES": "0", "LD_LIBRARY_PATH": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", LAUNCHER], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() in ("kts_placeholder: holding index=0 gpu=0 source=env",) or \
+        out.stdout.startswith("kts_placeholder: holding index=0 gpu=GPU-")  # a host with a GPU answers from NVML
+
+
+# ------------------------------------------------------------------------------ stated replicas, proven
+
+@pytest.mark.parametrize("advertised,stated", [(4, 4), (6, 4)])
+async def test_stated_replicas_are_proven_by_one_more_that_must_stay_pending(cluster: FakeCluster, tmp_path: Path,
+                                                                           advertised: int, stated: int) -> None:
+    """With the namespaced Role alone the replicas are what the user states (K8S_GPU_REPLICAS). Before the start
+    the kit asks the scheduler for one more replica on the node: kube-scheduler leaves it Pending with
+    "Insufficient nvidia.com/gpu" when the statement held (the record says so), and places it when the node
+    advertises more (6, stated 4: two replicas free for a stranger): the scenario then fails, naming it.
+    Fails when a stated K8S_GPU_REPLICAS is trusted (the understatement passes unseen)."""
+    cluster.add_node(gpu_node("gpu-1", allocatable=advertised, replicas=advertised))
+    _role_only(cluster)
+    run, spec = make_run(tmp_path)
+    backend = cluster.backend(node_name="gpu-1", gpu_replicas=stated)
+    if advertised == stated:
+        assert (await run_scenario(backend, run, spec.scenario("shared"), 120.0)).status == "complete"
+        rec = run.manifest()["scenarios"]["shared"]
+        assert rec["exclusivity"]["replicas"].startswith("stated (gpu_replicas=4); no replica left free: one more "
+                                                         "stayed Pending (0/1 nodes are available: 1 Insufficient "
+                                                         "nvidia.com/gpu")
+    else:
+        with pytest.raises(TenantFailed, match=r"a replica of node gpu-1's GPU was free beside the tenants and "
+                                               r"placeholders .* more than the stated 4 replicas"):
+            await run_scenario(backend, run, spec.scenario("shared"), 120.0)
+    assert not cluster.live(JOBS)  # the probe went with the scenario's Job

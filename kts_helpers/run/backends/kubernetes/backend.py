@@ -632,7 +632,7 @@ class KubernetesBackend:
                                 (str(k), v) for k, v in sr.holder_gpus.items())),
                             "strangers_looked_for_in": "all namespaces" if self.cluster_pod_list else
                             f"namespace {self.namespace}", "strangers": sorted(sr.strangers.values()),
-                            "nodes_readable": self.nodes_readable},
+                            "nodes_readable": self.nodes_readable, "replicas": sr.replicas_proof},
             "log_gaps": {t: c.gaps for t, c in sr.live.continuity.items() if c.gaps},
             "qos": qos_record(events),
         }

@@ -10,7 +10,7 @@ manifests/components/hardened-worker and runs as the ``kts-worker`` ServiceAccou
 GPU for the whole scenario, so the scheduler itself keeps other pods off it (a stranger asking for a
 replica mid-run stays Pending with "Insufficient nvidia.com/gpu"). A placeholder is the kit's own image,
 asleep: the container's command runs the worker for a tenant index and, for a placeholder index, prints
-``kts_placeholder: holding ... gpu=<NVIDIA_VISIBLE_DEVICES>`` and sleeps (one replica each, like a tenant:
+``kts_placeholder: holding ... gpu=<its GPU's UUID from NVML>`` and sleeps (one replica each, like a tenant:
 the template is shared, so it asks for the same CPU and memory). Being indexes of the same Job, they are
 admitted by Kueue in the same gang and deleted with it; the Job's ``successPolicy`` (Kubernetes >= 1.31)
 declares it complete once every tenant index succeeded and ends the placeholders; without it the client
@@ -55,14 +55,29 @@ WORKER_SERVICE_ACCOUNT = "kts-worker"
 WORKER_PATH = "/opt/kts/kts_worker.py"  # where workers/Containerfile puts the worker (its ENTRYPOINT runs it)
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 # The container's command: a tenant index execs the worker as the image's ENTRYPOINT would; a placeholder
-# index says which GPU it holds (the device plugin's NVIDIA_VISIBLE_DEVICES) and sleeps until stopped.
+# index says which GPU it holds and sleeps until stopped. Which GPU is asked of NVML (libnvidia-ml, which the
+# NVIDIA container toolkit mounts into every GPU container, CDI included: index 0 is the container's one
+# device), not of the environment: the device plugin sets NVIDIA_VISIBLE_DEVICES to a UUID only with
+# deviceIDStrategy=uuid and a non-CDI device list strategy (internal/plugin/server.go, getAllocateResponse
+# returns before updateResponseForDeviceListEnvVar when every strategy is CDI; the GPU Operator's default
+# from v25.10). No CUDA context is made: a sleeping placeholder must not become an MPS client or hold memory.
 LAUNCHER = (
-    "import json, os, sys, time\n"
+    "import ctypes, json, os, sys, time\n"
     "i = int(os.environ.get('JOB_COMPLETION_INDEX', '0'))\n"
     "if i < len(json.loads(os.environ['KTS_TENANTS'])):\n"
     f"    os.execvp(sys.executable, [sys.executable, '-u', '{WORKER_PATH}'])\n"
-    "print('kts_placeholder: holding index=%d gpu=%s' % (i, os.environ.get('NVIDIA_VISIBLE_DEVICES', '?')), "
-    "flush=True)\n"
+    "def nvml_uuid():\n"
+    "    try:\n"
+    "        nvml = ctypes.CDLL('libnvidia-ml.so.1')\n"
+    "        handle, buf = ctypes.c_void_p(), ctypes.create_string_buffer(96)\n"
+    "        if nvml.nvmlInit_v2() or nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle)):\n"
+    "            return None\n"
+    "        return buf.value.decode() if nvml.nvmlDeviceGetUUID(handle, buf, 96) == 0 else None\n"
+    "    except Exception:\n"
+    "        return None\n"
+    "gpu = nvml_uuid()\n"
+    "print('kts_placeholder: holding index=%d gpu=%s source=%s' % (i, gpu or os.environ.get('NVIDIA_VISIBLE_DEVICES', "
+    "'?'), 'nvml' if gpu else 'env'), flush=True)\n"
     "time.sleep(float(os.environ.get('KTS_HOLD_S', '3600')))\n")
 
 

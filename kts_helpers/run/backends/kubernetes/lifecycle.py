@@ -51,6 +51,7 @@ from kts_helpers.run.backends.kubernetes.names import (
     selector_string,
 )
 from kts_helpers.run.backends.kubernetes.nodes import NodeInfo, mps_caps, node_info
+from kts_helpers.run.backends.kubernetes.replica_probe import PROBE_DECIDE_S, probe_job, probe_verdict
 from kts_helpers.run.backends.kubernetes.state import (
     PodState,
     admission,
@@ -96,6 +97,7 @@ class ScenarioHost(Protocol):
     tolerations: list[dict[str, Any]]
     cluster_pod_list: bool
     worker_device: str
+    placeholders: bool
 
     def hint(self, reason: str) -> str: ...
 
@@ -152,6 +154,13 @@ class ScenarioRun:
         self.how = "submitted"  # or "attached" (found running), "collected" (found complete), "replaced"
         self.workload: dict[str, Any] | None = None
         self.admitted_once = False  # Kueue let the Job run (a later suspension is an eviction)
+        # the stated replicas are proven by one more (``replica_probe``) where the node cannot be read
+        self.replicas_proof = "node labels (GPU feature discovery)" if node.readable and node.physical_known else (
+            "the node's allocatable count (no GPU feature discovery labels)" if node.readable else
+            "stated (gpu_replicas), not yet verified")
+        self.probe_since: float | None = None  # when the probe Job was created
+        self.submitted: dict[str, Any] = {}  # the Job body this client submitted
+        self.probe_failure = ""
 
     def say(self, text: str) -> None:
         if self.progress:
@@ -207,6 +216,7 @@ class ScenarioRun:
             placeholders=self.placeholders, tolerations=self.b.tolerations,
             sharing_caps=mps_caps(self.node.replicas) if self.scenario.sharing == "mps" and self.node.replicas else None,
             device=self.b.worker_device)
+        self.submitted = body  # what the kit asked for (the probe is made from it, never from server-set fields)
         self.job = self.api.create_job(body) or body
         # Read the queue back: Kueue's webhook puts an unlabelled Job into a LocalQueue named "default"
         # (LocalQueueDefaulting) and suspends it; the kit then waits for that queue's admission, knowingly.
@@ -228,9 +238,41 @@ class ScenarioRun:
             # every tenant's pod still there: a Job that failed (its deadline) deletes them, and the start is then
             # never published; the watch reads the Job's own failure instead
             alive = all(t in pods for t in self.tenants)
-            if self.barrier.all_ready() and holding and alive:
+            if self.barrier.all_ready() and holding and alive and self.replicas_proven():
                 self.release_barrier(pods)
         return bool(self.barrier.starts)
+
+    def replicas_proven(self) -> bool:
+        """Where the node cannot be read and placeholders hold the stated replicas: ask for one more
+        (``replica_probe``) and wait for the scheduler's answer. True once the start may be published."""
+        if self.node.readable or not self.b.placeholders or self.probe_failure or self.how != "submitted":
+            return not self.probe_failure
+        name = f"{self.name}-probe"
+        now = self.clock.monotonic()
+        if self.probe_since is None:
+            self.probe_since = now
+            self.api.create_job(probe_job(self.submitted, self.node.resource))
+            self.say(f"asking the scheduler for one more replica of node {self.node.name}'s GPU than stated "
+                     "(it must stay Pending)")
+            return False
+        pod = next((p for p in self.api.list_pods(self.sel) if job_of(p) == name), None)
+        verdict, words = probe_verdict(pod)
+        if verdict == "free":
+            self.probe_failure = (f"a replica of node {self.node.name}'s GPU was free beside the tenants and "
+                                  f"placeholders (the probe pod was placed): the node has more than the stated "
+                                  f"{self.node.replicas} replicas (gpu_replicas / K8S_GPU_REPLICAS), so a stranger "
+                                  "could share the GPU unseen; state the replicas the device plugin advertises")
+        elif verdict == "held":
+            self.replicas_proof = (f"stated (gpu_replicas={self.node.replicas}); no replica left free: one more "
+                                   f"stayed Pending ({words})")
+        elif now - self.probe_since >= PROBE_DECIDE_S:
+            self.replicas_proof = (f"stated (gpu_replicas={self.node.replicas}), unverified: the probe for one more "
+                                   f"replica was not decided within {PROBE_DECIDE_S:.0f} s")
+        else:
+            return False
+        with contextlib.suppress(KtsError):
+            self.api.delete_job(name)
+        return not self.probe_failure
 
     def release_barrier(self, pods: Mapping[str, dict[str, Any]]) -> None:
         """Every tenant is ready: publish the starts (on the node's clock) in each tenant pod's annotation."""
@@ -278,6 +320,8 @@ class ScenarioRun:
             self.live.follow(self.api, pods, states, self.b.poll_s, self.clock)
             if go_mono is None and self.poll_barrier(pods):
                 go_mono = now
+            if self.probe_failure:
+                return Failure(self.tenants[0], None, self.probe_failure)
             deadline = (t0 + self.b.ready_timeout_s) if go_mono is None else \
                 (go_mono + self.b.start_delay_s + self.timeout_s)
             if job is None:
@@ -455,13 +499,22 @@ class ScenarioRun:
                 self.strangers.setdefault((p.get("metadata") or {}).get("name", "?"), self.b._describe_pod(p))
 
     def holder_mismatch(self, gpu: str | None) -> str:
-        """A placeholder whose replica is on another GPU than the tenants' (``packed`` spilled over): the
-        measured GPU's replicas were not all held."""
+        """A placeholder whose replica is on another GPU than the tenants' (``packed`` spilled over): the measured
+        GPU's replicas were not all held. Where the node may have more than one GPU, a placeholder that could not
+        tell its GPU (no NVML, and NVIDIA_VISIBLE_DEVICES no UUID: CDI, deviceIDStrategy=index) fails the check
+        too: unproven is not held. On a node known to have one GPU every replica is on it."""
+        one_gpu = self.node.physical_known and self.node.physical == 1
         for idx, held in sorted(self.holder_gpus.items()):
-            if gpu and held.startswith("GPU-") and held != gpu:
-                name = (self.holders.get(idx) or {}).get("metadata", {}).get("name", f"index {idx}")
+            name = (self.holders.get(idx) or {}).get("metadata", {}).get("name", f"index {idx}")
+            known = held.startswith(("GPU-", "MIG-"))
+            if gpu and known and held != gpu:
                 return (f"placeholder {name} holds GPU {held}, the tenants use {gpu}: not every replica of the "
                         "measured GPU was held; the scenario must run again")
+            if not known and not one_gpu:
+                return (f"placeholder {name} could not tell which GPU holds its replica (NVML gave no UUID and "
+                        f"NVIDIA_VISIBLE_DEVICES reads {held!r}: a CDI device list or deviceIDStrategy=index) on a node "
+                        "that may have several GPUs: that every replica of the tenants' GPU was held is unproven; "
+                        "the scenario must run again (is libnvidia-ml mounted in the kit's pods?)")
         return ""
 
     def late_start(self, states: Mapping[str, PodState]) -> Failure | None:
