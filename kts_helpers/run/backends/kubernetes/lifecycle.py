@@ -245,7 +245,7 @@ class ScenarioRun:
     def replicas_proven(self) -> bool:
         """Where the node cannot be read and placeholders hold the stated replicas: ask for one more
         (``replica_probe``) and wait for the scheduler's answer. True once the start may be published."""
-        if self.node.readable or not self.b.placeholders or self.probe_failure or self.how != "submitted":
+        if self.node.readable or not self.b.placeholders or self.probe_failure or not self.submitted:
             return not self.probe_failure
         name = f"{self.name}-probe"
         now = self.clock.monotonic()
