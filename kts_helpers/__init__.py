@@ -36,6 +36,8 @@ Data flows one way, through four wings (a test enforces the import rule):
   * ``run.backends.kubernetes.barrier`` — the start barrier: every tenant ready, one clock, each pod's offset
   * ``run.backends.kubernetes.logs`` — pod logs followed live (across the kubelet's log rotation)
   * ``run.backends.kubernetes.lifecycle`` — one scenario from submission (or re-attachment) to its logs
+  * ``run.backends.kubernetes.replica_probe`` — one replica more than stated, which must stay Pending
+  * ``run.backends.kubernetes.interrupts`` — SIGTERM handled as Ctrl-C while a scenario runs
   * ``run.backends.kubernetes.backend`` — ``KubernetesBackend``: node, exclusivity, clean-up, record
 * ``run.telemetry`` — GPU telemetry capture: ``run.telemetry.nvml`` (NVML/GPM sampler),
   ``run.telemetry.dcgm`` (dcgm-exporter scraper), ``run.telemetry._store`` (on-disk format),

@@ -44,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="replicas of the node's one GPU, when the kit may not read nodes")
     p.add_argument("--cluster-pod-list", action="store_true", default=(env("K8S_CLUSTER_POD_LIST") or "") in
                    ("1", "true", "yes"), help="look for other GPU pods in every namespace (opt-in ClusterRole)")
+    p.add_argument("--worker-device", default=env("K8S_WORKER_DEVICE") or "cuda", choices=("cuda", "cpu"),
+                   help="the workers' device: cpu on a cluster without GPUs (manifests/kind/run-kind.sh)")
     p.add_argument("--root", default=str(DEFAULT_ROOT))
     p.add_argument("--cleanup", action="store_true",
                    help="only delete kit Jobs older than --older-than hours in the namespace, then exit")
@@ -63,7 +65,7 @@ def _smoke(args: argparse.Namespace) -> int:
                                 context=args.context, node_selector=args.node_selector, queue_name=args.queue,
                                 runtime_class=args.runtime_class, start_delay_s=args.start_delay,
                                 node_name=args.node, gpu_replicas=args.gpu_replicas,
-                                cluster_pod_list=args.cluster_pod_list)
+                                cluster_pod_list=args.cluster_pod_list, worker_device=args.worker_device)
     if args.cleanup:
         removed = backend.cleanup_older_than(args.older_than * 3600.0)
         print(f"removed {len(removed)} kts Job(s) older than {args.older_than:g} h from namespace "

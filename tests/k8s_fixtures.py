@@ -198,6 +198,10 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     log: list[Any] = attrs.field(factory=list)  # every request, for the tests' assertions
     # RBAC for the kit's requests (not kmock's, which play the controllers): None lets everything through
     rbac: dict[str, set[tuple[str, str, str]]] | None = None
+    # the namespace the Role is bound in (manifests/base: kts); a Role's rules hold there only, as the API server's
+    # RBAC authorizer visits only the RoleBindings of the request's namespace (kubernetes
+    # plugin/pkg/auth/authorizer/rbac/rbac.go, RBACAuthorizer.Authorize -> VisitRulesFor(user, namespace))
+    rbac_namespace: str = NS
     forbidden: list[tuple[str, str, str, str | None]] = attrs.field(factory=list)  # what RBAC refused
     default_local_queue: bool = False  # Kueue's LocalQueueDefaulting with a LocalQueue named "default"
     _rv: int = 0
@@ -221,7 +225,8 @@ class ClusterEmulator(kmock.KubernetesEmulator):
                 request.headers.get("User-Agent", "")).startswith("kmock/"):
             resource = request.resource.plural + (f"/{request.subresource}" if request.subresource else "")
             key = (request.resource.group, resource, request_verb(request))
-            allowed = key in self.rbac["ClusterRole"] or (request.namespace is not None and key in self.rbac["Role"])
+            allowed = key in self.rbac["ClusterRole"] or (request.namespace == self.rbac_namespace
+                                                          and key in self.rbac["Role"])
             if not allowed:
                 self.forbidden.append((*key, request.namespace))
                 where = f'in the namespace "{request.namespace}"' if request.namespace else "at the cluster scope"
@@ -245,6 +250,8 @@ class ClusterEmulator(kmock.KubernetesEmulator):
                 meta.setdefault("uid", str(uuid.uuid4()))
                 meta["creationTimestamp"] = ts(self.clock.t)
                 meta["resourceVersion"] = self._next_rv()
+                if request.resource.plural == "pods":  # the API server sets the QoS class on create
+                    data.setdefault("status", {})["qosClass"] = qos_class(data.get("spec") or {})
             elif action == enums.action.UPDATE and request.name and isinstance(data, dict):
                 data.setdefault("metadata", {})["resourceVersion"] = self._next_rv()
             elif action == enums.action.DELETE and request.name:
@@ -315,6 +322,7 @@ class FakeWorker:
     period_s: float
     gpu_uuid: str
     hang: bool = False
+    mps_client: bool = False  # the device plugin's MPS daemon serves it (its CUDA_MPS_PIPE_DIRECTORY is set)
     go_file: bool = False  # the cluster barrier: a ready line, then the start from the go ConfigMap
     go_seen: float = 0.0  # when the go reached this pod (its node's clock)
     said: float = 0.0  # the next ready line is due at this node-clock time (0: at ``reached``)
@@ -335,7 +343,7 @@ class FakeWorker:
                 "device_name": "fake", "start_at_ns": ns(self.start_at) if self.start_at else 0,
                 "barrier_reached_ns": ns(self.reached), "loop_start_ns": ns(self.loop_start),
                 "flops_per_op": 1.0e9, "bytes_per_op": 1.0e6, "gpu_uuid": self.gpu_uuid, "phases_per_iteration": 1,
-                "lead_in_s": self.lead_in_s, "pad": self.pad}
+                "lead_in_s": self.lead_in_s, "pad": self.pad, "mps_client": self.mps_client}
         return f"KTS_META,v2,{json.dumps(meta, separators=(',', ':'))}"
 
     def _line(self) -> tuple[str, float]:
@@ -446,6 +454,7 @@ class FakeCluster:
         self.holder_gpu = "GPU-fake-0"  # the GPU the placeholders' replicas are on
         self._go_seen_api: dict[str, tuple[str, float]] = {}  # pod -> (annotation, when the API had it)
         self.strangers: dict[str, str] = {}  # stranger pod -> its namespace (placed by the scheduler)
+        self.unfit = INSUFFICIENT  # the scheduler's last reason for leaving a pod Pending
         self.stranger_pending_at: dict[str, float] = {}  # stranger -> when the scheduler first found no room
         self.stranger_bound_at: dict[str, float] = {}  # stranger -> when the scheduler placed it
         self.stalled: dict[str, int] = {}  # pod -> followed streams deliver no byte past this (rotate-drop)
@@ -640,7 +649,7 @@ class FakeCluster:
             self.stranger_pending_at.setdefault(name, self.clock.t)
             if not pod.get("status", {}).get("conditions"):
                 await self._http("patch", path, {"status": {"conditions": [{
-                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": INSUFFICIENT,
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": self.unfit,
                     "lastTransitionTime": ts(self.clock.t)}]}})
             return
         now = ts(self.clock.t)
@@ -930,12 +939,16 @@ class FakeCluster:
         if mode == "late" and start_at:
             reached = max(reached, start_at + 3.0)
         uuid_ = {"othergpu": "GPU-fake-1", "nouuid": None}.get(mode, "GPU-fake-0")
+        # the device plugin on an MPS node hands every container its daemon's CUDA_MPS_PIPE_DIRECTORY
+        # (k8s-device-plugin internal/plugin/server.go, getAllocateResponse -> updateResponseForMPS): an MPS client
+        labels = (self.live("v1/nodes").get(node, {}).get("metadata") or {}).get("labels") or {}
+        mps = labels.get("nvidia.com/gpu.sharing-strategy") == "mps"
         return FakeWorker(go_file=bool(env.get("KTS_GO_FILE")),workload=env["WORKLOAD"], tenant=tenant, iterations=self.log_iterations, start_at=start_at,
                           reached=reached, lead_in_s=float(env.get("KTS_LEAD_IN_S") or 0),
                           pad=env.get("KTS_PAD") == "1" and mode not in ("oom", "exit1"),  # they die first
                           pad_limit_s=float(env.get("KTS_PAD_LIMIT_S") or 3600),
                           period_s=1.0 if mode == "slow" else 0.1,
-                          gpu_uuid=uuid_, hang=mode == "hang")  # type: ignore[arg-type]
+                          gpu_uuid=uuid_, hang=mode == "hang", mps_client=mps)  # type: ignore[arg-type]
 
     async def _schedule_and_run(self, pod_name: str, pod: dict[str, Any]) -> None:
         path = f"/api/v1/namespaces/{self.ns}/pods/{pod_name}"
@@ -955,7 +968,8 @@ class FakeCluster:
             if mode == "unschedulable" or node is None:
                 if not status.get("conditions"):
                     await self._http("patch", path, {"status": {"conditions": [{
-                        "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": INSUFFICIENT,
+                        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                        "message": INSUFFICIENT if mode == "unschedulable" else self.unfit,
                         "lastTransitionTime": ts(self.clock.t)}]}})
                 return
             await self._http("patch", path, {"spec": {"nodeName": node}, "status": {"conditions": [{
@@ -983,7 +997,8 @@ class FakeCluster:
                 self.workers[pod_name] = worker
             self.logs[pod_name] = b""
             if worker is None and tenants and index >= len(tenants):  # the launcher's placeholder line
-                self.logs[pod_name] = f"kts_placeholder: holding index={index} gpu={self.holder_gpu}\n".encode()
+                self.logs[pod_name] = (f"kts_placeholder: holding index={index} gpu={self.holder_gpu} "
+                                       f"source={'nvml' if self.holder_gpu.startswith('GPU-') else 'env'}\n").encode()
             await self._http("patch", path, {"status": {"phase": "Running", "containerStatuses": [{
                 "name": spec["containers"][0]["name"], "ready": True, "state": {"running": {"startedAt": ts(now)}}}]}})
             return
@@ -1044,9 +1059,29 @@ class FakeCluster:
                             if k in GPU_KEYS)
         return used
 
+    def requested(self, node: str) -> dict[str, float]:
+        """CPU (cores), memory (bytes) and pods requested on ``node`` by pods bound there that have not ended."""
+        out = {"cpu": 0.0, "memory": 0.0, "pods": 0.0}
+        for key, obj in list(self.km.objects.items()):
+            if key[0] != "v1/pods" or obj.deleted:
+                continue
+            pod = obj.raw
+            if pod.get("spec", {}).get("nodeName") != node:
+                continue
+            if key[2] in self.terminated or o_phase(pod) in ("Succeeded", "Failed"):
+                continue
+            want = pod_requests(pod["spec"])
+            for k in out:
+                out[k] += want[k]
+        return out
+
     def _place(self, spec: dict[str, Any]) -> str | None:
         """The scheduler's node filter: ``nodeSelector`` on labels, node affinity ``matchFields`` on the name,
-        taints the pod does not tolerate (NoSchedule, NoExecute), free GPU replicas."""
+        taints the pod does not tolerate (NoSchedule, NoExecute), free GPU replicas, and, as kube-scheduler's
+        NodeResourcesFit plugin (pkg/scheduler/framework/plugins/noderesources/fit.go, ``fitsRequest``) does,
+        the node's allocatable CPU, memory and pods against what its pods request ("Insufficient cpu",
+        "Insufficient memory", "Too many pods"). ``unfit`` keeps the last reason, for the pod's condition."""
+        self.unfit = INSUFFICIENT
         names = None
         terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
                  .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
@@ -1073,6 +1108,15 @@ class FakeCluster:
             alloc = node["status"]["allocatable"]
             have = sum(int(alloc.get(k, 0)) for k in GPU_KEYS)
             if want and self.gpus_used(name) + want > have:
+                continue
+            asks, used = pod_requests(spec), self.requested(name)
+            room = {k: alloc.get(k, "110" if k == "pods" else None) for k in ("pods", "cpu", "memory")}
+            short = [what for what, key in (("Too many pods", "pods"), ("Insufficient cpu", "cpu"),
+                                            ("Insufficient memory", "memory"))
+                     if room[key] is not None and used[key] + asks[key] > quantity(room[key])]
+            if short:
+                self.unfit = (f"0/1 nodes are available: 1 {short[0]}. preemption: 0/1 nodes are available: 1 No "
+                              "preemption victims found for incoming pod.")
                 continue
             return name
         return None
@@ -1163,6 +1207,116 @@ class FakeCluster:
                     return
                 continue
             await asyncio.sleep(self.tick_s)
+
+
+class FakeExporter:
+    """dcgm-exporter on one node, its ``/metrics`` page rendered as upstream renders it
+    (internal/pkg/rendermetrics/render_metrics.go: ``gpu``, ``UUID``, ``pci_bus_id``, ``device``, ``modelName``,
+    ``Hostname``, then the pod attributes) from the emulated cluster's pods on ``node``.
+
+    * ``virtual_gpus`` is KUBERNETES_VIRTUAL_GPUS (default false in pkg/cmd/app.go): false maps the device to ONE
+      pod, the last one listed (internal/pkg/transformation/kubernetes.go, ``toDeviceToPod``: a
+      ``map[string]PodInfo`` overwritten per pod); true gives every pod holding a replica its own series with a
+      ``vgpu`` label (``toDeviceToSharingPods``).
+    * ``collect_s`` is DCGM_EXPORTER_INTERVAL (default 30000 ms): between two collections the page repeats the
+      last one (its values change only at a collection), real seconds here (the scraper runs on the real clock).
+    * ``hostname``/``uuid``: what the page says (a Service may answer from another node's exporter).
+    """
+
+    def __init__(self, cluster: FakeCluster, node: str, *, hostname: str | None = None, uuid: str = "GPU-fake-0",
+                 virtual_gpus: bool = True, collect_s: float = 0.2) -> None:
+        self.cluster, self.node, self.hostname, self.uuid = cluster, node, hostname or node, uuid
+        self.virtual_gpus, self.collect_s = virtual_gpus, collect_s
+        self.t0 = time.monotonic()
+
+    def pods(self) -> list[tuple[str, str]]:
+        """(namespace, pod) of every running pod on the node holding a GPU replica, in the kubelet's order."""
+        out = []
+        for key, obj in sorted(list(self.cluster.km.objects.items()), key=lambda kv: str(kv[0][1:])):
+            if key[0] != "v1/pods" or obj.deleted:
+                continue
+            pod = obj.raw
+            if pod.get("spec", {}).get("nodeName") != self.node:
+                continue
+            if key[2] in self.cluster.terminated or o_phase(pod) in ("Succeeded", "Failed"):
+                continue
+            if any(k in GPU_KEYS for c in pod["spec"].get("containers") or []
+                   for k in ((c.get("resources") or {}).get("limits") or {})):
+                out.append((key[1], key[2]))
+        return out
+
+    def page(self) -> str:
+        n = int((time.monotonic() - self.t0) / self.collect_s)  # the collection being served
+        base = (f'gpu="0",UUID="{self.uuid}",pci_bus_id="00000000:18:00.0",device="nvidia0",'
+                f'modelName="NVIDIA H100 80GB HBM3",Hostname="{self.hostname}"')
+        pods = self.pods()
+        if not self.virtual_gpus:
+            pods = pods[-1:]  # the last pod listed wins
+        series = [base + (f',container="worker",namespace="{ns}",pod="{name}"'
+                          + (f',vgpu="{i}"' if self.virtual_gpus else "")) for i, (ns, name) in enumerate(pods)]
+        lines = []
+        for metric, value in (("DCGM_FI_DEV_SM_CLOCK", 1980.0), ("DCGM_FI_DEV_POWER_USAGE", 400.0 + n % 50)):
+            lines.append(f"# TYPE {metric} gauge")
+            lines += [f"{metric}{{{labels}}} {value}" for labels in series or [base]]
+        return "\n".join(lines) + "\n"
+
+    def handler(self) -> type:
+        import http.server
+
+        exporter = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                body = exporter.page().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        return Handler
+
+
+def quantity(text: Any) -> float:
+    """A Kubernetes quantity as a number: "500m" -> 0.5, "2Gi" -> 2**31, "64" -> 64."""
+    units = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    text = str(text)
+    for unit in sorted(units, key=len, reverse=True):
+        if text.endswith(unit):
+            return float(text[:-len(unit)]) * units[unit]
+    return float(text or 0)
+
+
+def pod_requests(spec: dict[str, Any]) -> dict[str, float]:
+    """What a pod asks the scheduler for: each container's requests (a limit stands in for a missing request, as
+    the API server defaults it), summed; one pod."""
+    out = {"cpu": 0.0, "memory": 0.0, "pods": 1.0}
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        for k in ("cpu", "memory"):
+            value = (res.get("requests") or {}).get(k, (res.get("limits") or {}).get(k))
+            out[k] += quantity(value) if value is not None else 0.0
+    return out
+
+
+def qos_class(spec: dict[str, Any]) -> str:
+    """The pod's QoS class as the API server sets ``status.qosClass`` (pkg/apis/core/helper/qos, ``GetPodQOS``):
+    Guaranteed when every container's CPU and memory requests equal its limits (a missing request defaults to the
+    limit), BestEffort with neither, Burstable otherwise."""
+    any_set, guaranteed = False, True
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        limits, requests = res.get("limits") or {}, {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        any_set = any_set or any(k in requests for k in ("cpu", "memory"))
+        for k in ("cpu", "memory"):
+            if k not in limits or quantity(limits[k]) != quantity(requests.get(k, 0)):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def _t(stamp: str) -> float:

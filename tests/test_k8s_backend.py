@@ -343,7 +343,8 @@ def test_the_barrier_is_not_released_to_pods_that_are_gone() -> None:
     sr = SimpleNamespace(
         tenants=["fft", "gemm"], holders={}, placeholders=0, live=SimpleNamespace(streams={}),
         barrier=SimpleNamespace(starts={}, ready={"fft": 1, "gemm": 1}, all_ready=lambda: True),
-        release_barrier=lambda pods: published.append({t: pods[t] for t in ("fft", "gemm")}))
+        release_barrier=lambda pods: published.append({t: pods[t] for t in ("fft", "gemm")}),
+        replicas_proven=lambda: True)  # nodes readable: nothing to probe
     assert ScenarioRun.poll_barrier(sr, {"gemm": {"metadata": {"name": "gemm-pod"}}}) is False
     assert published == []
     pods = {t: {"metadata": {"name": f"{t}-pod"}} for t in ("fft", "gemm")}

@@ -299,7 +299,8 @@ def test_the_launcher_runs_the_worker_where_the_image_puts_it() -> None:
     env = {"PATH": os.environ.get("PATH", ""), "KTS_TENANTS": '[{"TENANT": "fft"}]', "JOB_COMPLETION_INDEX": "1",
            "KTS_HOLD_S": "0", "NVIDIA_VISIBLE_DEVICES": "GPU-1234"}
     out = subprocess.run([sys.executable, "-u", "-c", LAUNCHER], env=env, capture_output=True, text=True, timeout=30)
-    assert out.returncode == 0 and out.stdout == "kts_placeholder: holding index=1 gpu=GPU-1234\n"
+    # no libnvidia-ml here: the environment's value, said to be one (NVML answers on a GPU node: test_k8s_conditions)
+    assert out.returncode == 0 and out.stdout == "kts_placeholder: holding index=1 gpu=GPU-1234 source=env\n"
     tenant = subprocess.run([sys.executable, "-u", "-c", LAUNCHER], env={**env, "JOB_COMPLETION_INDEX": "0"},
                             capture_output=True, text=True, timeout=30)
     assert tenant.returncode != 0 and WORKER_PATH in tenant.stderr  # it exec'd the worker (absent here)

@@ -35,10 +35,13 @@ pytestmark = pytest.mark.timeout(120)
 
 
 class _Metrics(http.server.BaseHTTPRequestHandler):
-    """dcgm-exporter's /metrics page (the fixture), 404 elsewhere."""
+    """dcgm-exporter's /metrics page (the fixture), 404 elsewhere: the exporter of the emulated node gpu-1, its
+    GPU 0 the one the emulator's workers report (a page of another node or GPU is refused: test_k8s_conditions)."""
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        body, code = (FIXTURE.read_bytes(), 200) if self.path == "/metrics" else (b"not found", 404)
+        page = FIXTURE.read_bytes().replace(b"gpu-node-a", b"gpu-1").replace(
+            b"GPU-0b6c8a1e-2f4d-4c1b-9a7e-1d2c3b4a5f60", b"GPU-fake-0")
+        body, code = (page, 200) if self.path == "/metrics" else (b"not found", 404)
         self.send_response(code)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
         self.send_header("Content-Length", str(len(body)))

@@ -205,8 +205,9 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
     tel, tel_status = load_run_telemetry(run, manifest)
     pods = {name: {str(t.get("pod") or (t.get("events") or {}).get("pod")) for t in rec.tenants.values()}
             for name, rec in manifest.records.items()}
-    frame = attach_run_telemetry(frame, tel, pods)
+    frame = attach_run_telemetry(frame, tel, pods, tel_status)
     problems += strangers_on_the_gpu(manifest, tel, metas)
+    problems += dcgm_page_problems(tel_status)
     return RunData(run=run, manifest=manifest, iterations=frame, meta=pd.DataFrame(metas),
                    parse_issues=pd.DataFrame(issues), problems=problems, telemetry=tel,
                    telemetry_status=tel_status, dropped=dropped, padding=padding,
@@ -268,16 +269,38 @@ def load_run_telemetry(run: Run, manifest: RunManifest) -> tuple[pd.DataFrame, d
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), status
 
 
-def attach_run_telemetry(frame: pd.DataFrame, tel: pd.DataFrame,
-                         pods: dict[str, set[str]] | None = None) -> pd.DataFrame:
-    """Join each iteration to the nearest telemetry sample of its own scenario (``tel_*`` columns)."""
+def dcgm_page_problems(statuses: dict[str, dict[str, Any]]) -> list[str]:
+    """A problem line per scenario whose dcgm-exporter pages the backend refused (another GPU or node) or flagged
+    (one pod per device: ``run.telemetry.page_check``)."""
+    out = []
+    for scen, st in statuses.items():
+        if st.get("refused"):
+            out.append(f"{scen}: DCGM telemetry {st.get('reason')}")
+        if st.get("attribution"):
+            out.append(f"{scen}: DCGM {st['attribution']}")
+    return out
+
+
+def join_tolerance_ms(status: dict[str, Any] | None) -> float:
+    """How far from an iteration its telemetry sample may be: 250 ms, or half the dcgm-exporter's collect interval
+    where the scraper measured it (the exporter serves one collection for 30 s by default: a finer join would
+    only pretend)."""
+    interval = (status or {}).get("exporter_interval_ms")
+    return max(250.0, float(interval) / 2) if isinstance(interval, (int, float)) and interval > 0 else 250.0
+
+
+def attach_run_telemetry(frame: pd.DataFrame, tel: pd.DataFrame, pods: dict[str, set[str]] | None = None,
+                         statuses: dict[str, dict[str, Any]] | None = None) -> pd.DataFrame:
+    """Join each iteration to the nearest telemetry sample of its own scenario (``tel_*`` columns), at the
+    resolution its source has (``join_tolerance_ms``)."""
     if tel.empty:
         return frame
     parts = []
     for scen, grp in frame.groupby("scenario", sort=False):
         t = tel[tel["scenario"] == scen].drop(columns=["scenario", "kind"])
         gpu = _scenario_gpu(t, pods or {}, scen)
-        parts.append(attach_telemetry(grp, t, gpu=gpu) if len(t) and gpu != -1 else grp)
+        tolerance = join_tolerance_ms((statuses or {}).get(str(scen)))
+        parts.append(attach_telemetry(grp, t, gpu=gpu, tolerance_ms=tolerance) if len(t) and gpu != -1 else grp)
     return pd.concat(parts).loc[frame.index]
 
 

@@ -160,7 +160,7 @@ def attach_telemetry(iterations: pd.DataFrame, telemetry: pd.DataFrame, *, toler
             tel = tel[tel["gpu_index"] == gpu]
         elif len(gpus) > 1:
             raise TelemetryError(f"telemetry holds GPUs {gpus}; pass gpu= to choose one")
-    drop = [c for c in DCGM_LABEL_COLUMNS if c in ("pod", "namespace", "container") and c in tel.columns]
+    drop = [c for c in DCGM_LABEL_COLUMNS if c in ("pod", "namespace", "container", "vgpu") and c in tel.columns]
     tel = tel.drop(columns=drop).drop_duplicates(subset=["ts_ns"], keep="first")
     if tel["ts_ns"].isna().any():
         raise TelemetryError("telemetry has null ts_ns")

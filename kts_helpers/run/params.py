@@ -20,7 +20,8 @@ K8S_ENV = {"namespace": "K8S_NAMESPACE", "image": "IMAGE", "context": "K8S_CONTE
            "dcgm_url": "KTS_DCGM_URL", "allocation_policy": "K8S_ALLOCATION_POLICY",
            "image_pull_secrets": "K8S_IMAGE_PULL_SECRETS", "read_only_root": "K8S_READ_ONLY_ROOT",
            "node_name": "K8S_NODE", "gpu_replicas": "K8S_GPU_REPLICAS", "tolerations": "K8S_TOLERATIONS",
-           "placeholders": "K8S_PLACEHOLDERS", "cluster_pod_list": "K8S_CLUSTER_POD_LIST"}
+           "placeholders": "K8S_PLACEHOLDERS", "cluster_pod_list": "K8S_CLUSTER_POD_LIST",
+           "worker_device": "K8S_WORKER_DEVICE"}
 EXPERIMENT_KEYS = frozenset(f.name for f in fields(ExperimentParams))
 
 

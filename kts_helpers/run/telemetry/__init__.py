@@ -21,8 +21,9 @@ from kts_helpers.run.telemetry._store import (
     read_status,
     read_table,
     status_path,
+    write_status,
 )
-from kts_helpers.run.telemetry.dcgm import DcgmScraper, parse_dcgm_text, scrape_dcgm
+from kts_helpers.run.telemetry.dcgm import DcgmScraper, page_check, parse_dcgm_text, scrape_dcgm
 from kts_helpers.run.telemetry.nvml import TelemetrySampler, run_sampler
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "TelemetryError",
     "TelemetrySampler",
     "consolidated_path",
+    "page_check",
     "parse_dcgm_text",
     "part_paths",
     "read_status",
@@ -41,4 +43,5 @@ __all__ = [
     "run_sampler",
     "scrape_dcgm",
     "status_path",
+    "write_status",
 ]

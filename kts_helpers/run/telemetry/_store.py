@@ -51,6 +51,7 @@ DCGM_LABEL_COLUMNS: dict[str, str] = {
     "pod": "string",
     "namespace": "string",
     "container": "string",
+    "vgpu": "string",  # the replica's index with KUBERNETES_VIRTUAL_GPUS=true (one series per pod)
 }
 SCHEMA_COLUMNS: dict[str, str] = {**CORE_COLUMNS, **GPM_COLUMNS}
 STATUSES = ("complete", "partial", "absent")

@@ -5,8 +5,23 @@ Prometheus text exposition. It is parsed with ``prometheus_client``'s own parser
 lazily: the sampler host need not have it) and mapped onto the NVML sampler's columns, so
 the join and the clock report never care which backend produced the telemetry.
 
-One row per (scrape, distinct label set): with time-slicing, dcgm-exporter repeats a GPU's
-series once per pod using it, and the pod/namespace/container labels are kept as columns.
+One row per (scrape, distinct label set): with time-slicing and ``KUBERNETES_VIRTUAL_GPUS=true``,
+dcgm-exporter repeats a GPU's series once per pod holding a replica (with a ``vgpu`` label), and the
+pod/namespace/container labels are kept as columns.
+
+What the page can get wrong, and what is recorded so the backend can refuse or flag it (``page_check``):
+
+* **Whose GPU.** A Service in front of the exporter DaemonSet answers from any node: the page's ``UUID`` and
+  ``Hostname`` (``hostname`` from dcgm-exporter's HEAD, commit d5e5f51 "Rename Hostname label to hostname") must
+  name the tenants' GPU or node, or the page describes another GPU.
+* **Whose pods.** Without ``KUBERNETES_VIRTUAL_GPUS=true`` (its default is false: pkg/cmd/app.go,
+  ``CLIKubernetesVirtualGPUs``) the exporter maps each device to ONE pod (internal/pkg/transformation/
+  kubernetes.go, ``toDeviceToPod`` returns ``map[string]PodInfo``: the last pod listed wins), so a time-sliced
+  GPU's other pods, strangers included, never appear: per-pod attribution is unavailable.
+* **When.** The exporter collects every ``DCGM_EXPORTER_INTERVAL`` ms (default 30000: pkg/cmd/app.go,
+  ``CLICollectInterval``) and serves the last collection in between: a 1 s scrape repeats one sample ~30
+  times. A row is stamped with the first scrape that showed its values (not each repeat's), and the interval
+  between changes is recorded (``exporter_interval_ms``) so the join uses that resolution.
 """
 
 from __future__ import annotations
@@ -45,9 +60,14 @@ FIELD_MAP: dict[str, tuple[str, float]] = {
     "DCGM_FI_PROF_DRAM_ACTIVE": ("dram_bw_util_pct", 100.0),
 }
 # exporter label -> our column
-LABEL_MAP = {"UUID": "uuid", "modelName": "model_name", "Hostname": "hostname", "pod": "pod",
-             "namespace": "namespace", "container": "container"}
+# (``Hostname`` in the releases up to 4.5.3-4.8.2, ``hostname`` at HEAD; ``pod_name`` ... with
+# ``--use-old-namespace``; ``vgpu`` with KUBERNETES_VIRTUAL_GPUS=true)
+LABEL_MAP = {"UUID": "uuid", "modelName": "model_name", "Hostname": "hostname", "hostname": "hostname",
+             "pod": "pod", "pod_name": "pod", "namespace": "namespace", "pod_namespace": "namespace",
+             "container": "container", "container_name": "container", "vgpu": "vgpu"}
+DEFAULT_EXPORTER_INTERVAL_MS = 30000.0  # dcgm-exporter's DCGM_EXPORTER_INTERVAL default
 COLUMNS: dict[str, str] = {**CORE_COLUMNS, **GPM_COLUMNS, **DCGM_LABEL_COLUMNS}
+FIELD_COLUMNS = tuple(dict.fromkeys(c for c, _ in FIELD_MAP.values()))
 _MAX_BYTES = 16 * 1024 * 1024
 
 
@@ -86,13 +106,42 @@ def parse_dcgm_text(text: str, *, ts_ns: int | None = None) -> list[dict[str, An
                 row["ts_ns"] = ts
                 row["gpu_index"] = _gpu_index(gpu)
                 for k, c in LABEL_MAP.items():
-                    row[c] = labels.get(k) or None
+                    row[c] = labels.get(k) or row[c]
                 rows[key] = row
             v = float(s.value)
             row[col] = None if math.isnan(v) else v * scale  # NaN = "not available" from DCGM
     if not seen_dcgm:
         raise TelemetryError("no DCGM_FI_* metric in the response (is this a dcgm-exporter endpoint?)")
     return sorted(rows.values(), key=lambda r: (r["gpu_index"] is None, r["gpu_index"] or 0, r["pod"] or ""))
+
+
+def page_check(status: dict[str, Any], *, node: str, gpu_uuid: str | None, pods_on_gpu: int) -> tuple[str, str]:
+    """(why the scraped pages must be refused, or ""; what they cannot tell, or "") for a scenario whose tenants ran
+    on ``node`` with GPU ``gpu_uuid`` and ``pods_on_gpu`` pods of its Job holding that GPU's replicas.
+
+    Refused: the pages never show the tenants' GPU (by UUID; by node name when the tenants' UUID is unknown).
+    Flagged: the tenants' GPU was attributed to at most one pod per page although several held it: the exporter
+    runs without KUBERNETES_VIRTUAL_GPUS (one pod per device, the last listed), so strangers cannot be seen there.
+    """
+    page = status.get("page") or {}
+    uuids, hosts = list(page.get("uuids") or []), list(page.get("hostnames") or [])
+    if not status.get("samples"):
+        return "", ""
+    if gpu_uuid and gpu_uuid not in uuids:
+        return (f"the dcgm-exporter pages show GPU(s) {', '.join(uuids) or '(no UUID label)'} on "
+                f"{', '.join(hosts) or '(no Hostname label)'}, not the tenants' GPU {gpu_uuid} on node {node}: they "
+                "describe another GPU (a Service answers from any node); scrape the exporter pod on the tenants' node"
+                ), ""
+    if not gpu_uuid and node not in hosts:
+        return (f"the dcgm-exporter pages come from {', '.join(hosts) or '(no Hostname label)'}, not node {node}, and "
+                "the tenants' GPU UUID is unknown: they may describe another GPU; scrape the exporter pod on the "
+                "tenants' node"), ""
+    most = int((page.get("max_pods_per_gpu") or {}).get(gpu_uuid or "", 0) or 0) if gpu_uuid else 0
+    if pods_on_gpu >= 2 and most <= 1:
+        return "", (f"attribution unavailable; set KUBERNETES_VIRTUAL_GPUS=true (dcgm-exporter attributed the tenants' "
+                    f"GPU to at most {most} pod per page while {pods_on_gpu} of the scenario's pods held it: without "
+                    "it the exporter names one pod per device, so a stranger there would not be seen)")
+    return "", ""
 
 
 def _gpu_index(v: str | None) -> int | None:
@@ -145,6 +194,13 @@ class DcgmScraper:
         self.last_error = ""
         self.gpm = False
         self.meta: dict[str, Any] = {"gpu_name": None, "driver": None, "max_sm_clock_mhz": None}
+        # what the pages said (``page_check`` reads it): whose GPU, whose pods, how often the exporter collects
+        self.hostnames: set[str] = set()
+        self.uuids: set[str] = set()
+        self.max_pods: dict[str, int] = {}  # GPU -> the most pods one page attributed it to
+        self.virtual_gpus = False  # a ``vgpu`` label seen: KUBERNETES_VIRTUAL_GPUS=true
+        self._last: dict[tuple, tuple[tuple, int]] = {}  # series -> (its values, when first seen)
+        self._changes: dict[str, list[int]] = {}  # GPU -> the scrapes at which its values changed
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._writer: PartWriter | None = None
@@ -159,11 +215,43 @@ class DcgmScraper:
             self.failures += 1
             self.last_error = str(exc)
             return 0
+        self._note(rows)
         for r in rows:
             self._writer.add(r)
             self.gpm = self.gpm or any(r[c] is not None for c in GPM_COLUMNS)
             self.meta["gpu_name"] = self.meta["gpu_name"] or r["model_name"]
         return len(rows)
+
+    def _note(self, rows: list[dict[str, Any]]) -> None:
+        """Record whose GPU and pods the page names, and stamp a repeat of the exporter's last collection with the
+        scrape that first showed it (the exporter serves one collection until its next, 30 s by default)."""
+        pods: dict[str, set[str]] = {}
+        changed: set[str] = set()
+        scraped = rows[0]["ts_ns"] if rows else 0  # every row of a page carries its scrape's time
+        for r in rows:
+            gpu = r["uuid"] or f"gpu{r['gpu_index']}"
+            self.hostnames.update([r["hostname"]] if r["hostname"] else [])
+            self.uuids.update([r["uuid"]] if r["uuid"] else [])
+            self.virtual_gpus = self.virtual_gpus or bool(r["vgpu"])
+            pods.setdefault(gpu, set()).update([f"{r['namespace'] or '?'}/{r['pod']}"] if r["pod"] else [])
+            key = (gpu, r["pod"], r["namespace"], r["container"], r["vgpu"])
+            values = tuple(r[c] for c in FIELD_COLUMNS)
+            last = self._last.get(key)
+            if last is not None and last[0] == values:
+                r["ts_ns"] = last[1]
+            else:
+                self._last[key] = (values, r["ts_ns"])
+                changed.add(gpu)
+        for gpu, names in pods.items():
+            self.max_pods[gpu] = max(self.max_pods.get(gpu, 0), len(names))
+        for gpu in changed:
+            self._changes.setdefault(gpu, []).append(scraped)
+
+    def exporter_interval_ms(self) -> float | None:
+        """The median time between changes of a GPU's values (the exporter's collect interval, as seen at this
+        scrape's resolution); None before two changes after the first sighting."""
+        gaps = sorted((b - a) / 1e6 for times in self._changes.values() for a, b in zip(times[1:-1], times[2:], strict=True))
+        return gaps[len(gaps) // 2] if gaps else None
 
     def _status(self, final: bool) -> dict[str, Any]:
         ok = self.scrapes - self.failures
@@ -178,7 +266,11 @@ class DcgmScraper:
             state, reason = "complete", ""
         return {"status": state, "reason": reason, "gpm": self.gpm, "samples": self._writer.rows_written,
                 "interval_ms": self.interval_ms, **self.meta, "source": "dcgm", "url": self.url,
-                "scrapes": self.scrapes, "failures": self.failures}
+                "scrapes": self.scrapes, "failures": self.failures,
+                "page": {"hostnames": sorted(self.hostnames), "uuids": sorted(self.uuids),
+                         "max_pods_per_gpu": dict(sorted(self.max_pods.items())), "virtual_gpus": self.virtual_gpus},
+                "exporter_interval_ms": self.exporter_interval_ms(),
+                "stamped": "each exporter sample at the first scrape that showed it"}
 
     def _open(self) -> None:
         if consolidated_path(self.out_path).exists() or part_paths(self.out_path):

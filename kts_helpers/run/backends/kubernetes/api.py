@@ -66,7 +66,9 @@ class KubeApi:
         return str(getattr(self.api_client.configuration, "host", "?"))
 
     def _call(self, verb: str, resource: str, fn: Callable[..., Any], *args: Any, namespaced: bool = True,
-              missing_ok: bool = False, **kwargs: Any) -> bytes | None:
+              missing_ok: bool = False, in_namespace: str | None = None, **kwargs: Any) -> bytes | None:
+        """``in_namespace``: the request's namespace when it is not the kit's (the Leases' may differ), so that a 403
+        names the namespace the Role was missing in."""
         import urllib3  # the kubernetes client's transport: heavy, optional, only when a cluster is used
         from kubernetes.client.exceptions import ApiException  # likewise
 
@@ -78,7 +80,7 @@ class KubeApi:
             if exc.status == 404 and missing_ok:
                 return None
             detail = _status_message(exc.body) or str(exc.reason)
-            ns = self.namespace if namespaced else None
+            ns = (in_namespace or self.namespace) if namespaced else None
             if exc.status == 403:
                 raise KubeForbidden(verb, resource, ns, detail) from None
             if exc.status == 401:
@@ -202,14 +204,15 @@ class KubeApi:
     # --- leases (coordination.k8s.io/v1): who measures on a node
     def read_lease(self, name: str, namespace: str) -> dict[str, Any] | None:
         data = self._call("get", "leases.coordination.k8s.io", self.coordination.read_namespaced_lease, name,
-                          namespace, missing_ok=True)
+                          namespace, missing_ok=True, in_namespace=namespace)
         return self._json(data) if data is not None else None
 
     def create_lease(self, body: dict[str, Any], namespace: str) -> dict[str, Any] | None:
         """The created Lease, or None when one of that name exists already (someone was faster)."""
         try:
             return self._json(self._call("create", "leases.coordination.k8s.io",
-                                         self.coordination.create_namespaced_lease, namespace, body))
+                                         self.coordination.create_namespaced_lease, namespace, body,
+                                         in_namespace=namespace))
         except KubeApiError as exc:
             if exc.status == 409:
                 return None
@@ -219,7 +222,8 @@ class KubeApi:
         """Write the Lease if it is still at ``body``'s resourceVersion; None when it changed meanwhile."""
         try:
             return self._json(self._call("update", "leases.coordination.k8s.io",
-                                         self.coordination.replace_namespaced_lease, name, namespace, body))
+                                         self.coordination.replace_namespaced_lease, name, namespace, body,
+                                         in_namespace=namespace))
         except KubeApiError as exc:
             if exc.status in (404, 409):
                 return None
@@ -229,7 +233,7 @@ class KubeApi:
         """Delete the Lease only if nobody wrote it since ``resource_version`` (a precondition)."""
         try:
             data = self._call("delete", "leases.coordination.k8s.io", self.coordination.delete_namespaced_lease,
-                              name, namespace, missing_ok=True,
+                              name, namespace, missing_ok=True, in_namespace=namespace,
                               body={"preconditions": {"resourceVersion": resource_version}})
         except KubeApiError as exc:
             if exc.status == 409:

@@ -40,6 +40,7 @@ from kts_helpers.errors import BackendError, KtsError, SpecError, TenantFailed
 from kts_helpers.run.backends.base import ScenarioResult, TenantResult
 from kts_helpers.run.backends.kubernetes.api import KubeApi, KubeForbidden, load_api_client
 from kts_helpers.run.backends.kubernetes.clock import Clock, parse_time
+from kts_helpers.run.backends.kubernetes.interrupts import interrupt_reason, sigterm_as_interrupt
 from kts_helpers.run.backends.kubernetes.jobs import GPU_TOLERATION
 from kts_helpers.run.backends.kubernetes.lease import NodeBusy, NodeLease, client_identity
 from kts_helpers.run.backends.kubernetes.lifecycle import Failure, ScenarioRun, scenario_selector, sleep_real
@@ -63,6 +64,7 @@ from kts_helpers.run.backends.kubernetes.nodes import (
     PACKED_SINCE,
     NodeInfo,
     device_plugin_version,
+    mode_mismatch,
     mps_caps,
     node_info,
     packed_capable,
@@ -73,10 +75,25 @@ from kts_helpers.run.backends.kubernetes.nodes import (
 from kts_helpers.run.corun import Judge, gpu_mismatch
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec
-from kts_helpers.run.telemetry import DcgmScraper
+from kts_helpers.run.telemetry import DcgmScraper, page_check, write_status
 
 STRATEGY_OF = {"timeslice": "time-slicing", "mps": "mps"}
 
+
+
+def qos_record(events: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The tenants' QoS classes as the API server set them, and what that means for the measured tail.
+
+    The tenants ask for ``threads`` CPUs and 2Gi with a memory limit and no CPU limit: Burstable, so other pods'
+    CPU use on the node can reach their cores and enter the tail. Guaranteed (requests = limits, whole CPUs)
+    is not set because one Indexed Job has one pod template for every index: the placeholders would then ask
+    for the same whole CPUs and memory limit each (manifests/README.md)."""
+    classes = {t: ev.get("qos_class") for t, ev in events.items()}
+    out: dict[str, Any] = {"tenants": classes}
+    if any(c != "Guaranteed" for c in classes.values()):
+        out["note"] = ("tenants are not Guaranteed QoS (CPU requests without equal limits): other pods' CPU use on "
+                       "the node can enter the measured tail")
+    return out
 
 
 def _names(value: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -124,6 +141,8 @@ class KubernetesBackend:
     is seen. ``gpu_replicas``: the replicas of the pinned node's one GPU, for clusters where the kit may not
     read nodes (then ``node_name`` is needed too). ``tolerations``: taints of a GPU pool the pods may
     tolerate (``"key=value:NoSchedule,key2"`` or toleration objects); nodes with other taints are skipped.
+    ``worker_device``: ``cuda``, or ``cpu`` on a cluster without GPUs (manifests/kind/run-kind.sh): everything
+    but the GPU runs, and a shared scenario fails its one-GPU proof (no GPU UUID), as it must.
     """
 
     name = "kubernetes"
@@ -141,7 +160,7 @@ class KubernetesBackend:
                  keep_finished_s: int = 86400, ready_timeout_s: float = 1800.0, clock: Clock | None = None,
                  placeholders: bool | str = True, cluster_pod_list: bool | str = False,
                  gpu_replicas: int | str | None = None,
-                 tolerations: str | Sequence[Mapping[str, Any]] | None = None):
+                 tolerations: str | Sequence[Mapping[str, Any]] | None = None, worker_device: str = "cuda"):
         for what, ns in (("namespace", namespace), ("lease_namespace", lease_namespace or namespace)):
             if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", ns or "") or len(ns) > 63:
                 raise SpecError(f"invalid Kubernetes {what} {ns!r}")
@@ -175,6 +194,10 @@ class KubernetesBackend:
         self.placeholders = _flag(placeholders, "placeholders")
         self.cluster_pod_list = _flag(cluster_pod_list, "cluster_pod_list")
         self.tolerations = parse_tolerations(tolerations)
+        if worker_device not in ("cuda", "cpu"):
+            raise SpecError(f"worker_device must be 'cuda' or 'cpu' (a cluster without GPUs, e.g. kind), got "
+                            f"{worker_device!r}")
+        self.worker_device = worker_device
         if gpu_replicas in (None, ""):
             self.gpu_replicas: int | None = None
         elif not str(gpu_replicas).isdigit() or not 1 <= int(str(gpu_replicas)) <= 64:
@@ -507,7 +530,7 @@ class KubernetesBackend:
             self._check_one_physical_gpu(scenario, node)
         run.claim_scenario(scenario.name)
         lease = self.lease_for(node.name, progress=progress)
-        with lease.held(run.run_id):
+        with sigterm_as_interrupt(), lease.held(run.run_id):
             waited = self.wait_node_free(node.name, run.run_id, scenario.name, progress)
             sr = ScenarioRun(self, run, scenario, node, timeout_s=float(timeout_s), progress=progress,
                              pad_limit_s=float(timeout_s if pad_limit_s is None else pad_limit_s), lease=lease,
@@ -571,6 +594,7 @@ class KubernetesBackend:
             tenants, events = sr.collect(failure, error)
         except BaseException as exc:  # noqa: BLE001
             error = error or exc
+        warnings = self._check_telemetry(telemetry, sr, run.log_dir(scenario.name) / "telemetry.parquet")
         if error is None and failure is None:
             try:
                 sr.look_after(self.clock.now_ns())
@@ -587,7 +611,7 @@ class KubernetesBackend:
         ended_ns = self.clock.now_ns()
         reason = ""
         if error is not None:
-            reason = "interrupted (KeyboardInterrupt)" if isinstance(error, KeyboardInterrupt) else \
+            reason = interrupt_reason(error) if isinstance(error, KeyboardInterrupt) else \
                 (str(error).splitlines()[0] if str(error) else type(error).__name__)
         elif failure is not None:
             reason = f"tenant {failure.tenant!r}: {failure.reason}"
@@ -608,8 +632,9 @@ class KubernetesBackend:
                                 (str(k), v) for k, v in sr.holder_gpus.items())),
                             "strangers_looked_for_in": "all namespaces" if self.cluster_pod_list else
                             f"namespace {self.namespace}", "strangers": sorted(sr.strangers.values()),
-                            "nodes_readable": self.nodes_readable},
+                            "nodes_readable": self.nodes_readable, "replicas": sr.replicas_proof},
             "log_gaps": {t: c.gaps for t, c in sr.live.continuity.items() if c.gaps},
+            "qos": qos_record(events),
         }
         if scenario.sharing == "mps" and node.replicas:
             info["mps_caps"] = mps_caps(node.replicas)
@@ -623,10 +648,12 @@ class KubernetesBackend:
             info["cleanup_error"] = cleanup_error
         late = {t: ev["late_start_s"] for t, ev in events.items() if ev.get("missed_start_barrier")}
         if late and len(sr.tenants) == 1:  # alone, a late start costs nothing; with neighbours it fails above
-            info["warnings"] = [f"tenant(s) {', '.join(f'{t} ({s:.2f} s)' for t, s in late.items())} began their "
-                                "timed loop after their start: the go reached the pod late; raise start_delay_s"]
-            if sr.progress:
-                print(f"[kts] {scenario.name}: warning: {info['warnings'][0]}", file=sys.stderr)
+            warnings.append(f"tenant(s) {', '.join(f'{t} ({s:.2f} s)' for t, s in late.items())} began their "
+                            "timed loop after their start: the go reached the pod late; raise start_delay_s")
+        if warnings:
+            info["warnings"] = warnings
+            for line in warnings if sr.progress else ():
+                print(f"[kts] {scenario.name}: warning: {line}", file=sys.stderr)
         run.record_scenario(scenario.name, info)
         if error is not None:
             raise error
@@ -670,6 +697,9 @@ class KubernetesBackend:
         mismatch = gpu_mismatch({t: watch.tenants[t].meta for t in sr.tenants}, require=True)  # pods run on CUDA
         if mismatch:
             return Failure(first, None, mismatch)
+        mode = mode_mismatch({t: watch.tenants[t].meta for t in sr.tenants}, sr.scenario.sharing)
+        if mode:
+            return Failure(first, None, mode)
         held = sr.holder_mismatch(str((watch.tenants[first].meta or {}).get("gpu_uuid") or ""))
         if held:
             return Failure(first, None, held)
@@ -679,6 +709,30 @@ class KubernetesBackend:
                                          "(the workers' own padding limit ended it while kts was away); the "
                                          "scenario must run again")
         return None
+
+    @staticmethod
+    def _check_telemetry(out: dict[str, Any], sr: ScenarioRun, path: Path) -> list[str]:
+        """The scraped dcgm-exporter pages must describe the tenants' GPU (``page_check``): pages of another GPU
+        or node are refused (status "absent", the reason says why; the analysis then joins nothing), and pages that
+        attribute the GPU to one pod only are flagged. Returns the record's warnings."""
+        st = out.get("telemetry") or {}
+        if st.get("source") != "dcgm" or not st.get("samples"):
+            return []
+        watch = sr.replay()
+        uuids = {str((watch.tenants[t].meta or {}).get("gpu_uuid") or "") for t in sr.tenants} - {""}
+        refused, flag = page_check(st, node=sr.node.name, gpu_uuid=next(iter(uuids)) if len(uuids) == 1 else None,
+                                   pods_on_gpu=len(sr.tenants) + sr.placeholders)
+        warnings = []
+        if refused:
+            st.update(status="absent", reason=f"refused: {refused}", refused=True)
+            warnings.append(f"DCGM telemetry refused: {refused}")
+        if flag:
+            st["attribution"] = flag
+            warnings.append(f"DCGM {flag}")
+        if refused or flag:
+            with contextlib.suppress(Exception):
+                write_status(path, st)
+        return warnings
 
     def _start_telemetry(self, log_dir: Path, out: dict[str, Any]) -> Any:
         """Scrape dcgm-exporter in the background while the scenario runs; None when off or broken."""

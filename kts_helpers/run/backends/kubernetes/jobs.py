@@ -10,7 +10,7 @@ manifests/components/hardened-worker and runs as the ``kts-worker`` ServiceAccou
 GPU for the whole scenario, so the scheduler itself keeps other pods off it (a stranger asking for a
 replica mid-run stays Pending with "Insufficient nvidia.com/gpu"). A placeholder is the kit's own image,
 asleep: the container's command runs the worker for a tenant index and, for a placeholder index, prints
-``kts_placeholder: holding ... gpu=<NVIDIA_VISIBLE_DEVICES>`` and sleeps (one replica each, like a tenant:
+``kts_placeholder: holding ... gpu=<its GPU's UUID from NVML>`` and sleeps (one replica each, like a tenant:
 the template is shared, so it asks for the same CPU and memory). Being indexes of the same Job, they are
 admitted by Kueue in the same gang and deleted with it; the Job's ``successPolicy`` (Kubernetes >= 1.31)
 declares it complete once every tenant index succeeded and ends the placeholders; without it the client
@@ -55,26 +55,41 @@ WORKER_SERVICE_ACCOUNT = "kts-worker"
 WORKER_PATH = "/opt/kts/kts_worker.py"  # where workers/Containerfile puts the worker (its ENTRYPOINT runs it)
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 # The container's command: a tenant index execs the worker as the image's ENTRYPOINT would; a placeholder
-# index says which GPU it holds (the device plugin's NVIDIA_VISIBLE_DEVICES) and sleeps until stopped.
+# index says which GPU it holds and sleeps until stopped. Which GPU is asked of NVML (libnvidia-ml, which the
+# NVIDIA container toolkit mounts into every GPU container, CDI included: index 0 is the container's one
+# device), not of the environment: the device plugin sets NVIDIA_VISIBLE_DEVICES to a UUID only with
+# deviceIDStrategy=uuid and a non-CDI device list strategy (internal/plugin/server.go, getAllocateResponse
+# returns before updateResponseForDeviceListEnvVar when every strategy is CDI; the GPU Operator's default
+# from v25.10). No CUDA context is made: a sleeping placeholder must not become an MPS client or hold memory.
 LAUNCHER = (
-    "import json, os, sys, time\n"
+    "import ctypes, json, os, sys, time\n"
     "i = int(os.environ.get('JOB_COMPLETION_INDEX', '0'))\n"
     "if i < len(json.loads(os.environ['KTS_TENANTS'])):\n"
     f"    os.execvp(sys.executable, [sys.executable, '-u', '{WORKER_PATH}'])\n"
-    "print('kts_placeholder: holding index=%d gpu=%s' % (i, os.environ.get('NVIDIA_VISIBLE_DEVICES', '?')), "
-    "flush=True)\n"
+    "def nvml_uuid():\n"
+    "    try:\n"
+    "        nvml = ctypes.CDLL('libnvidia-ml.so.1')\n"
+    "        handle, buf = ctypes.c_void_p(), ctypes.create_string_buffer(96)\n"
+    "        if nvml.nvmlInit_v2() or nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle)):\n"
+    "            return None\n"
+    "        return buf.value.decode() if nvml.nvmlDeviceGetUUID(handle, buf, 96) == 0 else None\n"
+    "    except Exception:\n"
+    "        return None\n"
+    "gpu = nvml_uuid()\n"
+    "print('kts_placeholder: holding index=%d gpu=%s source=%s' % (i, gpu or os.environ.get('NVIDIA_VISIBLE_DEVICES', "
+    "'?'), 'nvml' if gpu else 'env'), flush=True)\n"
     "time.sleep(float(os.environ.get('KTS_HOLD_S', '3600')))\n")
 
 
 def scenario_env(scenario: ScenarioSpec, *, lead_in_s: float, pad_limit_s: float, barrier_timeout_s: float,
-                 sharing_caps: Mapping[str, Any] | None = None) -> dict[str, str]:
+                 sharing_caps: Mapping[str, Any] | None = None, device: str = "cuda") -> dict[str, str]:
     """The environment every pod of the scenario shares; the tenants' own settings are in ``KTS_TENANTS``.
 
     The start is not in it: each worker reads its own from the go file (``barrier``) once every tenant
     is ready, and gives up after ``barrier_timeout_s``."""
     caps = {"KTS_SHARING_CAPS": json.dumps(dict(sharing_caps), separators=(",", ":"))} if sharing_caps else {}
     return {**caps, "KTS_HOLD_S": repr(float(barrier_timeout_s + pad_limit_s)),"KTS_GO_FILE": f"{GO_MOUNT}/{GO_KEY}", "KTS_BARRIER_TIMEOUT_S": repr(float(barrier_timeout_s)),
-            "DEVICE": "cuda", "HOME": "/scratch", "TMPDIR": "/scratch",
+            "DEVICE": device, "HOME": "/scratch", "TMPDIR": "/scratch",
             "CUDA_CACHE_PATH": "/scratch/.nv", "PYTHONUNBUFFERED": "1",
             "KTS_LEAD_IN_S": repr(float(lead_in_s) if scenario.kind != "calibration" else 0.0),
             "KTS_PAD": "1" if scenario.kind == "shared" and len(scenario.tenants) > 1 else "0",
@@ -95,7 +110,7 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
                        pad_limit_s: float = 3600.0, image_pull_secrets: Sequence[str] = (),
                        read_only_root: bool = False, placeholders: int = 0,
                        sharing_caps: Mapping[str, Any] | None = None,
-                       tolerations: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+                       tolerations: Sequence[Mapping[str, Any]] = (), device: str = "cuda") -> dict[str, Any]:
     """The Indexed Job running every tenant of ``scenario`` on ``node``.
 
     ``read_only_root`` (off by default): a read-only root filesystem is not required by Pod Security
@@ -105,6 +120,8 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
     ``placeholders``: completion indexes after the tenants' that hold the GPU's other replicas.
     ``tolerations``: the user's, added to the GPU one (a tainted GPU pool). ``sharing_caps``: the MPS caps
     the device plugin puts on every client (``nodes.mps_caps``), handed to the workers for their KTS_META.
+    ``device``: the workers' torch device, ``cuda`` except on a cluster without GPUs (manifests/kind: a fake
+    ``nvidia.com/gpu`` resource), where a shared scenario then fails its one-GPU proof, as it must.
     """
     labels = {MANAGED_BY: MANAGED_VALUE, "app.kubernetes.io/name": "kts-worker",
               LABEL_RUN: label_value(run_id), LABEL_SCENARIO: label_value(scenario.name),
@@ -112,7 +129,7 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
     annotations = {ANN_RUN: run_id, ANN_SCENARIO: scenario.name, ANN_NODE: node,
                    ANN_TENANTS: json.dumps(scenario.tenant_names), ANN_PLACEHOLDERS: str(int(placeholders))}
     env = scenario_env(scenario, lead_in_s=lead_in_s, pad_limit_s=pad_limit_s, barrier_timeout_s=barrier_timeout_s,
-                       sharing_caps=sharing_caps)
+                       sharing_caps=sharing_caps, device=device)
     selector = {k: v for k, v in (node_selector or {}).items() if v not in (None, "!")}
     job_labels = dict(labels)
     if queue_name:

@@ -51,6 +51,7 @@ from kts_helpers.run.backends.kubernetes.names import (
     selector_string,
 )
 from kts_helpers.run.backends.kubernetes.nodes import NodeInfo, mps_caps, node_info
+from kts_helpers.run.backends.kubernetes.replica_probe import PROBE_DECIDE_S, probe_job, probe_verdict
 from kts_helpers.run.backends.kubernetes.state import (
     PodState,
     admission,
@@ -95,6 +96,8 @@ class ScenarioHost(Protocol):
     nodes_readable: bool
     tolerations: list[dict[str, Any]]
     cluster_pod_list: bool
+    worker_device: str
+    placeholders: bool
 
     def hint(self, reason: str) -> str: ...
 
@@ -108,6 +111,8 @@ class ScenarioHost(Protocol):
 PAD_CHECK_S = 0.25  # while tenants pad or say ready, look at their logs this often (logs do not wake the watch)
 HOLDING_RE = re.compile(rb"^kts_placeholder: holding index=\d+ gpu=(\S*)", re.M)
 STRANGER_LOOK_S = 5.0  # how often other GPU pods on the node are looked for while the scenario runs
+# a placeholder the scheduler cannot place for this long fails the scenario, by name: its replica is someone else's
+PLACEHOLDER_PENDING_S = 30.0
 
 
 @dataclass
@@ -149,6 +154,13 @@ class ScenarioRun:
         self.how = "submitted"  # or "attached" (found running), "collected" (found complete), "replaced"
         self.workload: dict[str, Any] | None = None
         self.admitted_once = False  # Kueue let the Job run (a later suspension is an eviction)
+        # the stated replicas are proven by one more (``replica_probe``) where the node cannot be read
+        self.replicas_proof = "node labels (GPU feature discovery)" if node.readable and node.physical_known else (
+            "the node's allocatable count (no GPU feature discovery labels)" if node.readable else
+            "stated (gpu_replicas), not yet verified")
+        self.probe_since: float | None = None  # when the probe Job was created
+        self.submitted: dict[str, Any] = {}  # the Job body this client submitted
+        self.probe_failure = ""
 
     def say(self, text: str) -> None:
         if self.progress:
@@ -202,7 +214,9 @@ class ScenarioRun:
             ttl_s=self.b.keep_finished_s, pad_limit_s=self.pad_limit_s + 60.0,  # the workers' backstop: later
             image_pull_secrets=self.b.image_pull_secrets, read_only_root=self.b.read_only_root,
             placeholders=self.placeholders, tolerations=self.b.tolerations,
-            sharing_caps=mps_caps(self.node.replicas) if self.scenario.sharing == "mps" and self.node.replicas else None)
+            sharing_caps=mps_caps(self.node.replicas) if self.scenario.sharing == "mps" and self.node.replicas else None,
+            device=self.b.worker_device)
+        self.submitted = body  # what the kit asked for (the probe is made from it, never from server-set fields)
         self.job = self.api.create_job(body) or body
         # Read the queue back: Kueue's webhook puts an unlabelled Job into a LocalQueue named "default"
         # (LocalQueueDefaulting) and suspends it; the kit then waits for that queue's admission, knowingly.
@@ -224,9 +238,41 @@ class ScenarioRun:
             # every tenant's pod still there: a Job that failed (its deadline) deletes them, and the start is then
             # never published; the watch reads the Job's own failure instead
             alive = all(t in pods for t in self.tenants)
-            if self.barrier.all_ready() and holding and alive:
+            if self.barrier.all_ready() and holding and alive and self.replicas_proven():
                 self.release_barrier(pods)
         return bool(self.barrier.starts)
+
+    def replicas_proven(self) -> bool:
+        """Where the node cannot be read and placeholders hold the stated replicas: ask for one more
+        (``replica_probe``) and wait for the scheduler's answer. True once the start may be published."""
+        if self.node.readable or not self.b.placeholders or self.probe_failure or not self.submitted:
+            return not self.probe_failure
+        name = f"{self.name}-probe"
+        now = self.clock.monotonic()
+        if self.probe_since is None:
+            self.probe_since = now
+            self.api.create_job(probe_job(self.submitted, self.node.resource))
+            self.say(f"asking the scheduler for one more replica of node {self.node.name}'s GPU than stated "
+                     "(it must stay Pending)")
+            return False
+        pod = next((p for p in self.api.list_pods(self.sel) if job_of(p) == name), None)
+        verdict, words = probe_verdict(pod)
+        if verdict == "free":
+            self.probe_failure = (f"a replica of node {self.node.name}'s GPU was free beside the tenants and "
+                                  f"placeholders (the probe pod was placed): the node has more than the stated "
+                                  f"{self.node.replicas} replicas (gpu_replicas / K8S_GPU_REPLICAS), so a stranger "
+                                  "could share the GPU unseen; state the replicas the device plugin advertises")
+        elif verdict == "held":
+            self.replicas_proof = (f"stated (gpu_replicas={self.node.replicas}); no replica left free: one more "
+                                   f"stayed Pending ({words})")
+        elif now - self.probe_since >= PROBE_DECIDE_S:
+            self.replicas_proof = (f"stated (gpu_replicas={self.node.replicas}), unverified: the probe for one more "
+                                   f"replica was not decided within {PROBE_DECIDE_S:.0f} s")
+        else:
+            return False
+        with contextlib.suppress(KtsError):
+            self.api.delete_job(name)
+        return not self.probe_failure
 
     def release_barrier(self, pods: Mapping[str, dict[str, Any]]) -> None:
         """Every tenant is ready: publish the starts (on the node's clock) in each tenant pod's annotation."""
@@ -274,6 +320,8 @@ class ScenarioRun:
             self.live.follow(self.api, pods, states, self.b.poll_s, self.clock)
             if go_mono is None and self.poll_barrier(pods):
                 go_mono = now
+            if self.probe_failure:
+                return Failure(self.tenants[0], None, self.probe_failure)
             deadline = (t0 + self.b.ready_timeout_s) if go_mono is None else \
                 (go_mono + self.b.start_delay_s + self.timeout_s)
             if job is None:
@@ -342,6 +390,9 @@ class ScenarioRun:
                         return Failure(t, None, self._unschedulable_reason(pods[t], st, now - pending_since[t]))
                 else:
                     pending_since.pop(t, None)
+            stuck = self._stuck_placeholder(pending_since, now)
+            if stuck:
+                return Failure(self._open(states), None, stuck)
             if outcome.state == "running" and any(t not in pods for t in self.tenants):
                 no_pod_since = now if no_pod_since is None else no_pod_since
                 if now - no_pod_since >= 2 * self.b.poll_s:
@@ -448,13 +499,22 @@ class ScenarioRun:
                 self.strangers.setdefault((p.get("metadata") or {}).get("name", "?"), self.b._describe_pod(p))
 
     def holder_mismatch(self, gpu: str | None) -> str:
-        """A placeholder whose replica is on another GPU than the tenants' (``packed`` spilled over): the
-        measured GPU's replicas were not all held."""
+        """A placeholder whose replica is on another GPU than the tenants' (``packed`` spilled over): the measured
+        GPU's replicas were not all held. Where the node may have more than one GPU, a placeholder that could not
+        tell its GPU (no NVML, and NVIDIA_VISIBLE_DEVICES no UUID: CDI, deviceIDStrategy=index) fails the check
+        too: unproven is not held. On a node known to have one GPU every replica is on it."""
+        one_gpu = self.node.physical_known and self.node.physical == 1
         for idx, held in sorted(self.holder_gpus.items()):
-            if gpu and held.startswith("GPU-") and held != gpu:
-                name = (self.holders.get(idx) or {}).get("metadata", {}).get("name", f"index {idx}")
+            name = (self.holders.get(idx) or {}).get("metadata", {}).get("name", f"index {idx}")
+            known = held.startswith(("GPU-", "MIG-"))
+            if gpu and known and held != gpu:
                 return (f"placeholder {name} holds GPU {held}, the tenants use {gpu}: not every replica of the "
                         "measured GPU was held; the scenario must run again")
+            if not known and not one_gpu:
+                return (f"placeholder {name} could not tell which GPU holds its replica (NVML gave no UUID and "
+                        f"NVIDIA_VISIBLE_DEVICES reads {held!r}: a CDI device list or deviceIDStrategy=index) on a node "
+                        "that may have several GPUs: that every replica of the tenants' GPU was held is unproven; "
+                        "the scenario must run again (is libnvidia-ml mounted in the kit's pods?)")
         return ""
 
     def late_start(self, states: Mapping[str, PodState]) -> Failure | None:
@@ -492,6 +552,36 @@ class ScenarioRun:
         for ev in self.api.list_events("Job", self.name):
             if ev.get("reason") == "FailedCreate":
                 return str(ev.get("message") or "FailedCreate").splitlines()[0][:300]
+        return ""
+
+    def _stuck_placeholder(self, pending_since: dict[str, float], now: float) -> str:
+        """A placeholder the scheduler cannot place: another pod holds a replica of the measured GPU, named with
+        the scheduler's own words, after ``PLACEHOLDER_PENDING_S`` (not the 30-minute ``ready_timeout_s``).
+
+        Why fail: the kit's pods are pinned to the node and the placeholders ask for exactly the replicas the
+        tenants leave free, so "Insufficient nvidia.com/gpu" for one of them means a pod the kit may not see
+        (another namespace, under the namespaced Role) holds one; the barrier would wait for it in silence."""
+        for idx, pod in sorted(self.holders.items()):
+            key = f"placeholder {idx}"
+            st = pod_state(pod)
+            if not st.unschedulable:
+                pending_since.pop(key, None)
+                continue
+            pending_since.setdefault(key, now)
+            waited = now - pending_since[key]
+            if waited >= min(PLACEHOLDER_PENDING_S, self.b.schedule_timeout_s):
+                name = (pod.get("metadata") or {}).get("name", key)
+                where = "any namespace" if self.b.cluster_pod_list else f"namespace {self.b.namespace}"
+                said = f"placeholder {name} stayed Pending for {waited:.0f} s: {st.unschedulable.strip()}"
+                if "nvidia.com/" in st.unschedulable:
+                    return (f"{said}; another pod holds a replica of node {self.node.name}'s GPU (none seen in {where}: "
+                            "it may be in another namespace), so the measured GPU cannot be held whole; the scenario "
+                            "cannot run alone on it (free the node, or choose another)")
+                return (f"{said}; the node has no room for {self.placeholders} placeholders of the Job's one pod "
+                        "template (each asks what a tenant asks; without GPU feature discovery their count is the "
+                        "node's whole allocatable GPU count): the GPU's replicas cannot all be held (label the node "
+                        "through GPU feature discovery, or placeholders=False / K8S_PLACEHOLDERS=false to measure "
+                        "without them)")
         return ""
 
     def _unschedulable_reason(self, pod: Mapping[str, Any], st: PodState, waited: float) -> str:

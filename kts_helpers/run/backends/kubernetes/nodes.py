@@ -87,13 +87,38 @@ def stated_node(name: str, resource: str | None, replicas: int) -> NodeInfo:
 
 
 def mps_caps(replicas: int) -> dict[str, Any]:
-    """What the NVIDIA device plugin's MPS daemon gives each client on a node with ``replicas``: it sets the
-    default active thread percentage to 100/replicas and the pinned device memory limit to 1/replicas of the
-    GPU's memory, for every client, the tenants' alone baselines included. That is not local MPS (no caps
-    unless set), so a Kubernetes MPS run carries these caps in its record and its workers' KTS_META
-    (``KTS_SHARING_CAPS``) and is never compared with a local MPS run without them."""
-    return {"source": "k8s-device-plugin MPS daemon", "replicas": int(replicas),
-            "active_thread_percentage": round(100.0 / replicas, 3), "pinned_memory_fraction": round(1.0 / replicas, 6)}
+    """What the NVIDIA device plugin's MPS daemon gives each client on a node with ``replicas``, as the plugin
+    sets it (cmd/mps-control-daemon/mps/daemon.go): ``set_default_active_thread_percentage`` with
+    ``fmt.Sprintf("%d", 100/replicasPerDevice)`` -- Go's integer division, so 3 replicas give 33 %, not 33.333 --
+    and ``set_default_device_pinned_mem_limit <index> <totalMemory/replicas/1024/1024>M`` (whole MiB), for every
+    client, the tenants' alone baselines included. That is not local MPS (no caps unless set), so a Kubernetes
+    MPS run carries these caps in its record and its workers' KTS_META (``KTS_SHARING_CAPS``) and is never
+    compared with a local MPS run without them."""
+    replicas = int(replicas)
+    return {"source": "k8s-device-plugin MPS daemon", "replicas": replicas,
+            "active_thread_percentage": 100 // replicas, "pinned_memory_fraction": round(1.0 / replicas, 6)}
+
+
+def mode_mismatch(metas: Mapping[str, Mapping[str, Any] | None], sharing: str) -> str:
+    """A tenant whose worker was not served the way the scenario says it measures: under MPS the device plugin
+    hands every client the daemon's ``CUDA_MPS_PIPE_DIRECTORY`` (internal/plugin/server.go,
+    ``getAllocateResponse`` -> ``updateResponseForMPS``), which the worker echoes as ``mps_client`` in its
+    KTS_META; under time-slicing no container gets it. Without node reads the node's sharing strategy is
+    unknown, and a time-slicing run on an MPS node (or the reverse) would be labelled wrong in silence; ""
+    when every tenant agrees with ``sharing``."""
+    want = sharing == "mps"
+    for tenant, meta in metas.items():
+        got = (meta or {}).get("mps_client")
+        if got is None:
+            return (f"tenant {tenant!r} reported no mps_client in its KTS_META: whether the device plugin served it "
+                    f"through MPS is unknown, so the scenario's mode ({sharing}) is not proven")
+        if bool(got) != want:
+            what = "an MPS client (the device plugin set CUDA_MPS_PIPE_DIRECTORY)" if got else \
+                "not an MPS client (no CUDA_MPS_PIPE_DIRECTORY from the device plugin)"
+            return (f"tenant {tenant!r} ran as {what}, but the scenario measures {sharing}: the node's device plugin "
+                    "shares its GPU the other way; the scenario is not what its label says (select a node of the "
+                    "right sharing strategy, or the matching sharing=)")
+    return ""
 
 # --------------------------------------------------------------------------- taints and tolerations
 

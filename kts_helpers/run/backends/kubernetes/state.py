@@ -12,7 +12,9 @@ pods stopped (exit 143), ``Finished``. On re-admission Kueue sets ``Evicted`` ba
 looked away during the eviction finds the reason only in ``status.schedulingStats.evictions`` (reason and
 count) and the ``Requeued`` condition, which ``eviction`` reads too. Kueue's granular ``QuotaReserved``
 reasons (``NoMatchingFlavor``, ``TopologyPlacementFailed``, HEAD) and v0.19's ``Pending`` with "resource ...
-unavailable in ClusterQueue" (the queue covers no such resource) never clear by waiting: blocked at once.
+unavailable in ClusterQueue" (the queue covers no such resource) never clear by waiting: blocked at once; so do
+the ``Pending`` messages of every version before (and v0.19 with its default gates) whose every flavor "doesn't
+match node affinity" or has an "untolerated taint" (``no_flavor_fits``).
 A pod that a preemption, a drain or a taint manager stops carries ``DisruptionTarget`` (``disruption``). Timestamps
 are the API's RFC 3339 strings (whole seconds); the worker's own nanosecond times come from its log.
 """
@@ -36,6 +38,15 @@ KUEUE_BLOCKED = {"Inadmissible", "Misconfigured", "Suspended", "ExceedsMaxQuota"
                  "TopologyPlacementFailed"}
 OVER_CAPACITY = "> maximum capacity"
 NOT_COVERED = "unavailable in ClusterQueue"  # "resource nvidia.com/gpu unavailable in ClusterQueue"
+# Kueue's flavor assigner says why a flavor can never take the pod set (pkg/scheduler/flavorassigner/
+# flavorassigner.go, ``status.appendf``: "flavor %s doesn't match node affinity", "untolerated taint %s in flavor
+# %s", the same words from v0.9 to v0.19 and HEAD). Only from v0.19 with the UnadmittedWorkloadsObservability gate
+# (off by default in v0.19, on at HEAD) does the condition's reason say so (``NoMatchingFlavor``); before, and in
+# v0.19 by default, the reason is "Pending" (scheduler.go: ``UnadmittedWorkloadReasonWithFallback(..., "Pending")``)
+# and only the message tells. The message joins every flavor's reasons with ", ": it is blocked only when every
+# reason is one of these; a flavor that lacks quota ("insufficient unused quota ...") may still come free.
+NEVER_FITS = ("doesn't match node affinity", "untolerated taint")
+MAY_COME_FREE = ("insufficient", "quota", "more needed", "preempt", "borrow")
 # A worker whose timed loop began later than this after START_AT missed the shared start.
 BARRIER_SLACK_S = LATE_SLACK_S
 # What each DisruptionTarget reason means (the pod's condition, set before it is stopped).
@@ -112,12 +123,19 @@ def admission(workload: Mapping[str, Any] | None) -> tuple[str | None, str]:
     quota = condition(workload, "QuotaReserved")
     blocked = ""
     over = OVER_CAPACITY in str(quota.get("message") or "")
-    never = over or NOT_COVERED in str(quota.get("message") or "")
+    never = over or NOT_COVERED in str(quota.get("message") or "") or no_flavor_fits(str(quota.get("message") or ""))
     if not admitted and quota.get("status") == "False" and (quota.get("reason") in KUEUE_BLOCKED or never):
         blocked = f"{quota.get('reason')}: {quota.get('message') or 'not admissible'}"
         if over:
             blocked += " (the scenario's pods are admitted as one gang, which exceeds the queue's whole quota)"
     return admitted, blocked
+
+
+def no_flavor_fits(message: str) -> bool:
+    """Kueue's "couldn't assign flavors" message names only flavors that can never take the pod set (their node
+    labels exclude it, or their taints are not tolerated): waiting will not change it (``NEVER_FITS``)."""
+    low = message.lower()
+    return any(p in low for p in NEVER_FITS) and not any(p in low for p in MAY_COME_FREE)
 
 
 def eviction(workload: Mapping[str, Any] | None) -> str:
@@ -284,6 +302,7 @@ def tenant_events(job: Mapping[str, Any], pod: Mapping[str, Any] | None, workloa
         running, term = state.get("running") or {}, state.get("terminated") or {}
         ev["container_started"] = running.get("startedAt") or term.get("startedAt")
         ev["container_finished"] = term.get("finishedAt")
+        ev["qos_class"] = (pod.get("status") or {}).get("qosClass")  # the API server's: Guaranteed, Burstable, ...
     if worker:
         ev["worker"] = {k: v for k, v in worker.items() if k != "gpu_uuid"}
         late = late_start_s(worker)

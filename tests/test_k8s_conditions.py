@@ -1,0 +1,438 @@
+"""Kubernetes that proves its conditions (issue #45), against the emulated cluster (tests/k8s_fixtures).
+
+Each test makes the emulator behave as the upstream component does (the source is named in the test) and
+fails when the fix it names is removed:
+
+* a foreign GPU pod on the node, unseen under the namespaced Role, keeps a placeholder Pending: the run ends
+  within a minute, naming the placeholder and the scheduler's reason (not after the 30-minute ready timeout);
+* a Role grants nothing outside its namespace (the emulator's RBAC is scoped as the API server's is);
+* Kueue's "Pending" messages of the versions that never send ``NoMatchingFlavor`` are blocked, quoted;
+* the workers' ``mps_client`` must match the scenario's mode; the MPS cap is the plugin's integer percentage;
+* dcgm-exporter pages of another node or GPU are refused, single-pod attribution is flagged with its fix, and
+  the exporter's collect interval is measured and joined at (each collection stamped once).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from k8s_fixtures import (
+    RBAC_FILE,
+    FakeCluster,
+    emulated_cluster,
+    gpu_node,
+    make_run,
+    rbac_rules,
+    run_scenario,
+)
+
+from kts_helpers.errors import TenantFailed
+from kts_helpers.run.backends.kubernetes.api import KubeForbidden
+
+pytestmark = pytest.mark.timeout(150)
+PODS, JOBS = "v1/pods", "batch/v1/jobs"
+
+
+@pytest.fixture
+async def cluster() -> Any:
+    async with emulated_cluster() as fc:
+        yield fc
+
+
+def _role_only(fc: FakeCluster) -> None:
+    """RBAC enforced with manifests/base's Role alone (no ClusterRole): the default least-privilege identity."""
+    fc.km.rbac = {"Role": rbac_rules(RBAC_FILE)["Role"], "ClusterRole": set()}
+
+
+# ------------------------------------------------------------------------------ exclusivity without a cluster read
+
+async def test_a_foreign_gpu_pod_ends_the_run_within_a_minute_naming_the_pending_placeholder(
+        cluster: FakeCluster, tmp_path: Path) -> None:
+    """Another team's GPU pod runs on the node in its own namespace; the kit has the namespaced Role only, so its
+    look for strangers cannot see it. The placeholders ask for the replicas the tenants leave free: one finds
+    none and stays Pending with the scheduler's "Insufficient nvidia.com/gpu" (kube-scheduler's NodeResourcesFit
+    plugin, pkg/scheduler/framework/plugins/noderesources/fit.go: ``"Insufficient " + resource``). The run ends
+    within a minute of the fake clock, naming the placeholder pod and the scheduler's reason, with the default
+    schedule and ready timeouts. Fails when only tenants are checked for a stuck Pending (the barrier then waits
+    for the placeholder until ready_timeout_s: 1800 s, "tenant 'fft' not ready ... last state: running")."""
+    cluster.add_node(gpu_node("gpu-1"))
+    await cluster.add_foreign_pod("them", "their-training", "gpu-1")  # holds 1 of the 4 replicas, unseen
+    _role_only(cluster)
+    run, spec = make_run(tmp_path)
+    backend = cluster.backend(node_name="gpu-1", gpu_replicas=4, schedule_timeout_s=300.0, ready_timeout_s=1800.0)
+    t0 = cluster.clock.t
+    with pytest.raises(TenantFailed, match=r"placeholder kts-shared-\S+-3-\S+ stayed Pending for \d+ s: 0/1 nodes "
+                                           r"are available: 1 Insufficient nvidia\.com/gpu.*another pod holds a "
+                                           r"replica of node gpu-1's GPU \(none seen in namespace kts"):
+        await run_scenario(backend, run, spec.scenario("shared"), 120.0)
+    assert cluster.clock.t - t0 < 60.0, cluster.clock.t - t0
+    rec = run.manifest()["scenarios"]["shared"]
+    assert rec["status"] == "failed" and "Insufficient nvidia.com/gpu" in rec["reason"]
+    assert cluster.km.forbidden and all(f[1] == "nodes" for f in cluster.km.forbidden)  # it never saw the stranger
+
+
+async def test_a_role_grants_nothing_outside_its_namespace(cluster: FakeCluster, tmp_path: Path) -> None:
+    """The emulator scopes a Role to the namespace it is bound in, as the API server's RBAC authorizer does
+    (kubernetes plugin/pkg/auth/authorizer/rbac/rbac.go: ``Authorize`` visits the rules of the request's
+    namespace only): Leases in another namespace, with the ``kts`` Role alone, are refused (403) and the
+    error names that namespace. Fails with an emulator whose Role holds in every namespace (the run then took
+    Leases in namespace 'elsewhere' that a real API server refuses)."""
+    cluster.add_node(gpu_node("gpu-1"))
+    _role_only(cluster)
+    run, spec = make_run(tmp_path)
+    backend = cluster.backend(node_name="gpu-1", gpu_replicas=4, lease_namespace="elsewhere")
+    with pytest.raises(KubeForbidden, match=r"forbids '(get|create)' on 'leases.coordination.k8s.io' in namespace "
+                                            r"'elsewhere'"):
+        await run_scenario(backend, run, spec.scenario("shared"), 120.0)
+    assert any(f[1] == "leases" and f[3] == "elsewhere" for f in cluster.km.forbidden)
+    assert not cluster.live(JOBS)  # refused before anything was submitted
+
+
+# ------------------------------------------------------------------------------ Kueue as each version answers
+
+# Kueue's words, from pkg/scheduler/flavorassigner/flavorassigner.go of each version (``Assignment.Message``:
+# "couldn't assign flavors to pod set <name>: " + the reasons joined with ", "; a batch Job's pod set is "main";
+# a taint is printed by corev1 ``Taint.ToString``: key=value:Effect); the condition's reason is "Pending"
+# (scheduler.go: ``UnsetQuotaReservationWithCondition(..., "Pending", ...)`` up to v0.18, and v0.19's
+# ``UnadmittedWorkloadReasonWithFallback`` with the UnadmittedWorkloadsObservability gate off, its v0.19 default).
+OLD_KUEUE = [
+    ("v0.9.0", "couldn't assign flavors to pod set main: flavor gpu doesn't match node affinity"),
+    ("v0.14.0", "couldn't assign flavors to pod set main: flavor h100 doesn't match node affinity, flavor a100 "
+                "doesn't match node affinity"),
+    ("v0.19.0", "couldn't assign flavors to pod set main: untolerated taint dedicated=ml:NoSchedule in flavor gpu"),
+]
+
+
+@pytest.mark.parametrize("version,message", OLD_KUEUE, ids=[v for v, _ in OLD_KUEUE])
+async def test_old_kueue_pending_that_no_flavor_fits_is_blocked_with_its_words(cluster: FakeCluster, tmp_path: Path,
+                                                                              version: str, message: str) -> None:
+    """Kueue before v0.19 (and v0.19 with its default gates) never sends ``NoMatchingFlavor``: a gang whose every
+    flavor excludes it waits as "Pending" with the flavors' reasons. The kit fails at once quoting them.
+    Fails when a "Pending" reason is always taken for a wait for quota (a 30-minute hang)."""
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.kueue_inadmissible = ("Pending", message)
+    run, spec = make_run(tmp_path)
+    t0 = cluster.clock.t
+    quoted = message.split(": ", 1)[1].split(",")[0]
+    with pytest.raises(TenantFailed, match=rf"Kueue will not admit Workload .*\(queue 'kts'\): Pending: .*{quoted}"):
+        await run_scenario(cluster.backend(queue_name="kts", ready_timeout_s=1800.0), run, spec.scenario("shared"),
+                           120.0)
+    assert cluster.clock.t - t0 < 60
+
+
+def test_a_flavor_short_of_quota_beside_one_that_never_fits_is_a_wait() -> None:
+    """One flavor excludes the gang, another lacks quota now (v0.14's words): quota may come free, so the kit
+    keeps waiting (the progress line shows why). Fails when any "doesn't match" is read as blocked."""
+    from kts_helpers.run.backends.kubernetes.state import admission
+
+    wl = {"status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message":
+                                     "couldn't assign flavors to pod set main: flavor h100 doesn't match node "
+                                     "affinity, insufficient unused quota for nvidia.com/gpu in flavor a100, 2 more "
+                                     "needed"}]}}
+    assert admission(wl) == (None, "")
+    wl["status"]["conditions"][0]["message"] = OLD_KUEUE[0][1]
+    assert admission(wl)[1] == f"Pending: {OLD_KUEUE[0][1]}"
+
+
+# ------------------------------------------------------------------------------ the mode, as the plugin serves it
+
+def _mps_spec() -> Any:
+    from kts_helpers.run.spec import ExperimentParams, resolve
+
+    return resolve(ExperimentParams(profile="tiny", workloads=("fft", "gemm"), backend="kubernetes",
+                                    sharing=("mps",)), "cuda")
+
+
+@pytest.mark.parametrize("node_mode,sharing", [("mps", "timeslice"), ("time-slicing", "mps")])
+async def test_a_mode_the_node_does_not_serve_fails_by_the_workers_mps_flag(cluster: FakeCluster, tmp_path: Path,
+                                                                           node_mode: str, sharing: str) -> None:
+    """With node reads off (the namespaced Role), the node's sharing strategy is unknown to the kit: a
+    time-slicing run on an MPS node, or the reverse, would be labelled wrong. The emulated device plugin does
+    what k8s-device-plugin does on an MPS node (internal/plugin/server.go: ``getAllocateResponse`` ->
+    ``updateResponseForMPS`` sets CUDA_MPS_PIPE_DIRECTORY in every container), which the worker echoes as
+    ``mps_client``. Fails when ``mps_client`` is not checked against the scenario's mode."""
+    from kts_helpers.run.runs import create_run
+
+    cluster.add_node(gpu_node("gpu-1", strategy=node_mode))
+    _role_only(cluster)
+    spec = _mps_spec() if sharing == "mps" else make_run(tmp_path / "x")[1]
+    run = create_run(spec.to_dict(), {"test": True}, root=tmp_path)
+    scenario = spec.scenario("shared-mps" if sharing == "mps" else "shared")
+    with pytest.raises(TenantFailed, match=rf"ran as (an|not an) MPS client.*but the scenario measures {sharing}"):
+        await run_scenario(cluster.backend(node_name="gpu-1", gpu_replicas=4), run, scenario, 120.0)
+
+
+def test_the_mps_cap_is_the_plugins_integer_percentage() -> None:
+    """cmd/mps-control-daemon/mps/daemon.go (``activeThreadPercentage``): ``fmt.Sprintf("%d", 100/replicas)``,
+    Go's integer division: 3 replicas give 33 %, 7 give 14 %. Fails with the 33.333 % recorded before."""
+    from kts_helpers.run.backends.kubernetes.nodes import mps_caps
+
+    assert mps_caps(3)["active_thread_percentage"] == 33 and isinstance(mps_caps(3)["active_thread_percentage"], int)
+    assert mps_caps(7)["active_thread_percentage"] == 14
+    assert mps_caps(4)["active_thread_percentage"] == 25
+
+
+# ------------------------------------------------------------------------------ honest DCGM
+
+async def _shared_with_exporter(cluster: FakeCluster, tmp_path: Path, http_server: Any, **exporter: Any) -> Any:
+    from k8s_fixtures import FakeExporter
+
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.log_iterations = 20  # a few real seconds of scenario: many scrapes
+    url = http_server(FakeExporter(cluster, "gpu-1", **exporter).handler()) + "/metrics"
+    run, spec = make_run(tmp_path)
+    result = await run_scenario(cluster.backend(dcgm_url=url, dcgm_interval_ms=50), run, spec.scenario("shared"),
+                                120.0)
+    assert result.status == "complete"  # telemetry never fails the measurement
+    return run
+
+
+async def test_a_dcgm_page_of_another_node_is_refused_by_name(cluster: FakeCluster, tmp_path: Path,
+                                                            http_server: Any) -> None:
+    """The URL is a Service that answered from another node's exporter: its pages name GPU-other-7 on gpu-2
+    (render_metrics.go's ``UUID`` and ``Hostname`` labels), not the tenants' GPU on gpu-1. The backend refuses
+    them: status "absent", the reason naming both, a warning in the record and a problem line in the analysis,
+    nothing joined. Fails when the pages' GPU and node are not checked (another GPU's clocks would be read
+    as the tenants')."""
+    from kts_helpers.analyse.load import dcgm_page_problems, load_run_telemetry
+    from kts_helpers.run.telemetry import read_status
+
+    run = await _shared_with_exporter(cluster, tmp_path, http_server, hostname="gpu-2", uuid="GPU-other-7")
+    rec = run.manifest()["scenarios"]["shared"]
+    why = ("refused: the dcgm-exporter pages show GPU(s) GPU-other-7 on gpu-2, not the tenants' GPU GPU-fake-0 on "
+           "node gpu-1")
+    assert rec["telemetry"]["status"] == "absent" and rec["telemetry"]["reason"].startswith(why)
+    assert read_status(run.log_dir("shared") / "telemetry.parquet")["reason"].startswith(why)  # what analysis reads
+    assert any(w.startswith("DCGM telemetry refused") for w in rec["warnings"])
+    tel, statuses = load_run_telemetry(run, run.read())
+    assert tel.empty and dcgm_page_problems(statuses) == [f"shared: DCGM telemetry {statuses['shared']['reason']}"]
+
+
+@pytest.mark.parametrize("virtual_gpus", [False, True])
+async def test_single_pod_attribution_is_flagged_by_name(cluster: FakeCluster, tmp_path: Path, http_server: Any,
+                                                         virtual_gpus: bool) -> None:
+    """dcgm-exporter with its default KUBERNETES_VIRTUAL_GPUS=false names one pod per device (the last listed:
+    transformation/kubernetes.go ``toDeviceToPod``), though the scenario's four pods hold the GPU: per-pod
+    attribution, and with it the look for strangers there, is unavailable, and the record says so with the fix.
+    With it true (one series per pod, ``vgpu`` label) nothing is flagged. Fails when the kit assumes one series
+    per pod."""
+    run = await _shared_with_exporter(cluster, tmp_path, http_server, virtual_gpus=virtual_gpus)
+    tel = run.manifest()["scenarios"]["shared"]["telemetry"]
+    assert tel["status"] == "complete" and tel["page"]["uuids"] == ["GPU-fake-0"]
+    if virtual_gpus:
+        assert "attribution" not in tel and tel["page"]["virtual_gpus"] is True
+        assert tel["page"]["max_pods_per_gpu"] == {"GPU-fake-0": 4}
+    else:
+        assert tel["attribution"].startswith("attribution unavailable; set KUBERNETES_VIRTUAL_GPUS=true")
+        assert run.manifest()["scenarios"]["shared"]["warnings"] == [f"DCGM {tel['attribution']}"]
+
+
+def test_the_exporters_collect_interval_is_measured_and_each_sample_stamped_once(http_server: Any,
+                                                                                tmp_path: Path) -> None:
+    """The exporter serves one collection until the next (DCGM_EXPORTER_INTERVAL, 30 s by default: pkg/cmd/app.go
+    ``CLICollectInterval``); scraped every 50 ms, a 300 ms exporter repeats each collection ~6 times. The scraper
+    records the interval between changes and stamps every repeat with the scrape that first showed it, and the
+    analysis joins at half that interval. Fails when each repeat carries its own scrape time (a stale value stamped
+    as fresh) or the interval is not recorded."""
+    import http.server
+    import time
+
+    from kts_helpers.analyse.load import join_tolerance_ms
+    from kts_helpers.analyse.telemetry import load_telemetry
+    from kts_helpers.run.telemetry import DcgmScraper
+
+    t0 = time.monotonic()
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            n = int((time.monotonic() - t0) / 0.3)
+            body = (f'DCGM_FI_DEV_POWER_USAGE{{gpu="0",UUID="GPU-a",Hostname="n"}} {400 + n}\n').encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    out = tmp_path / "dcgm.parquet"
+    st = DcgmScraper(http_server(Slow) + "/metrics", out, interval_ms=50, flush_s=0).run(duration_s=2.0)
+    assert 200 <= st["exporter_interval_ms"] <= 420, st["exporter_interval_ms"]
+    tel = load_telemetry(out)
+    stamps = tel.groupby("power_w")["ts_ns"].nunique()
+    assert (stamps == 1).all() and len(tel) > 2 * len(stamps)  # repeats kept, each with its collection's stamp
+    assert join_tolerance_ms(st) == max(250.0, st["exporter_interval_ms"] / 2)
+    assert join_tolerance_ms({"exporter_interval_ms": 30000.0}) == 15000.0 and join_tolerance_ms(None) == 250.0
+
+
+# ------------------------------------------------------------------------------ cleanup on SIGTERM
+
+def test_sigterm_stops_collects_cleans_up_and_releases_the_lease(tmp_path: Path) -> None:
+    """A notebook kernel killed from outside (or ``kill <pid>``) gets SIGTERM while a scenario runs (fft hangs: it
+    would run until its deadline). The backend handles it as Ctrl-C: the tenants are stopped, their logs and status
+    collected, the Job deleted, the node Lease given back, the record says "interrupted (SIGTERM)", the signal goes
+    on up, and the previous handler is back afterwards. Fails without the handler: SIGTERM's previous action (here
+    a recorder standing in for the default, which ends the process) leaves the Job holding every replica until
+    its activeDeadlineSeconds and the Lease until it expires. The backend runs in the main thread, where Python
+    delivers signals; the emulated cluster runs in its own."""
+    import os
+    import signal
+    import threading
+
+    from k8s_fixtures import EmulatorThread
+
+    from kts_helpers.run.backends.kubernetes.interrupts import Terminated
+
+    hits: list[int] = []
+
+    def previous(signum: int, frame: Any) -> None:
+        hits.append(signum)
+
+    old = signal.signal(signal.SIGTERM, previous)
+    try:
+        with EmulatorThread() as emu:
+            emu.call(lambda fc: fc.add_node(gpu_node("gpu-1")))
+            emu.call(lambda fc: fc.behaviour.__setitem__("fft", "hang"))
+            backend = emu.call(lambda fc: fc.backend())
+            run, spec = make_run(tmp_path, ("fft",))
+
+            def kill_once_running() -> None:
+                for _ in range(600):
+                    pods = emu.call(lambda fc: fc.live(PODS))
+                    if any((p.get("status") or {}).get("phase") == "Running" for p in pods.values()):
+                        os.kill(os.getpid(), signal.SIGTERM)
+                        return
+                    threading.Event().wait(0.05)
+
+            threading.Thread(target=kill_once_running, daemon=True).start()
+            with pytest.raises(Terminated):
+                backend.run_scenario(run, spec.scenario("baseline-fft"), timeout_s=30, progress=False)
+            scen = run.manifest()["scenarios"]["baseline-fft"]
+            assert scen["status"] == "failed" and scen["reason"] == "interrupted (SIGTERM)"
+            assert run.stderr_path("baseline-fft", "fft").exists()
+            assert not emu.call(lambda fc: fc.live(JOBS))
+            assert not emu.call(lambda fc: fc.live("coordination.k8s.io/v1/leases"))
+        assert signal.getsignal(signal.SIGTERM) is previous and hits == []
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+# ------------------------------------------------------------------------------ sizes: CPU, memory, pods, QoS
+
+async def test_placeholders_the_node_has_no_room_for_fail_fast_by_the_schedulers_reason(cluster: FakeCluster,
+                                                                                       tmp_path: Path) -> None:
+    """A node without GPU feature discovery advertising 48 replicas (a 48-client MPS or time-slicing config): the
+    kit cannot tell the replicas of one GPU, so it places 46 placeholders of the tenants' template (a CPU and
+    2Gi each). The emulated scheduler counts CPU, memory and pods as kube-scheduler's NodeResourcesFit does
+    (``fitsRequest``: "Too many pods", "Insufficient cpu", "Insufficient memory"): a 16-CPU node cannot take them.
+    The run ends within a minute naming the placeholder and the scheduler's reason, and says what to do. Fails
+    with an emulator that counts GPUs only (the run then passes unseen), or without the placeholders' Pending
+    check (a 30-minute hang)."""
+    node = gpu_node("gpu-1", allocatable=48, replicas=None, strategy=None)
+    del node["metadata"]["labels"]["nvidia.com/gpu.count"]  # no GPU feature discovery
+    cluster.add_node(node)
+    run, spec = make_run(tmp_path)
+    t0 = cluster.clock.t
+    with pytest.raises(TenantFailed, match=r"placeholder \S+ stayed Pending for \d+ s: 0/1 nodes are available: 1 "
+                                           r"Insufficient cpu\..*no room for 46 placeholders"):
+        await run_scenario(cluster.backend(schedule_timeout_s=300.0), run, spec.scenario("shared"), 120.0)
+    assert cluster.clock.t - t0 < 60.0
+
+
+async def test_the_tenants_qos_class_is_stated_in_the_record(cluster: FakeCluster, tmp_path: Path) -> None:
+    """The API server sets each pod's ``status.qosClass`` (pkg/apis/core/helper/qos ``GetPodQOS``; the emulator
+    computes it the same way): the tenants' pods are Burstable (CPU requests without limits), and the record says
+    so and what it means. Fails when the record does not state it."""
+    from k8s_fixtures import qos_class
+
+    cluster.add_node(gpu_node("gpu-1"))
+    run, spec = make_run(tmp_path)
+    assert (await run_scenario(cluster.backend(), run, spec.scenario("shared"), 120.0)).status == "complete"
+    rec = run.manifest()["scenarios"]["shared"]
+    assert rec["qos"]["tenants"] == {"fft": "Burstable", "gemm": "Burstable"}
+    assert "not Guaranteed" in rec["qos"]["note"]
+    guaranteed = {"containers": [{"resources": {"requests": {"cpu": "2", "memory": "8Gi"},
+                                                "limits": {"cpu": "2", "memory": "8Gi"}}}]}
+    assert qos_class(guaranteed) == "Guaranteed" and qos_class({"containers": [{}]}) == "BestEffort"
+
+
+def test_a_cluster_without_gpus_runs_cpu_workers_only_when_asked() -> None:
+    """manifests/kind/run-kind.sh runs the path on a kind cluster with a fake nvidia.com/gpu resource: the workers
+    need DEVICE=cpu there (``worker_device``, K8S_WORKER_DEVICE); anything but cuda or cpu is refused in one line."""
+    from kts_helpers.errors import SpecError
+    from kts_helpers.run.backends.kubernetes.backend import KubernetesBackend
+    from kts_helpers.run.backends.kubernetes.jobs import build_scenario_job
+    from kts_helpers.run.params import backend_options_from_env
+    from kts_helpers.run.spec import ExperimentParams, resolve
+
+    scenario = resolve(ExperimentParams(profile="tiny", workloads=("fft", "gemm"), backend="kubernetes"),
+                       "cuda").scenario("shared")
+    job = build_scenario_job(run_id="r", scenario=scenario, namespace="kts", image="i", node="n", device="cpu")
+    env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["DEVICE"] == "cpu"
+    assert backend_options_from_env("kubernetes", environ={"K8S_WORKER_DEVICE": "cpu"})["worker_device"] == "cpu"
+    with pytest.raises(SpecError, match="worker_device must be 'cuda' or 'cpu'"):
+        KubernetesBackend(worker_device="tpu", api_client=object())
+
+
+# ------------------------------------------------------------------------------ the placeholders' GPU, proven
+
+async def test_a_placeholder_that_cannot_tell_its_gpu_on_a_multi_gpu_node_fails_the_shared_scenario(
+        cluster: FakeCluster, tmp_path: Path) -> None:
+    """Under CDI (the GPU Operator's default from v25.10) or deviceIDStrategy=index the device plugin never sets
+    NVIDIA_VISIBLE_DEVICES to a UUID (k8s-device-plugin internal/plugin/server.go: ``getAllocateResponse``
+    returns before ``updateResponseForDeviceListEnvVar`` when every strategy is CDI), and without NVML the
+    placeholder says ``gpu=?``. On a node with two GPUs ("packed"), that every replica of the tenants' GPU was
+    held is then unproven: the shared scenario fails, naming the placeholder. Fails when the check is skipped
+    unless the placeholder reads ``GPU-...`` (the run passed, a stranger possibly beside the tenants)."""
+    cluster.add_node(gpu_node("gpu-1", allocatable=8, count=2))
+    cluster.holder_gpu = "?"
+    run, spec = make_run(tmp_path)
+    with pytest.raises(TenantFailed, match=r"placeholder \S+ could not tell which GPU holds its replica .*'\?'"):
+        await run_scenario(cluster.backend(allocation_policy="packed"), run, spec.scenario("shared"), 120.0)
+
+
+def test_the_placeholder_asks_nvml_not_the_environment(tmp_path: Path) -> None:
+    """The launcher's placeholder branch, run for real: without libnvidia-ml (this host) it falls back to the
+    environment and says so (``source=env``); the kit then proves nothing from it on a multi-GPU node (above)."""
+    import os
+    import subprocess
+    import sys
+
+    from kts_helpers.run.backends.kubernetes.jobs import LAUNCHER
+
+    env = {**os.environ, "KTS_TENANTS": "[]", "JOB_COMPLETION_INDEX": "0", "KTS_HOLD_S": "0",
+           "NVIDIA_VISIBLE_DEVICES": "0", "LD_LIBRARY_PATH": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", LAUNCHER], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() in ("kts_placeholder: holding index=0 gpu=0 source=env",) or \
+        out.stdout.startswith("kts_placeholder: holding index=0 gpu=GPU-")  # a host with a GPU answers from NVML
+
+
+# ------------------------------------------------------------------------------ stated replicas, proven
+
+@pytest.mark.parametrize("advertised,stated", [(4, 4), (6, 4)])
+async def test_stated_replicas_are_proven_by_one_more_that_must_stay_pending(cluster: FakeCluster, tmp_path: Path,
+                                                                           advertised: int, stated: int) -> None:
+    """With the namespaced Role alone the replicas are what the user states (K8S_GPU_REPLICAS). Before the start
+    the kit asks the scheduler for one more replica on the node: kube-scheduler leaves it Pending with
+    "Insufficient nvidia.com/gpu" when the statement held (the record says so), and places it when the node
+    advertises more (6, stated 4: two replicas free for a stranger): the scenario then fails, naming it.
+    Fails when a stated K8S_GPU_REPLICAS is trusted (the understatement passes unseen)."""
+    cluster.add_node(gpu_node("gpu-1", allocatable=advertised, replicas=advertised))
+    _role_only(cluster)
+    run, spec = make_run(tmp_path)
+    backend = cluster.backend(node_name="gpu-1", gpu_replicas=stated)
+    if advertised == stated:
+        assert (await run_scenario(backend, run, spec.scenario("shared"), 120.0)).status == "complete"
+        rec = run.manifest()["scenarios"]["shared"]
+        assert rec["exclusivity"]["replicas"].startswith("stated (gpu_replicas=4); no replica left free: one more "
+                                                         "stayed Pending (0/1 nodes are available: 1 Insufficient "
+                                                         "nvidia.com/gpu")
+    else:
+        with pytest.raises(TenantFailed, match=r"a replica of node gpu-1's GPU was free beside the tenants and "
+                                               r"placeholders .* more than the stated 4 replicas"):
+            await run_scenario(backend, run, spec.scenario("shared"), 120.0)
+    assert not cluster.live(JOBS)  # the probe went with the scenario's Job
