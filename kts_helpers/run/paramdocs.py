@@ -40,7 +40,13 @@ PARAMS: dict[str, str] = {
     "repeats": "How many times the whole alone-then-shared sequence runs; a tenant's repeats are pooled into one "
                "verdict.",
     "blocks": "The design: shared in this many blocks, with an alone block before, between and after them, so the "
-              "run measures its own drift. 0: one alone block, then one shared block.",
+              "run measures its own drift. 0: one alone block, then one shared block. The warm design's default "
+              "is 8 per sharing mode, the fresh design's 2.",
+    "design": "`warm` (the GPU profiles' default): one worker per tenant and sharing mode starts once, then runs "
+              "every block on command and idles between them with its context resident, so a run affords many "
+              "short blocks; `fresh`: new worker processes for every block. CPU profiles use `fresh` unless asked.",
+    "block_s": "The warm design: each block's timed part lasts at least this many seconds (default 1), and at least "
+               "its share of `iterations`; a shared block ends when every tenant has both.",
     "sharing": "Sharing modes, comma-separated: `timeslice` (the device plugin's time-slicing), `mps`, "
                "`mps-limited` (MPS with `mps_thread_percentage`). One shared scenario per mode.",
     "mps_thread_percentage": "`mps-limited`: the share of the GPU's threads each client may use, one number for all "
