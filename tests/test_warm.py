@@ -276,8 +276,24 @@ def test_an_mps_shared_series_is_paired_with_the_mps_alone_blocks_where_the_run_
     assert list(match_baseline(rows[rows["sharing"] != "mps"], "fft", "fft", "op", "mps")["x"]) == [1, 3]
 
 
-def test_the_idle_neighbour_control_flags_only_a_change_beyond_the_runs_own_drift():
-    base = dict(tenant="fft", phase="op", clock="wall", n_idle=500, n_absent=500, p99_idle=2.0, p99_absent=2.0)
-    assert not design.Control(**base, p50_idle=1.0, p50_absent=1.04, drift=0.0).flagged  # within 5 %
-    assert design.Control(**base, p50_idle=1.0, p50_absent=1.20, drift=0.05).flagged
-    assert not design.Control(**base, p50_idle=1.0, p50_absent=1.20, drift=float(np.log(1.3))).flagged
+def test_the_idle_neighbour_control_flags_only_a_change_beyond_5_percent_its_interval_and_the_runs_drift():
+    base = dict(tenant="fft", phase="op", clock="wall", n_idle=500, n_absent=500, p99_idle=2.0, p99_absent=2.0,
+                p50_idle=1.0)
+    sure = dict(p50_ratio_lo=1.15, p50_ratio_hi=1.25)
+    assert not design.Control(**base, p50_absent=1.04, drift=0.0, p50_ratio_lo=1.02, p50_ratio_hi=1.06).flagged
+    assert design.Control(**base, p50_absent=1.20, drift=0.05, **sure).flagged
+    assert not design.Control(**base, p50_absent=1.20, drift=float(np.log(1.3)), **sure).flagged  # drift covers it
+    assert not design.Control(**base, p50_absent=1.20, drift=0.0, p50_ratio_lo=0.9, p50_ratio_hi=1.5).flagged
+    tail = {**base, "p99_absent": 2.6}
+    assert design.Control(**tail, p50_absent=1.0, drift=0.0, p50_ratio_lo=0.98, p50_ratio_hi=1.02).flagged
+    few = {**tail, "n_idle": 89, "n_absent": 89}  # a p99 of 89 iterations is its largest one or two: not read
+    assert not design.Control(**few, p50_absent=1.0, drift=0.0, p50_ratio_lo=0.98, p50_ratio_hi=1.02).flagged
+
+
+def test_alone_against_alone_reads_the_alternating_alone_blocks_through_the_verdict(tmp_path):
+    run, _spec = _make(tmp_path, blocks=3)
+    experiment.run_kind(run, "all", backend=LocalBackend("cpu", telemetry=False), progress=False)
+    t = design.alone_against_alone(load_run(run.path))
+    assert set(zip(t["tenant"], t["clock"], strict=True)) == {(x, c) for x in ("fft", "gemm") for c in ("wall", "device")}
+    assert set(t["blocks"]) == {"2 vs 2"} and all(len(m.split()) == 4 for m in t["medians_ms"])
+    assert set(t["loud"]) <= {False, True} and t["reading"].notna().all()

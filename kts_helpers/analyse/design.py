@@ -1,5 +1,5 @@
-"""The warm design's own checks: what its blocks cost, whether a resident idle neighbour changes "alone", and how
-an MPS client alone differs from a plain process alone.
+"""The warm design's own checks: what its blocks cost, whether a resident idle neighbour changes "alone", how an
+MPS client alone differs from a plain process alone, and alone against alone (a real null on the run's own data).
 
 Why here and not in the verdict: these are the conditions the verdicts rest on. The warm design measures "alone"
 with the neighbours' processes resident and idle (their contexts and memory held, no work); that is "alone" only
@@ -21,10 +21,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from kts_helpers.analyse import verdict
 from kts_helpers.analyse.load import RunData
+from kts_helpers.analyse.rules import runs_of
 from kts_helpers.run.logformat import PAD_PHASE
 
 MARGIN = 0.05  # a control difference below 5 % is not flagged, whatever the blocks say
+TAIL_MIN_N = 368  # as rules.MIN_CORUNNING: the fewest samples whose p99 has a 95 % upper bound
 
 
 @dataclass(frozen=True)
@@ -50,10 +53,19 @@ class Control:
     def p99_ratio(self) -> float:
         return self.p99_absent / self.p99_idle if self.p99_idle > 0 else math.nan
 
+    p50_ratio_lo: float = math.nan  # the median ratio's 95 % interval (order statistics, autocorrelation included)
+    p50_ratio_hi: float = math.nan
+
     @property
     def flagged(self) -> bool:
-        changes = [abs(math.log(r)) for r in (self.p50_ratio, self.p99_ratio) if r > 0 and math.isfinite(r)]
-        return any(c > math.log1p(MARGIN) and c > self.drift for c in changes)
+        """Beyond 5 % and beyond the run's own drift, and (the median) outside its interval's reach of 1; the p99
+        only where both blocks hold 368 iterations or more (below that a p99 has no upper bound: one slow
+        iteration is all it is)."""
+        beyond = [abs(math.log(self.p50_ratio))] if self.p50_ratio > 0 and not (
+            self.p50_ratio_lo <= 1 <= self.p50_ratio_hi) else []
+        if min(self.n_idle, self.n_absent) >= TAIL_MIN_N and self.p99_ratio > 0:
+            beyond.append(abs(math.log(self.p99_ratio)))
+        return any(c > math.log1p(MARGIN) and c > self.drift for c in beyond)
 
     @property
     def words(self) -> str:
@@ -73,6 +85,19 @@ def _timed(data: RunData) -> pd.DataFrame:
 
 def _block_medians(rows: pd.DataFrame, col: str) -> list[float]:
     return [float(np.median(g[col])) for _, g in sorted(rows.groupby("repeat"), key=lambda kv: kv[0]) if len(g)]
+
+
+def _median_ratio_bounds(idle: np.ndarray, absent: np.ndarray) -> tuple[float, float]:
+    """The 95 % interval of median(absent) / median(idle): each log median's variance from its order-statistic
+    interval (``verdict._log_median_var``), added."""
+    from scipy.stats import norm  # scipy: ~0.6 s to import, needed here only
+
+    var = verdict._log_median_var(idle) + verdict._log_median_var(absent)
+    if not math.isfinite(var):
+        return 0.0, math.inf
+    mid = math.log(float(np.median(absent)) / float(np.median(idle)))
+    half = norm.isf(0.025) * math.sqrt(var)
+    return math.exp(mid - half), math.exp(mid + half)
 
 
 def controls(data: RunData) -> list[Control]:
@@ -95,9 +120,10 @@ def controls(data: RunData) -> list[Control]:
                 steps = [abs(math.log(b / a_)) for a_, b in zip(meds, meds[1:], strict=False) if a_ > 0 and b > 0]
                 if len(a) < 2 or len(i) < 2:
                     continue
+                lo, hi = _median_ratio_bounds(i.to_numpy(np.float64), a.to_numpy(np.float64))
                 out.append(Control(tenant, phase, clock, len(i), len(a), float(np.median(i)), float(np.median(a)),
                                    float(np.quantile(i, 0.99)), float(np.quantile(a, 0.99)),
-                                   max(steps) if steps else 0.0))
+                                   max(steps) if steps else 0.0, lo, hi))
     return out
 
 
@@ -144,6 +170,32 @@ def cost_table(data: RunData) -> pd.DataFrame:
     out.attrs["span_s"] = float(span)
     out.attrs["outside_s"] = float(span - frame["seconds"].sum())
     return out
+
+
+def alone_against_alone(data: RunData, clocks: tuple[str, ...] = ("wall", "device")) -> pd.DataFrame:
+    """Each tenant's alone blocks of each mode split by the alternation: blocks 1, 3, 5, ... read as "alone" and
+    blocks 2, 4, ... as "shared", through the report's own verdict (``verdict.decide``, then Holm over the run's
+    family of such readings, ``verdict.family``). Sharing cannot have caused any difference between them, so no
+    reading may say "degraded" or "faster": a real null, the run's drift and tails as they were. Rows: sharing,
+    tenant, phase, clock, the blocks' medians, the reading and its words (``loud``: a false alarm)."""
+    it = _timed(data)
+    alone = it[it["kind"] == "baseline"]
+    rows, verdicts = [], []
+    for (sharing, tenant, phase), g in alone.groupby(["sharing", "tenant", "phase"], sort=False):
+        for clock in clocks:
+            runs = runs_of(g, f"{clock}_ms")
+            if len(runs) < 4:  # two blocks a side at least: the alternation needs them
+                continue
+            odd, even = runs[0::2], runs[1::2]
+            v = verdict.decide(even, odd)
+            verdicts.append(v)
+            rows.append({"sharing": sharing, "tenant": tenant, "phase": phase, "clock": clock,
+                         "blocks": f"{len(odd)} vs {len(even)}",
+                         "medians_ms": " ".join(f"{np.median(r):.3f}" for r in runs)})
+    for row, v in zip(rows, verdict.family(verdicts), strict=True):
+        row.update(reading=v.reading, loud=v.reading in (verdict.DEGRADED, verdict.FASTER),
+                   words=v.words)
+    return pd.DataFrame(rows)
 
 
 def is_warm(data: RunData) -> bool:

@@ -129,6 +129,15 @@ def design_section(data: RunData) -> Section | None:
     else:
         text.append("**Idle-neighbour control:** not in this run's data (its control block did not run).")
     items: list = [cost] if len(cost) else []
+    null = design.alone_against_alone(data)
+    if len(null):
+        loud = int(null["loud"].sum())
+        text.append("**Alone against alone** (a real null from this run: each tenant's alone blocks 1, 3, 5, ... read as "
+                    "alone and 2, 4, ... as shared, through the same verdicts and Holm): "
+                    + (f"**{loud} of {len(null)} readings say 'degraded' or 'faster'**: the run's drift between "
+                       "moments is larger than its verdicts allow for; read them with care." if loud else
+                       f"none of {len(null)} readings says 'degraded' or 'faster'."))
+        items.append(null.drop(columns=["loud", "words"]))
     mps = design.mps_alone_table(data)
     if len(mps):
         text.append("**MPS client alone against plain alone** (block medians of the wall clock; different moments, so "
