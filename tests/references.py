@@ -63,6 +63,8 @@ def features(run_dir: Path) -> frozenset[str]:
         out.add("stopping rule")
     if any(t.looks for t in tenants):
         out.add("interim looks")
+    if m.spec.resolved.get("design_kind") == "warm":
+        out.add("warm design")
     return frozenset(out or {"article"})
 
 
@@ -103,6 +105,7 @@ KIND_SECTIONS = {
     "Kubernetes": "Three kinds of waiting (Kubernetes)",
     "host probe": "Host speed between moments",
     "profiled": "Each tenant measured alone (its profile)",
+    "warm design": "Design: warm tenants and many blocks",
 }
 
 

@@ -106,7 +106,7 @@ def design_section(data: RunData) -> Section | None:
         return None
     r = data.manifest.spec.resolved
     cost = design.cost_table(data)
-    text = [f"### Design: warm tenants, {r.get('blocks')} shared blocks per sharing mode\n\n{r.get('design', '')}. "
+    text = [f"### Design: warm tenants and many blocks\n\n{str(r.get('design', '')).capitalize()}. "
             "Each tenant's worker starts once per sharing mode, builds, warms up and profiles its workload, then runs "
             "every block of that mode on command and idles between them with its context resident; alone and shared "
             "blocks alternate, so each shared block sits between two alone blocks of every tenant, and the verdicts "
