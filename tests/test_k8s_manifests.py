@@ -309,7 +309,9 @@ def test_the_launcher_runs_the_worker_where_the_image_puts_it() -> None:
 def test_containerfile_builds_a_non_root_worker_image() -> None:
     text = (ROOT / "workers" / "Containerfile").read_text()
     assert re.search(r"^USER 10001:10001$", text, re.M)  # numeric: runAsNonRoot can verify it
-    assert re.search(r"^COPY kts_worker.py /opt/kts/kts_worker.py$", text, re.M)
+    copied = " ".join(re.findall(r"^COPY (?!--from)(.*) /opt/kts/$", text, re.M))
+    parts = {p.name for p in (ROOT / "workers").glob("kts_*.py")}
+    assert parts <= set(copied.split()), parts - set(copied.split())  # every part of the worker is in the image
     assert 'ENTRYPOINT ["python", "-u", "/opt/kts/kts_worker.py"]' in text
     assert re.search(r'pip install .*"torch==\$\{TORCH_VERSION\}"', text)
     assert (ROOT / "workers" / "kts_worker.py").exists()  # the build context is workers/

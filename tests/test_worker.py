@@ -270,6 +270,8 @@ def test_go_file_barrier_says_ready_then_waits_for_its_own_start(tmp_path, capsy
     before = time.time_ns()
     assert worker.wait_for_start(args) == start
     assert time.time_ns() >= start
-    ready = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(worker.READY_PREFIX)]
-    assert 1 <= len(ready) <= 2 and ready[0].startswith(f"{worker.READY_PREFIX} tenant=b clock_ns=")
+    from kts_harness import READY_PREFIX
+
+    ready = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(READY_PREFIX)]
+    assert 1 <= len(ready) <= 2 and ready[0].startswith(f"{READY_PREFIX} tenant=b clock_ns=")
     assert before <= int(ready[0].rsplit("=", 1)[1]) <= start

@@ -430,6 +430,9 @@ class Drift:
 # h200-2026-12-04-rm-cupti-bert-vit-train: 10.66, 10.70, 5.84 ms, its host probe 1.8x faster in the third block);
 # as the one prior that 35 % would make a GEMM's 2.3x slowdown under an MPS thread cap inconclusive, so it is left
 # out (docs/methods/statistics.md says so) until the prior follows the tenant's measured kind.
+# Left out likewise: the real-model mix of h200-2026-12-04-rm-fresh-ts, h200-2026-12-04-rm-warm-ts and
+# h200-2026-12-04-rm-warm-mps (BERT and ResNet-50 moved 5-10 ms between alone blocks with the host; the warm design
+# measures its own drift from 9 alone blocks a mode).
 PRIOR_DRIFT_SD = 0.145
 PRIOR_DRIFT_DF = 0.0
 
