@@ -236,9 +236,13 @@ def strangers_on_the_gpu(manifest: RunManifest, tel: pd.DataFrame, metas: list[d
     if tel.empty:
         return []
     out = []
+    # the warm design: a block's idle neighbours are the run's own resident workers (the same pids in every block
+    # of their mode), not strangers; what they cost "alone" is the idle-neighbour control's to say (analyse.design)
+    warm = manifest.spec.resolved.get("design_kind") == "warm"
+    own = {int(m["pid"]) for m in metas if m.get("pid") is not None} if warm else set()
     for scen in manifest.scenarios:
         mine_meta = [m for m in metas if m.get("scenario") == scen.name]
-        pids = {int(m["pid"]) for m in mine_meta if m.get("pid") is not None}
+        pids = {int(m["pid"]) for m in mine_meta if m.get("pid") is not None} | own
         uuids = {m.get("gpu_uuid") for m in mine_meta} - {None}
         rec = manifest.record(scen.name)
         mine = tel[tel["scenario"] == scen.name]

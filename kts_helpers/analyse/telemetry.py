@@ -222,9 +222,9 @@ def clock_report(iterations_with_tel: pd.DataFrame, max_sm_clock_mhz: float, *,
     if not math.isfinite(mx) or mx <= 0:
         raise TelemetryError(f"max_sm_clock_mhz must be > 0, got {max_sm_clock_mhz!r}")
     kinds = set(df["kind"].dropna().unique())
-    bad = kinds - {"baseline", "shared"}
+    bad = kinds - {"baseline", "shared", "control"}  # control: the warm design's alone block, neighbours gone
     if bad or df["kind"].isna().any():
-        raise TelemetryError(f"kind must be 'baseline' or 'shared', got {sorted(map(str, bad)) or [None]}")
+        raise TelemetryError(f"kind must be 'baseline', 'shared' or 'control', got {sorted(map(str, bad)) or [None]}")
 
     clock = pd.to_numeric(df[clock_col], errors="coerce").astype("float64")
     threshold = throttle_fraction * mx
