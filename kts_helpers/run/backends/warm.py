@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kts_helpers.errors import KtsError, TenantFailed
+from kts_helpers.fsutil import atomic_write_text as _write
 from kts_helpers.fsutil import write_new
 from kts_helpers.run.backends.base import ScenarioResult, TenantResult
 from kts_helpers.run.backends.procs import EXIT_REASONS, Progress, check_same_gpu, stop_all, tail
@@ -37,12 +38,6 @@ from kts_helpers.run.spec import ScenarioSpec, TenantSpec
 
 POLL_S = 0.02
 ITERATION_CAP = 1_000_000  # a warm block ends by time; the count is only a backstop
-
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.rename(path)
 
 
 class WarmSession:
