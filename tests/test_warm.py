@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,14 +16,18 @@ import pandas as pd
 import pytest
 
 from kts_helpers.analyse import design
-from kts_helpers.analyse.load import load_run
+from kts_helpers.analyse.load import load_run, load_run_telemetry
 from kts_helpers.analyse.logparse import parse_file
 from kts_helpers.analyse.rules import match_baseline
+from kts_helpers.analyse.telemetry import load_telemetry
 from kts_helpers.errors import SpecError
 from kts_helpers.run import experiment
+from kts_helpers.run.backends import local as local_backend
 from kts_helpers.run.backends.local import WORKER, LocalBackend
 from kts_helpers.run.runs import create_run
 from kts_helpers.run.spec import ExperimentParams, resolve
+from kts_helpers.run.telemetry import CORE_COLUMNS, read_status, write_status
+from kts_helpers.run.telemetry._store import PartWriter, count_rows
 
 SHARED_TOOLS = Path(__file__).resolve().parents[2] / "shared" / "tools"
 
@@ -59,6 +64,13 @@ def test_warm_asked_where_it_cannot_run_is_refused_and_the_profile_falls_back_sa
         _spec(profile="article", design="warm", **extra)
     spec = _spec(profile="article", **extra)
     assert spec.resolved.get("design_kind") == "fresh" and not any(s.kind == "control" for s in spec.scenarios)
+
+
+def test_the_preflight_builds_each_tenant_once_and_leaves_the_kits_models_to_the_warm_session():
+    warm = _spec(profile="article", workloads="llama-decode,bert,fft,my_models:gpt2_serve")
+    assert [t.name for t in experiment.preflight_tenants(warm)] == ["fft", "gpt2-serve"]
+    fresh = _spec(profile="article", workloads="llama-decode,bert,fft,my_models:gpt2_serve", design="fresh")
+    assert [t.name for t in experiment.preflight_tenants(fresh)] == ["llama-decode", "bert", "fft", "gpt2-serve"]
 
 
 def test_design_and_block_s_are_checked():
@@ -265,6 +277,56 @@ def test_resume_reruns_only_the_blocks_without_a_record(tmp_path):
     assert all(m.record(s.name).status == "complete" for s in m.scenarios)
     assert {s.name: run.log_path(s.name, s.tenant_names[0]).read_bytes() for s in first} == kept
     assert any(i["scenario"] == cut.name for i in run.manifest()["interrupted"])
+
+
+class _SessionSampler:
+    """Stands in for the NVML sampler on a CPU: a thread writing a sample every 20 ms, as the real one writes them."""
+
+    started: list[Path] = []
+
+    def __init__(self, out_path, interval_ms=100.0, gpu_uuid=None, **_):
+        self.out_path, self.halt = Path(out_path), threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        writer = PartWriter(self.out_path, CORE_COLUMNS)
+        while not self.halt.wait(0.02):
+            writer.add({"ts_ns": time.time_ns(), "gpu_index": 0, "gpu_util_pct": 50.0, "sm_clock_mhz": 1980.0})
+            writer.flush()
+        writer.consolidate()
+
+    def start(self):
+        type(self).started.append(self.out_path)
+        write_status(self.out_path, {"status": "partial", "reason": "running", "gpm": False, "samples": 0,
+                                     "interval_ms": 20.0, "gpu_index": 0, "gpu_name": "fake", "source": "nvml",
+                                     "max_sm_clock_mhz": 1980.0, "pid": 1})
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.halt.set()
+        self.thread.join()
+        return write_status(self.out_path, {**read_status(self.out_path), "status": "complete", "reason": "",
+                                            "samples": count_rows(self.out_path)})
+
+
+def test_one_sampler_serves_the_whole_session_and_each_block_reads_its_own_window(tmp_path, monkeypatch):
+    """A sampler per block cost about a second of each block's wall on the H200; one per session, sliced."""
+    monkeypatch.setattr(local_backend, "TelemetrySampler", _SessionSampler)
+    _SessionSampler.started = []
+    run, spec = _make(tmp_path, blocks=2)
+    experiment.run_kind(run, "all", backend=LocalBackend("cpu", telemetry=True), progress=False)
+    assert _SessionSampler.started == [run.path / "warm" / "timeslice.1" / "telemetry.parquet"]
+    m = run.read()
+    assert not any((run.log_dir(s.name) / "telemetry.parquet").exists() for s in m.scenarios)
+    tel, status = load_run_telemetry(run, m)
+    whole = load_telemetry(_SessionSampler.started[0])
+    for s in m.scenarios:
+        rec, mine = m.record(s.name), tel[tel["scenario"] == s.name]
+        inside = whole[(whole["ts_ns"] >= rec.started_ns) & (whole["ts_ns"] <= rec.ended_ns)]
+        assert len(mine) == status[s.name]["samples"] == len(inside) > 0
+        assert status[s.name]["status"] == "complete" and status[s.name]["session_path"] == "warm/timeslice.1/telemetry.parquet"
+    assert len(tel) < len(whole)  # the idle time between blocks belongs to no block
 
 
 # -- the analysis ----------------------------------------------------------------------------------------------

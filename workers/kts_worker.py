@@ -210,6 +210,7 @@ def pin_to_core(environ=os.environ) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    t_start = time.perf_counter()
     own_tenant_env()
     pin_to_core()
     args = parse_args(argv)
@@ -220,12 +221,20 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     device = resolve_device(torch, args.device)
     torch.manual_seed(args.seed)
+    setup_s = {"start": 0.0}  # what the process's set-up cost, by part (the warm design pays it once per mode)
     try:
+        if device.type == "cuda":
+            torch.cuda.init()
+        setup_s["start"] = round(time.perf_counter() - t_start, 3)  # interpreter, torch import, CUDA context
+        t_part = time.perf_counter()
         workload = build_workload(args.workload, torch, device, workload_params(args, device))
+        setup_s["build"] = round(time.perf_counter() - t_part, 3)
+        t_part = time.perf_counter()
         clock = Clock(torch, device)
         for _ in range(max(args.warmup, 1 if args.check else 0)):  # cuFFT plans, cuBLAS handles, first touches
             for _phase, fn in workload.step():
                 clock.time(fn)
+        setup_s["warmup"] = round(time.perf_counter() - t_part, 3)
     except WorkloadError as exc:
         print(f"kts_worker: tenant {args.tenant} (workload {args.workload}): {exc}", file=sys.stderr, flush=True)
         return EXIT_BAD_WORKLOAD
@@ -242,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:  # an image built before the profile existed: the run goes on, the planner falls back
             print("kts_worker: kts_profile.py is not beside the worker; no profile recorded", file=sys.stderr)
         else:
+            t_part = time.perf_counter()
             profile = kts_profile.profile_workload(torch, device, workload.step, args.profile_iterations)
+            setup_s["profile"] = round(time.perf_counter() - t_part, 3)
 
     meta = {
         "workload": args.workload, "tenant": args.tenant, "iterations": args.iterations,
@@ -265,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if profile is not None:
         meta["profile"] = profile
+    meta["setup_s"] = setup_s
     if args.serve_dir:  # the warm design: blocks on command until told to quit
         from kts_serve import serve
 

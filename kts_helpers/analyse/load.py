@@ -36,7 +36,7 @@ from kts_helpers.analyse.telemetry import (
 )
 from kts_helpers.errors import LogParseError, RunError
 from kts_helpers.run.corun import CoRunError, gpu_mismatch
-from kts_helpers.run.manifest import RunManifest
+from kts_helpers.run.manifest import RunManifest, ScenarioRecord
 from kts_helpers.run.runs import Run, open_run
 from kts_helpers.run.telemetry import read_status
 
@@ -258,19 +258,47 @@ def strangers_on_the_gpu(manifest: RunManifest, tel: pd.DataFrame, metas: list[d
 
 
 def load_run_telemetry(run: Run, manifest: RunManifest) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
-    """Each scenario's telemetry (NVML sampler or DCGM scrape) and its status; empty where there is none."""
+    """Each scenario's telemetry (NVML sampler or DCGM scrape) and its status; empty where there is none.
+
+    A warm block has no file of its own: its record names its session's (``session_path``), and its telemetry is
+    that file's samples within the block's start and end, with the session sampler's status (how it ended)."""
     frames, status = [], {}
+    sessions: dict[str, tuple[pd.DataFrame, dict[str, Any]]] = {}
     for scen in manifest.scenarios:
         path = run.log_dir(scen.name) / "telemetry.parquet"
         record = manifest.record(scen.name)
         st = read_status(path) or (record.telemetry if record else None) or {
             "status": "absent", "reason": "no telemetry recorded"}
-        status[scen.name] = st
-        if st.get("status") in ("complete", "partial"):
+        if st.get("session_path") and record is not None:
+            tel, st = _session_window(run, st, record, sessions)
+        elif st.get("status") in ("complete", "partial"):
             tel = load_telemetry(path)
-            if len(tel):
-                frames.append(tel.assign(scenario=scen.name, kind=scen.kind))
+        else:
+            tel = None
+        status[scen.name] = st
+        if tel is not None and len(tel):
+            frames.append(tel.assign(scenario=scen.name, kind=scen.kind))
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), status
+
+
+def _session_window(run: Run, recorded: dict[str, Any], record: ScenarioRecord,
+                    sessions: dict[str, tuple[pd.DataFrame, dict[str, Any]]]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """A warm block's samples (its window of the session's file) and its status: the session sampler's last word,
+    with this block's sample count."""
+    key = str(recorded["session_path"])
+    if key not in sessions:
+        where = run.path / key
+        final = read_status(where) or {"status": "absent", "reason": f"the session sampler wrote nothing ({key})"}
+        sessions[key] = (load_telemetry(where) if final.get("status") in ("complete", "partial") else
+                         pd.DataFrame(), final)
+    whole, final = sessions[key]
+    if whole.empty or record.started_ns is None or record.ended_ns is None:
+        return whole, {**final, "samples": 0, "session_path": key}
+    mine = whole[(whole["ts_ns"] >= record.started_ns) & (whole["ts_ns"] <= record.ended_ns)].reset_index(drop=True)
+    st = {**final, "samples": int(len(mine)), "session_path": key}
+    if final.get("status") == "complete" and not len(mine):
+        st.update(status="absent", reason="no session sample fell inside this block")
+    return mine, st
 
 
 def dcgm_page_problems(statuses: dict[str, dict[str, Any]]) -> list[str]:

@@ -25,8 +25,15 @@ from kts_helpers.run.logformat import AppLine, parse_line
 from kts_helpers.run.params import backend_options_from_env
 from kts_helpers.run.probe import CPU_REFUSAL, PROBE_PROFILE, size_hog, with_hog_size
 from kts_helpers.run.runs import DEFAULT_ROOT, Run, create_run, find_run
-from kts_helpers.run.spec import ExperimentParams, ExperimentSpec, ScenarioSpec, calibration_scenario, resolve
-from kts_helpers.run.workloads import preflight
+from kts_helpers.run.spec import (
+    ExperimentParams,
+    ExperimentSpec,
+    ScenarioSpec,
+    TenantSpec,
+    calibration_scenario,
+    resolve,
+)
+from kts_helpers.run.workloads import REAL_MODELS, preflight
 
 
 def build_backend(params: ExperimentParams, device: str, options: dict[str, Any] | None = None) -> Backend:
@@ -70,14 +77,27 @@ def setup_run(params: dict[str, Any] | ExperimentParams, *, run_id: str | None =
         p = with_hog_size(p, sizing)
     spec = replace(resolve(p, device), backend_options=dict(backend_options or {}))
     if p.backend == "local" and backend is None:  # every tenant's own workload builds, before any scenario runs
-        preflight([t for s in spec.scenarios_of("baseline") for t in s.tenants], p.device if p.device != "auto"
-                  else device, python=python)
+        preflight(preflight_tenants(spec), p.device if p.device != "auto" else device, python=python)
     if device == "cuda" and env.get("device_memory_gib"):  # refuse up front what cannot fit, with the estimate
         check_capacity(spec.scenarios, float(env["device_memory_gib"]) * 1024)
     run = create_run(spec.to_dict(), env, root=root, run_id=run_id, label=p.label)
     if calibrate and spec.resolved.get("calibrate_iterations"):
         run_calibration(run, progress=progress, backend=backend)
     return run, spec, env
+
+
+def preflight_tenants(spec: ExperimentSpec) -> list[TenantSpec]:
+    """The tenants whose workload the pre-flight builds: each once (a design of many blocks names a tenant in each
+    of them: 27 concurrent builds of three models on one GPU, before this), and under the warm design none of the
+    kit's own real models, whose one build is the warm session's start (a failure there names the tenant and its
+    error, before any block runs): a second build cost 20-25 s of a real-model run on the H200."""
+    warm = spec.resolved.get("design_kind") == "warm"
+    seen: dict[str, TenantSpec] = {}
+    for s in spec.scenarios_of("baseline"):
+        for t in s.tenants:
+            if not (warm and t.workload in REAL_MODELS):
+                seen.setdefault(t.name, t)
+    return list(seen.values())
 
 
 def backend_for_run(run: Run) -> Backend:

@@ -37,7 +37,7 @@ from kts_helpers.run.environment import WORKER, detect_environment, resolve_devi
 from kts_helpers.run.mps import MpsDaemon
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec, TenantSpec
-from kts_helpers.run.telemetry import TelemetrySampler
+from kts_helpers.run.telemetry import TelemetrySampler, read_status
 
 POLL_S = 0.1
 STOP_GRACE_S = 30.0  # SIGTERM -> the worker finishes its iteration; SIGKILL only if it hangs
@@ -251,6 +251,26 @@ class LocalBackend:
             yield
         finally:
             extra["telemetry"] = sampler.stop()
+
+    @contextlib.contextmanager
+    def _session_telemetry(self, folder: Path, run_root: Path) -> Iterator[dict[str, Any]]:
+        """One sampler for a warm session (``folder/telemetry.parquet``); yields what each block records: the
+        sampler's set-up (GPU, interval, GPM) and ``session_path``, the file whose window is the block's."""
+        if not self.telemetry:
+            yield {"status": "absent", "reason": "disabled"}
+            return
+        path = folder / "telemetry.parquet"
+        sampler = TelemetrySampler(path, interval_ms=self.telemetry_interval_ms, gpu_uuid=self.gpu_uuid)
+        sampler.start()
+        first = read_status(path) or {"status": "absent", "reason": "the sampler did not start"}
+        try:
+            if first.get("status") == "absent":
+                yield {k: v for k, v in first.items() if k != "pid"}
+            else:
+                yield {**{k: v for k, v in first.items() if k not in ("samples", "reason", "pid", "status")},
+                       "status": "session", "session_path": str(path.relative_to(run_root))}
+        finally:
+            sampler.stop()
 
     @contextlib.contextmanager
     def _sharing(self, scenario: ScenarioSpec, log_dir: Path) -> Iterator[dict[str, str | None]]:

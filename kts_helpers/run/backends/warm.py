@@ -11,7 +11,10 @@ A session, per mode: start every tenant's worker (under MPS as clients of one da
 mode's alone blocks run as MPS clients with the server up), wait until each has built, warmed up and profiled,
 then for each block hand its tenants a command and follow their logs as the fresh design does: the shared
 block's tenants pad after their timed part until every one has finished and co-ran (``corun.CoRunWatch``), then
-the block's ``stop`` file ends it. The idle-neighbour control (``control-<t>-absent``) dismisses the other workers
+the block's ``stop`` file ends it. One telemetry sampler runs for the whole session (``warm/<mode>.<k>/telemetry``):
+a sampler per block cost about a second of each block's wall (a process start, NVML's, and pyarrow's import at its
+first write), 30-40 s of a three-tenant real-model run; a block's record names the session's file, and the analysis
+reads the block's own window of it (``analyse.load.load_run_telemetry``). The idle-neighbour control (``control-<t>-absent``) dismisses the other workers
 first, so that one tenant runs alone with its neighbours gone, right after its last alone block with them idle.
 """
 
@@ -54,6 +57,7 @@ class WarmSession:
         self.serve_dir = Path(tempfile.mkdtemp(prefix="kts-serve-"))
         self.folder = self._claim_folder()
         self._stack = contextlib.ExitStack()
+        self.telemetry: dict[str, Any] = {"status": "absent", "reason": "disabled"}
 
     def _claim_folder(self) -> Path:
         """``warm/<mode>.<k>/`` in the run: the processes' own stdout (their set-up ``KTS_META``) and stderr."""
@@ -71,6 +75,7 @@ class WarmSession:
         try:
             sharing_env = self._stack.enter_context(self.backend._sharing(
                 ScenarioSpec(f"warm-{self.mode}", "warm", tuple(self.tenants), self.mode), self.folder))
+            self.telemetry = self._stack.enter_context(self.backend._session_telemetry(self.folder, self.run.path))
             for t in self.tenants:
                 out = open(self.folder / f"{t.name}.log", "xb")  # noqa: SIM115 - closed in __exit__
                 err = open(self.folder / f"{t.name}.stderr", "xb")  # noqa: SIM115
@@ -140,7 +145,7 @@ class WarmSession:
         run = self.run
         if scenario.kind == "control":
             self.dismiss([t.name for t in scenario.tenants])
-        log_dir = run.claim_scenario(scenario.name)
+        run.claim_scenario(scenario.name)
         started = time.time_ns()
         names = scenario.tenant_names
         extra: dict[str, Any] = {"sharing": scenario.sharing}
@@ -150,17 +155,17 @@ class WarmSession:
         watch = CoRunWatch(names, pad_limit_s=self.pad_limit_s)
         bars = Progress(scenario, self.progress)
         try:
-            with self.backend._telemetry(log_dir, extra):
-                for t in scenario.tenants:
-                    write_new(run.pid_path(scenario.name, t.name), f"{self.procs[t.name].pid}\n".encode())
-                    self.seq[t.name] += 1
-                    _write(self.serve_dir / f"cmd-{t.name}-{self.seq[t.name]}.json", json.dumps({
-                        "block": scenario.name, "kind": scenario.kind, "log": str(run.log_path(scenario.name, t.name)),
-                        "stderr": str(run.stderr_path(scenario.name, t.name)), "barrier": str(barrier),
-                        "block_s": self.block_s, "min_iterations": t.iterations, "iterations": ITERATION_CAP,
-                        "lead_in_s": self.backend.lead_in_s, "pad": pad}))
-                self._release(scenario, barrier)
-                self._follow(scenario, barrier, watch, bars, pad)
+            extra["telemetry"] = dict(self.telemetry)  # the session's sampler: this block's window of its samples
+            for t in scenario.tenants:
+                write_new(run.pid_path(scenario.name, t.name), f"{self.procs[t.name].pid}\n".encode())
+                self.seq[t.name] += 1
+                _write(self.serve_dir / f"cmd-{t.name}-{self.seq[t.name]}.json", json.dumps({
+                    "block": scenario.name, "kind": scenario.kind, "log": str(run.log_path(scenario.name, t.name)),
+                    "stderr": str(run.stderr_path(scenario.name, t.name)), "barrier": str(barrier),
+                    "block_s": self.block_s, "min_iterations": t.iterations, "iterations": ITERATION_CAP,
+                    "lead_in_s": self.backend.lead_in_s, "pad": pad}))
+            self._release(scenario, barrier)
+            self._follow(scenario, barrier, watch, bars, pad)
             check_same_gpu(run, scenario)
             results = [TenantResult(n, 0, str(run.log_path(scenario.name, n)), str(run.stderr_path(scenario.name, n)))
                        for n in names]
