@@ -16,14 +16,20 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from kts_helpers.errors import BackendError, KtsError, TenantFailed
 from kts_helpers.fsutil import write_new
 from kts_helpers.run.backends.base import ScenarioResult, TenantResult
-from kts_helpers.run.backends.procs import EXIT_REASONS, Progress, check_same_gpu, stop_all, tail
+from kts_helpers.run.backends.procs import (
+    EXIT_REASONS,
+    Progress,
+    check_same_gpu,
+    record_outcome,
+    stop_all,
+    tail,
+)
 from kts_helpers.run.backends.warm import WarmSession
 from kts_helpers.run.corun import (
     DEFAULT_LEAD_IN_S,
@@ -97,14 +103,7 @@ class LocalBackend:
             reason = "interrupted (KeyboardInterrupt)"
             raise
         finally:
-            run.record_scenario(scenario.name, {
-                "status": status, "kind": scenario.kind, "backend": self.name, "sharing": scenario.sharing,
-                "started_ns": started, "ended_ns": time.time_ns(),
-                "tenants": {r.tenant: asdict(r) for r in results} or
-                {t.name: {"exit_code": None} for t in scenario.tenants},
-                **({"reason": reason} if reason else {}),
-                **{k: v for k, v in extra.items() if k != "sharing"},
-            })
+            record_outcome(run, scenario, self.name, status, started, results, reason, extra)
 
     def run_warm(self, run: Run, scenarios: list[ScenarioSpec], *, timeout_s: float, block_s: float,
                  progress: bool = True, pad_limit_s: float | None = None) -> list[ScenarioResult]:

@@ -10,9 +10,11 @@ import os
 import signal
 import subprocess
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from kts_helpers.run.backends.base import TenantResult
 from kts_helpers.run.corun import CoRunError, TenantProgress, gpu_mismatch, read_meta
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec
@@ -57,6 +59,20 @@ class Progress:
     def close(self) -> None:
         for bar in self.bars.values():
             bar.close()
+
+
+def record_outcome(run: Run, scenario: ScenarioSpec, backend: str, status: str, started_ns: int,
+                   results: list[TenantResult], reason: str, extra: dict[str, Any], **more: Any) -> None:
+    """Write how a scenario (a fresh one or a warm block) ended into the run's record: the same fields for both,
+    every tenant named (its exit code None where it never got one), the reason where it failed."""
+    run.record_scenario(scenario.name, {
+        "status": status, "kind": scenario.kind, "backend": backend, "sharing": scenario.sharing,
+        "started_ns": started_ns, "ended_ns": time.time_ns(),
+        "tenants": {r.tenant: asdict(r) for r in results} or {n: {"exit_code": None} for n in scenario.tenant_names},
+        **more,
+        **({"reason": reason} if reason else {}),
+        **{k: v for k, v in extra.items() if k != "sharing"},
+    })
 
 
 def check_same_gpu(run: Run, scenario: ScenarioSpec) -> None:

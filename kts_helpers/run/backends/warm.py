@@ -26,7 +26,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,14 @@ from kts_helpers.errors import KtsError, TenantFailed
 from kts_helpers.fsutil import atomic_write_text as _write
 from kts_helpers.fsutil import write_new
 from kts_helpers.run.backends.base import ScenarioResult, TenantResult
-from kts_helpers.run.backends.procs import EXIT_REASONS, Progress, check_same_gpu, stop_all, tail
+from kts_helpers.run.backends.procs import (
+    EXIT_REASONS,
+    Progress,
+    check_same_gpu,
+    record_outcome,
+    stop_all,
+    tail,
+)
 from kts_helpers.run.corun import CoRunError, CoRunWatch, LogFollower
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec, TenantSpec
@@ -185,16 +191,10 @@ class WarmSession:
                 time.sleep(0.2)
             shutil.rmtree(barrier, ignore_errors=True)
             extra["corun"] = watch.summary()
-            run.record_scenario(scenario.name, {
-                "status": status, "kind": scenario.kind, "backend": self.backend.name, "sharing": scenario.sharing,
-                "started_ns": started, "ended_ns": time.time_ns(),
-                "tenants": {r.tenant: asdict(r) for r in results} or {n: {"exit_code": None} for n in names},
-                "design": "warm", "warm": {"session": self.folder.name, "block_s": self.block_s,
-                                           "block_seq": {n: self.seq[n] for n in names},
-                                           "pids": {n: self.procs[n].pid for n in names}},
-                **({"reason": reason} if reason else {}),
-                **{k: v for k, v in extra.items() if k != "sharing"},
-            })
+            record_outcome(run, scenario, self.backend.name, status, started, results, reason, extra, design="warm",
+                           warm={"session": self.folder.name, "block_s": self.block_s,
+                                 "block_seq": {n: self.seq[n] for n in names},
+                                 "pids": {n: self.procs[n].pid for n in names}})
 
     def _release(self, scenario: ScenarioSpec, barrier: Path) -> None:
         """Every tenant of the block at its barrier, then one start instant for all (as a fresh block's)."""
