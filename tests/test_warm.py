@@ -14,11 +14,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import fake_mps_control
 
 from kts_helpers.analyse import design
 from kts_helpers.analyse.load import load_run, load_run_telemetry
 from kts_helpers.analyse.logparse import parse_file
 from kts_helpers.analyse.rules import match_baseline
+from kts_helpers.analyse.summary import summarize_run
 from kts_helpers.analyse.telemetry import load_telemetry
 from kts_helpers.errors import SpecError
 from kts_helpers.run import experiment
@@ -277,6 +279,28 @@ def test_resume_reruns_only_the_blocks_without_a_record(tmp_path):
     assert all(m.record(s.name).status == "complete" for s in m.scenarios)
     assert {s.name: run.log_path(s.name, s.tenant_names[0]).read_bytes() for s in first} == kept
     assert any(i["scenario"] == cut.name for i in run.manifest()["interrupted"])
+
+
+def test_a_run_of_mps_alone_measures_its_mps_client_blocks_against_plain_alone_once(tmp_path):
+    fake, record = fake_mps_control(tmp_path)
+    run, spec = _make(tmp_path, blocks=3, sharing="mps")
+    assert [s.name for s in spec.scenarios][-2:] == ["baseline-fft-plain", "baseline-gemm-plain"]
+    assert {s.sharing for s in spec.scenarios[-2:]} == {"timeslice"}
+    experiment.run_kind(run, "all", backend=LocalBackend("cpu", telemetry=False, mps_control=str(fake)), progress=False)
+    m = run.read()
+    assert sorted(p.name for p in (run.path / "warm").iterdir()) == ["mps.1", "timeslice.1"]
+    assert record.read_text().count("cmd=quit") == 1  # the plain blocks ran after the server had quit
+    plain = m.record("baseline-fft-plain")
+    assert plain.started_ns > max(m.record(s.name).ended_ns for s in m.scenarios if s.sharing == "mps")
+    data = load_run(run.path)
+    table = design.mps_alone_table(data)
+    assert set(table["tenant"]) == {"fft", "gemm"} and set(table["plain_blocks"]) == {1}
+    assert set(table["mps_client_blocks"]) == {4}
+    shared = match_baseline(data.iterations[data.iterations["kind"] == "baseline"], "fft", "fft", "op", "mps")
+    assert set(shared["sharing"]) == {"mps"}  # the verdicts still read MPS shared against MPS alone
+    rows = summarize_run(data)
+    assert set(rows.loc[rows["kind"] == "shared", "group"]) == {"shared-mps"}
+    assert set(design.alone_against_alone(data)["sharing"]) == {"mps"}  # one plain block: no pair to read
 
 
 class _SessionSampler:

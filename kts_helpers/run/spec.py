@@ -471,7 +471,8 @@ def _warm(r: dict[str, Any], params: ExperimentParams) -> bool:
     r.update(design_kind="warm", blocks=b, block_s=float(params.block_s or r.get("block_s") or WARM_BLOCK_S),
              design=f"warm tenants: {b + 1} alone rounds around {b} shared blocks per sharing mode, each block "
                     f"at least {float(params.block_s or r.get('block_s') or WARM_BLOCK_S):g} s and its share of "
-                    "the iterations")
+                    "the iterations" + ("; then one plain alone block per tenant, without the MPS server"
+                                        if "timeslice" not in params.sharing else ""))
     return True
 
 
@@ -479,7 +480,9 @@ def _warm_blocks(tenants: list[TenantSpec], params: ExperimentParams, r: dict[st
                  profiled: int) -> tuple[ScenarioSpec, ...]:
     """Per sharing mode: alone round 1, shared 1, alone round 2, ..., shared B, alone round B + 1; then, once per
     run, the idle-neighbour control: the first tenant alone with its neighbours gone (``control-<t>-absent``),
-    right after its last alone block (neighbours resident and idle).
+    right after its last alone block (neighbours resident and idle). A run of MPS alone adds one plain alone block
+    per tenant at its end (``baseline-<t>-plain``, a session of its own without the server): the MPS client's alone
+    blocks against plain alone (``analyse.design.mps_alone_table``), measured once per run as in a run of both modes.
 
     Names as the bracketed design's (``baseline-<t>-rK``, ``shared-rK``; MPS: ``baseline-mps-<t>-rK``,
     ``shared-mps-rK``): the analysis pools and pairs the blocks by K. Under MPS the alone blocks run as MPS
@@ -507,6 +510,9 @@ def _warm_blocks(tenants: list[TenantSpec], params: ExperimentParams, r: dict[st
             first = tenants[0]
             out.append(ScenarioSpec(f"control{msuffix}-{first.name}-absent", "control",
                                     (replace(share(first, b + 1), profile_iterations=0),), mode, b))
+    if "timeslice" not in params.sharing:  # MPS only: its alone blocks are MPS clients; once, plain alone beside them
+        out += [ScenarioSpec(f"baseline-{t.name}-plain", "baseline", (replace(share(t, b + 1), profile_iterations=0),),
+                             "timeslice", 0) for t in tenants]
     return tuple(out)
 
 
