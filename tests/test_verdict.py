@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from kts_helpers.analyse import coverage as C
-from kts_helpers.analyse import rules
 from kts_helpers.analyse import prior as P
+from kts_helpers.analyse import rules
 from kts_helpers.analyse import verdict as V
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,7 +10,11 @@ is the log sharing effect, against the residual scatter with 2B - 2 degrees of f
 is absorbed by the intercept and the trend, a slow (OU, AR, step) drift mostly cancels in the alternation, and
 whatever is left is in the residual, so it widens the test instead of reading as sharing.
 
-Two statistics are tested this way (``BlockPair``):
+The median is also read by the local pairing the alternation gives (``neighbours``: each shared block against its
+two neighbouring alone blocks), which a slow wander or a step cannot move; the verdict takes the stronger of the
+two at half the level each (``BlockPair.level_p``).
+
+Two statistics are tested by the regression (``BlockPair``):
 
 - **median**: each block's log median -- the bulk's sharing effect;
 - **tail shape**: each block's log(p95 / p50) (``TAIL_Q``) -- how far the tail reaches beyond the bulk. Its
@@ -155,6 +159,41 @@ def paired(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
                      tuple(ratios), math.sqrt(s2))
 
 
+def neighbours(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray],
+               times: tuple[Sequence[float], Sequence[float]] | None = None) -> BlockTest | None:
+    """The local pairing: each shared block's log median against the mean log median of its two neighbouring alone
+    blocks (d_k), their mean the effect; a drift of any slow shape (a random walk, a step, an OU wander) cancels
+    within each triple, where the regression (``paired``) leaves it in its residual.
+
+    The d_k of consecutive shared blocks share an alone block, so they are correlated: with each block's own noise
+    white, cov(d_k, d_k+1) is at most var(d) / 2 (the shared alone block's noise / 4, against var(d) = the
+    shared block's + half the alone blocks'). The se takes that bound -- var(mean d) = var(d) (2B - 1) / B^2 -- so
+    the test is conservative where the blocks' noise is white and exact where the drift is a random walk; t with
+    B - 1 degrees of freedom.
+    """
+    pos = order(len(shared_runs), len(alone_runs), times)
+    if pos is None:
+        return None
+    pos_s, pos_a = pos
+    ya = [float(np.median(r)) if len(r) else math.nan for r in alone_runs]
+    ys = [float(np.median(r)) if len(r) else math.nan for r in shared_runs]
+    d, ratios = [], []
+    for p, v in zip(pos_s, ys, strict=True):
+        before = [a for q, a in zip(pos_a, ya, strict=True) if q < p and math.isfinite(a) and a > 0]
+        after = [a for q, a in zip(pos_a, ya, strict=True) if q > p and math.isfinite(a) and a > 0]
+        near = ([before[-1]] if before else []) + ([after[0]] if after else [])
+        if near and math.isfinite(v) and v > 0:
+            d.append(math.log(v) - float(np.mean(np.log(near))))
+        ratios.append(math.exp(d[-1]) if near and math.isfinite(v) and v > 0 else math.nan)
+    b = len(d)
+    if b < MIN_SHARED_BLOCKS:
+        return None
+    var = float(np.var(d, ddof=1))
+    se = math.sqrt(var * (2 * b - 1)) / b
+    return BlockTest("median against its neighbours", float(np.mean(d)), se, b - 1, tuple(ys), tuple(ya),
+                     tuple(ratios), math.sqrt(var))
+
+
 @dataclass(frozen=True)
 class BlockPair:
     """The block-paired tests of one tenant and clock: the median, the tail's shape, and the p95 (for "no
@@ -163,6 +202,17 @@ class BlockPair:
     median: BlockTest
     tail: BlockTest | None
     quantile: BlockTest | None
+    local: BlockTest | None = None  # the median against its neighbours (``neighbours``)
+
+    def level_p(self) -> tuple[float, float]:
+        """The median's one-sided p-values (slower, faster): the regression's and the local pairing's, Bonferroni
+        over the two (each at half the level) -- the regression is the stronger under independent block levels,
+        the pairing under a slow wander or a step."""
+        ps = [(self.median.p_more(), self.median.p_less())]
+        if self.local is not None:
+            ps.append((self.local.p_more(), self.local.p_less()))
+        k = len(ps)
+        return min(1.0, k * min(p for p, _ in ps)), min(1.0, k * min(p for _, p in ps))
 
     def within(self, margin: float, confidence: float) -> tuple[bool, bool, str]:
         """Two one-sided tests that the block-paired median lies within ±margin of alone (its 1 - 2 alpha interval,
@@ -171,13 +221,14 @@ class BlockPair:
         with its bursts (8 blocks put a clean null's p95 ratio within ±8-15 %), so that test would almost never pass;
         "no change" in this design says: the median within the margin, and no sign that the tail's shape moved."""
         alpha = (1 - confidence) / 2
-        lo, hi = self.median.interval(1 - 2 * alpha)
+        lo, hi = (self.local or self.median).interval(1 - 2 * alpha)
         tail_up = self.tail is None or self.tail.p_more() > alpha
         tail_down = self.tail is None or self.tail.p_less() > alpha
         up, down = hi < 1 + margin and tail_up, lo > 1 - margin and tail_down
         shape = (f"; the tail's shape {self.tail.ratio:.3f}x (p = {self.tail.p_more():.2g} wider, "
                  f"{self.tail.p_less():.2g} narrower)" if self.tail is not None else "")
-        return up, down, (f"block-paired median {self.median.ratio:.3f}x [{lo:.3f}, {hi:.3f}] ({100 * (1 - 2 * alpha):g} % "
+        which = self.local or self.median
+        return up, down, (f"block-paired {which.what} {which.ratio:.3f}x [{lo:.3f}, {hi:.3f}] ({100 * (1 - 2 * alpha):g} % "
                           f"interval, inside ±{100 * margin:g} %: {'yes' if hi < 1 + margin and lo > 1 - margin else 'no'})"
                           f"{shape}")
 
@@ -189,4 +240,4 @@ def block_pair(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarra
     if med is None:
         return None
     return BlockPair(med, paired(shared_runs, alone_runs, "tail shape", times),
-                     paired(shared_runs, alone_runs, "p95", times))
+                     paired(shared_runs, alone_runs, "p95", times), neighbours(shared_runs, alone_runs, times))

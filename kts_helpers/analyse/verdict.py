@@ -852,8 +852,12 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
               and untested is None)
     dw, p_df_more, p_df_less = _widened_df(d, dr, confidence)
     if bp is not None:
-        level, p_lv_more, p_lv_less = bp.median.ratio, bp.median.p_more(), bp.median.p_less()
-        lv_words = bp.median.words
+        level = (bp.local or bp.median).ratio
+        p_lv_more, p_lv_less = bp.level_p()
+        local = (f"; against its neighbours {bp.local.ratio:.3f}x (p = {bp.local.p_more():.2g} slower, "
+                 f"{bp.local.p_less():.2g} faster, t with {bp.local.df} df)" if bp.local is not None else "")
+        lv_words = (f"{bp.median.words} (p = {bp.median.p_more():.2g} slower, {bp.median.p_less():.2g} faster){local}; "
+                    f"the two at half the level each")
     else:
         level, p_lv_more, p_lv_less = level_test(sh, al, dr)
         lv_words = f"the median {level:.3f}x alone"
@@ -967,7 +971,9 @@ def _read(v: Verdict, p_slower: float, p_faster: float, family: int) -> Verdict:
     if v.blocks is not None:
         bt = v.blocks
         tail = f"; {bt.tail.words}, p = {bt.tail.p_more():.2g} slower" if bt.tail is not None else ""
-        missing = (f"{bt.median.words}: p = {bt.median.p_more():.2g} slower, {bt.median.p_less():.2g} faster{tail}; "
+        lp = bt.level_p()
+        missing = (f"{bt.median.words}; with the local pairing the median test's p = {lp[0]:.2g} slower, {lp[1]:.2g} "
+                   f"faster{tail}; "
                    f"no test decides at the report's level (p = {p_slower:.2g} slower, {p_faster:.2g} faster{by}) nor "
                    f"puts the median and p95 within ±{100 * m:g} % ({v.within_text})")
         return replace(v, reading=INCONCLUSIVE, rule="nothing decides", missing=missing + nor + drift_words + (
