@@ -5,10 +5,13 @@ H200 repeats: the alone FFT's median 0.570, 0.531, 0.525 ms in three repeats of 
 steady process read that drift as sharing: with a phase-to-phase difference of sd 2 % and no effect, 8.5-13 % of
 verdicts read "degraded". Every test here carries a between-block term, estimated from the run's own blocks
 (``drift``; the bracketed design, ``run.spec``: alone on both sides of every shared block) or, where a run has one
-alone block, taken from a stated prior allowance (``PRIOR_DRIFT_SD``), which the verdict says.
+alone block, taken from a stated prior allowance by tenant kind (``prior.PRIORS``), which the verdict says. With
+three or more shared blocks between alone ones (the warm design, issue 43) the medians and the tail's shape are
+read block-paired (``blocks``: a regression on a time trend and each shared block against its neighbours).
 
-The tests, sharing the verdict's one-sided (1 - confidence) / 2 by weight (``WEIGHTS``, Bonferroni: p = min over
-tests of p_i / w_i, so the verdict has one p-value each way for the report's family):
+The tests, sharing the verdict's one-sided (1 - confidence) / 2 by weight (``WEIGHTS_BY_DESIGN``: the weights
+follow what the design can measure; Bonferroni: p = min over tests of p_i / w_i, so the verdict has one p-value
+each way for the report's family):
 
 1. **DF** = shared p99 / alone p99 (``rules.degradation``, the one DF), its interval widened in quadrature by the
    drift term; read only with ``rules.MIN_CORUNNING`` (368) samples and inside its tested range (``rules._untested``).
@@ -381,8 +384,8 @@ class Drift:
     their own mean: the sharing effect, common to every shared block, does not enter; their own sampling noise
     does), with (K - 1) + (J - 1) degrees of freedom and the prior allowance pooled as ``PRIOR_DRIFT_DF`` more
     (0: the blocks alone; a prior of one degree of freedom at 4.5 % cut "no change" under a clean null at n = 800
-    from 31 to 8 of 40 runs); with ONE alone block nothing is measured and the prior is used as known (``df`` inf), which the
-    verdict says.
+    from 31 to 8 of 40 runs); with ONE alone block nothing is measured and the prior of the tenant's kind is used
+    with the degrees of freedom it was measured with (``prior.PRIORS``), which the verdict says.
     """
 
     sd: float
