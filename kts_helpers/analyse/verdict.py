@@ -637,12 +637,12 @@ SMALL_FASTER = "small speed-up"
 #   20 %.
 # - one block: nothing measures the drift, so the level test and DF carry the prior's allowance; with the
 #   neighbours' timestamps the same-moment contrast -- drift-free: its two groups share every block -- gets 45 %
-#   (from 10 %), the medians keeping 35 % so that a bulk shift beyond the prior still decides.
+#   (from 10 %), the medians keeping 30 % so that a bulk shift beyond the prior still decides, the pooled tail 20 %.
 WEIGHTS_BY_DESIGN = {
     "blocks": {"DF": 0.05, "level": 0.6, "block tail": 0.2, "tail": 0.05, "collided": 0.1},
     "bracketed": {"DF": 0.2, "level": 0.4, "tail": 0.2, "collided": 0.2},
     "one block": {"DF": 0.4, "level": 0.4, "tail": 0.2, "collided": 0.0},
-    "one block, timestamps": {"DF": 0.1, "level": 0.35, "tail": 0.1, "collided": 0.45},
+    "one block, timestamps": {"DF": 0.05, "level": 0.3, "tail": 0.2, "collided": 0.45},
 }
 WEIGHTS = WEIGHTS_BY_DESIGN["bracketed"]
 
