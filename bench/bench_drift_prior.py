@@ -1,5 +1,6 @@
-"""Where the verdict's prior drift allowance comes from: each tenant's alone block medians on the committed H200 runs
-with repeats, and the sd of their logs per tenant and clock (``verdict.PRIOR_DRIFT_SD`` is the largest).
+"""Where the verdict's prior drift allowances come from: each tenant's alone block medians on the committed H200 runs
+with repeats, and the sd of their logs per tenant and clock; each tenant classified by ``prior.classify`` (GPU- or
+host-bound), and per kind the largest sd and the pooled degrees of freedom (``kind_table``, ``prior.PRIORS``).
 
 Run: ``python -m bench.bench_drift_prior [RUN ...]`` (default: every committed H200 run with two or more alone
 blocks: the repeats runs and the bracketed ones, but those in ``LEFT_OUT``, each with its reason: a launch-bound
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from kts_helpers.analyse import prior as P
 from kts_helpers.analyse.load import load_run
+from kts_helpers.analyse.profiles import profiles_table
 
 REF = Path(__file__).resolve().parents[1] / "data" / "reference"
 RUNS = ("h200-2026-11-30-repeats", "h200-2026-11-30-repeats-mps", "h200-2026-12-02-article-blocks",
@@ -48,6 +51,28 @@ def spreads(run: Path) -> list[tuple[str, str, list[float], float]]:
     return out
 
 
+def kinds(run: Path) -> dict[str, str]:
+    """Each tenant's kind on one run (``prior.classify``: alone device / wall median, the profile's busy share)."""
+    data = load_run(run)
+    it = data.iterations
+    alone = it[it["kind"] == "baseline"]
+    prof = profiles_table(data.meta, it)
+    busy = prof.groupby("tenant")["busy_share"].median().to_dict() if not prof.empty else {}
+    return {str(t): P.classify(float(np.median(g["device_ms"] / g["wall_ms"])), busy.get(t))
+            for t, g in alone.groupby("tenant")}
+
+
+def kind_table(runs: list[Path] | None = None) -> dict[str, tuple[float, float]]:
+    """Per kind: (the largest sd of log alone block medians, the degrees of freedom of its population)."""
+    out: dict[str, list[float]] = {}
+    for run in runs or [REF / r for r in RUNS]:
+        kind = kinds(run)
+        for tenant, _clock, meds, sd in spreads(run):
+            worst, df = out.setdefault(kind.get(tenant, "host"), [0.0, 0.0])
+            out[kind.get(tenant, "host")] = [max(worst, sd), df + len(meds) - 1]
+    return {k: (round(v[0], 3), v[1]) for k, v in out.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     runs = [Path(a) for a in (argv if argv is not None else sys.argv[1:])] or [REF / r for r in RUNS]
     worst = 0.0
@@ -57,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{run.name} {tenant} {clock}: alone block medians {', '.join(f'{m:.3f}' for m in meds)} ms, "
                   f"sd of log {100 * sd:.1f} %")
     print(f"largest: {100 * worst:.1f} %")
+    if argv is None and len(sys.argv) == 1 or argv == []:
+        for kind, (sd, df) in sorted(kind_table().items()):
+            print(f"{kind}-bound: largest {100 * sd:.1f} %, {df:g} degrees of freedom")
     return 0
 
 

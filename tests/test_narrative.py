@@ -136,6 +136,7 @@ def test_the_stated_verdict_rule_names_each_way_to_degraded_at_its_own_level() -
     from kts_helpers.analyse.verdict import collided_alpha, exceedance_alpha
 
     text = narrative.verdict_rule_text()
-    assert f"at p ≤ {exceedance_alpha():g}" in text and f"at p ≤ {collided_alpha():g}" in text
+    assert f"p ≤ {exceedance_alpha():g}" in text and f"p ≤ {collided_alpha(design='one block, timestamps'):g}" in text
+    assert "local pairing" in text and "GPU-bound" in text  # the design's weights and the prior by kind (issue 43)
     assert "launches that found a neighbour's operation in flight" in text
     assert "same-moment control" in text and "Holm" in text and "small slowdown (< 10 %)" in text

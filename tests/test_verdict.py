@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from kts_helpers.analyse import coverage as C
+from kts_helpers.analyse import prior as P
 from kts_helpers.analyse import rules
 from kts_helpers.analyse import verdict as V
 
@@ -92,7 +93,7 @@ def test_article_mixture_is_degraded_by_its_tail() -> None:
     sh, al = _pair(C.lognormal(), C.collisions("random"), 800, 6)
     v = V.decide(sh, al)
     ex = v.exceedance
-    assert ex is not None and ex.p_more <= V.exceedance_alpha() == pytest.approx(0.02) and v.reading == "degraded"
+    assert ex is not None and ex.p_more <= V.exceedance_alpha() == pytest.approx(V.WEIGHTS["tail"] * 0.025) == pytest.approx(0.005) and v.reading == "degraded"
     assert ex.shared.count > ex.alone.count and ex.ratio > 1
     assert 0 <= ex.alone.lo <= ex.alone.estimate <= ex.alone.hi <= 1
 
@@ -311,10 +312,15 @@ def test_drift_between_blocks_is_measured_and_one_block_takes_the_prior() -> Non
 
     rng = np.random.default_rng(92)
     sh, al, _ = G.draw_pair(rng, C.lognormal(), C.lognormal(), 800, G.Design(4, 3), 0.03, hiccups=False)
-    d = V.drift(sh, al)
-    assert d.measured and d.df == 5 and 0.01 < d.sd < 0.08
-    one = V.drift([np.concatenate(sh)], [np.concatenate(al)])
-    assert not one.measured and one.sd == V.PRIOR_DRIFT_SD and math.isinf(one.df) and "one alone block" in one.words
+    d = V.drift(sh, al)  # 4 alone and 3 shared blocks interleaved: around a trend, 2 x 3 - 2 degrees of freedom
+    assert d.measured and d.trend and d.df == 4 and 0.01 < d.sd < 0.08
+    two = V.drift(sh[:2], al[:3])  # the bracketed design: each phase around its mean, (3 - 1) + (2 - 1)
+    assert two.measured and not two.trend and two.df == 3
+    one = V.drift([np.concatenate(sh)], [np.concatenate(al)])  # the prior, with its degrees of freedom (issue 43)
+    assert not one.measured and one.sd == V.PRIOR_DRIFT_SD == P.PRIORS["host"].sd and one.df == P.PRIORS["host"].df
+    assert math.isfinite(one.df) and "one alone block" in one.words
+    gpu = V.drift([np.concatenate(sh)], [np.concatenate(al)], kind="gpu")
+    assert gpu.sd == P.PRIORS["gpu"].sd < one.sd and "gpu-bound" in gpu.words
 
 
 def test_df_does_not_decide_outside_its_tested_range() -> None:
@@ -392,6 +398,10 @@ def test_the_prior_drift_is_the_largest_spread_of_the_committed_alone_blocks() -
 
     worst = max(sd for run in B.RUNS for *_, sd in B.spreads(B.REF / run))
     assert round(worst, 3) == V.PRIOR_DRIFT_SD
+    # by kind (issue 43): each kind's largest spread and the degrees of freedom of its population
+    table = B.kind_table()
+    assert {k: (p.sd, p.df) for k, p in P.PRIORS.items()} == table
+    assert table["gpu"][0] < table["host"][0]
     committed = {p.name for p in (REPO / "data" / "reference").iterdir()
                  if len({d.name.rsplit("-r", 1)[0] for d in (p / "logs").glob("baseline-*-r2")})}
     assert committed <= set(B.RUNS) | set(B.LEFT_OUT), committed - set(B.RUNS) - set(B.LEFT_OUT)

@@ -27,6 +27,7 @@ import pandas as pd
 from kts_helpers.analyse import stats
 from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.load import RunData
+from kts_helpers.analyse.prior import kind_of
 from kts_helpers.analyse.rules import (
     Degradation,
     collided_of,
@@ -197,7 +198,7 @@ def modes_table(data: RunData, *, metric: str = "wall", n_resamples: int = 2000,
                 p50 = _quantile(runs, 0.50, n_resamples, seed)
                 p99 = _quantile(runs, 0.99, n_resamples, seed)
                 v = decide(runs, base_runs, n_resamples=n_resamples, seed=seed,
-                           collided=collided_of(r)) if mode != "alone" else None
+                           collided=collided_of(r), kind=kind_of(it, tenant)) if mode != "alone" else None
                 df = v.df if v else None
                 scen_name = scens[0].group if scens else "baseline"
                 verdicts.append(v)
@@ -274,7 +275,7 @@ def contention_matrix(data: RunData, *, q: float = 0.99, metric: str = "wall", n
                     shared = _rows(data, [s.name for s in grp], victim, phase)
                     alone = _baseline_rows(data, cat, victim, workload, phase, mode)
                     v = decide(runs_of(shared, col), runs_of(alone, col), q=q, n_resamples=n_resamples, seed=seed,
-                               collided=collided_of(shared))
+                               collided=collided_of(shared), kind=kind_of(it, victim))
                     iv = v.df
                     primary = PRIMARY_PHASE.get(workload, phase) == phase or len(phases) == 1
                     verdicts.append(v)
@@ -348,7 +349,8 @@ def phase_table(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0,
                 p50 = _quantile(runs, 0.50, n_resamples, seed)
                 p99 = _quantile(runs, 0.99, n_resamples, seed)
                 v = decide(runs, runs_of(_baseline_rows(data, cat, tenant, workload, phase, scens[0].sharing), col),
-                           n_resamples=n_resamples, seed=seed, collided=collided_of(r)) if shared else None
+                           n_resamples=n_resamples, seed=seed, collided=collided_of(r),
+                           kind=kind_of(it, tenant)) if shared else None
                 df = v.df if v else None
                 verdicts.append(v)
                 # the report reads wall time; time to first token is the same series in closed loop only

@@ -42,6 +42,7 @@ from kts_helpers.analyse.verdict import (
     INCONCLUSIVE,
     collided_alpha,
     decide,
+    exceedance,
     exceedance_alpha,
 )
 
@@ -436,12 +437,13 @@ def decisions(alone: Generator, shared: Generator, n: int, reps: int, *, seed: i
     true_ratio = shared.exceed(thr) / alone.exceed(thr)
     counts = dict.fromkeys(("dd", "df", "ed", "ef", "d", "f", "e", "i", "rc"), 0)
     t0 = time.perf_counter()
-    alpha = exceedance_alpha()
+    alpha = exceedance_alpha(design="one block")  # the level the tail test decides at in a one-block verdict
     for i in range(reps):
         v = decide([xs[i]], [xa[i]], q=q, margin=margin)
         counts["dd"] += v.df.lo > 1
         counts["df"] += v.df.hi < 1
-        ex = v.exceedance
+        # the raw series' test (its ratio is the true one's estimate); the verdict publishes the scaled one
+        ex = exceedance([xs[i]], [xa[i]], q=q)
         if ex is not None:
             counts["ed"] += ex.p_more <= alpha
             counts["ef"] += ex.p_less <= alpha
@@ -468,7 +470,7 @@ class CollidedDecisions:
     reps: int
     true_df: float
     mean_collided: float  # flagged launches per shared series
-    collided_degraded: int  # the collided launches' test alone: p <= verdict.collided_alpha()
+    collided_degraded: int  # the collided launches' test alone: p <= verdict.collided_alpha(one block, timestamps)
     degraded: int  # the combined verdict, flags given
     faster: int
     no_change: int
@@ -494,7 +496,7 @@ def collided_decisions(alone: Generator, shared: Generator, n: int, reps: int, *
     else:
         xs = shared.draw(rng, reps, n)
         hit, _depth = collision_flags(flags, rng, reps, n)
-    alpha = collided_alpha()
+    alpha = collided_alpha(design="one block, timestamps")
     counts = dict.fromkeys(("cd", "d", "f", "e", "i", "dw"), 0)
     t0 = time.perf_counter()
     for i in range(reps):

@@ -44,22 +44,85 @@ OLD_DESIGN = Design(1, 1)  # every baseline, then every shared scenario: one blo
 DEFAULT_DESIGN = Design(3, 2)  # alone, shared, alone, shared, alone (run.spec: blocks = 2)
 
 
+# Drift with time structure (issue 43's audit): the blocks' log levels in run order, and each block's tail width.
+SHAPES = ("level", "linear", "ou", "ar1", "step", "bursts", "tail")
+OU_PHI, AR_PHI = 0.7, 0.95  # block-to-block correlation of the OU (fast) and AR(1) (slow) drifts
+BURST_SHARE = 0.2  # bursts: this share of blocks 2 sd slower, on top of an independent sd / 2
+TAIL_SD = 0.3  # tail: each block's log tail width moves by this log-sd (the median holds)
+
+
+def levels(rng: np.random.Generator, shape: str, sd: float, n: int, tail_sd: float = TAIL_SD
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """(log level, tail width) of n blocks in run order; sd is the drift's size, each shape's scale.
+
+    level: independent N(0, sd); linear: a ramp whose spread over the run has sd ``sd`` (range sd * sqrt(12));
+    ou / ar1: a stationary AR(1) across blocks with sd ``sd`` (lag-1 0.7 / 0.95); step: 0 before a random block,
+    +-2 sd from it on; bursts: independent sd / 2 and 20 % of blocks 2 sd slower; tail: independent N(0, sd) levels
+    and each block's log deviations from its median multiplied by exp(N(0, tail_sd)) (the median holds). Every
+    shape but "tail" has width 1.
+    """
+    if shape not in SHAPES:
+        raise ValueError(f"unknown drift shape {shape!r}; choose one of {', '.join(SHAPES)}")
+    width = np.ones(n)
+    if sd <= 0 and shape != "tail":
+        return np.zeros(n), width
+    if shape in ("level", "tail"):
+        lv = rng.normal(0.0, sd, n) if sd > 0 else np.zeros(n)
+        if shape == "tail":
+            width = np.exp(rng.normal(0.0, tail_sd, n))
+        return lv, width
+    if shape == "linear":
+        return sd * math.sqrt(12) * (np.arange(n) / max(n - 1, 1) - 0.5) * rng.choice((-1.0, 1.0)), width
+    if shape in ("ou", "ar1"):
+        phi = OU_PHI if shape == "ou" else AR_PHI
+        lv = np.empty(n)
+        lv[0] = rng.normal(0.0, sd)
+        for i in range(1, n):
+            lv[i] = phi * lv[i - 1] + rng.normal(0.0, sd * math.sqrt(1 - phi * phi))
+        return lv, width
+    if shape == "step":
+        at = int(rng.integers(1, max(n, 2)))
+        return np.where(np.arange(n) >= at, 2 * sd * rng.choice((-1.0, 1.0)), 0.0), width
+    return rng.normal(0.0, sd / 2, n) + np.where(rng.random(n) < BURST_SHARE, 2 * sd, 0.0), width
+
+
+def shaped(x: np.ndarray, level: float, width: float) -> np.ndarray:
+    """One block moved to its drift: its level times exp(level), its log deviations from its median times width."""
+    med = float(np.median(x))
+    if med <= 0:
+        return x * math.exp(level)
+    return med * math.exp(level) * np.exp(width * np.log(np.maximum(x, 1e-300) / med))
+
+
+def run_order(design: Design) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of (alone, shared) blocks in run order: alternating where alone = shared + 1 (the bracketed and
+    the warm designs), else every alone block first."""
+    if design.alone == design.shared + 1:
+        return np.arange(design.alone) * 2, np.arange(design.shared) * 2 + 1
+    return np.arange(design.alone), design.alone + np.arange(design.shared)
+
+
 def _blocks(n: int, k: int) -> list[int]:
     return [n // k + (i < n % k) for i in range(k)]
 
 
 def _drifted(rng: np.random.Generator, gen: Generator, n: int, blocks: int, sd: float, hiccups: bool,
-             flags: str | None, own: bool) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
-    """One side: blocks of gen's series, each at its own level, hiccups on top; flags as asked."""
+             flags: str | None, own: bool, lv: np.ndarray | None = None, width: np.ndarray | None = None
+             ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """One side: blocks of gen's series, each at its own level (``lv``/``width``: the drift's, in block order; else
+    independent N(0, sd)), hiccups on top; flags as asked."""
     runs, hits = [], []
-    for m in _blocks(n, blocks):
+    for b, m in enumerate(_blocks(n, blocks)):
         if own and gen.flagged is not None:
             x, hit = gen.flagged(rng, 1, m)
             x, hit = x[0], hit[0]
         else:
             x = gen.draw(rng, 1, m)[0]
             hit = collision_flags(flags, rng, 1, m, share=FLAG_SHARE)[0][0] if flags else None
-        x = x * math.exp(rng.normal(0.0, sd)) if sd > 0 else x
+        if lv is not None:
+            x = shaped(x, float(lv[b]), float(width[b]) if width is not None else 1.0)
+        else:
+            x = x * math.exp(rng.normal(0.0, sd)) if sd > 0 else x
         if hiccups:
             h = rng.random(m) < HICCUP_SHARE
             x = np.where(h, x * rng.uniform(*HICCUP_FACTOR, m), x)
@@ -69,11 +132,18 @@ def _drifted(rng: np.random.Generator, gen: Generator, n: int, blocks: int, sd: 
 
 
 def draw_pair(rng: np.random.Generator, alone: Generator, shared: Generator, n: int, design: Design, sd: float,
-              hiccups: bool = True, flags: str | None = None, own: bool = False
+              hiccups: bool = True, flags: str | None = None, own: bool = False, shape: str | None = None
               ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray] | None]:
-    """(shared blocks, alone blocks, collided flags per shared block or None)."""
-    al, _ = _drifted(rng, alone, n, design.alone, sd, hiccups, None, False)
-    sh, hit = _drifted(rng, shared, n, design.shared, sd, hiccups, flags, own)
+    """(shared blocks, alone blocks, collided flags per shared block or None). ``shape``: the drift's time
+    structure (``levels``), the blocks in run order (``run_order``); None: independent levels per block."""
+    if shape is None:
+        al, _ = _drifted(rng, alone, n, design.alone, sd, hiccups, None, False)
+        sh, hit = _drifted(rng, shared, n, design.shared, sd, hiccups, flags, own)
+        return sh, al, hit
+    lv, width = levels(rng, shape, sd, design.alone + design.shared)
+    pa, ps = run_order(design)
+    al, _ = _drifted(rng, alone, n, design.alone, sd, hiccups, None, False, lv[pa], width[pa])
+    sh, hit = _drifted(rng, shared, n, design.shared, sd, hiccups, flags, own, lv[ps], width[ps])
     return sh, al, hit
 
 
@@ -97,6 +167,7 @@ class DriftRow:
     no_change: int
     inconclusive: int
     seconds: float
+    shape: str = "independent"  # the drift's time structure (``levels``)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -113,7 +184,7 @@ def _count(readings: Iterable[str], margin: float = V.DEFAULT_MARGIN) -> dict[st
 
 def verdict_row(measures: str, alone: Generator, shared: Generator, n: int, reps: int, *, sd: float,
                 design: Design = DEFAULT_DESIGN, hiccups: bool = True, timestamps: bool = False,
-                seed: int = 0) -> DriftRow:
+                seed: int = 0, shape: str | None = None) -> DriftRow:
     """``reps`` verdicts of one cell. With ``timestamps``: the shared generator's own collisions are flagged where
     it has them (power), else random flags that cost nothing (no effect)."""
     rng = np.random.default_rng(seed)
@@ -122,15 +193,15 @@ def verdict_row(measures: str, alone: Generator, shared: Generator, n: int, reps
     t0 = time.perf_counter()
     for _ in range(reps):
         sh, al, hit = draw_pair(rng, alone, shared, n, design, sd, hiccups, "random" if timestamps and not own else None,
-                                own)
+                                own, shape)
         said.append(V.decide(sh, al, collided=hit).reading)
     return DriftRow(measures, alone.name, shared.name, design.name, n, sd, hiccups, timestamps, reps, **_count(said),
-                    seconds=round(time.perf_counter() - t0, 1))
+                    seconds=round(time.perf_counter() - t0, 1), shape=shape or "independent")
 
 
 def report_row(tenants: int, n: int, reps: int, *, sd: float, design: Design = DEFAULT_DESIGN,
                hiccups: bool = True, timestamps: bool = False, bulk: Generator | None = None,
-               seed: int = 0) -> DriftRow:
+               seed: int = 0, shape: str | None = None) -> DriftRow:
     """``reps`` no-effect reports of ``tenants`` tenants x two clocks (drawn independently: Holm's worst case),
     read as one family; a report counts once if any of its verdicts reads a slowdown (or a speed-up)."""
     gen = bulk or lognormal()
@@ -140,14 +211,14 @@ def report_row(tenants: int, n: int, reps: int, *, sd: float, design: Design = D
     for _ in range(reps):
         vs = []
         for _k in range(2 * tenants):
-            sh, al, hit = draw_pair(rng, gen, gen, n, design, sd, hiccups, "random" if timestamps else None)
+            sh, al, hit = draw_pair(rng, gen, gen, n, design, sd, hiccups, "random" if timestamps else None, shape=shape)
             vs.append(V.decide(sh, al, collided=hit))
         said = [v.reading for v in V.family(vs)]
         c = _count(said)
         for k in counts:
             counts[k] += c[k] > 0
     return DriftRow(f"report ({tenants} tenants x 2 clocks)", gen.name, gen.name, design.name, n, sd, hiccups,
-                    timestamps, reps, **counts, seconds=round(time.perf_counter() - t0, 1))
+                    timestamps, reps, **counts, seconds=round(time.perf_counter() - t0, 1), shape=shape or "independent")
 
 
 def null_cells(ns: Iterable[int] = (800, 2000), sds: Iterable[float] = (0.0, 0.005, 0.01, 0.02),
@@ -198,6 +269,9 @@ def specs(reps: int, *, report_reps: int | None = None, seed: int = 0, ns: Itera
                                        seed=seed + 700 + j)))
     out.append(("verdict_row", dict(measures="false alarm (old design)", alone=lognormal(), shared=lognormal(), n=800,
                                     reps=reps, sd=0.02, design=OLD_DESIGN, seed=seed + 800)))
+    for j, shape in enumerate(SHAPES):  # time structure (issue 43): each shape at sd 5 %, the bracketed design
+        out.append(("verdict_row", dict(measures="false alarm", alone=lognormal(), shared=lognormal(), n=800,
+                                        reps=reps, sd=0.05, shape=shape, seed=seed + 900 + j)))
     return out
 
 
@@ -214,13 +288,13 @@ def grid(reps: int, **options: object) -> list[DriftRow]:
 
 
 def markdown(rows: Iterable[DriftRow]) -> str:
-    lines = ["| measures | alone / shared | design | n | drift sd | hiccups | timestamps | runs | degraded | "
+    lines = ["| measures | alone / shared | design | n | drift sd | drift shape | hiccups | timestamps | runs | degraded | "
              "small slowdown | faster | small speed-up | no change | inconclusive |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         f = [getattr(r, k) / r.reps for k in ("degraded", "small_slower", "faster", "small_faster", "no_change",
                                               "inconclusive")]
-        lines.append(f"| {r.measures} | {r.alone} / {r.shared} | {r.design} | {r.n} | {100 * r.drift_sd:g} % | "
+        lines.append(f"| {r.measures} | {r.alone} / {r.shared} | {r.design} | {r.n} | {100 * r.drift_sd:g} % | {r.shape} | "
                      f"{'yes' if r.hiccups else 'no'} | {'yes' if r.timestamps else 'no'} | {r.reps} | "
                      + " | ".join(f"{v:.3f}" for v in f) + " |")
     return "\n".join(lines)

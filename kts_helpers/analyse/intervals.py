@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kts_helpers.analyse import stats, verdict
+from kts_helpers.analyse import prior, stats, verdict
 from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.rules import (
     df_reading,
@@ -89,7 +89,7 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
                      if base is not None else [])
             if alone:
                 v = verdict.decide(runs, alone, q=0.99, margin=margin, slo_ms=slo.get(row["tenant"]), collided=hit,
-                                   **opts)
+                                   kind=prior.kind_of(frame, row["tenant"]), **opts)
                 _put(out, i, "df", v.df.bounds)
                 _write_verdict(out, i, v)
                 found[i] = v

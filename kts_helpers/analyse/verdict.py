@@ -5,10 +5,13 @@ H200 repeats: the alone FFT's median 0.570, 0.531, 0.525 ms in three repeats of 
 steady process read that drift as sharing: with a phase-to-phase difference of sd 2 % and no effect, 8.5-13 % of
 verdicts read "degraded". Every test here carries a between-block term, estimated from the run's own blocks
 (``drift``; the bracketed design, ``run.spec``: alone on both sides of every shared block) or, where a run has one
-alone block, taken from a stated prior allowance (``PRIOR_DRIFT_SD``), which the verdict says.
+alone block, taken from a stated prior allowance by tenant kind (``prior.PRIORS``), which the verdict says. With
+three or more shared blocks between alone ones (the warm design, issue 43) the medians and the tail's shape are
+read block-paired (``blocks``: a regression on a time trend and each shared block against its neighbours).
 
-The tests, sharing the verdict's one-sided (1 - confidence) / 2 by weight (``WEIGHTS``, Bonferroni: p = min over
-tests of p_i / w_i, so the verdict has one p-value each way for the report's family):
+The tests, sharing the verdict's one-sided (1 - confidence) / 2 by weight (``WEIGHTS_BY_DESIGN``: the weights
+follow what the design can measure; Bonferroni: p = min over tests of p_i / w_i, so the verdict has one p-value
+each way for the report's family):
 
 1. **DF** = shared p99 / alone p99 (``rules.degradation``, the one DF), its interval widened in quadrature by the
    drift term; read only with ``rules.MIN_CORUNNING`` (368) samples and inside its tested range (``rules._untested``).
@@ -51,7 +54,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from kts_helpers.analyse import blocks as B
 from kts_helpers.analyse import orderstat, rules
+from kts_helpers.analyse import prior as P
 
 DEGRADED = "degraded"
 FASTER = "faster when shared"  # the word stats.df_wording already uses
@@ -65,24 +70,18 @@ EXCEEDANCE_MIN_N = 200
 # 4 % at the full level, at most 2.5 % at a quarter (400 pairs a cell, every false-alarm generator; README).
 SHORT_ALPHA_SHARE = 0.25
 LADDER = (1.0, 0.25)  # the thresholds asked: the alone order statistics with r and r / 4 beyond
-EXCEEDANCE_ALPHA_SHARE = 0.8  # of the one-sided (1 - confidence) / 2 the exceedance test may spend (DF: all)
-COLLIDED_ALPHA_SHARE = 0.1  # ... and the test on the collided launches (union bound: DF's rule or either test)
 _QUAD = 400  # quadrature cells over the alone tail probability's Beta law
 
 
-def exceedance_alpha(confidence: float = 0.95) -> float:
-    """The one-sided p-value at which the exceedance test decides: 2 % at 95 %.
-
-    "degraded" is DF's rule *or* this test, so the two false alarms add up in part; measured on 2,100 pairs
-    (alone drifting with lag-1 0.9, shared independent, n = 2000) the full 2.5 % gave 2.7 % together; at 2 %
-    the pair reads 2.1 % (700 pairs), and power on the article mixture at n = 800 drops by under one point.
-    """
-    return EXCEEDANCE_ALPHA_SHARE * (1 - confidence) / 2
+def exceedance_alpha(confidence: float = 0.95, design: str = "bracketed") -> float:
+    """The one-sided p-value at which the (pooled, scaled) exceedance test decides alone in a verdict: its weight
+    of the one-sided (1 - confidence) / 2 (``WEIGHTS_BY_DESIGN``), 0.5 % at 95 % in the bracketed design."""
+    return weights(False, design)["tail"] * (1 - confidence) / 2
 
 
-def collided_alpha(confidence: float = 0.95) -> float:
-    """The one-sided p-value at which the collided launches' exceedance test decides: 0.25 % at 95 %."""
-    return COLLIDED_ALPHA_SHARE * (1 - confidence) / 2
+def collided_alpha(confidence: float = 0.95, design: str = "bracketed") -> float:
+    """The one-sided p-value at which the same-moment contrast decides alone: its weight of (1 - confidence) / 2."""
+    return weights(False, design)["collided"] * (1 - confidence) / 2
 
 
 def no_change(margin: float = DEFAULT_MARGIN) -> str:
@@ -205,6 +204,9 @@ class Verdict:
     short: bool = False
     usable: bool = False  # DF's interval may decide (order method, n >= 368, inside its tested range)
     method: str = "order"
+    design: str = "bracketed"  # which row of WEIGHTS_BY_DESIGN the tests' levels came from
+    blocks: B.BlockPair | None = None  # the block-paired tests (the warm design's interleaved blocks)
+    p_tests: tuple[tuple[str, float, float], ...] = ()  # (test, p slower, p faster): each test's own p-values
 
     @property
     def decided(self) -> bool:
@@ -217,6 +219,13 @@ class Verdict:
             return f"{self.reading} ({self.rule})"
         need = f"; about {self.iterations_needed:,} iterations would decide" if self.iterations_needed else ""
         return f"{INCONCLUSIVE} ({self.missing}{need})"
+
+    def p_of(self, test: str, slower: bool = True) -> float:
+        """The named test's own one-sided p-value (before weights and Holm); NaN where it did not run."""
+        for name, ps, pf in self.p_tests:
+            if name == test:
+                return ps if slower else pf
+        return math.nan
 
 
 # ----------------------------------------------------------------------------- the exceedance test
@@ -375,16 +384,18 @@ class Drift:
     their own mean: the sharing effect, common to every shared block, does not enter; their own sampling noise
     does), with (K - 1) + (J - 1) degrees of freedom and the prior allowance pooled as ``PRIOR_DRIFT_DF`` more
     (0: the blocks alone; a prior of one degree of freedom at 4.5 % cut "no change" under a clean null at n = 800
-    from 31 to 8 of 40 runs); with ONE alone block nothing is measured and the prior is used as known (``df`` inf), which the
-    verdict says.
+    from 31 to 8 of 40 runs); with ONE alone block nothing is measured and the prior of the tenant's kind is used
+    with the degrees of freedom it was measured with (``prior.PRIORS``), which the verdict says.
     """
 
     sd: float
-    df: float  # degrees of freedom of sd (inf: the prior, taken as known)
+    df: float  # degrees of freedom of sd (the prior's: those of the population it was measured on)
     alone_blocks: int
     shared_blocks: int
     observed: float | None  # the blocks' own sd (None: one block a side, nothing observed)
     sampling: float = 0.0  # with one block a side: the two medians' own variance (log scale), else in the scatter
+    kind: str = "host"  # the prior's tenant kind (``prior.classify``), used where nothing is measured
+    trend: bool = False  # the blocks' scatter is around a linear time trend (interleaved blocks, ``blocks.order``)
 
     @property
     def measured(self) -> bool:
@@ -409,11 +420,11 @@ class Drift:
     @property
     def words(self) -> str:
         if not self.measured:
-            return (f"one alone block: no drift measured, the prior allowance sd {100 * PRIOR_DRIFT_SD:.1f} % per block "
-                    f"is used")
+            return f"one alone block: no drift measured, {P.prior(self.kind).words} is used"
         prior = f" and the prior as {PRIOR_DRIFT_DF:g} more degrees of freedom" if PRIOR_DRIFT_DF else ""
+        trend = ", around a linear time trend" if self.trend else ""
         return (f"drift between blocks sd {100 * self.sd:.1f} % ({self.df:g} degrees of freedom) from "
-                f"{self.alone_blocks} alone and {self.shared_blocks} shared blocks{prior}")
+                f"{self.alone_blocks} alone and {self.shared_blocks} shared blocks{trend}{prior}")
 
 
 # The prior allowance for drift between blocks (log-scale sd of one block's level), used where a run has one alone
@@ -433,7 +444,10 @@ class Drift:
 # Left out likewise: the real-model mix of h200-2026-12-04-rm-fresh-ts, h200-2026-12-04-rm-warm-ts and
 # h200-2026-12-04-rm-warm-mps (BERT and ResNet-50 moved 5-10 ms between alone blocks with the host; the warm design
 # measures its own drift from 9 alone blocks a mode).
-PRIOR_DRIFT_SD = 0.145
+# Since issue 43 the allowance follows the tenant's kind (``prior.PRIORS``: GPU-bound 4.5 %, host-bound 14.5 %, each
+# with the degrees of freedom of the population it was measured on); this is the host-bound one, the allowance of
+# a tenant whose kind is not known.
+PRIOR_DRIFT_SD = P.PRIORS["host"].sd
 PRIOR_DRIFT_DF = 0.0
 
 
@@ -447,11 +461,23 @@ def _log_median_var(x: np.ndarray, confidence: float = 0.95) -> float:
     return ((math.log(b.hi) - math.log(b.lo)) / (2 * norm.isf((1 - confidence) / 2))) ** 2
 
 
-def drift(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray]) -> Drift:
-    """The between-block drift of one tenant: the blocks are the repeats (``-rK`` scenarios) of each phase."""
+def drift(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], *, kind: str | None = None,
+          times: tuple[Sequence[float], Sequence[float]] | None = None) -> Drift:
+    """The between-block drift of one tenant: the blocks are the repeats (``-rK`` scenarios) of each phase.
+
+    Interleaved blocks (``blocks.order``: three or more shared blocks between alone ones) give the scatter around a
+    linear time trend (``blocks.paired``'s residual, 2B - 2 degrees of freedom): a linear drift is then not read
+    as scatter. The bracketed design's two shared blocks keep the scatter around each phase's mean: a trend would
+    take one of its three degrees of freedom, and its balance (alone, shared, alone, shared, alone) keeps a linear
+    drift out of the level difference, so the inflated scatter only errs towards "inconclusive". One alone block:
+    the prior of the tenant's ``kind`` (``prior.prior``), with its degrees of freedom."""
     la = [math.log(float(np.median(r))) for r in alone_runs if len(r) and np.median(r) > 0]
     ls = [math.log(float(np.median(r))) for r in shared_runs if len(r) and np.median(r) > 0]
     k, j = max(len(la), 1), max(len(ls), 1)
+    bt = B.paired(list(shared_runs), list(alone_runs), "median", times) if len(la) >= 2 else None
+    if bt is not None and bt.resid_sd >= 0:
+        sd = math.sqrt((PRIOR_DRIFT_DF * PRIOR_DRIFT_SD**2 + bt.df * bt.resid_sd**2) / (PRIOR_DRIFT_DF + bt.df))
+        return Drift(sd, PRIOR_DRIFT_DF + bt.df, k, j, bt.resid_sd, kind=kind or "host", trend=True)
     ss = float(np.sum((np.array(la) - np.mean(la)) ** 2)) if len(la) > 1 else 0.0
     ss += float(np.sum((np.array(ls) - np.mean(ls)) ** 2)) if len(ls) > 1 else 0.0
     dfd = max(len(la) - 1, 0) + max(len(ls) - 1, 0)
@@ -459,10 +485,11 @@ def drift(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray]) -
         xa = np.concatenate([r for r in alone_runs if len(r)]) if la else np.zeros(0)
         xs = np.concatenate([r for r in shared_runs if len(r)]) if ls else np.zeros(0)
         samp = (_log_median_var(xa) + _log_median_var(xs)) if len(xa) > 2 and len(xs) > 2 else 0.0
-        return Drift(PRIOR_DRIFT_SD, math.inf, k, j, math.sqrt(ss / dfd) if dfd else None,
-                     samp if math.isfinite(samp) else 0.0)
+        pr = P.prior(kind)
+        return Drift(pr.sd, pr.df, k, j, math.sqrt(ss / dfd) if dfd else None,
+                     samp if math.isfinite(samp) else 0.0, kind=pr.kind)
     sd = math.sqrt((PRIOR_DRIFT_DF * PRIOR_DRIFT_SD**2 + ss) / (PRIOR_DRIFT_DF + dfd))
-    return Drift(sd, PRIOR_DRIFT_DF + dfd, k, j, math.sqrt(ss / dfd))
+    return Drift(sd, PRIOR_DRIFT_DF + dfd, k, j, math.sqrt(ss / dfd), kind=kind or "host")
 
 
 def _scaled(runs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -490,11 +517,14 @@ def _open_sides(d: rules.Degradation, q: float) -> tuple[str, ...]:
 
 
 def _projection(d: rules.Degradation | None, ex: Exceedance | None, n: int, margin: float,
-                alpha: float) -> int | None:
-    """About how many iterations per side would decide, from how far each estimand is from deciding.
+                alpha: float, dr: Drift | None = None, alpha_df: float | None = None) -> int | None:
+    """About how many iterations per side would decide, from how far each estimand is from deciding; None where
+    none can.
 
-    Interval half-widths shrink as 1 / sqrt(n): n * (width now / width needed)^2, the smallest over the
-    estimands that can decide; an open bound first needs the n at which a p99 has a bound at all.
+    DF's own half-width shrinks as 1 / sqrt(n), the drift term between blocks does not: with w the drift term
+    at DF's level, DF decides at N = n h^2 / (gap^2 - w^2), and never where w >= gap (the audit's "about 83,000
+    iterations would decide" where no number could). The tail test (each block scaled to its median: no drift
+    term) shrinks as 1 / sqrt(n). An open bound first needs the n at which a p99 has a bound at all.
     """
     from scipy.stats import norm  # scipy: ~0.6 s to import, needed here only
 
@@ -507,13 +537,19 @@ def _projection(d: rules.Degradation | None, ex: Exceedance | None, n: int, marg
             for iv in (d.shared, d.alone) if iv is not None) if d.shared is not None else n
         h_lo = e - math.log(d.lo) if d.lo > 0 and math.isfinite(d.lo) else math.inf
         h_hi = math.log(d.hi) - e if math.isfinite(d.hi) else math.inf
+        w = dr.quantile(alpha_df or alpha) * dr.se if dr is not None and dr.se > 0 else 0.0
+
+        def needed(h: float, gap: float) -> float:
+            if gap <= w:
+                return math.inf  # the drift term alone is wider than the gap: no n decides
+            return n * h**2 / (gap**2 - w**2) if math.isfinite(h) else max(need_bound, 2 * n)
+
         if abs(e) > 1e-9:  # decide the direction
             h, gap = (h_lo, e) if e > 0 else (h_hi, -e)
-            cands.append(n * (h / gap) ** 2 if math.isfinite(h) else max(need_bound, 2 * n))
+            cands.append(needed(h, gap))
         room = math.log(1 + margin) - max(e, 0) if e >= 0 else -math.log(1 - margin) + e
         if room > 0:  # or show it lies within the margin
-            h = max(h_lo, h_hi)
-            cands.append(n * (h / room) ** 2 if math.isfinite(h) else max(need_bound, 2 * n))
+            cands.append(needed(max(h_lo, h_hi), room))
     if ex is not None and ex.steps:
         p = min(s.p_more for s in ex.steps)
         z, z_need = norm.isf(max(p, 1e-300)), norm.isf(alpha / len(ex.steps))
@@ -570,8 +606,8 @@ class Contrast:
 def _contrast(shared_runs: Sequence[np.ndarray], collided: Sequence[np.ndarray] | None, q: float,
               confidence: float) -> Contrast | None:
     parts = _split(shared_runs, collided)
-    if parts is None or not sum(len(x) for x in parts[1]):
-        return None
+    if parts is None or sum(len(x) for x in parts[1]) < MIN_CLEAR:
+        return None  # too few clear launches to have a p99 to compare with: the alone tail decides instead
     hit, rest = parts
     ex = exceedance(hit, rest, q=q, confidence=confidence, interval=False)
     raw_hit = np.concatenate([np.asarray(r, np.float64)[np.asarray(c, bool)]
@@ -588,18 +624,44 @@ def _contrast(shared_runs: Sequence[np.ndarray], collided: Sequence[np.ndarray] 
                     m1 - m0, lo, hi)
 
 
+MIN_CLEAR = 100  # clear launches the same-moment contrast needs: fewer have no p99 (one beyond it at 100)
 SMALL_SLOWER = "small slowdown"
 SMALL_FASTER = "small speed-up"
-# Within a verdict the tests share its one-sided level by weight (Bonferroni: p = min over tests of p_i / w_i):
-WEIGHTS = {"DF": 0.4, "level": 0.3, "tail": 0.2, "collided": 0.1}
+# Within a verdict the tests share its one-sided level by weight (Bonferroni: p = min over tests of p_i / w_i), and
+# the weights follow what the design can measure (issue 43):
+# - blocks (the warm design, 3+ shared blocks between alone ones): the block-paired median ("level") gets most of
+#   it, the block-paired tail shape ("block tail") the next share; the pooled tail (no between-block term for the
+#   tail's shape), DF and the same-moment contrast little. DF held 40 % of the level and decided 0-24 of 200
+#   decided verdicts in the audit's grid.
+# - bracketed (3 alone, 2 shared blocks): DF cut from 40 % to 20 %, the level test from 30 % to 40 %, the contrast
+#   20 %.
+# - one block: nothing measures the drift, so the level test and DF carry the prior's allowance; with the
+#   neighbours' timestamps the same-moment contrast -- drift-free: its two groups share every block -- gets 45 %
+#   (from 10 %), the medians keeping 30 % so that a bulk shift beyond the prior still decides, the pooled tail 20 %.
+WEIGHTS_BY_DESIGN = {
+    "blocks": {"DF": 0.05, "level": 0.6, "block tail": 0.2, "tail": 0.05, "collided": 0.1},
+    "bracketed": {"DF": 0.2, "level": 0.4, "tail": 0.2, "collided": 0.2},
+    "one block": {"DF": 0.4, "level": 0.4, "tail": 0.2, "collided": 0.0},
+    "one block, timestamps": {"DF": 0.05, "level": 0.3, "tail": 0.2, "collided": 0.45},
+}
+WEIGHTS = WEIGHTS_BY_DESIGN["bracketed"]
 
 
-def weights(short: bool) -> dict[str, float]:
-    """Each test's share of the verdict's level; below ``rules.MIN_CORUNNING`` samples (``short``) the two tail
-    tests -- the whole series' and the collided launches' alike -- decide at a quarter of theirs
+def design_of(n_shared: int, n_alone: int, interleaved: bool, timestamps: bool) -> str:
+    """The row of ``WEIGHTS_BY_DESIGN`` a tenant's blocks fall in."""
+    if interleaved:
+        return "blocks"
+    if n_alone >= 2:
+        return "bracketed"
+    return "one block, timestamps" if timestamps else "one block"
+
+
+def weights(short: bool, design: str = "bracketed") -> dict[str, float]:
+    """Each test's share of the verdict's level in its design; below ``rules.MIN_CORUNNING`` samples (``short``)
+    the pooled tail tests -- the whole series' and the collided launches' alike -- decide at a quarter of theirs
     (``SHORT_ALPHA_SHARE``: at n = 300 slow drift took the tail test's false alarms to 4 % at the full level)."""
     cut = SHORT_ALPHA_SHARE if short else 1.0
-    return {k: v * (cut if k in ("tail", "collided") else 1.0) for k, v in WEIGHTS.items()}
+    return {k: v * (cut if k in ("tail", "collided") else 1.0) for k, v in WEIGHTS_BY_DESIGN[design].items()}
 
 
 def small_slower(margin: float = DEFAULT_MARGIN) -> str:
@@ -625,9 +687,37 @@ def level_test(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarra
     return math.exp(diff), dr.sf(diff / se), dr.sf(-diff / se)
 
 
+def _widened_p(e: float, h: float, z_ref: float, dr: Drift) -> float:
+    """The one-sided p-value of a widened interval: the level a at which hypot(h * z(a) / z_ref, t_df(a) * se)
+    -- DF's own half-width (normal, scaled to level a) and the drift term (a t with the drift's degrees of
+    freedom) in quadrature -- just reaches e. Reading the sum as normal made the tail 6.5x nominal at Holm's
+    first step with 3 degrees of freedom (the audit): the drift term's t tail is heavier than the normal's."""
+    from scipy.special import ndtri, stdtrit  # scipy: ~0.6 s to import, needed here only (the fast forms)
+
+    if not (math.isfinite(h) and e > 0):
+        return 1.0
+
+    def width(a: float) -> float:
+        drift = -float(ndtri(a)) if not math.isfinite(dr.df) else -float(stdtrit(dr.df, a))
+        return math.hypot(h * -float(ndtri(a)) / z_ref, drift * dr.se)
+
+    lo, hi = math.log(1e-15), math.log(0.5)
+    if width(0.5) >= e:
+        return 0.5
+    if width(1e-15) < e:
+        return 1e-15
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if width(math.exp(mid)) > e:
+            lo = mid
+        else:
+            hi = mid
+    return math.exp(0.5 * (lo + hi))
+
+
 def _widened_df(d: rules.Degradation, dr: Drift, confidence: float) -> tuple[rules.Degradation, float, float]:
     """DF's interval with the between-block term added in quadrature (log scale), and its one-sided p-values
-    (the normal reading of that interval: ``lo > 1`` exactly when ``p_more`` <= (1 - confidence) / 2)."""
+    (``_widened_p``: ``lo > 1`` exactly when ``p_more`` <= (1 - confidence) / 2)."""
     from scipy.stats import norm  # scipy: ~0.6 s to import, needed here only
 
     est = d.estimate
@@ -642,8 +732,8 @@ def _widened_df(d: rules.Degradation, dr: Drift, confidence: float) -> tuple[rul
     H_lo, H_hi = math.hypot(h_lo, w), math.hypot(h_hi, w)
     lo = math.exp(e - H_lo) if math.isfinite(H_lo) else -math.inf
     hi = math.exp(e + H_hi) if math.isfinite(H_hi) else math.inf
-    p_more = float(norm.sf(e / (H_lo / z))) if math.isfinite(H_lo) and H_lo > 0 else 1.0
-    p_less = float(norm.cdf(e / (H_hi / z))) if math.isfinite(H_hi) and H_hi > 0 else 1.0
+    p_more = _widened_p(e, h_lo, z, dr) if math.isfinite(H_lo) and H_lo > 0 else 1.0
+    p_less = _widened_p(-e, h_hi, z, dr) if math.isfinite(H_hi) and H_hi > 0 else 1.0
     return replace(d, lo=lo, hi=hi), p_more, p_less
 
 
@@ -682,18 +772,56 @@ def _within(sh: list[np.ndarray], al: list[np.ndarray], q: float, margin: float,
     return up, down, text
 
 
+def _slo_exceedance(sh: list[np.ndarray], al: list[np.ndarray], slo_ms: float, dr: Drift,
+                    confidence: float, q: float) -> Exceedance:
+    """The SLO's exceedance test with the drift term: an SLO is a fixed threshold in ms, so a level drift between
+    the alone and the shared blocks moves the shares beyond it as sharing would (6/100 false alarms where the same
+    data without an SLO gave 2/100). The p-values are averaged over the drift's law (the alone blocks' level moved
+    by exp(D), D a t with the drift's degrees of freedom times its se, at ``_SLO_NODES`` equal-probability nodes):
+    the chance of the shared count given that the alone level at the shared moments is not known better."""
+    from scipy.stats import t as t_law  # scipy: ~0.6 s to import, needed here only
+
+    raw = exceedance(sh, al, q=q, slo_ms=slo_ms, confidence=confidence)
+    if not dr.se > 0:
+        return raw
+    mids = (np.arange(_SLO_NODES) + 0.5) / _SLO_NODES
+    df = dr.df if math.isfinite(dr.df) else 1e6
+    shifts = dr.se * t_law.ppf(mids, df)
+    pm = pl = 0.0
+    for d in shifts:
+        ex = exceedance(sh, [a * math.exp(d) for a in al], q=q, slo_ms=slo_ms, confidence=confidence, interval=False)
+        pm += ex.p_more / _SLO_NODES
+        pl += ex.p_less / _SLO_NODES
+    return replace(raw, p_more=min(1.0, pm), p_less=min(1.0, pl))
+
+
+_SLO_NODES = 16
+
+
+def _in_ms(ex: Exceedance, al: list[np.ndarray]) -> Exceedance:
+    """A scaled test (each block over its median) published in ms: its threshold times the alone blocks' median
+    level, its source saying so -- the slow-share columns and ``Exceedance.words`` then show the test that decides."""
+    meds = [float(np.median(a)) for a in al if len(a)]
+    level = float(np.exp(np.mean(np.log(meds)))) if meds and min(meds) > 0 else math.nan
+    return replace(ex, threshold_ms=ex.threshold_ms * level, source=f"{ex.source} (each block scaled to its median)")
+
+
 def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], *, q: float = 0.99,
            margin: float = DEFAULT_MARGIN, slo_ms: float | None = None, confidence: float = 0.95,
            method: str = "order", n_resamples: int = 2000, seed: int | None = 0,
-           collided: Sequence[np.ndarray] | None = None) -> Verdict:
+           collided: Sequence[np.ndarray] | None = None, kind: str | None = None,
+           times: tuple[Sequence[float], Sequence[float]] | None = None) -> Verdict:
     """The verdict for one tenant and clock: shared runs against alone runs (each a list of blocks/repeats).
 
     ``collided``: per shared run, which of its iterations (same order) found a neighbour in flight; with it,
     those launches' test (against the same blocks' clear launches and the alone tail) is a fourth way to a
-    slowdown (see the module's doc).
+    slowdown (see the module's doc). ``kind``: "gpu" or "host" (``prior.classify``), the prior allowance where one
+    alone block measures no drift (None: host, the larger). ``times``: each block's start (shared, alone) where the
+    blocks are not the warm design's alternation in name order (``blocks.order``).
 
     ``method`` other than "order" (a bootstrap) still gives its DF interval, but a bootstrap's coverage fails
-    at the kit's sizes, so the verdict then rests on the other tests and never reads "no change".
+    at the kit's sizes, so the verdict then rests on the other tests and never reads "no change" (but from the
+    block-paired tests).
     """
     if not 0 < margin < 1:
         raise ValueError(f"margin must be in (0, 1), got {margin!r}")
@@ -707,14 +835,18 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
         return Verdict(INCONCLUSIVE, "too few samples", d, None,
                        f"{which}: n = {fewest} < {EXCEEDANCE_MIN_N} samples", need, **common)
     short = fewest < need  # DF's two-sided interval needs MIN_CORUNNING; the other tests still ask, cut
-    sh = [np.asarray(r, np.float64) for r in shared_runs if len(r)]
+    keep = [i for i, r in enumerate(shared_runs) if len(r)]
+    sh = [np.asarray(shared_runs[i], np.float64) for i in keep]
     al = [np.asarray(r, np.float64) for r in alone_runs if len(r)]
-    dr = drift(sh, al)
+    if times is not None:
+        times = ([times[0][i] for i in keep], [t for t, r in zip(times[1], alone_runs, strict=True) if len(r)])
+    bp = B.block_pair(sh, al, times)
+    dr = drift(sh, al, kind=kind, times=times)
+    design = design_of(len(sh), len(al), bp is not None, collided is not None)
     # the tail's shape: each block scaled to its own median (drift moves a block's level, not its shape); an SLO
-    # is a fixed threshold in ms and is asked of the raw series
-    ex_raw = exceedance(sh, al, q=q, slo_ms=slo_ms, confidence=confidence)
-    ex = ex_raw if slo_ms is not None else exceedance(_scaled(sh), _scaled(al), q=q, confidence=confidence,
-                                                      interval=False)
+    # is a fixed threshold in ms, asked of the raw series with the drift's law (``_slo_exceedance``)
+    ex = (_slo_exceedance(sh, al, slo_ms, dr, confidence, q) if slo_ms is not None else
+          _in_ms(exceedance(_scaled(sh), _scaled(al), q=q, confidence=confidence), al))
     split = _split(shared_runs, collided)
     cx = exceedance(split[0], _scaled(al), q=q, confidence=confidence, interval=False) if split is not None else None
     ct = _contrast(shared_runs, collided, q, confidence)
@@ -723,24 +855,46 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
     usable = (method == "order" and not short and math.isfinite(d.estimate) and not math.isnan(d.lo)
               and untested is None)
     dw, p_df_more, p_df_less = _widened_df(d, dr, confidence)
-    level, p_lv_more, p_lv_less = level_test(sh, al, dr)
-    w = weights(short)
+    if bp is not None:
+        level = (bp.local or bp.median).ratio
+        p_lv_more, p_lv_less = bp.level_p()
+        local = (f"; against its neighbours {bp.local.ratio:.3f}x (p = {bp.local.p_more():.2g} slower, "
+                 f"{bp.local.p_less():.2g} faster, t with {bp.local.df} df)" if bp.local is not None else "")
+        lv_words = (f"{bp.median.words} (p = {bp.median.p_more():.2g} slower, {bp.median.p_less():.2g} faster){local}; "
+                    f"the two at half the level each")
+    else:
+        level, p_lv_more, p_lv_less = level_test(sh, al, dr)
+        lv_words = f"the median {level:.3f}x alone"
+    w = weights(short, design)
     more: list[tuple[float, str, str]] = []  # (p / weight, which test, its words)
     less: list[tuple[float, str, str]] = []
-    if usable:
-        more.append((p_df_more / w["DF"], "DF", f"DF {dw.estimate:.2f}: its lower bound {dw.lo:.2f} (drift included)"))
-        less.append((p_df_less / w["DF"], "DF", f"DF {dw.estimate:.2f}: its upper bound {_fmt(dw.hi)} (drift included)"))
+    tests: list[tuple[str, float, float]] = []
+    if usable and w["DF"] > 0:
+        more.append((p_df_more / w["DF"], "DF", f"DF {dw.estimate:.2f}: its lower bound {dw.lo:.2f} (drift included), "
+                     f"p = {p_df_more:.2g}"))
+        less.append((p_df_less / w["DF"], "DF", f"DF {dw.estimate:.2f}: its upper bound {_fmt(dw.hi)} (drift included), "
+                     f"p = {p_df_less:.2g}"))
+        tests.append(("DF", p_df_more, p_df_less))
     if math.isfinite(level):
-        more.append((p_lv_more / w["level"], "level", f"the median {level:.3f}x alone, p = {p_lv_more:.2g} against drift"))
-        less.append((p_lv_less / w["level"], "level", f"the median {level:.3f}x alone, p = {p_lv_less:.2g} against drift"))
+        against = "block-paired" if bp is not None else "against drift"
+        more.append((p_lv_more / w["level"], "level", f"{lv_words}, p = {p_lv_more:.2g} ({against})"))
+        less.append((p_lv_less / w["level"], "level", f"{lv_words}, p = {p_lv_less:.2g} ({against})"))
+        tests.append(("level", p_lv_more, p_lv_less))
+    if bp is not None and bp.tail is not None:
+        pt_more, pt_less = bp.tail.p_more(), bp.tail.p_less()
+        more.append((pt_more / w["block tail"], "block tail", f"{bp.tail.words}, p = {pt_more:.2g}"))
+        less.append((pt_less / w["block tail"], "block tail", f"{bp.tail.words}, p = {pt_less:.2g}"))
+        tests.append(("block tail", pt_more, pt_less))
     s = min(ex.steps, key=lambda t: t.p_more)
     scaled = "" if slo_ms is not None else " (each block scaled to its median)"
+    drifted = " (over the drift's law)" if slo_ms is not None and dr.se > 0 else ""
     more.append((ex.p_more / w["tail"], "tail", f"{s.shared_count} of {d.n_shared} shared iterations slower than the {s.label}"
-                 f"{scaled} vs {s.alone_count} of {d.n_alone} alone, p = {ex.p_more:.2g}"))
+                 f"{scaled} vs {s.alone_count} of {d.n_alone} alone, p = {ex.p_more:.2g}{drifted}"))
     s2 = min(ex.steps, key=lambda t: t.p_less)
     less.append((ex.p_less / w["tail"], "tail", f"{s2.shared_count} of {d.n_shared} shared iterations slower than the "
-                 f"{s2.label}{scaled} vs {s2.alone_count} of {d.n_alone} alone, p = {ex.p_less:.2g}"))
-    if cx is not None:
+                 f"{s2.label}{scaled} vs {s2.alone_count} of {d.n_alone} alone, p = {ex.p_less:.2g}{drifted}"))
+    tests.append(("tail", ex.p_more, ex.p_less))
+    if cx is not None and w["collided"] > 0:
         # the same-moment control decides (same blocks, same drift, same shape); against the alone tail only where
         # every shared launch collided (nothing clear to compare with) -- the alone tail's words are shown either way
         pc = ct.p if ct is not None else cx.p_more
@@ -748,17 +902,22 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
         alone_tail = (f"{c.shared_count} of {cx.shared.n} launches that found a neighbour in flight slower than the "
                       f"{c.label}{scaled} vs {c.alone_count} of {d.n_alone} alone, p = {cx.p_more:.2g}")
         more.append((pc / w["collided"], "collided", f"{ct.words}; {alone_tail}" if ct is not None else alone_tail))
+        tests.append(("collided", pc, 1.0))
     more.sort()
     less.sort()
     p_slower = min(1.0, more[0][0])
     p_faster = min(1.0, less[0][0]) if less else 1.0
-    up, down, within_text = _within(sh, al, q, margin, dr, confidence) if usable else (False, False, "")
-    return _read(Verdict(INCONCLUSIVE, "", dw, ex_raw, open_sides=_open_sides(d, q) if usable else (),
+    if bp is not None:
+        up, down, within_text = bp.within(margin, confidence)
+    else:
+        up, down, within_text = _within(sh, al, q, margin, dr, confidence) if usable else (False, False, "")
+    return _read(Verdict(INCONCLUSIVE, "", dw, ex, open_sides=_open_sides(d, q) if usable else (),
                          collided=cx, contrast=ct, drift=dr, tail=ex, level=level, p_slower=p_slower,
                          p_faster=p_faster, slower_evidence=tuple(t for _, _, t in more),
                          faster_evidence=tuple(t for _, _, t in less), slower_by=more[0][1],
                          faster_by=less[0][1] if less else "", within=(up, down), within_text=within_text,
-                         short=short, usable=usable, method=method, **common),
+                         short=short, usable=usable, method=method, design=design, blocks=bp, p_tests=tuple(tests),
+                         **common),
                  p_slower, p_faster, 1)
 
 
@@ -797,13 +956,32 @@ def _read(v: Verdict, p_slower: float, p_faster: float, family: int) -> Verdict:
         est = effect_size(v, slower=False)
         word = FASTER if not (math.isfinite(est) and est > 1 - m) else small_faster(m)
         return replace(v, reading=word, rule=v.faster_evidence[0] + fam.format(p=p_faster), **base)
-    if v.usable and all(v.within):
+    if (v.usable or v.blocks is not None) and all(v.within):
         return replace(v, reading=no_change(m), rule=f"within ±{100 * m:g} %: {v.within_text}", **base)
     pname = f"p{100 * v.q:g}"
     n = min(d.n_shared, d.n_alone)
-    nor = (f"; nor does the test on the {v.collided.shared.n} launches that found a neighbour in flight (p = "
-           f"{v.collided.p_more:.2g})" if v.collided is not None else "")
+    # the p printed is the deciding test's: the same-moment contrast where clear launches exist, else the collided
+    # launches against the alone tail
+    if v.contrast is not None:
+        nor = (f"; nor does the same-moment contrast ({v.contrast.words})")
+    elif v.collided is not None:
+        nor = (f"; nor does the test on the {v.collided.shared.n} launches that found a neighbour in flight (p = "
+               f"{v.collided.p_more:.2g})")
+    else:
+        nor = ""
+    by = (f", strongest: the {v.slower_by} test at p = {v.p_of(v.slower_by):.2g} before its weight "
+          f"{weights(v.short, v.design).get(v.slower_by, 1.0):g} and Holm" if v.slower_by and v.p_tests else "")
     drift_words = f"; {v.drift.words}" if v.drift is not None else ""
+    if v.blocks is not None:
+        bt = v.blocks
+        tail = f"; {bt.tail.words}, p = {bt.tail.p_more():.2g} slower" if bt.tail is not None else ""
+        lp = bt.level_p()
+        missing = (f"{bt.median.words}; with the local pairing the median test's p = {lp[0]:.2g} slower, {lp[1]:.2g} "
+                   f"faster{tail}; "
+                   f"no test decides at the report's level (p = {p_slower:.2g} slower, {p_faster:.2g} faster{by}) nor "
+                   f"puts the median and p95 within ±{100 * m:g} % ({v.within_text})")
+        return replace(v, reading=INCONCLUSIVE, rule="nothing decides", missing=missing + nor + drift_words + (
+            "; more shared blocks would decide, not longer ones"), iterations_needed=None, **base)
     if v.short:
         return replace(v, reading=INCONCLUSIVE, rule="too few samples", missing=(
             f"{'shared' if d.n_shared <= d.n_alone else 'alone'}: n = {n} < {rules.MIN_CORUNNING} samples for DF's "
@@ -811,17 +989,22 @@ def _read(v: Verdict, p_slower: float, p_faster: float, family: int) -> Verdict:
             iterations_needed=rules.MIN_CORUNNING, **base)
     if not v.usable:
         missing = (f"DF's {v.method} interval is not used for a verdict" if v.method != "order" else
-                   f"DF is outside its tested range ({d.reading})") + f" and no other test decides (p = {p_slower:.2g})"
+                   f"DF is outside its tested range ({d.reading})") + f" and no other test decides (p = {p_slower:.2g}{by})"
     elif v.open_sides:
         missing = (f"{' and '.join(v.open_sides)} bound open at n = {d.n_shared}/{d.n_alone}; DF {d.estimate:.2f} "
                    f"[{_fmt(d.lo)}, {_fmt(d.hi)}] and the {pname} tests decide nothing (p = {p_slower:.2g} slower, "
-                   f"{p_faster:.2g} faster)")
+                   f"{p_faster:.2g} faster{by})")
     else:
         missing = (f"DF {d.estimate:.2f} [{_fmt(d.lo)}, {_fmt(d.hi)}] excludes neither 1 nor a change beyond "
-                   f"±{100 * m:g} % (p = {p_slower:.2g} slower, {p_faster:.2g} faster)")
+                   f"±{100 * m:g} % (p = {p_slower:.2g} slower, {p_faster:.2g} faster{by})")
+    need = _projection(d if v.usable else None, v.tail, n, m, alpha * weights(v.short, v.design)["tail"], v.drift,
+                       alpha * weights(v.short, v.design)["DF"])
+    if need is None and v.drift is not None and v.drift.se > 0:
+        missing += (f"; no number of iterations per block can decide: the drift between blocks (sd "
+                    f"{100 * v.drift.sd:.1f} %) does not shrink with iterations -- more blocks can (alone and shared "
+                    f"alternating, the warm design)")
     return replace(v, reading=INCONCLUSIVE, rule="nothing decides", missing=missing + nor + drift_words,
-                   iterations_needed=_projection(d if v.usable else None, v.tail, n, m, alpha * WEIGHTS["tail"]),
-                   **base)
+                   iterations_needed=need, **base)
 
 
 def family(verdicts: Sequence[Verdict]) -> list[Verdict]:

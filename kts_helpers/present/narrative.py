@@ -16,12 +16,14 @@ import pandas as pd
 from kts_helpers.analyse.coverage import committed_p99_coverage
 from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.load import RunData
+from kts_helpers.analyse.prior import PRIORS
 from kts_helpers.analyse.rules import MIN_CORUNNING
 from kts_helpers.analyse.summary import shared_pairs
 from kts_helpers.analyse.verdict import (
     DEFAULT_MARGIN,
     EXCEEDANCE_MIN_N,
     PRIOR_DRIFT_SD,
+    WEIGHTS_BY_DESIGN,
     collided_alpha,
     exceedance_alpha,
     faster_readings,
@@ -259,21 +261,36 @@ def _coverage_text() -> str:
 
 def verdict_rule_text(margin: float = DEFAULT_MARGIN) -> str:
     """The verdict rule as the report states it (``analyse.verdict`` is its one home; this is its wording)."""
-    return (f"**Verdicts.** One per tenant and clock, from four tests that share its one-sided 2.5 % by weight "
-            f"(Bonferroni) and all carry the drift between moments: DF (its interval widened by the between-block "
-            f"term), the blocks' medians (against the drift measured between the run's alone blocks, or a prior "
-            f"allowance of {100 * PRIOR_DRIFT_SD:g} % per block where a run has one alone block), the tail's shape "
-            f"(each block scaled to its median: slower than the alone p99 more often than the alone series, asked "
-            f"at the alone p99 and p99.75; the exceedance test at p ≤ {exceedance_alpha():g} of old), and, with the "
-            f"neighbours' timestamps, the launches that found a neighbour's operation in flight against the same "
-            f"blocks' launches that did not (the same-moment control; collided launches' test once at p ≤ "
-            f"{collided_alpha():g}). A slowdown whose DF is at least 1 + {margin:g} reads *degraded*, a smaller one "
-            f"*{small_slower(margin)}*; the mirror images read *faster when shared* and *{small_faster(margin)}*; "
-            f"evidence both ways reads *inconclusive*. *{no_change(margin)}* when two one-sided tests on tail "
-            f"shares (drift allowed for) put the shared p99 within ±{100 * margin:g} % of the alone one. The report's "
-            f"verdicts are one family: Holm's step-down over tenants x scenarios x clocks, so a report with no effect "
-            f"shows a false slowdown in at most 2.5 % of runs; the further tables quote these words. A decided "
-            f"verdict is sized by DF, or by the medians' ratio where the medians decided and moved further. Below {MIN_CORUNNING} co-running samples DF is not "
+    blocks = WEIGHTS_BY_DESIGN["blocks"]
+    bracketed = WEIGHTS_BY_DESIGN["bracketed"]
+    one = WEIGHTS_BY_DESIGN["one block, timestamps"]
+
+    def pct(v: float) -> str:
+        return f"{100 * v:g} %"
+
+    return (f"**Verdicts.** One per tenant and clock, from tests that share its one-sided 2.5 % by weight "
+            f"(Bonferroni), the weights following what the design can measure, and all carry the drift between "
+            f"moments. *Many blocks* (the warm design: alone and shared blocks alternating): each shared block's "
+            f"median against its neighbouring alone blocks, by a regression on a time trend and by the local "
+            f"pairing ({pct(blocks['level'])} of the level), the tail's shape per block (log p95 / p50, the blocks' "
+            f"scatter its between-block term: {pct(blocks['block tail'])}), the pooled tail, DF and the same-moment "
+            f"control the rest. *Bracketed* (3 alone, 2 shared blocks): DF widened by the drift between blocks "
+            f"({pct(bracketed['DF'])}), the blocks' medians ({pct(bracketed['level'])}), the tail's shape (each block "
+            f"scaled to its median, slower than the alone p99 more often: {pct(bracketed['tail'])}, p ≤ "
+            f"{exceedance_alpha():g}) and the same-moment control ({pct(bracketed['collided'])}). *One alone block* "
+            f"(foreign logs, fresh runs): nothing measures the drift, so DF and the medians carry a prior allowance "
+            f"by tenant kind (GPU-bound {pct(PRIORS['gpu'].sd)}, host-bound {pct(PRIOR_DRIFT_SD)} per block); with "
+            f"the neighbours' timestamps the launches that found a neighbour's operation in flight against the same "
+            f"block's clear ones -- drift-free -- get {pct(one['collided'])} (p ≤ "
+            f"{collided_alpha(design='one block, timestamps'):g}). A slowdown whose DF is at least 1 + {margin:g} "
+            f"reads *degraded*, a smaller one *{small_slower(margin)}*; the mirror images read *faster when shared* "
+            f"and *{small_faster(margin)}*; evidence both ways reads *inconclusive*. *{no_change(margin)}* when two "
+            f"one-sided tests put the shared p99 (tail shares, drift allowed for) -- or, with many blocks, the "
+            f"block-paired median with no change in the tail's shape -- within ±{100 * margin:g} % of alone; a run "
+            f"of one alone block seldom can. The report's verdicts are one family: Holm's step-down over tenants x "
+            f"scenarios x clocks, so a report with no effect shows a false slowdown in at most 2.5 % of runs; the "
+            f"further tables quote these words. A decided verdict is sized by DF, or by the medians' ratio where the "
+            f"medians decided and moved further. Below {MIN_CORUNNING} co-running samples DF is not "
             f"read and the tail tests decide at a quarter of their weight; below {EXCEEDANCE_MIN_N} nothing decides. "
             "Its false alarms and power are measured on the kit's generators, with drift (*Statistics* in the kit's "
             f"documentation; `make bench`). What each word means, with an example: [Reading a verdict]({VERDICT_PAGE}).")
