@@ -996,7 +996,8 @@ class FakeCluster:
             if worker is not None:
                 self.workers[pod_name] = worker
             self.logs[pod_name] = b""
-            if worker is None and tenants and index >= len(tenants):  # the launcher's placeholder line
+            if worker is None and "KTS_TENANTS" in env and index >= len(tenants):  # the launcher's placeholder line
+                index += int(env.get("KTS_HOLD_INDEX_BASE") or 0)  # a hold Job's indexes continue the tenants'
                 self.logs[pod_name] = (f"kts_placeholder: holding index={index} gpu={self.holder_gpu} "
                                        f"source={'nvml' if self.holder_gpu.startswith('GPU-') else 'env'}\n").encode()
             await self._http("patch", path, {"status": {"phase": "Running", "containerStatuses": [{
@@ -1303,20 +1304,34 @@ def pod_requests(spec: dict[str, Any]) -> dict[str, float]:
 
 
 def qos_class(spec: dict[str, Any]) -> str:
-    """The pod's QoS class as the API server sets ``status.qosClass`` (pkg/apis/core/helper/qos, ``GetPodQOS``):
-    Guaranteed when every container's CPU and memory requests equal its limits (a missing request defaults to the
-    limit), BestEffort with neither, Burstable otherwise."""
-    any_set, guaranteed = False, True
-    for c in spec.get("containers") or []:
+    """The pod's QoS class as the API server sets ``status.qosClass``: kubernetes pkg/apis/core/v1/helper/qos/qos.go,
+    ``GetPodQOS``, after defaulting (pkg/apis/core/v1/defaults.go: a container's missing request defaults to its
+    limit). Only cpu and memory count; quantities that are not positive are skipped; containers and init containers
+    are summed; a container without both a cpu and a memory limit makes the pod not Guaranteed; BestEffort with
+    no request and no limit; Guaranteed when the summed requests equal the summed limits, resource by resource,
+    and as many resources have requests as have limits; Burstable otherwise."""
+    requests: dict[str, float] = {}
+    limits: dict[str, float] = {}
+    guaranteed = True
+    for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
         res = c.get("resources") or {}
-        limits, requests = res.get("limits") or {}, {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        any_set = any_set or any(k in requests for k in ("cpu", "memory"))
-        for k in ("cpu", "memory"):
-            if k not in limits or quantity(limits[k]) != quantity(requests.get(k, 0)):
-                guaranteed = False
-    if not any_set:
+        lim = {k: quantity(v) for k, v in (res.get("limits") or {}).items() if k in ("cpu", "memory")}
+        req = {**lim, **{k: quantity(v) for k, v in (res.get("requests") or {}).items() if k in ("cpu", "memory")}}
+        for k, v in req.items():
+            if v > 0:
+                requests[k] = requests.get(k, 0.0) + v
+        found = set()
+        for k, v in lim.items():
+            if v > 0:
+                found.add(k)
+                limits[k] = limits.get(k, 0.0) + v
+        if not {"cpu", "memory"} <= found:
+            guaranteed = False
+    if not requests and not limits:
         return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
+    if guaranteed and any(k not in limits or limits[k] != v for k, v in requests.items()):
+        guaranteed = False
+    return "Guaranteed" if guaranteed and len(requests) == len(limits) else "Burstable"
 
 
 def _t(stamp: str) -> float:

@@ -209,8 +209,9 @@ async def test_a_placeholder_that_stops_mid_run_fails_the_scenario(cluster: Fake
 
     async def delete_one() -> None:
         await until(lambda: _released(cluster))
-        holder = next(n for n, p in cluster.live(PODS).items()
-                      if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "3")
+        holder = next(n for n, p in cluster.live(PODS).items()  # the placeholders' own Job, its second pod
+                      if p["metadata"]["labels"]["job-name"].endswith("-hold")
+                      and p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "1")
         await cluster._kill(holder)
 
     task = asyncio.create_task(delete_one())
@@ -413,7 +414,8 @@ async def test_mps_caps_and_replicas_are_recorded_and_handed_to_the_workers(clus
     rec = run.manifest()["scenarios"]["shared-mps"]
     assert rec["mps_caps"] == {"source": "k8s-device-plugin MPS daemon", "replicas": 4,
                                "active_thread_percentage": 25.0, "pinned_memory_fraction": 0.25}
-    env = {e["name"]: e["value"] for e in cluster.requests("post", JOBS)[-1].data["spec"]["template"]["spec"]
+    tenants_job = [r for r in cluster.requests("post", JOBS) if not r.data["metadata"]["name"].endswith("-hold")][-1]
+    env = {e["name"]: e["value"] for e in tenants_job.data["spec"]["template"]["spec"]
            ["containers"][0]["env"]}
     assert json.loads(env["KTS_SHARING_CAPS"]) == rec["mps_caps"]
     timeslice = replace(scenario, sharing="timeslice", name="shared")

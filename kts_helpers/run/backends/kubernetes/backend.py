@@ -41,7 +41,7 @@ from kts_helpers.run.backends.base import ScenarioResult, TenantResult
 from kts_helpers.run.backends.kubernetes.api import KubeApi, KubeForbidden, load_api_client
 from kts_helpers.run.backends.kubernetes.clock import Clock, parse_time
 from kts_helpers.run.backends.kubernetes.interrupts import interrupt_reason, sigterm_as_interrupt
-from kts_helpers.run.backends.kubernetes.jobs import GPU_TOLERATION
+from kts_helpers.run.backends.kubernetes.jobs import GPU_TOLERATION, PLACEHOLDER_REQUESTS
 from kts_helpers.run.backends.kubernetes.lease import NodeBusy, NodeLease, client_identity
 from kts_helpers.run.backends.kubernetes.lifecycle import Failure, ScenarioRun, scenario_selector, sleep_real
 from kts_helpers.run.backends.kubernetes.logs import continuity_of
@@ -81,18 +81,23 @@ STRATEGY_OF = {"timeslice": "time-slicing", "mps": "mps"}
 
 
 
-def qos_record(events: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The tenants' QoS classes as the API server set them, and what that means for the measured tail.
+def qos_record(events: Mapping[str, Mapping[str, Any]], placeholders: int = 0) -> dict[str, Any]:
+    """The tenants' QoS classes as the API server set them (each pod's ``status.qosClass``, read back), and what
+    that means for the measured tail.
 
-    The tenants ask for ``threads`` CPUs and 2Gi with a memory limit and no CPU limit: Burstable, so other pods'
-    CPU use on the node can reach their cores and enter the tail. Guaranteed (requests = limits, whole CPUs)
-    is not set because one Indexed Job has one pod template for every index: the placeholders would then ask
-    for the same whole CPUs and memory limit each (manifests/README.md)."""
+    The tenants ask for Guaranteed QoS (``jobs``: CPU and memory requests equal to limits, whole CPUs): other
+    pods' CPU use on the node then cannot reach their share, and with the kubelet's static CPU manager they get
+    exclusive cores. A class other than Guaranteed (a LimitRange or a mutating webhook changed the pod; an
+    old API server) is stated with what it means. The placeholders' own minimal requests are recorded too."""
     classes = {t: ev.get("qos_class") for t, ev in events.items()}
-    out: dict[str, Any] = {"tenants": classes}
+    out: dict[str, Any] = {"tenants": classes, "source": "pod status.qosClass (set by the API server)",
+                           "tenant_requests": "requests = limits, whole CPUs (Guaranteed asked)"}
+    if placeholders:
+        out["placeholder_requests"] = dict(PLACEHOLDER_REQUESTS)
     if any(c != "Guaranteed" for c in classes.values()):
-        out["note"] = ("tenants are not Guaranteed QoS (CPU requests without equal limits): other pods' CPU use on "
-                       "the node can enter the measured tail")
+        out["note"] = ("tenants are not Guaranteed QoS although they asked for it (a LimitRange or webhook changed "
+                       "their resources, or the class was not read): other pods' CPU use on the node can enter the "
+                       "measured tail")
     return out
 
 
@@ -634,7 +639,7 @@ class KubernetesBackend:
                             f"namespace {self.namespace}", "strangers": sorted(sr.strangers.values()),
                             "nodes_readable": self.nodes_readable, "replicas": sr.replicas_proof},
             "log_gaps": {t: c.gaps for t, c in sr.live.continuity.items() if c.gaps},
-            "qos": qos_record(events),
+            "qos": qos_record(events, sr.placeholders),
         }
         if scenario.sharing == "mps" and node.replicas:
             info["mps_caps"] = mps_caps(node.replicas)
