@@ -79,6 +79,8 @@ ANN_START = "kts/start-at"
 GPU_KEYS = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 RBAC_FILE = Path(__file__).resolve().parents[1] / "manifests" / "base" / "rbac.yaml"
 RBAC_OPT_IN = Path(__file__).resolve().parents[1] / "manifests" / "components" / "cluster-pod-list" / "rbac.yaml"
+RBAC_PLUGIN_CONFIG = Path(__file__).resolve().parents[1] / "manifests" / "components" / "device-plugin-config" / \
+    "rbac.yaml"
 VERB = {"POST": "create", "PUT": "update", "PATCH": "patch"}
 
 
@@ -102,15 +104,20 @@ def configmap_go_delay(rng: random.Random, *, sync_s: float = 60.0, ttl_s: float
 
 
 def rbac_rules(*paths: Path) -> dict[str, set[tuple[str, str, str]]]:
-    """(API group, resource, verb) granted by the Roles and by the ClusterRoles of manifests ``paths``."""
+    """(API group, resource, verb) granted by the Roles and by the ClusterRoles of manifests ``paths``: "Role" holds
+    the rules of Roles in the kit's namespace, "Role:<namespace>" those of Roles elsewhere (the device plugin's
+    ConfigMap reader). ``resourceNames`` are not modelled: a rule grants its verbs on every object of the kind."""
     import yaml
 
     out: dict[str, set[tuple[str, str, str]]] = {"Role": set(), "ClusterRole": set()}
     for path in paths:
         for d in yaml.safe_load_all(path.read_text()):
-            if d and d["kind"] in out:
-                out[d["kind"]] |= {(g, r, v) for rule in d["rules"] for g in rule["apiGroups"]
-                                   for r in rule["resources"] for v in rule["verbs"]}
+            if d and d["kind"] in ("Role", "ClusterRole"):
+                ns = (d.get("metadata") or {}).get("namespace") or NS
+                key = d["kind"] if d["kind"] == "ClusterRole" or ns == NS else f"Role:{ns}"
+                out.setdefault(key, set())
+                out[key] |= {(g, r, v) for rule in d["rules"] for g in rule["apiGroups"]
+                             for r in rule["resources"] for v in rule["verbs"]}
     return out
 
 
@@ -226,7 +233,8 @@ class ClusterEmulator(kmock.KubernetesEmulator):
             resource = request.resource.plural + (f"/{request.subresource}" if request.subresource else "")
             key = (request.resource.group, resource, request_verb(request))
             allowed = key in self.rbac["ClusterRole"] or (request.namespace == self.rbac_namespace
-                                                          and key in self.rbac["Role"])
+                                                          and key in self.rbac["Role"]) or (
+                key in self.rbac.get(f"Role:{request.namespace}", set()))
             if not allowed:
                 self.forbidden.append((*key, request.namespace))
                 where = f'in the namespace "{request.namespace}"' if request.namespace else "at the cluster scope"
@@ -478,6 +486,12 @@ class FakeCluster:
     # ------------------------------------------------------------------ setup helpers
     def add_node(self, node: dict[str, Any]) -> None:
         self.km.objects["v1/nodes", None, node["metadata"]["name"]] = node
+
+    def add_configmap(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        """A ConfigMap of another namespace (the device plugin's config)."""
+        self.km.objects["v1/configmaps", namespace, name] = {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+            "data": dict(data)}
 
     def add_job(self, name: str, labels: dict[str, str], annotations: dict[str, str] | None = None,
                 age_s: float = 0.0) -> None:
@@ -1044,8 +1058,10 @@ class FakeCluster:
             await self._terminate(pod_name, code, {0: "Completed", 137: "OOMKilled"}.get(code, "Error"), started,
                                   ts(now))
 
-    def gpus_used(self, node: str) -> int:
-        """GPU replicas held on ``node`` by pods bound there that have not ended (any namespace)."""
+    def gpus_used(self, node: str, resource: str | None = None) -> int:
+        """GPU replicas held on ``node`` by pods bound there that have not ended (any namespace); ``key``: of that
+        extended resource only (``nvidia.com/gpu`` and ``nvidia.com/gpu.shared`` are counted apart, as the
+        scheduler counts every extended resource by its name)."""
         used = 0
         for key, obj in list(self.km.objects.items()):
             if key[0] != "v1/pods" or obj.deleted:
@@ -1057,7 +1073,7 @@ class FakeCluster:
                 continue
             for c in pod["spec"].get("containers") or []:
                 used += sum(int(v) for k, v in ((c.get("resources") or {}).get("limits") or {}).items()
-                            if k in GPU_KEYS)
+                            if k in GPU_KEYS and (resource is None or k == resource))
         return used
 
     def requested(self, node: str) -> dict[str, float]:
@@ -1104,11 +1120,15 @@ class FakeCluster:
                                                             or tol.get("value") == t.get("value"))))
                     for tol in tols) for t in node.get("spec", {}).get("taints") or []):
                 continue
-            want = sum(int(v) for c in spec.get("containers") or []
-                       for k, v in ((c.get("resources") or {}).get("limits") or {}).items() if k in GPU_KEYS)
             alloc = node["status"]["allocatable"]
-            have = sum(int(alloc.get(k, 0)) for k in GPU_KEYS)
-            if want and self.gpus_used(name) + want > have:
+            short_gpu = False
+            for key in GPU_KEYS:  # each extended resource by its own name (NodeResourcesFit: "Insufficient <name>")
+                want = sum(int(v) for c in spec.get("containers") or []
+                           for k, v in ((c.get("resources") or {}).get("limits") or {}).items() if k == key)
+                if want and self.gpus_used(name, key) + want > int(alloc.get(key, 0)):
+                    short_gpu = True
+                    self.unfit = INSUFFICIENT.replace("nvidia.com/gpu", key)
+            if short_gpu:
                 continue
             asks, used = pod_requests(spec), self.requested(name)
             room = {k: alloc.get(k, "110" if k == "pods" else None) for k in ("pods", "cpu", "memory")}

@@ -72,6 +72,12 @@ from kts_helpers.run.backends.kubernetes.nodes import (
     stated_node,
     untolerated,
 )
+from kts_helpers.run.backends.kubernetes.plugin_config import (
+    CONFIG_LABEL,
+    PluginConfigError,
+    parse_reference,
+    plugin_settings,
+)
 from kts_helpers.run.corun import Judge, gpu_mismatch
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec
@@ -148,6 +154,10 @@ class KubernetesBackend:
     tolerate (``"key=value:NoSchedule,key2"`` or toleration objects); nodes with other taints are skipped.
     ``worker_device``: ``cuda``, or ``cpu`` on a cluster without GPUs (manifests/kind/run-kind.sh): everything
     but the GPU runs, and a shared scenario fails its one-GPU proof (no GPU UUID), as it must.
+    ``device_plugin_config``: the NVIDIA device plugin's ConfigMap, ``<namespace>/<name>[/<default key>]``
+    (needs the opt-in Role of manifests/components/device-plugin-config): its replicas, sharing strategy,
+    renameByDefault and failRequestsGreaterThanOne are then verified from it (``plugin_config``); where it
+    cannot be read they are recorded as stated or unverified.
     """
 
     name = "kubernetes"
@@ -165,7 +175,8 @@ class KubernetesBackend:
                  keep_finished_s: int = 86400, ready_timeout_s: float = 1800.0, clock: Clock | None = None,
                  placeholders: bool | str = True, cluster_pod_list: bool | str = False,
                  gpu_replicas: int | str | None = None,
-                 tolerations: str | Sequence[Mapping[str, Any]] | None = None, worker_device: str = "cuda"):
+                 tolerations: str | Sequence[Mapping[str, Any]] | None = None, worker_device: str = "cuda",
+                 device_plugin_config: str | None = None):
         for what, ns in (("namespace", namespace), ("lease_namespace", lease_namespace or namespace)):
             if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", ns or "") or len(ns) > 63:
                 raise SpecError(f"invalid Kubernetes {what} {ns!r}")
@@ -203,6 +214,8 @@ class KubernetesBackend:
             raise SpecError(f"worker_device must be 'cuda' or 'cpu' (a cluster without GPUs, e.g. kind), got "
                             f"{worker_device!r}")
         self.worker_device = worker_device
+        self.device_plugin_config = parse_reference(device_plugin_config)
+        self._plugin_checked: set[str] = set()
         if gpu_replicas in (None, ""):
             self.gpu_replicas: int | None = None
         elif not str(gpu_replicas).isdigit() or not 1 <= int(str(gpu_replicas)) <= 64:
@@ -528,6 +541,7 @@ class KubernetesBackend:
         if not scenario.tenants:
             raise SpecError(f"scenario {scenario.name!r} has no tenants")
         node = self.node_for(run)
+        self.verify_plugin(node)
         if node.allocatable < len(scenario.tenants):
             raise BackendError(f"scenario {scenario.name!r} needs {len(scenario.tenants)} GPUs on one node but "
                                f"{node.sharing_note()}; time-slicing may not be configured (replicas)")
@@ -544,6 +558,80 @@ class KubernetesBackend:
         if lease.lost and result.status == "complete":  # noticed only when the renewal thread stopped
             raise BackendError(f"scenario {scenario.name!r}: {lease.lost}")
         return result
+
+    def verify_plugin(self, node: NodeInfo) -> None:
+        """Where each sharing setting of ``node`` comes from, recorded in ``node.plugin``; the device plugin's own
+        ConfigMap (``device_plugin_config``) where RBAC lets the kit read it: its values then replace what was
+        stated (``gpu_replicas``, the resource name) and must agree with GPU feature discovery's labels. A config
+        the kit reads and the node contradicts fails here, by name: the plugin did not load it (yet)."""
+        if node.name in self._plugin_checked and node.plugin:
+            return
+        gfd = "verified from the node's GPU feature discovery labels"
+        rec: dict[str, Any] = {
+            "replicas": {"value": node.replicas, "source": (
+                f"{gfd} (nvidia.com/gpu.replicas)" if node.readable and node.replicas is not None else
+                "unverified (stated by K8S_GPU_REPLICAS)" if not node.readable else "unknown (no label)")},
+            "strategy": {"value": node.strategy, "source": (
+                f"{gfd} (nvidia.com/gpu.sharing-strategy)" if node.readable and node.strategy else "unknown")},
+            "resource": {"value": node.resource, "source": "verified from the node's allocatable resources"
+                         if node.readable else "unverified (stated by gpu_resource, else nvidia.com/gpu)"},
+            "rename_by_default": {"value": None, "source": "unknown"},
+            "fail_requests_greater_than_one": {"value": None, "source": "unknown"}}
+        label = node.labels.get(CONFIG_LABEL) if node.readable else None
+        rec["config_label"] = {"value": label, "source": f"node label {CONFIG_LABEL}" if node.readable else
+                               "unknown (nodes not readable)"}
+        node.plugin = rec
+        self._plugin_checked.add(node.name)
+        if self.device_plugin_config is None:
+            rec["config"] = "not read (no device_plugin_config / K8S_DEVICE_PLUGIN_CONFIG)"
+            return
+        ns, name, default = self.device_plugin_config
+        try:
+            cm = self.api.read_configmap(name, ns)
+        except KubeForbidden as exc:
+            rec["config"] = f"not read: {exc} (apply manifests/components/device-plugin-config)"
+            return
+        if cm is None:
+            rec["config"] = f"not read: ConfigMap {ns}/{name} does not exist"
+            return
+        base = "nvidia.com/gpu"
+        try:
+            got, source = plugin_settings(cm, label, default, base)
+        except PluginConfigError as exc:
+            raise BackendError(f"the device plugin's ConfigMap {ns}/{name} is not a config the plugin loads: {exc} "
+                               "(NVIDIA/k8s-device-plugin api/config/v1)") from None
+        rec["config"] = source
+        if got is None:
+            return
+        verified = f"verified from {source}"
+        wrong = []
+        if node.readable and node.replicas is not None and got.replicas is not None and node.replicas != got.replicas:
+            wrong.append(f"replicas {got.replicas} in the config, {node.replicas} on the node's label")
+        if not node.readable and got.replicas is not None and node.replicas != got.replicas:
+            wrong.append(f"replicas {got.replicas} in the config, {node.replicas} stated by K8S_GPU_REPLICAS")
+        if node.readable and node.strategy and node.strategy != got.strategy:
+            wrong.append(f"sharing strategy {got.strategy} in the config, {node.strategy} on the node's label")
+        if node.readable and node.resource != got.resource and node.allocatable:
+            wrong.append(f"resource {got.resource} in the config, {node.resource} advertised by the node")
+        if wrong:
+            raise BackendError(f"node {node.name}: the device plugin's config and the node disagree ({'; '.join(wrong)}"
+                               f"; config: {source}): the plugin has not loaded that config, or another one applies; "
+                               "fix the plugin's config or the stated K8S_* values before measuring")
+        rec["replicas"] = {"value": got.replicas, "source": verified}
+        rec["strategy"] = {"value": got.strategy, "source": verified}
+        rec["resource"] = {"value": got.resource, "source": verified}
+        rec["rename_by_default"] = {"value": got.rename_by_default, "source": verified}
+        rec["fail_requests_greater_than_one"] = {"value": got.fail_requests_greater_than_one, "source": verified}
+        if got.allocation_policy:
+            rec["allocation_policy"] = {"value": got.allocation_policy, "source": verified}
+        if got.device_list_strategy or got.device_id_strategy:
+            rec["device_list_strategy"] = {"value": got.device_list_strategy or None, "source": verified}
+            rec["device_id_strategy"] = {"value": got.device_id_strategy, "source": verified}
+        if got.replicas is not None:
+            node.replicas = got.replicas
+        node.strategy = node.strategy or got.strategy
+        if not node.readable and self.gpu_resource is None:
+            node.resource = got.resource  # renameByDefault: pods must ask for nvidia.com/gpu.shared
 
     def _check_one_physical_gpu(self, scenario: ScenarioSpec, node: NodeInfo) -> None:
         """A shared scenario's tenants must land on one physical GPU of the node, by a sharing strategy.
@@ -628,7 +716,7 @@ class KubernetesBackend:
             "context": self.context, "namespace": self.namespace, "image": self.image, "node": node.name,
             "gpu_resource": node.resource, "kubernetes_gpus": node.allocatable, "physical_gpus": node.physical,
             "replicas": node.replicas, "sharing_strategy": node.strategy, "queue": sr.queue,
-            "device_plugin": node.plugin_version, "job": sr.name, "how": sr.how, "barrier": sr.barrier.record(), "started_ns": started_ns,
+            "device_plugin": node.plugin_version, "device_plugin_settings": node.plugin, "job": sr.name, "how": sr.how, "barrier": sr.barrier.record(), "started_ns": started_ns,
             "ended_ns": ended_ns, "resolution_s": RESOLUTION_S, "tenants": events, "corun": sr.replay().summary(),
             "lease": {"name": f"{lease.namespace}/{lease.name}", "holder": lease.identity,
                       "waited_for_node_s": round(waited_s, 3)},
