@@ -211,6 +211,9 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     rbac_namespace: str = NS
     forbidden: list[tuple[str, str, str, str | None]] = attrs.field(factory=list)  # what RBAC refused
     default_local_queue: bool = False  # Kueue's LocalQueueDefaulting with a LocalQueue named "default"
+    # PriorityClass name -> value; the Priority admission plugin (plugin/pkg/admission/priority/admission.go)
+    # sets a new pod's spec.priority from its priorityClassName (0 without one and without a global default)
+    priority_classes: dict[str, int] = attrs.field(factory=dict)
     _rv: int = 0
 
     def _next_rv(self) -> str:
@@ -260,6 +263,8 @@ class ClusterEmulator(kmock.KubernetesEmulator):
                 meta["resourceVersion"] = self._next_rv()
                 if request.resource.plural == "pods":  # the API server sets the QoS class on create
                     data.setdefault("status", {})["qosClass"] = qos_class(data.get("spec") or {})
+                    pod_spec = data.setdefault("spec", {})
+                    pod_spec["priority"] = self.priority_classes.get(str(pod_spec.get("priorityClassName") or ""), 0)
             elif action == enums.action.UPDATE and request.name and isinstance(data, dict):
                 data.setdefault("metadata", {})["resourceVersion"] = self._next_rv()
             elif action == enums.action.DELETE and request.name:
@@ -471,6 +476,7 @@ class FakeCluster:
         self.readmit_after_s = 30.0  # an evicted Workload is admitted again after this
         self.kueue_inadmissible: tuple[str, str] | None = None  # (reason, message) of QuotaReserved=False
         self.disrupted: dict[str, tuple[str, str]] = {}  # tenant -> (DisruptionTarget reason, message), due
+        self.preempted_pods: list[str] = []  # pods the scheduler preempted (``_preempt``)
         self._task: asyncio.Task[None] | None = None
         resources = [("v1/pods", "Pod", True), ("batch/v1/jobs", "Job", True), ("v1/nodes", "Node", False),
                      ("v1/configmaps", "ConfigMap", True),
@@ -532,16 +538,22 @@ class FakeCluster:
             "status": {"phase": "Running"}})
         self.foreign_pods[(namespace, name)] = None if run_for_s is None else self.clock.t + run_for_s
 
-    async def schedule_stranger(self, namespace: str, name: str, *, gpus: int = 1) -> None:
+    async def schedule_stranger(self, namespace: str, name: str, *, gpus: int = 1,
+                                priority_class: str | None = None) -> None:
         """Another team's pod asking for ``gpus`` replicas, unbound: the scheduler places it where replicas are
-        free (then it runs until deleted), or leaves it Pending (Unschedulable)."""
+        free (then it runs until deleted), or leaves it Pending (Unschedulable), or, with a ``priority_class``
+        of a higher value than pods on the node, preempts them (``_preempt``)."""
+        spec: dict[str, Any] = {"containers": [{"name": "main", "image": "them/train:1",
+                                                "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+                                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
+                                                 "effect": "NoSchedule"}],
+                                "schedulerName": "default-scheduler"}
+        if priority_class:
+            spec["priorityClassName"] = priority_class
         await self._http("post", f"/api/v1/namespaces/{namespace}/pods", {
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace,
                                                             "labels": {"app": "their-training"}},
-            "spec": {"containers": [{"name": "main", "image": "them/train:1",
-                                     "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
-                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
-            "status": {"phase": "Pending"}})
+            "spec": spec, "status": {"phase": "Pending"}})
         self.strangers[name] = namespace
 
     def pods_in(self, namespace: str) -> dict[str, dict[str, Any]]:
@@ -659,6 +671,8 @@ class FakeCluster:
     async def _schedule_stranger(self, ns: str, name: str, pod: dict[str, Any]) -> None:
         path = f"/api/v1/namespaces/{ns}/pods/{name}"
         node = self._place(pod["spec"])
+        if node is None and int(pod["spec"].get("priority") or 0) > 0 and await self._preempt(pod):
+            return  # its victims are going; it is placed on a later tick
         if node is None:
             self.stranger_pending_at.setdefault(name, self.clock.t)
             if not pod.get("status", {}).get("conditions"):
@@ -672,6 +686,64 @@ class FakeCluster:
             "phase": "Running", "startTime": now, "conditions": [{"type": "PodScheduled", "status": "True",
                                                                    "lastTransitionTime": now}],
             "containerStatuses": [{"name": "main", "ready": True, "state": {"running": {"startedAt": now}}}]}})
+
+    async def _preempt(self, pod: dict[str, Any]) -> bool:
+        """kube-scheduler's default preemption for a pod that fits nowhere: on a node where removing lower-priority
+        pods makes room (pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go
+        ``SelectVictimsOnNode``: every lower-priority pod is removed, then reprieved one by one, the most important
+        first, ``MoreImportantPod``: higher priority, then the earlier start, while the preemptor still fits), each
+        victim gets ``DisruptionTarget`` (reason ``PreemptionByScheduler``, message "<schedulerName>: preempting to
+        accommodate a higher priority pod": pkg/scheduler/framework/preemption/preemption.go ``prepareCandidate``)
+        and is deleted, its containers SIGTERMed (exit 143). The preemptor is nominated to the node. GPU replicas
+        only (the resource the kit's pods and strangers compete for). True when victims were chosen."""
+        prio = int(pod["spec"].get("priority") or 0)
+        want = sum(int(v) for c in pod["spec"].get("containers") or []
+                   for k, v in ((c.get("resources") or {}).get("limits") or {}).items() if k == "nvidia.com/gpu")
+        for name, node in sorted(self.live("v1/nodes").items()):
+            have = int(node["status"]["allocatable"].get("nvidia.com/gpu", 0))
+            lower = []
+            for key, obj in list(self.km.objects.items()):
+                p = obj.raw
+                if key[0] != "v1/pods" or obj.deleted or key[2] in self.terminated or o_phase(p) in (
+                        "Succeeded", "Failed") or p.get("spec", {}).get("nodeName") != name:
+                    continue
+                gpus = sum(int(v) for c in p["spec"].get("containers") or []
+                           for k, v in ((c.get("resources") or {}).get("limits") or {}).items() if k == "nvidia.com/gpu")
+                if gpus and int(p["spec"].get("priority") or 0) < prio:
+                    lower.append((key[1], key[2], p, gpus))
+            free = have - self.gpus_used(name, "nvidia.com/gpu") + sum(g for *_, g in lower)
+            if free < want:
+                continue
+            # reprieve the most important first: higher priority, then the earlier start (MoreImportantPod)
+            lower.sort(key=lambda v: (-int(v[2]["spec"].get("priority") or 0), _start_of(v[2])))
+            victims = []
+            for ns, pname, p, gpus in lower:
+                if free - gpus >= want:
+                    free -= gpus  # reprieved: it stays
+                else:
+                    victims.append((ns, pname, p))
+            victims = [v for v in lower if (v[0], v[1]) in {(a, b) for a, b, _ in victims}]
+            if not victims:
+                continue
+            message = f"{pod['spec'].get('schedulerName') or 'default-scheduler'}: preempting to accommodate a " \
+                      "higher priority pod"
+            for ns, pname, p, _ in victims:
+                conds = [*(p.get("status") or {}).get("conditions", []), {
+                    "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                    "message": message, "lastTransitionTime": ts(self.clock.t)}]
+                await self._http("patch", f"/api/v1/namespaces/{ns}/pods/{pname}", {"status": {"conditions": conds}})
+                self.preempted_pods.append(pname)
+                if ns == self.ns and pname in self.pod_job:
+                    started = ((((p.get("status") or {}).get("containerStatuses") or [{}])[0].get("state") or {})
+                               .get("running") or {}).get("startedAt")
+                    await self._terminate(pname, 143, "Error", started, ts(self._node_now(name)))
+                else:
+                    self.terminated.add(pname)
+                    await self._http("patch", f"/api/v1/namespaces/{ns}/pods/{pname}", {"status": {"phase": "Failed"}})
+            await self._http("patch", f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/"
+                                      f"{pod['metadata']['name']}", {"status": {"nominatedNodeName": name}})
+            return True
+        return False
 
     def _count_runs(self) -> None:
         by_node: dict[str, set[str]] = {}
@@ -1352,6 +1424,13 @@ def qos_class(spec: dict[str, Any]) -> str:
     if guaranteed and any(k not in limits or limits[k] != v for k, v in requests.items()):
         guaranteed = False
     return "Guaranteed" if guaranteed and len(requests) == len(limits) else "Burstable"
+
+
+def _start_of(pod: dict[str, Any]) -> str:
+    """``GetPodStartTime``: the pod's ``status.startTime`` (the emulated kubelet: its container's start)."""
+    status = pod.get("status") or {}
+    running = (((status.get("containerStatuses") or [{}])[0].get("state") or {}).get("running") or {})
+    return str(status.get("startTime") or running.get("startedAt") or "9999")
 
 
 def _t(stamp: str) -> float:

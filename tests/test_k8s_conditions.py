@@ -14,6 +14,7 @@ fails when the fix it names is removed:
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from k8s_fixtures import (
     make_run,
     rbac_rules,
     run_scenario,
+    until,
 )
 
 from kts_helpers.errors import TenantFailed
@@ -481,3 +483,43 @@ async def test_stated_replicas_are_proven_by_one_more_that_must_stay_pending(clu
                                                r"placeholders .* more than the stated 4 replicas"):
             await run_scenario(backend, run, spec.scenario("shared"), 120.0)
     assert not cluster.live(JOBS)  # the probe went with the scenario's Job
+
+
+# ------------------------------------------------------------------------------ priorities and preemption
+
+def _released(fc: FakeCluster) -> bool:
+    return any((p["metadata"].get("annotations") or {}).get("kts/start-at") for p in fc.live(PODS).values())
+
+
+@pytest.mark.parametrize("latest", ["gemm", "placeholder"])
+async def test_a_higher_priority_pod_preempting_a_tenant_or_placeholder_fails_the_run_by_name(
+        cluster: FakeCluster, tmp_path: Path, latest: str) -> None:
+    """Another team's pod of PriorityClass "urgent" (1000; the kit's pods have none: 0) asks for a replica of the
+    full GPU mid-run. kube-scheduler preempts the least important lower-priority pod (default_preemption.go
+    ``SelectVictimsOnNode`` with ``MoreImportantPod``: the latest started), sets its ``DisruptionTarget``
+    (``PreemptionByScheduler``, "default-scheduler: preempting to accommodate a higher priority pod":
+    preemption.go ``prepareCandidate``) and deletes it. When that is a tenant (gemm, placed last here) the Job's
+    podFailurePolicy fails it and the run names the pod's condition; when a placeholder, the run names the
+    placeholder that stopped holding its replica and why. Fails without the emulator's preemption (the stranger
+    stays Pending and the run completes), or without naming the condition (an "exit code 143")."""
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.km.priority_classes["urgent"] = 1000
+    cluster.log_iterations = 40
+    if latest == "gemm":
+        cluster.placement_delay_s["gemm"] = 3  # placed after the placeholders: the least important pod
+    run, spec = make_run(tmp_path)
+
+    async def urgent() -> None:
+        await until(lambda: _released(cluster))
+        await cluster.schedule_stranger("them", "urgent-inference", priority_class="urgent")
+
+    task = asyncio.create_task(urgent())
+    want = (r"tenant 'gemm'.*disrupted: the scheduler preempted it[^(]*\(DisruptionTarget PreemptionByScheduler: "
+            r"default-scheduler: preempting to accommodate a higher priority pod\)" if latest == "gemm" else
+            r"placeholder kts-shared-\S+-hold-\d-\S+ stopped holding its replica of the GPU mid-run \(disrupted: the "
+            r"scheduler preempted it[^(]*\(DisruptionTarget PreemptionByScheduler")
+    with pytest.raises(TenantFailed, match=want):
+        await run_scenario(cluster.backend(), run, spec.scenario("shared"), 120.0)
+    await task
+    assert len(cluster.preempted_pods) == 1
+    assert ("hold" in cluster.preempted_pods[0]) is (latest == "placeholder")
