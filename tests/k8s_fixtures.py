@@ -27,8 +27,8 @@ admitted one (``kueue_capacity``, ``preempt``), and the kubelet rotates a contai
 What a real cluster did that the kit missed (issue #32), modelled here:
 
 * the go of the start barrier is a pod annotation read through a downwardAPI volume: the kubelet syncs the
-  pod on the annotation change, and the file shows it after ``go_delay`` (``annotation_go_delay``: the watch's
-  latency, an in-flight pod sync finishing first, one volume reconcile; tests may force a late one);
+  pod on the annotation change, and the file shows it after ``go_delay`` (``kubelet_go_delay``: up to the sum of the
+  kubelet's own periods on that path, with a margin; tests may force a late one);
 * the scheduler counts GPU replicas (the kit's placeholders fill the GPU) and honours taints; a stranger pod
   asks for a replica mid-run (``schedule_stranger``) and lands only where one is free;
 * RBAC is enforced (``rbac``: the rules of manifests/base, 403 with the API server's message otherwise);
@@ -84,15 +84,28 @@ RBAC_PLUGIN_CONFIG = Path(__file__).resolve().parents[1] / "manifests" / "compon
 VERB = {"POST": "create", "PUT": "update", "PATCH": "patch"}
 
 
-def annotation_go_delay(rng: random.Random) -> float:
-    """How long after the API server stores a pod's new annotation its downwardAPI file shows it, drawn from
-    what the kubelet does: the pod watch delivers the update (tens to hundreds of ms), the pod worker may be
-    in a sync already and finish it first (about a third of the time, up to 1.5 s), then ``syncPod`` ->
-    ``WaitForAttachAndMount`` -> the volume reconciler (100 ms loop) rewrites the file."""
-    delay = rng.lognormvariate(-2.3, 0.6)  # watch latency, median 0.1 s
-    if rng.random() < 1 / 3:
-        delay += rng.uniform(0.0, 1.5)  # a sync in flight finishes first
-    return delay + rng.uniform(0.0, 0.1) + 0.05  # the reconciler's loop, the write
+# How long after the API server stores a pod's new annotation its downwardAPI file shows it: not a model fitted to
+# anything, but the kubelet's own periods, each taken whole, plus a margin. The annotation change reaches the kubelet
+# by its pod watch (config source -> HandlePodUpdates -> the pod worker's syncPod); syncPod -> WaitForAttachAndMount,
+# which polls every podAttachAndMountRetryInterval = 300 ms (pkg/kubelet/volumemanager/volume_manager.go), while the
+# desired-state populator (desiredStateOfWorldPopulatorLoopSleepPeriod = 100 ms) and the reconciler
+# (reconcilerLoopSleepPeriod = 100 ms) rewrite the volume's files. A pod worker busy with a sync finishes it first:
+# taken as the kubelet's housekeeping period, 2 s (pkg/kubelet/kubelet.go housekeepingPeriod), and the watch's
+# delivery as 1 s. The emulator draws uniformly up to that sum times ``GO_MARGIN``; the kit's default start delay
+# (10 s) must exceed it. If the update event were lost, the documented fallback is the periodic sync, up to
+# ``syncFrequency`` (1 m by default, KubeletConfiguration) later: the kit then sees the late start live and fails
+# the scenario (test_k8s_guard's forced 70 s go).
+KUBELET_PERIODS_S = {"podAttachAndMountRetryInterval": 0.3, "desiredStateOfWorldPopulatorLoopSleepPeriod": 0.1,
+                     "reconcilerLoopSleepPeriod": 0.1, "housekeepingPeriod (an in-flight sync)": 2.0,
+                     "watch delivery": 1.0}
+GO_MARGIN = 1.5
+GO_BOUND_S = sum(KUBELET_PERIODS_S.values()) * GO_MARGIN  # 5.25 s
+SYNC_FREQUENCY_S = 60.0  # KubeletConfiguration syncFrequency default: the fallback when an update is missed
+
+
+def kubelet_go_delay(rng: random.Random) -> float:
+    """A go delay anywhere inside the kubelet's documented event path with its margin (``GO_BOUND_S``)."""
+    return rng.uniform(0.05, GO_BOUND_S)
 
 
 def configmap_go_delay(rng: random.Random, *, sync_s: float = 60.0, ttl_s: float = 0.0) -> float:
@@ -459,7 +472,7 @@ class FakeCluster:
         self.max_runs_per_node = 0  # ... on one node: must never exceed 1
         self.kueue_version = kueue_version
         self.rng = random.Random(32)
-        self.go_delay: Callable[[random.Random], float] = annotation_go_delay
+        self.go_delay: Callable[[random.Random], float] = kubelet_go_delay
         self.go_delays: dict[str, float] = {}  # pod -> the delay its go took (drawn once per pod)
         self.go_delay_of: dict[str, float] = {}  # tenant -> a forced go delay (a kubelet that is very late)
         self.log_lag_s: dict[str, float] = {}  # tenant -> its log lines reach a follower this much later
