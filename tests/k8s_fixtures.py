@@ -354,6 +354,9 @@ class FakeWorker:
     said: float = 0.0  # the next ready line is due at this node-clock time (0: at ``reached``)
     lines: list[str] = field(default_factory=list)
     i: int = 0  # the next line's number
+    # the device's NVML reading at its timed part's end (workers/kts_gpumem.py), in a KTS_END; None: no KTS_END
+    memory: Callable[[], dict] | None = None
+    ended: bool = False
 
     @property
     def loop_start(self) -> float:
@@ -406,6 +409,10 @@ class FakeWorker:
         while True:
             if self.hang and self.i >= lead + 1:
                 return  # stuck in its second timed iteration
+            if self.memory is not None and not self.ended and self.i >= lead + self.iterations:
+                self.ended = True  # the timed part ended: the block's KTS_END, with the device's reading
+                end = {"timed": self.iterations, "gpu_memory": self.memory()}
+                self.lines.append(f"KTS_END,v2,{json.dumps(end, separators=(',', ':'))}")
             if not self.pad and self.i >= lead + self.iterations:
                 return
             if self.pad and self.i >= lead + self.iterations and now - self.timed_end() > self.pad_limit_s:
@@ -490,6 +497,11 @@ class FakeCluster:
         self.kueue_inadmissible: tuple[str, str] | None = None  # (reason, message) of QuotaReserved=False
         self.disrupted: dict[str, tuple[str, str]] = {}  # tenant -> (DisruptionTarget reason, message), due
         self.preempted_pods: list[str] = []  # pods the scheduler preempted (``_preempt``)
+        # NVML as a worker sees it (workers/kts_gpumem.py): on, each tenant's KTS_END carries the device's reading:
+        # one compute process per running kts worker (its 2 GiB reserved and a 400 MiB context), plus
+        # ``gpu_strangers`` (host PID -> bytes: another pod's or the host's context, invisible to the API)
+        self.nvml = False
+        self.gpu_strangers: dict[int, int] = {}
         self._task: asyncio.Task[None] | None = None
         resources = [("v1/pods", "Pod", True), ("batch/v1/jobs", "Job", True), ("v1/nodes", "Node", False),
                      ("v1/configmaps", "ConfigMap", True),
@@ -1047,7 +1059,8 @@ class FakeCluster:
                           pad=env.get("KTS_PAD") == "1" and mode not in ("oom", "exit1"),  # they die first
                           pad_limit_s=float(env.get("KTS_PAD_LIMIT_S") or 3600),
                           period_s=1.0 if mode == "slow" else 0.1,
-                          gpu_uuid=uuid_, hang=mode == "hang", mps_client=mps)  # type: ignore[arg-type]
+                          gpu_uuid=uuid_, hang=mode == "hang", mps_client=mps,  # type: ignore[arg-type]
+                          memory=(lambda: self._nvml_reading(uuid_)) if self.nvml else None)
 
     async def _schedule_and_run(self, pod_name: str, pod: dict[str, Any]) -> None:
         path = f"/api/v1/namespaces/{self.ns}/pods/{pod_name}"
@@ -1142,6 +1155,14 @@ class FakeCluster:
         if code is not None:
             await self._terminate(pod_name, code, {0: "Completed", 137: "OOMKilled"}.get(code, "Error"), started,
                                   ts(now))
+
+    def _nvml_reading(self, gpu: str | None) -> dict:
+        reserved, context = 2 << 30, 400 << 20
+        live = [p for p, w in self.workers.items() if p not in self.terminated and w.gpu_uuid == gpu]
+        procs = [{"pid": 4000 + i, "used_bytes": reserved + context} for i, _ in enumerate(sorted(live))]
+        procs += [{"pid": pid, "used_bytes": b} for pid, b in sorted(self.gpu_strangers.items())]
+        return {"source": "nvml", "gpu_uuid": gpu, "device_used_bytes": sum(p["used_bytes"] for p in procs),
+                "device_total_bytes": 80 << 30, "own_reserved_bytes": reserved, "processes": procs}
 
     def gpus_used(self, node: str, resource: str | None = None) -> int:
         """GPU replicas held on ``node`` by pods bound there that have not ended (any namespace); ``key``: of that

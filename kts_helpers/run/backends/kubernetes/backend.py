@@ -79,6 +79,7 @@ from kts_helpers.run.backends.kubernetes.plugin_config import (
     plugin_settings,
 )
 from kts_helpers.run.corun import Judge, gpu_mismatch
+from kts_helpers.run.gpumem import check_block
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec
 from kts_helpers.run.telemetry import DcgmScraper, page_check, write_status
@@ -728,6 +729,8 @@ class KubernetesBackend:
                             "nodes_readable": self.nodes_readable, "replicas": sr.replicas_proof},
             "log_gaps": {t: c.gaps for t, c in sr.live.continuity.items() if c.gaps},
             "qos": qos_record(events, sr.placeholders),
+            "gpu_memory": sr.gpu_memory or {"status": "unknown", "reason": "not checked (the scenario did not end "
+                                                                          "cleanly)"},
         }
         if scenario.sharing == "mps" and node.replicas:
             info["mps_caps"] = mps_caps(node.replicas)
@@ -778,6 +781,12 @@ class KubernetesBackend:
                                   if sr.run.log_path(sr.scenario.name, t).exists() else b"")
             if check.gaps:
                 return Failure(t, None, check.text(t))
+        # a stranger context on the GPU, from the device's used memory against the tenants' own (gpumem)
+        ends = sr.replay()
+        sr.gpu_memory = check_block({t: ends.tenants[t].end.get("gpu_memory") for t in sr.tenants},
+                                    mps=sr.scenario.sharing == "mps" and sr.scenario.kind == "shared")
+        if sr.gpu_memory["status"] == "stranger":
+            return Failure(first, None, f"{sr.gpu_memory['text']}; the scenario must run again")
         late = next((t for t in sr.tenants if (events.get(t) or {}).get("missed_start_barrier")), None)
         if late is not None and len(sr.tenants) > 1:
             return Failure(late, None, f"began its timed loop {events[late]['late_start_s']:.2f} s after its start: "

@@ -169,6 +169,7 @@ class ScenarioRun:
         self.probe_since: float | None = None  # when the probe Job was created
         self.submitted: dict[str, Any] = {}  # the Job body this client submitted
         self.probe_failure = ""
+        self.gpu_memory: dict[str, Any] = {}  # the block's stranger check from the device's used memory (gpumem)
 
     def say(self, text: str) -> None:
         if self.progress:

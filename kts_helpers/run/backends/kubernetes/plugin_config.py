@@ -58,7 +58,7 @@ def _yaml(text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
-        import yaml  # the kit's Kubernetes path has PyYAML (the kubernetes client needs it)
+        import yaml  # optional: PyYAML comes with the kubernetes client (its dependency), as the kit's Kubernetes path does
 
         try:
             return yaml.safe_load(text)
