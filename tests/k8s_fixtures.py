@@ -1060,7 +1060,8 @@ class FakeCluster:
                           pad_limit_s=float(env.get("KTS_PAD_LIMIT_S") or 3600),
                           period_s=1.0 if mode == "slow" else 0.1,
                           gpu_uuid=uuid_, hang=mode == "hang", mps_client=mps,  # type: ignore[arg-type]
-                          memory=(lambda: self._nvml_reading(uuid_)) if self.nvml else None)
+                          memory=(lambda name=pod["metadata"]["name"]: self._nvml_reading(uuid_, name))
+                          if self.nvml else None)
 
     async def _schedule_and_run(self, pod_name: str, pod: dict[str, Any]) -> None:
         path = f"/api/v1/namespaces/{self.ns}/pods/{pod_name}"
@@ -1156,13 +1157,16 @@ class FakeCluster:
             await self._terminate(pod_name, code, {0: "Completed", 137: "OOMKilled"}.get(code, "Error"), started,
                                   ts(now))
 
-    def _nvml_reading(self, gpu: str | None) -> dict:
+    def _nvml_reading(self, gpu: str | None, pod: str) -> dict:
+        """What ``workers/kts_gpumem.py`` reads in ``pod``: the device's used memory (every context on the GPU, the
+        strangers' too) and, from NVML's process list, its own process only (a PID namespace of its own)."""
         reserved, context = 2 << 30, 400 << 20
-        live = [p for p, w in self.workers.items() if p not in self.terminated and w.gpu_uuid == gpu]
-        procs = [{"pid": 4000 + i, "used_bytes": reserved + context} for i, _ in enumerate(sorted(live))]
-        procs += [{"pid": pid, "used_bytes": b} for pid, b in sorted(self.gpu_strangers.items())]
-        return {"source": "nvml", "gpu_uuid": gpu, "device_used_bytes": sum(p["used_bytes"] for p in procs),
-                "device_total_bytes": 80 << 30, "own_reserved_bytes": reserved, "processes": procs}
+        live = sorted(p for p, w in self.workers.items() if p not in self.terminated and w.gpu_uuid == gpu)
+        used = len(live) * (reserved + context) + sum(self.gpu_strangers.values())
+        me = 1 + live.index(pod) if pod in live else 1  # its PID in its own namespace
+        return {"source": "nvml", "gpu_uuid": gpu, "device_used_bytes": used, "device_total_bytes": 80 << 30,
+                "own_reserved_bytes": reserved, "own_pid": me, "own_process_bytes": reserved + context,
+                "processes": [{"pid": me, "used_bytes": reserved + context}]}
 
     def gpus_used(self, node: str, resource: str | None = None) -> int:
         """GPU replicas held on ``node`` by pods bound there that have not ended (any namespace); ``key``: of that

@@ -531,37 +531,46 @@ async def test_a_higher_priority_pod_preempting_a_tenant_or_placeholder_fails_th
 async def test_a_stranger_context_on_the_gpu_is_flagged_by_name_from_the_devices_used_memory(
         cluster: FakeCluster, tmp_path: Path, stranger: bool) -> None:
     """A process on the measured GPU that no API read shows (a pod of another namespace under the Role alone, a
-    process on the host): NVML lists every compute process of the device with its memory across PID namespaces
-    (nvmlDeviceGetComputeRunningProcesses; the workers read it at each block's end, workers/kts_gpumem.py). Three
-    processes where the block has two tenants: the run fails, naming the stranger's host PID and memory; without
-    it the record says the check passed and what it saw. Fails when the tenants' readings are not compared with
-    the device's (the run then completes with the stranger unseen)."""
+    process on the host): the device's used memory (nvmlDeviceGetMemoryInfo) counts its context whoever holds it,
+    while NVML's process list inside a container shows only the caller's PID namespace (as the workers see it:
+    their own process). Each tenant reads both at its block's end (workers/kts_gpumem.py); 6 GiB that neither
+    tenant holds fails the run, naming the GPU and the memory; without it the record says the check passed and
+    what it saw. Fails when the tenants' footprints are not compared with the device's used memory (the run then
+    completes with the stranger unseen)."""
     cluster.add_node(gpu_node("gpu-1"))
     cluster.nvml = True
     if stranger:
         cluster.gpu_strangers[31337] = 6 << 30
     run, spec = make_run(tmp_path)
     if stranger:
-        with pytest.raises(TenantFailed, match=r"a stranger context on GPU GPU-fake-0: pid 31337 \(6144\.0 MiB\) "
-                                               r"\(host PID, seen through NVML; 3 compute processes where the block "
-                                               r"has 2 tenant"):
+        with pytest.raises(TenantFailed, match=r"a stranger context on GPU GPU-fake-0: 6144 MiB of the device's used "
+                                               r"memory is held by none of the block's 2 tenant\(s\) \(fft, gemm\); its "
+                                               r"process is not visible from the tenants' PID namespaces"):
             await run_scenario(cluster.backend(), run, spec.scenario("shared"), 120.0)
     else:
         assert (await run_scenario(cluster.backend(), run, spec.scenario("shared"), 120.0)).status == "complete"
     rec = run.manifest()["scenarios"]["shared"]
     if not stranger:
-        assert rec["gpu_memory"]["status"] == "ok" and rec["gpu_memory"]["processes"] == 2
+        assert rec["gpu_memory"]["status"] == "ok" and rec["gpu_memory"]["unexplained_mib"] == 0
 
 
 def test_without_nvml_the_stranger_check_is_unknown_and_says_why() -> None:
     """nvidia-ml-py is optional in the worker: a reading without it says "unknown" and why, and the block's check
-    is recorded as unknown (never passed, never failed); a reading under MPS allows the MPS server's process."""
+    is recorded as unknown (never passed, never failed). On a host (one PID namespace) NVML names the stranger's
+    PID; under MPS the server's context is allowed for."""
     from kts_helpers.run.gpumem import check_block
 
     got = check_block({"fft": {"status": "unknown", "reason": "nvidia-ml-py is not installed"}, "gemm": None})
     assert got["status"] == "unknown" and "fft: nvidia-ml-py is not installed" in got["reason"]
-    reading = {"source": "nvml", "gpu_uuid": "GPU-a", "device_used_bytes": 5 << 30, "own_reserved_bytes": 2 << 30,
-               "processes": [{"pid": 1, "used_bytes": 2 << 30}, {"pid": 2, "used_bytes": 2 << 30},
-                             {"pid": 3, "used_bytes": 32 << 20}]}
-    assert check_block({"fft": reading, "gemm": reading}, mps=True)["status"] == "ok"
-    assert check_block({"fft": reading, "gemm": reading})["strangers"] == [{"pid": 3, "used_mib": 32.0}]
+
+    def reading(pid: int, used: int, extra: int = 0) -> dict:
+        return {"source": "nvml", "gpu_uuid": "GPU-a", "device_used_bytes": used, "own_reserved_bytes": 2 << 30,
+                "own_pid": pid, "own_process_bytes": 2 << 30,
+                "processes": [{"pid": 1, "used_bytes": 2 << 30}, {"pid": 2, "used_bytes": 2 << 30}]
+                + ([{"pid": 3, "used_bytes": extra}] if extra else [])}
+    assert check_block({"fft": reading(1, 4 << 30), "gemm": reading(2, 4 << 30)})["status"] == "ok"
+    host = check_block({"fft": reading(1, 7 << 30, 3 << 30), "gemm": reading(2, 7 << 30, 3 << 30)})
+    assert host["status"] == "stranger" and host["strangers"] == [{"pid": 3, "used_mib": 3072.0}]
+    assert "pid 3 (3072.0 MiB) (host PIDs)" in host["text"]
+    mps = {"fft": reading(1, (4 << 30) + (400 << 20)), "gemm": reading(2, (4 << 30) + (400 << 20))}
+    assert check_block(mps, mps=True)["status"] == "ok"

@@ -294,10 +294,11 @@ def test_the_workers_gpu_memory_reading_uses_nvml_and_degrades_to_unknown(monkey
         nvmlDeviceGetComputeRunningProcesses=lambda h: [SimpleNamespace(pid=11, usedGpuMemory=3 << 30),
                                                          SimpleNamespace(pid=12, usedGpuMemory=None)])
     monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(kts_gpumem.os, "getpid", lambda: 11)
     got = kts_gpumem.gpu_memory(torch, cuda, "GPU-a")
     assert got == {"source": "nvml", "gpu_uuid": "GPU-a", "device_used_bytes": 7 << 30, "device_total_bytes": 80 << 30,
-                   "own_reserved_bytes": 2 << 30, "processes": [{"pid": 11, "used_bytes": 3 << 30},
-                                                                 {"pid": 12, "used_bytes": None}]}
+                   "own_reserved_bytes": 2 << 30, "own_pid": 11, "own_process_bytes": 3 << 30,
+                   "processes": [{"pid": 11, "used_bytes": 3 << 30}, {"pid": 12, "used_bytes": None}]}
     monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: import fails
     assert kts_gpumem.gpu_memory(torch, cuda)["status"] == "unknown"
     assert kts_gpumem.gpu_memory(torch, SimpleNamespace(type="cpu")) == {"status": "unknown", "reason": "not on CUDA"}
