@@ -479,7 +479,9 @@ class FakeCluster:
         self.max_runs_per_node = 0  # ... on one node: must never exceed 1
         self.kueue_version = kueue_version
         self.rng = random.Random(32)
-        self.go_delay: Callable[[random.Random], float] = kubelet_go_delay
+        # the go's delay: the kubelet's bound (fake seconds); real seconds pass slowly, so compressed like the rest
+        self.go_delay: Callable[[random.Random], float] = (lambda rng: 0.1 * kubelet_go_delay(rng)) if fast else \
+            kubelet_go_delay
         self.go_delays: dict[str, float] = {}  # pod -> the delay its go took (drawn once per pod)
         self.go_delay_of: dict[str, float] = {}  # tenant -> a forced go delay (a kubelet that is very late)
         self.log_lag_s: dict[str, float] = {}  # tenant -> its log lines reach a follower this much later
