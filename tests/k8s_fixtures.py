@@ -27,8 +27,8 @@ admitted one (``kueue_capacity``, ``preempt``), and the kubelet rotates a contai
 What a real cluster did that the kit missed (issue #32), modelled here:
 
 * the go of the start barrier is a pod annotation read through a downwardAPI volume: the kubelet syncs the
-  pod on the annotation change, and the file shows it after ``go_delay`` (``annotation_go_delay``: the watch's
-  latency, an in-flight pod sync finishing first, one volume reconcile; tests may force a late one);
+  pod on the annotation change, and the file shows it after ``go_delay`` (``kubelet_go_delay``: up to the sum of the
+  kubelet's own periods on that path, with a margin; tests may force a late one);
 * the scheduler counts GPU replicas (the kit's placeholders fill the GPU) and honours taints; a stranger pod
   asks for a replica mid-run (``schedule_stranger``) and lands only where one is free;
 * RBAC is enforced (``rbac``: the rules of manifests/base, 403 with the API server's message otherwise);
@@ -79,18 +79,33 @@ ANN_START = "kts/start-at"
 GPU_KEYS = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 RBAC_FILE = Path(__file__).resolve().parents[1] / "manifests" / "base" / "rbac.yaml"
 RBAC_OPT_IN = Path(__file__).resolve().parents[1] / "manifests" / "components" / "cluster-pod-list" / "rbac.yaml"
+RBAC_PLUGIN_CONFIG = Path(__file__).resolve().parents[1] / "manifests" / "components" / "device-plugin-config" / \
+    "rbac.yaml"
 VERB = {"POST": "create", "PUT": "update", "PATCH": "patch"}
 
 
-def annotation_go_delay(rng: random.Random) -> float:
-    """How long after the API server stores a pod's new annotation its downwardAPI file shows it, drawn from
-    what the kubelet does: the pod watch delivers the update (tens to hundreds of ms), the pod worker may be
-    in a sync already and finish it first (about a third of the time, up to 1.5 s), then ``syncPod`` ->
-    ``WaitForAttachAndMount`` -> the volume reconciler (100 ms loop) rewrites the file."""
-    delay = rng.lognormvariate(-2.3, 0.6)  # watch latency, median 0.1 s
-    if rng.random() < 1 / 3:
-        delay += rng.uniform(0.0, 1.5)  # a sync in flight finishes first
-    return delay + rng.uniform(0.0, 0.1) + 0.05  # the reconciler's loop, the write
+# How long after the API server stores a pod's new annotation its downwardAPI file shows it: not a model fitted to
+# anything, but the kubelet's own periods, each taken whole, plus a margin. The annotation change reaches the kubelet
+# by its pod watch (config source -> HandlePodUpdates -> the pod worker's syncPod); syncPod -> WaitForAttachAndMount,
+# which polls every podAttachAndMountRetryInterval = 300 ms (pkg/kubelet/volumemanager/volume_manager.go), while the
+# desired-state populator (desiredStateOfWorldPopulatorLoopSleepPeriod = 100 ms) and the reconciler
+# (reconcilerLoopSleepPeriod = 100 ms) rewrite the volume's files. A pod worker busy with a sync finishes it first:
+# taken as the kubelet's housekeeping period, 2 s (pkg/kubelet/kubelet.go housekeepingPeriod), and the watch's
+# delivery as 1 s. The emulator draws uniformly up to that sum times ``GO_MARGIN``; the kit's default start delay
+# (10 s) must exceed it. If the update event were lost, the documented fallback is the periodic sync, up to
+# ``syncFrequency`` (1 m by default, KubeletConfiguration) later: the kit then sees the late start live and fails
+# the scenario (test_k8s_guard's forced 70 s go).
+KUBELET_PERIODS_S = {"podAttachAndMountRetryInterval": 0.3, "desiredStateOfWorldPopulatorLoopSleepPeriod": 0.1,
+                     "reconcilerLoopSleepPeriod": 0.1, "housekeepingPeriod (an in-flight sync)": 2.0,
+                     "watch delivery": 1.0}
+GO_MARGIN = 1.5
+GO_BOUND_S = sum(KUBELET_PERIODS_S.values()) * GO_MARGIN  # 5.25 s
+SYNC_FREQUENCY_S = 60.0  # KubeletConfiguration syncFrequency default: the fallback when an update is missed
+
+
+def kubelet_go_delay(rng: random.Random) -> float:
+    """A go delay anywhere inside the kubelet's documented event path with its margin (``GO_BOUND_S``)."""
+    return rng.uniform(0.05, GO_BOUND_S)
 
 
 def configmap_go_delay(rng: random.Random, *, sync_s: float = 60.0, ttl_s: float = 0.0) -> float:
@@ -102,15 +117,20 @@ def configmap_go_delay(rng: random.Random, *, sync_s: float = 60.0, ttl_s: float
 
 
 def rbac_rules(*paths: Path) -> dict[str, set[tuple[str, str, str]]]:
-    """(API group, resource, verb) granted by the Roles and by the ClusterRoles of manifests ``paths``."""
+    """(API group, resource, verb) granted by the Roles and by the ClusterRoles of manifests ``paths``: "Role" holds
+    the rules of Roles in the kit's namespace, "Role:<namespace>" those of Roles elsewhere (the device plugin's
+    ConfigMap reader). ``resourceNames`` are not modelled: a rule grants its verbs on every object of the kind."""
     import yaml
 
     out: dict[str, set[tuple[str, str, str]]] = {"Role": set(), "ClusterRole": set()}
     for path in paths:
         for d in yaml.safe_load_all(path.read_text()):
-            if d and d["kind"] in out:
-                out[d["kind"]] |= {(g, r, v) for rule in d["rules"] for g in rule["apiGroups"]
-                                   for r in rule["resources"] for v in rule["verbs"]}
+            if d and d["kind"] in ("Role", "ClusterRole"):
+                ns = (d.get("metadata") or {}).get("namespace") or NS
+                key = d["kind"] if d["kind"] == "ClusterRole" or ns == NS else f"Role:{ns}"
+                out.setdefault(key, set())
+                out[key] |= {(g, r, v) for rule in d["rules"] for g in rule["apiGroups"]
+                             for r in rule["resources"] for v in rule["verbs"]}
     return out
 
 
@@ -204,6 +224,9 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     rbac_namespace: str = NS
     forbidden: list[tuple[str, str, str, str | None]] = attrs.field(factory=list)  # what RBAC refused
     default_local_queue: bool = False  # Kueue's LocalQueueDefaulting with a LocalQueue named "default"
+    # PriorityClass name -> value; the Priority admission plugin (plugin/pkg/admission/priority/admission.go)
+    # sets a new pod's spec.priority from its priorityClassName (0 without one and without a global default)
+    priority_classes: dict[str, int] = attrs.field(factory=dict)
     _rv: int = 0
 
     def _next_rv(self) -> str:
@@ -226,7 +249,8 @@ class ClusterEmulator(kmock.KubernetesEmulator):
             resource = request.resource.plural + (f"/{request.subresource}" if request.subresource else "")
             key = (request.resource.group, resource, request_verb(request))
             allowed = key in self.rbac["ClusterRole"] or (request.namespace == self.rbac_namespace
-                                                          and key in self.rbac["Role"])
+                                                          and key in self.rbac["Role"]) or (
+                key in self.rbac.get(f"Role:{request.namespace}", set()))
             if not allowed:
                 self.forbidden.append((*key, request.namespace))
                 where = f'in the namespace "{request.namespace}"' if request.namespace else "at the cluster scope"
@@ -252,6 +276,8 @@ class ClusterEmulator(kmock.KubernetesEmulator):
                 meta["resourceVersion"] = self._next_rv()
                 if request.resource.plural == "pods":  # the API server sets the QoS class on create
                     data.setdefault("status", {})["qosClass"] = qos_class(data.get("spec") or {})
+                    pod_spec = data.setdefault("spec", {})
+                    pod_spec["priority"] = self.priority_classes.get(str(pod_spec.get("priorityClassName") or ""), 0)
             elif action == enums.action.UPDATE and request.name and isinstance(data, dict):
                 data.setdefault("metadata", {})["resourceVersion"] = self._next_rv()
             elif action == enums.action.DELETE and request.name:
@@ -328,6 +354,9 @@ class FakeWorker:
     said: float = 0.0  # the next ready line is due at this node-clock time (0: at ``reached``)
     lines: list[str] = field(default_factory=list)
     i: int = 0  # the next line's number
+    # the device's NVML reading at its timed part's end (workers/kts_gpumem.py), in a KTS_END; None: no KTS_END
+    memory: Callable[[], dict] | None = None
+    ended: bool = False
 
     @property
     def loop_start(self) -> float:
@@ -380,6 +409,10 @@ class FakeWorker:
         while True:
             if self.hang and self.i >= lead + 1:
                 return  # stuck in its second timed iteration
+            if self.memory is not None and not self.ended and self.i >= lead + self.iterations:
+                self.ended = True  # the timed part ended: the block's KTS_END, with the device's reading
+                end = {"timed": self.iterations, "gpu_memory": self.memory()}
+                self.lines.append(f"KTS_END,v2,{json.dumps(end, separators=(',', ':'))}")
             if not self.pad and self.i >= lead + self.iterations:
                 return
             if self.pad and self.i >= lead + self.iterations and now - self.timed_end() > self.pad_limit_s:
@@ -446,7 +479,9 @@ class FakeCluster:
         self.max_runs_per_node = 0  # ... on one node: must never exceed 1
         self.kueue_version = kueue_version
         self.rng = random.Random(32)
-        self.go_delay: Callable[[random.Random], float] = annotation_go_delay
+        # the go's delay: the kubelet's bound (fake seconds); real seconds pass slowly, so compressed like the rest
+        self.go_delay: Callable[[random.Random], float] = (lambda rng: 0.1 * kubelet_go_delay(rng)) if fast else \
+            kubelet_go_delay
         self.go_delays: dict[str, float] = {}  # pod -> the delay its go took (drawn once per pod)
         self.go_delay_of: dict[str, float] = {}  # tenant -> a forced go delay (a kubelet that is very late)
         self.log_lag_s: dict[str, float] = {}  # tenant -> its log lines reach a follower this much later
@@ -463,6 +498,12 @@ class FakeCluster:
         self.readmit_after_s = 30.0  # an evicted Workload is admitted again after this
         self.kueue_inadmissible: tuple[str, str] | None = None  # (reason, message) of QuotaReserved=False
         self.disrupted: dict[str, tuple[str, str]] = {}  # tenant -> (DisruptionTarget reason, message), due
+        self.preempted_pods: list[str] = []  # pods the scheduler preempted (``_preempt``)
+        # NVML as a worker sees it (workers/kts_gpumem.py): on, each tenant's KTS_END carries the device's reading:
+        # one compute process per running kts worker (its 2 GiB reserved and a 400 MiB context), plus
+        # ``gpu_strangers`` (host PID -> bytes: another pod's or the host's context, invisible to the API)
+        self.nvml = False
+        self.gpu_strangers: dict[int, int] = {}
         self._task: asyncio.Task[None] | None = None
         resources = [("v1/pods", "Pod", True), ("batch/v1/jobs", "Job", True), ("v1/nodes", "Node", False),
                      ("v1/configmaps", "ConfigMap", True),
@@ -478,6 +519,12 @@ class FakeCluster:
     # ------------------------------------------------------------------ setup helpers
     def add_node(self, node: dict[str, Any]) -> None:
         self.km.objects["v1/nodes", None, node["metadata"]["name"]] = node
+
+    def add_configmap(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        """A ConfigMap of another namespace (the device plugin's config)."""
+        self.km.objects["v1/configmaps", namespace, name] = {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+            "data": dict(data)}
 
     def add_job(self, name: str, labels: dict[str, str], annotations: dict[str, str] | None = None,
                 age_s: float = 0.0) -> None:
@@ -518,16 +565,22 @@ class FakeCluster:
             "status": {"phase": "Running"}})
         self.foreign_pods[(namespace, name)] = None if run_for_s is None else self.clock.t + run_for_s
 
-    async def schedule_stranger(self, namespace: str, name: str, *, gpus: int = 1) -> None:
+    async def schedule_stranger(self, namespace: str, name: str, *, gpus: int = 1,
+                                priority_class: str | None = None) -> None:
         """Another team's pod asking for ``gpus`` replicas, unbound: the scheduler places it where replicas are
-        free (then it runs until deleted), or leaves it Pending (Unschedulable)."""
+        free (then it runs until deleted), or leaves it Pending (Unschedulable), or, with a ``priority_class``
+        of a higher value than pods on the node, preempts them (``_preempt``)."""
+        spec: dict[str, Any] = {"containers": [{"name": "main", "image": "them/train:1",
+                                                "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+                                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
+                                                 "effect": "NoSchedule"}],
+                                "schedulerName": "default-scheduler"}
+        if priority_class:
+            spec["priorityClassName"] = priority_class
         await self._http("post", f"/api/v1/namespaces/{namespace}/pods", {
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace,
                                                             "labels": {"app": "their-training"}},
-            "spec": {"containers": [{"name": "main", "image": "them/train:1",
-                                     "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
-                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
-            "status": {"phase": "Pending"}})
+            "spec": spec, "status": {"phase": "Pending"}})
         self.strangers[name] = namespace
 
     def pods_in(self, namespace: str) -> dict[str, dict[str, Any]]:
@@ -645,6 +698,8 @@ class FakeCluster:
     async def _schedule_stranger(self, ns: str, name: str, pod: dict[str, Any]) -> None:
         path = f"/api/v1/namespaces/{ns}/pods/{name}"
         node = self._place(pod["spec"])
+        if node is None and int(pod["spec"].get("priority") or 0) > 0 and await self._preempt(pod):
+            return  # its victims are going; it is placed on a later tick
         if node is None:
             self.stranger_pending_at.setdefault(name, self.clock.t)
             if not pod.get("status", {}).get("conditions"):
@@ -658,6 +713,64 @@ class FakeCluster:
             "phase": "Running", "startTime": now, "conditions": [{"type": "PodScheduled", "status": "True",
                                                                    "lastTransitionTime": now}],
             "containerStatuses": [{"name": "main", "ready": True, "state": {"running": {"startedAt": now}}}]}})
+
+    async def _preempt(self, pod: dict[str, Any]) -> bool:
+        """kube-scheduler's default preemption for a pod that fits nowhere: on a node where removing lower-priority
+        pods makes room (pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go
+        ``SelectVictimsOnNode``: every lower-priority pod is removed, then reprieved one by one, the most important
+        first, ``MoreImportantPod``: higher priority, then the earlier start, while the preemptor still fits), each
+        victim gets ``DisruptionTarget`` (reason ``PreemptionByScheduler``, message "<schedulerName>: preempting to
+        accommodate a higher priority pod": pkg/scheduler/framework/preemption/preemption.go ``prepareCandidate``)
+        and is deleted, its containers SIGTERMed (exit 143). The preemptor is nominated to the node. GPU replicas
+        only (the resource the kit's pods and strangers compete for). True when victims were chosen."""
+        prio = int(pod["spec"].get("priority") or 0)
+        want = sum(int(v) for c in pod["spec"].get("containers") or []
+                   for k, v in ((c.get("resources") or {}).get("limits") or {}).items() if k == "nvidia.com/gpu")
+        for name, node in sorted(self.live("v1/nodes").items()):
+            have = int(node["status"]["allocatable"].get("nvidia.com/gpu", 0))
+            lower = []
+            for key, obj in list(self.km.objects.items()):
+                p = obj.raw
+                if key[0] != "v1/pods" or obj.deleted or key[2] in self.terminated or o_phase(p) in (
+                        "Succeeded", "Failed") or p.get("spec", {}).get("nodeName") != name:
+                    continue
+                gpus = sum(int(v) for c in p["spec"].get("containers") or []
+                           for k, v in ((c.get("resources") or {}).get("limits") or {}).items() if k == "nvidia.com/gpu")
+                if gpus and int(p["spec"].get("priority") or 0) < prio:
+                    lower.append((key[1], key[2], p, gpus))
+            free = have - self.gpus_used(name, "nvidia.com/gpu") + sum(g for *_, g in lower)
+            if free < want:
+                continue
+            # reprieve the most important first: higher priority, then the earlier start (MoreImportantPod)
+            lower.sort(key=lambda v: (-int(v[2]["spec"].get("priority") or 0), _start_of(v[2])))
+            victims = []
+            for ns, pname, p, gpus in lower:
+                if free - gpus >= want:
+                    free -= gpus  # reprieved: it stays
+                else:
+                    victims.append((ns, pname, p))
+            victims = [v for v in lower if (v[0], v[1]) in {(a, b) for a, b, _ in victims}]
+            if not victims:
+                continue
+            message = f"{pod['spec'].get('schedulerName') or 'default-scheduler'}: preempting to accommodate a " \
+                      "higher priority pod"
+            for ns, pname, p, _ in victims:
+                conds = [*(p.get("status") or {}).get("conditions", []), {
+                    "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                    "message": message, "lastTransitionTime": ts(self.clock.t)}]
+                await self._http("patch", f"/api/v1/namespaces/{ns}/pods/{pname}", {"status": {"conditions": conds}})
+                self.preempted_pods.append(pname)
+                if ns == self.ns and pname in self.pod_job:
+                    started = ((((p.get("status") or {}).get("containerStatuses") or [{}])[0].get("state") or {})
+                               .get("running") or {}).get("startedAt")
+                    await self._terminate(pname, 143, "Error", started, ts(self._node_now(name)))
+                else:
+                    self.terminated.add(pname)
+                    await self._http("patch", f"/api/v1/namespaces/{ns}/pods/{pname}", {"status": {"phase": "Failed"}})
+            await self._http("patch", f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/"
+                                      f"{pod['metadata']['name']}", {"status": {"nominatedNodeName": name}})
+            return True
+        return False
 
     def _count_runs(self) -> None:
         by_node: dict[str, set[str]] = {}
@@ -948,7 +1061,9 @@ class FakeCluster:
                           pad=env.get("KTS_PAD") == "1" and mode not in ("oom", "exit1"),  # they die first
                           pad_limit_s=float(env.get("KTS_PAD_LIMIT_S") or 3600),
                           period_s=1.0 if mode == "slow" else 0.1,
-                          gpu_uuid=uuid_, hang=mode == "hang", mps_client=mps)  # type: ignore[arg-type]
+                          gpu_uuid=uuid_, hang=mode == "hang", mps_client=mps,  # type: ignore[arg-type]
+                          memory=(lambda name=pod["metadata"]["name"]: self._nvml_reading(uuid_, name))
+                          if self.nvml else None)
 
     async def _schedule_and_run(self, pod_name: str, pod: dict[str, Any]) -> None:
         path = f"/api/v1/namespaces/{self.ns}/pods/{pod_name}"
@@ -996,7 +1111,8 @@ class FakeCluster:
             if worker is not None:
                 self.workers[pod_name] = worker
             self.logs[pod_name] = b""
-            if worker is None and tenants and index >= len(tenants):  # the launcher's placeholder line
+            if worker is None and "KTS_TENANTS" in env and index >= len(tenants):  # the launcher's placeholder line
+                index += int(env.get("KTS_HOLD_INDEX_BASE") or 0)  # a hold Job's indexes continue the tenants'
                 self.logs[pod_name] = (f"kts_placeholder: holding index={index} gpu={self.holder_gpu} "
                                        f"source={'nvml' if self.holder_gpu.startswith('GPU-') else 'env'}\n").encode()
             await self._http("patch", path, {"status": {"phase": "Running", "containerStatuses": [{
@@ -1043,8 +1159,21 @@ class FakeCluster:
             await self._terminate(pod_name, code, {0: "Completed", 137: "OOMKilled"}.get(code, "Error"), started,
                                   ts(now))
 
-    def gpus_used(self, node: str) -> int:
-        """GPU replicas held on ``node`` by pods bound there that have not ended (any namespace)."""
+    def _nvml_reading(self, gpu: str | None, pod: str) -> dict:
+        """What ``workers/kts_gpumem.py`` reads in ``pod``: the device's used memory (every context on the GPU, the
+        strangers' too) and, from NVML's process list, its own process only (a PID namespace of its own)."""
+        reserved, context = 2 << 30, 400 << 20
+        live = sorted(p for p, w in self.workers.items() if p not in self.terminated and w.gpu_uuid == gpu)
+        used = len(live) * (reserved + context) + sum(self.gpu_strangers.values())
+        me = 1 + live.index(pod) if pod in live else 1  # its PID in its own namespace
+        return {"source": "nvml", "gpu_uuid": gpu, "device_used_bytes": used, "device_total_bytes": 80 << 30,
+                "own_reserved_bytes": reserved, "own_pid": me, "own_process_bytes": reserved + context,
+                "processes": [{"pid": me, "used_bytes": reserved + context}]}
+
+    def gpus_used(self, node: str, resource: str | None = None) -> int:
+        """GPU replicas held on ``node`` by pods bound there that have not ended (any namespace); ``key``: of that
+        extended resource only (``nvidia.com/gpu`` and ``nvidia.com/gpu.shared`` are counted apart, as the
+        scheduler counts every extended resource by its name)."""
         used = 0
         for key, obj in list(self.km.objects.items()):
             if key[0] != "v1/pods" or obj.deleted:
@@ -1056,7 +1185,7 @@ class FakeCluster:
                 continue
             for c in pod["spec"].get("containers") or []:
                 used += sum(int(v) for k, v in ((c.get("resources") or {}).get("limits") or {}).items()
-                            if k in GPU_KEYS)
+                            if k in GPU_KEYS and (resource is None or k == resource))
         return used
 
     def requested(self, node: str) -> dict[str, float]:
@@ -1103,11 +1232,15 @@ class FakeCluster:
                                                             or tol.get("value") == t.get("value"))))
                     for tol in tols) for t in node.get("spec", {}).get("taints") or []):
                 continue
-            want = sum(int(v) for c in spec.get("containers") or []
-                       for k, v in ((c.get("resources") or {}).get("limits") or {}).items() if k in GPU_KEYS)
             alloc = node["status"]["allocatable"]
-            have = sum(int(alloc.get(k, 0)) for k in GPU_KEYS)
-            if want and self.gpus_used(name) + want > have:
+            short_gpu = False
+            for key in GPU_KEYS:  # each extended resource by its own name (NodeResourcesFit: "Insufficient <name>")
+                want = sum(int(v) for c in spec.get("containers") or []
+                           for k, v in ((c.get("resources") or {}).get("limits") or {}).items() if k == key)
+                if want and self.gpus_used(name, key) + want > int(alloc.get(key, 0)):
+                    short_gpu = True
+                    self.unfit = INSUFFICIENT.replace("nvidia.com/gpu", key)
+            if short_gpu:
                 continue
             asks, used = pod_requests(spec), self.requested(name)
             room = {k: alloc.get(k, "110" if k == "pods" else None) for k in ("pods", "cpu", "memory")}
@@ -1303,20 +1436,41 @@ def pod_requests(spec: dict[str, Any]) -> dict[str, float]:
 
 
 def qos_class(spec: dict[str, Any]) -> str:
-    """The pod's QoS class as the API server sets ``status.qosClass`` (pkg/apis/core/helper/qos, ``GetPodQOS``):
-    Guaranteed when every container's CPU and memory requests equal its limits (a missing request defaults to the
-    limit), BestEffort with neither, Burstable otherwise."""
-    any_set, guaranteed = False, True
-    for c in spec.get("containers") or []:
+    """The pod's QoS class as the API server sets ``status.qosClass``: kubernetes pkg/apis/core/v1/helper/qos/qos.go,
+    ``GetPodQOS``, after defaulting (pkg/apis/core/v1/defaults.go: a container's missing request defaults to its
+    limit). Only cpu and memory count; quantities that are not positive are skipped; containers and init containers
+    are summed; a container without both a cpu and a memory limit makes the pod not Guaranteed; BestEffort with
+    no request and no limit; Guaranteed when the summed requests equal the summed limits, resource by resource,
+    and as many resources have requests as have limits; Burstable otherwise."""
+    requests: dict[str, float] = {}
+    limits: dict[str, float] = {}
+    guaranteed = True
+    for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
         res = c.get("resources") or {}
-        limits, requests = res.get("limits") or {}, {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        any_set = any_set or any(k in requests for k in ("cpu", "memory"))
-        for k in ("cpu", "memory"):
-            if k not in limits or quantity(limits[k]) != quantity(requests.get(k, 0)):
-                guaranteed = False
-    if not any_set:
+        lim = {k: quantity(v) for k, v in (res.get("limits") or {}).items() if k in ("cpu", "memory")}
+        req = {**lim, **{k: quantity(v) for k, v in (res.get("requests") or {}).items() if k in ("cpu", "memory")}}
+        for k, v in req.items():
+            if v > 0:
+                requests[k] = requests.get(k, 0.0) + v
+        found = set()
+        for k, v in lim.items():
+            if v > 0:
+                found.add(k)
+                limits[k] = limits.get(k, 0.0) + v
+        if not {"cpu", "memory"} <= found:
+            guaranteed = False
+    if not requests and not limits:
         return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
+    if guaranteed and any(k not in limits or limits[k] != v for k, v in requests.items()):
+        guaranteed = False
+    return "Guaranteed" if guaranteed and len(requests) == len(limits) else "Burstable"
+
+
+def _start_of(pod: dict[str, Any]) -> str:
+    """``GetPodStartTime``: the pod's ``status.startTime`` (the emulated kubelet: its container's start)."""
+    status = pod.get("status") or {}
+    running = (((status.get("containerStatuses") or [{}])[0].get("state") or {}).get("running") or {})
+    return str(status.get("startTime") or running.get("startedAt") or "9999")
 
 
 def _t(stamp: str) -> float:

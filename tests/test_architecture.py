@@ -43,6 +43,7 @@ LAZY_PACKAGES = {
     "torch": "the GPU stack: seconds to import, and only the worker's child processes need it",
     "kubernetes": "~1.3 s to import; only the Kubernetes backend talks to a cluster",
     "urllib3": "the kubernetes client's transport, imported with it",
+    "yaml": "PyYAML, absent on a bare GPU host; it comes with the kubernetes client, for the device plugin's config",
     "playwright": "the browser tests' driver only",
     "scipy": "~0.6 s to import; loaded at the first interval, not to parse or load a run",
     "numba": "~0.4 s to import; only the planner's compiled loops need it, not the lesson's simulations",

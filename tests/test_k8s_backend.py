@@ -67,7 +67,12 @@ def _env(job: dict[str, Any]) -> dict[str, str]:
 
 
 def _jobs_created(fc: FakeCluster) -> list[dict[str, Any]]:
-    return [r.data for r in fc.requests("post", JOBS)]
+    """The tenants' Jobs the kit created (the placeholders' ``-hold`` Jobs apart: ``_hold_jobs``)."""
+    return [r.data for r in fc.requests("post", JOBS) if not r.data["metadata"]["name"].endswith("-hold")]
+
+
+def _hold_jobs(fc: FakeCluster) -> list[dict[str, Any]]:
+    return [r.data for r in fc.requests("post", JOBS) if r.data["metadata"]["name"].endswith("-hold")]
 
 
 def _printed(fc: FakeCluster, pod: str) -> bytes:
@@ -92,11 +97,15 @@ async def test_shared_scenario_is_one_indexed_job_pinned_to_one_node(cluster: Fa
     (job,) = _jobs_created(cluster)  # one object for the whole scenario
     assert job["metadata"]["name"] == job_name(run.run_id, "shared")
     assert job["spec"]["completionMode"] == "Indexed"
-    # two tenants + two placeholders holding the GPU's other replicas (replicas: 4): the scheduler keeps
-    # strangers off the measured GPU; the Job completes when indexes 0-1 (the tenants) have
-    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 4 and job["spec"]["backoffLimit"] == 0
-    assert job["spec"]["successPolicy"] == {"rules": [{"succeededIndexes": "0-1", "succeededCount": 2}]}
+    # two tenants; two placeholders hold the GPU's other replicas (replicas: 4) in a Job of their own, with
+    # minimal requests: the scheduler keeps strangers off the measured GPU
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 2 and job["spec"]["backoffLimit"] == 0
+    assert "successPolicy" not in job["spec"]
     assert job["metadata"]["annotations"]["kts/placeholders"] == "2"
+    (hold,) = _hold_jobs(cluster)
+    assert hold["metadata"]["name"] == job_name(run.run_id, "shared") + "-hold"
+    assert hold["spec"]["completions"] == hold["spec"]["parallelism"] == 2
+    assert hold["spec"]["template"]["spec"]["affinity"] == job["spec"]["template"]["spec"]["affinity"]
     assert job["spec"]["podFailurePolicy"]["rules"] == [{"action": "FailJob", "onPodConditions": [
         {"type": "DisruptionTarget", "status": "True"}]}]
     labels = job["metadata"]["labels"]
@@ -116,16 +125,18 @@ async def test_shared_scenario_is_one_indexed_job_pinned_to_one_node(cluster: Fa
     assert "kubernetes.io/hostname" not in pod["nodeSelector"]
     assert pod["serviceAccountName"] == "kts-worker"
     (c,) = pod["containers"]
-    assert c["resources"] == {"requests": {"cpu": "1", "memory": "2Gi"},
-                              "limits": {"memory": "8Gi", "nvidia.com/gpu": "1"}}
+    assert c["resources"] == {"requests": {"cpu": "1", "memory": "8Gi"},  # Guaranteed QoS: requests = limits
+                              "limits": {"cpu": "1", "memory": "8Gi", "nvidia.com/gpu": "1"}}
     assert c["securityContext"]["readOnlyRootFilesystem"] is False
     # each index ran as its tenant, on gpu-1, and every line its container printed is in the run
-    pods = {p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]: p for p in
-            (r.data for r in cluster.requests("post", PODS))}
+    posted = [r.data for r in cluster.requests("post", PODS)]
+    pods = {p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]: p for p in posted
+            if not p["metadata"]["labels"]["job-name"].endswith("-hold")}
+    holders = [p for p in posted if p["metadata"]["labels"]["job-name"].endswith("-hold")]
     starts = {r.name: r.data["metadata"]["annotations"]["kts/start-at"] for r in cluster.requests("patch", PODS)
               if r.headers.get("User-Agent", "").startswith("OpenAPI")}
     assert set(starts) == {pods["0"]["metadata"]["name"], pods["1"]["metadata"]["name"]}  # tenants only
-    assert all(pods[i]["metadata"]["name"] not in starts for i in ("2", "3"))  # the placeholders get no go
+    assert len(holders) == 2 and all(p["metadata"]["name"] not in starts for p in holders)  # no go for them
     for index, tenant in enumerate(("fft", "gemm")):
         ev = run.manifest()["scenarios"]["shared"]["tenants"][tenant]
         name = pods[str(index)]["metadata"]["name"]
@@ -164,7 +175,7 @@ async def test_shared_scenario_is_one_indexed_job_pinned_to_one_node(cluster: Fa
     # everything the scenario created is gone again, and the node's Lease was given back
     assert not cluster.live(JOBS) and not cluster.live(PODS) and not cluster.live(LEASES)
     deletes = cluster.requests("delete", JOBS)
-    assert {r.name for r in deletes} == {job["metadata"]["name"]}
+    assert {r.name for r in deletes} == {job["metadata"]["name"], hold["metadata"]["name"]}
     assert all("Foreground" in (r.params.get("propagationPolicy"), (r.data or {}).get("propagationPolicy"))
                for r in deletes)
     (lease,) = [r.data for r in cluster.requests("post", LEASES)]
@@ -182,7 +193,7 @@ async def test_describe_reports_what_kubernetes_sees_and_renamed_resource(cluste
     run, spec = make_run(tmp_path, ("fft",))
     await _run(backend, run, spec.scenario("baseline-fft"))
     limits = _jobs_created(cluster)[0]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
-    assert limits == {"memory": "8Gi", "nvidia.com/gpu.shared": "1"}
+    assert limits == {"cpu": "1", "memory": "8Gi", "nvidia.com/gpu.shared": "1"}
 
 
 async def test_without_gpu_feature_discovery_the_kit_says_what_it_cannot_know(cluster: FakeCluster,
@@ -236,8 +247,12 @@ async def test_kueue_admits_the_scenario_as_one_workload(cluster: FakeCluster, t
     (job,) = _jobs_created(cluster)
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kts-queue"
     assert job["spec"]["suspend"] is True  # Kueue un-suspends it: the whole gang at once
-    (wl,) = [r.data for r in cluster.requests("post", "kueue.x-k8s.io/v1beta2/workloads")]
-    assert wl["spec"]["podSets"] == [{"name": "main", "count": 4}]  # both tenants and 2 placeholders: one gang
+    # two Workloads, each a gang: the tenants' Job and the placeholders' own (minimal requests, issue #45); the
+    # start barrier waits for both to run
+    wls = {r.data["metadata"]["ownerReferences"][0]["name"]: r.data
+           for r in cluster.requests("post", "kueue.x-k8s.io/v1beta2/workloads")}
+    wl, hold_wl = wls[job["metadata"]["name"]], wls[job["metadata"]["name"] + "-hold"]
+    assert wl["spec"]["podSets"] == [{"name": "main", "count": 2}] == hold_wl["spec"]["podSets"]
     created = job["metadata"]["creationTimestamp"]
     for t in result.tenants:
         assert t.events["workload"] == wl["metadata"]["name"]
@@ -527,8 +542,7 @@ async def test_baseline_does_not_pad_and_completes_by_itself(cluster: FakeCluste
     await _run(cluster.backend(), run, spec.scenario("baseline-fft"))
     (job,) = _jobs_created(cluster)
     assert _env(job)["KTS_PAD"] == "0" and float(_env(job)["KTS_LEAD_IN_S"]) > 0
-    assert job["spec"]["completions"] == 4  # fft and 3 placeholders: alone means alone on the GPU
-    assert job["spec"]["successPolicy"] == {"rules": [{"succeededIndexes": "0", "succeededCount": 1}]}
+    assert job["spec"]["completions"] == 1 and _hold_jobs(cluster)[0]["spec"]["completions"] == 3  # alone on the GPU
     rec = run.manifest()["scenarios"]["baseline-fft"]
     assert "padding_stopped_ns" not in rec and rec["tenants"]["fft"]["outcome"] == "complete"
     assert cluster.requests("delete", JOBS)  # cleaned up after it completed

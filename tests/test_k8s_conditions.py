@@ -14,6 +14,7 @@ fails when the fix it names is removed:
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from k8s_fixtures import (
     make_run,
     rbac_rules,
     run_scenario,
+    until,
 )
 
 from kts_helpers.errors import TenantFailed
@@ -63,7 +65,7 @@ async def test_a_foreign_gpu_pod_ends_the_run_within_a_minute_naming_the_pending
     run, spec = make_run(tmp_path)
     backend = cluster.backend(node_name="gpu-1", gpu_replicas=4, schedule_timeout_s=300.0, ready_timeout_s=1800.0)
     t0 = cluster.clock.t
-    with pytest.raises(TenantFailed, match=r"placeholder kts-shared-\S+-3-\S+ stayed Pending for \d+ s: 0/1 nodes "
+    with pytest.raises(TenantFailed, match=r"placeholder kts-shared-\S+-hold-1-\S+ stayed Pending for \d+ s: 0/1 nodes "
                                            r"are available: 1 Insufficient nvidia\.com/gpu.*another pod holds a "
                                            r"replica of node gpu-1's GPU \(none seen in namespace kts"):
         await run_scenario(backend, run, spec.scenario("shared"), 120.0)
@@ -321,41 +323,86 @@ def test_sigterm_stops_collects_cleans_up_and_releases_the_lease(tmp_path: Path)
 
 # ------------------------------------------------------------------------------ sizes: CPU, memory, pods, QoS
 
+def _no_gfd_node(allocatable: int, **alloc: str) -> dict[str, Any]:
+    """A node without GPU feature discovery (no count, replicas or strategy labels) advertising ``allocatable``
+    replicas: the kit cannot tell the replicas of one GPU, so it holds every one the tenants leave free."""
+    node = gpu_node("gpu-1", allocatable=allocatable, replicas=None, strategy=None)
+    del node["metadata"]["labels"]["nvidia.com/gpu.count"]
+    node["status"]["allocatable"].update(alloc)
+    return node
+
+
+async def test_46_placeholders_fit_where_tenant_sized_ones_would_not(cluster: FakeCluster, tmp_path: Path) -> None:
+    """A 48-replica node without GPU feature discovery (a 48-client MPS or time-slicing config), 16 CPUs, 64Gi and
+    the kubelet's default 110 pods: 46 placeholders hold the replicas the two tenants leave free. They are a Job of
+    their own with minimal requests (10m, 64Mi), so they fit; 46 pods of the tenants' template (a CPU and the
+    memory limit each, Guaranteed) would not (the emulated scheduler counts CPU, memory and pods as
+    kube-scheduler's NodeResourcesFit does, pkg/scheduler/framework/plugins/noderesources/fit.go ``fitsRequest``).
+    Fails when the placeholders share the tenants' pod template (the run then fails "Insufficient cpu")."""
+    from k8s_fixtures import pod_requests, quantity
+
+    cluster.add_node(_no_gfd_node(48))
+    run, spec = make_run(tmp_path)
+    result = await run_scenario(cluster.backend(schedule_timeout_s=300.0), run, spec.scenario("shared"), 120.0)
+    assert result.status == "complete", run.manifest()["scenarios"]["shared"].get("reason")
+    jobs = {r.data["metadata"]["name"]: r.data for r in cluster.requests("post", JOBS)}
+    (hold,) = [j for n, j in jobs.items() if n.endswith("-hold")]
+    (tenants,) = [j for n, j in jobs.items() if not n.endswith("-hold")]
+    assert hold["spec"]["completions"] == hold["spec"]["parallelism"] == 46
+    assert tenants["spec"]["completions"] == 2
+    hold_pod, tenant_pod = hold["spec"]["template"]["spec"], tenants["spec"]["template"]["spec"]
+    assert hold_pod["containers"][0]["resources"] == {"requests": {"cpu": "10m", "memory": "64Mi"},
+                                                      "limits": {"memory": "64Mi", "nvidia.com/gpu": "1"}}
+    alloc = {k: quantity(v) for k, v in _no_gfd_node(48)["status"]["allocatable"].items() if k in ("cpu", "memory")}
+    small, big = pod_requests(hold_pod), pod_requests(tenant_pod)
+    assert 46 * small["cpu"] + 2 * big["cpu"] <= alloc["cpu"] and 46 * small["memory"] + 2 * big["memory"] <= alloc[
+        "memory"]
+    assert 48 * big["cpu"] > alloc["cpu"] and 48 * big["memory"] > alloc["memory"]  # tenant-sized ones would not fit
+    rec = run.manifest()["scenarios"]["shared"]
+    assert rec["exclusivity"]["placeholders"] == 46
+    assert rec["qos"]["placeholder_requests"] == {"cpu": "10m", "memory": "64Mi"}
+
+
 async def test_placeholders_the_node_has_no_room_for_fail_fast_by_the_schedulers_reason(cluster: FakeCluster,
                                                                                        tmp_path: Path) -> None:
-    """A node without GPU feature discovery advertising 48 replicas (a 48-client MPS or time-slicing config): the
-    kit cannot tell the replicas of one GPU, so it places 46 placeholders of the tenants' template (a CPU and
-    2Gi each). The emulated scheduler counts CPU, memory and pods as kube-scheduler's NodeResourcesFit does
-    (``fitsRequest``: "Too many pods", "Insufficient cpu", "Insufficient memory"): a 16-CPU node cannot take them.
-    The run ends within a minute naming the placeholder and the scheduler's reason, and says what to do. Fails
-    with an emulator that counts GPUs only (the run then passes unseen), or without the placeholders' Pending
-    check (a 30-minute hang)."""
-    node = gpu_node("gpu-1", allocatable=48, replicas=None, strategy=None)
-    del node["metadata"]["labels"]["nvidia.com/gpu.count"]  # no GPU feature discovery
-    cluster.add_node(node)
+    """The same 48-replica node with room for 20 pods only (a kubelet's ``maxPods``: "Too many pods" from
+    NodeResourcesFit ``fitsRequest``): the placeholders, however small, cannot all be placed. The run ends within
+    a minute naming the placeholder and the scheduler's reason, and says what to do. Fails with an emulator that
+    counts GPUs only (the run then passes unseen), or without the placeholders' Pending check (a 30-minute
+    hang)."""
+    cluster.add_node(_no_gfd_node(48, pods="20"))
     run, spec = make_run(tmp_path)
     t0 = cluster.clock.t
     with pytest.raises(TenantFailed, match=r"placeholder \S+ stayed Pending for \d+ s: 0/1 nodes are available: 1 "
-                                           r"Insufficient cpu\..*no room for 46 placeholders"):
+                                           r"Too many pods\..*no room for 46 placeholders"):
         await run_scenario(cluster.backend(schedule_timeout_s=300.0), run, spec.scenario("shared"), 120.0)
     assert cluster.clock.t - t0 < 60.0
 
 
-async def test_the_tenants_qos_class_is_stated_in_the_record(cluster: FakeCluster, tmp_path: Path) -> None:
-    """The API server sets each pod's ``status.qosClass`` (pkg/apis/core/helper/qos ``GetPodQOS``; the emulator
-    computes it the same way): the tenants' pods are Burstable (CPU requests without limits), and the record says
-    so and what it means. Fails when the record does not state it."""
+async def test_the_tenants_are_guaranteed_and_the_class_is_read_back(cluster: FakeCluster, tmp_path: Path) -> None:
+    """The tenants ask for Guaranteed QoS (requests = limits, whole CPUs); the API server sets each pod's
+    ``status.qosClass`` (kubernetes pkg/apis/core/v1/helper/qos/qos.go ``GetPodQOS``; the emulator's
+    ``qos_class`` follows it line by line) and the record states the class read back, not the one asked for.
+    Fails when the tenants are Burstable (CPU requests without limits, as before) or the class is not read."""
     from k8s_fixtures import qos_class
 
     cluster.add_node(gpu_node("gpu-1"))
     run, spec = make_run(tmp_path)
     assert (await run_scenario(cluster.backend(), run, spec.scenario("shared"), 120.0)).status == "complete"
     rec = run.manifest()["scenarios"]["shared"]
-    assert rec["qos"]["tenants"] == {"fft": "Burstable", "gemm": "Burstable"}
-    assert "not Guaranteed" in rec["qos"]["note"]
-    guaranteed = {"containers": [{"resources": {"requests": {"cpu": "2", "memory": "8Gi"},
-                                                "limits": {"cpu": "2", "memory": "8Gi"}}}]}
-    assert qos_class(guaranteed) == "Guaranteed" and qos_class({"containers": [{}]}) == "BestEffort"
+    assert rec["qos"]["tenants"] == {"fft": "Guaranteed", "gemm": "Guaranteed"} and "note" not in rec["qos"]
+    assert rec["qos"]["source"].startswith("pod status.qosClass")
+    (tenants,) = [r.data for r in cluster.requests("post", JOBS) if not r.data["metadata"]["name"].endswith("-hold")]
+    res = tenants["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert res["requests"] == {k: v for k, v in res["limits"].items() if k in ("cpu", "memory")}
+    assert res["requests"]["cpu"].isdigit()  # whole CPUs
+    # GetPodQOS's edges: a missing request defaults to the limit; an init container counts; zero is skipped
+    assert qos_class({"containers": [{"resources": {"limits": {"cpu": "2", "memory": "8Gi"}}}]}) == "Guaranteed"
+    assert qos_class({"containers": [{"resources": {"limits": {"cpu": "2", "memory": "8Gi"}}}],
+                      "initContainers": [{"resources": {"requests": {"cpu": "1"}}}]}) == "Burstable"
+    assert qos_class({"containers": [{"resources": {"requests": {"cpu": "0"}}}]}) == "BestEffort"
+    assert qos_class({"containers": [{"resources": {"requests": {"cpu": "1", "memory": "2Gi"},
+                                                    "limits": {"memory": "8Gi"}}}]}) == "Burstable"
 
 
 def test_a_cluster_without_gpus_runs_cpu_workers_only_when_asked() -> None:
@@ -436,3 +483,94 @@ async def test_stated_replicas_are_proven_by_one_more_that_must_stay_pending(clu
                                                r"placeholders .* more than the stated 4 replicas"):
             await run_scenario(backend, run, spec.scenario("shared"), 120.0)
     assert not cluster.live(JOBS)  # the probe went with the scenario's Job
+
+
+# ------------------------------------------------------------------------------ priorities and preemption
+
+def _released(fc: FakeCluster) -> bool:
+    return any((p["metadata"].get("annotations") or {}).get("kts/start-at") for p in fc.live(PODS).values())
+
+
+@pytest.mark.parametrize("latest", ["gemm", "placeholder"])
+async def test_a_higher_priority_pod_preempting_a_tenant_or_placeholder_fails_the_run_by_name(
+        cluster: FakeCluster, tmp_path: Path, latest: str) -> None:
+    """Another team's pod of PriorityClass "urgent" (1000; the kit's pods have none: 0) asks for a replica of the
+    full GPU mid-run. kube-scheduler preempts the least important lower-priority pod (default_preemption.go
+    ``SelectVictimsOnNode`` with ``MoreImportantPod``: the latest started), sets its ``DisruptionTarget``
+    (``PreemptionByScheduler``, "default-scheduler: preempting to accommodate a higher priority pod":
+    preemption.go ``prepareCandidate``) and deletes it. When that is a tenant (gemm, placed last here) the Job's
+    podFailurePolicy fails it and the run names the pod's condition; when a placeholder, the run names the
+    placeholder that stopped holding its replica and why. Fails without the emulator's preemption (the stranger
+    stays Pending and the run completes), or without naming the condition (an "exit code 143")."""
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.km.priority_classes["urgent"] = 1000
+    cluster.log_iterations = 40
+    if latest == "gemm":
+        cluster.placement_delay_s["gemm"] = 3  # placed after the placeholders: the least important pod
+    run, spec = make_run(tmp_path)
+
+    async def urgent() -> None:
+        await until(lambda: _released(cluster))
+        await cluster.schedule_stranger("them", "urgent-inference", priority_class="urgent")
+
+    task = asyncio.create_task(urgent())
+    want = (r"tenant 'gemm'.*disrupted: the scheduler preempted it[^(]*\(DisruptionTarget PreemptionByScheduler: "
+            r"default-scheduler: preempting to accommodate a higher priority pod\)" if latest == "gemm" else
+            r"placeholder kts-shared-\S+-hold-\d-\S+ stopped holding its replica of the GPU mid-run \(disrupted: the "
+            r"scheduler preempted it[^(]*\(DisruptionTarget PreemptionByScheduler")
+    with pytest.raises(TenantFailed, match=want):
+        await run_scenario(cluster.backend(), run, spec.scenario("shared"), 120.0)
+    await task
+    assert len(cluster.preempted_pods) == 1
+    assert ("hold" in cluster.preempted_pods[0]) is (latest == "placeholder")
+
+
+# ------------------------------------------------------------------------------ a stranger context, from used memory
+
+@pytest.mark.parametrize("stranger", [False, True])
+async def test_a_stranger_context_on_the_gpu_is_flagged_by_name_from_the_devices_used_memory(
+        cluster: FakeCluster, tmp_path: Path, stranger: bool) -> None:
+    """A process on the measured GPU that no API read shows (a pod of another namespace under the Role alone, a
+    process on the host): the device's used memory (nvmlDeviceGetMemoryInfo) counts its context whoever holds it,
+    while NVML's process list inside a container shows only the caller's PID namespace (as the workers see it:
+    their own process). Each tenant reads both at its block's end (workers/kts_gpumem.py); 6 GiB that neither
+    tenant holds fails the run, naming the GPU and the memory; without it the record says the check passed and
+    what it saw. Fails when the tenants' footprints are not compared with the device's used memory (the run then
+    completes with the stranger unseen)."""
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.nvml = True
+    if stranger:
+        cluster.gpu_strangers[31337] = 6 << 30
+    run, spec = make_run(tmp_path)
+    if stranger:
+        with pytest.raises(TenantFailed, match=r"a stranger context on GPU GPU-fake-0: 6144 MiB of the device's used "
+                                               r"memory is held by none of the block's 2 tenant\(s\) \(fft, gemm\); its "
+                                               r"process is not visible from the tenants' PID namespaces"):
+            await run_scenario(cluster.backend(), run, spec.scenario("shared"), 120.0)
+    else:
+        assert (await run_scenario(cluster.backend(), run, spec.scenario("shared"), 120.0)).status == "complete"
+    rec = run.manifest()["scenarios"]["shared"]
+    if not stranger:
+        assert rec["gpu_memory"]["status"] == "ok" and rec["gpu_memory"]["unexplained_mib"] == 0
+
+
+def test_without_nvml_the_stranger_check_is_unknown_and_says_why() -> None:
+    """nvidia-ml-py is optional in the worker: a reading without it says "unknown" and why, and the block's check
+    is recorded as unknown (never passed, never failed). On a host (one PID namespace) NVML names the stranger's
+    PID; under MPS the server's context is allowed for."""
+    from kts_helpers.run.gpumem import check_block
+
+    got = check_block({"fft": {"status": "unknown", "reason": "nvidia-ml-py is not installed"}, "gemm": None})
+    assert got["status"] == "unknown" and "fft: nvidia-ml-py is not installed" in got["reason"]
+
+    def reading(pid: int, used: int, extra: int = 0) -> dict:
+        return {"source": "nvml", "gpu_uuid": "GPU-a", "device_used_bytes": used, "own_reserved_bytes": 2 << 30,
+                "own_pid": pid, "own_process_bytes": 2 << 30,
+                "processes": [{"pid": 1, "used_bytes": 2 << 30}, {"pid": 2, "used_bytes": 2 << 30}]
+                + ([{"pid": 3, "used_bytes": extra}] if extra else [])}
+    assert check_block({"fft": reading(1, 4 << 30), "gemm": reading(2, 4 << 30)})["status"] == "ok"
+    host = check_block({"fft": reading(1, 7 << 30, 3 << 30), "gemm": reading(2, 7 << 30, 3 << 30)})
+    assert host["status"] == "stranger" and host["strangers"] == [{"pid": 3, "used_mib": 3072.0}]
+    assert "pid 3 (3072.0 MiB) (host PIDs)" in host["text"]
+    mps = {"fft": reading(1, (4 << 30) + (400 << 20)), "gemm": reading(2, (4 << 30) + (400 << 20))}
+    assert check_block(mps, mps=True)["status"] == "ok"

@@ -23,14 +23,17 @@ from typing import Any
 
 import pytest
 from k8s_fixtures import (
+    GO_BOUND_S,
+    KUBELET_PERIODS_S,
     NS,
     RBAC_FILE,
     RBAC_OPT_IN,
+    SYNC_FREQUENCY_S,
     FakeCluster,
-    annotation_go_delay,
     configmap_go_delay,
     emulated_cluster,
     gpu_node,
+    kubelet_go_delay,
     make_run,
     rbac_rules,
     run_scenario,
@@ -65,14 +68,16 @@ def _released(fc: FakeCluster) -> bool:
 
 # ------------------------------------------------------------------------------ the start barrier
 
-def test_the_emulated_go_delays_follow_the_kubelet() -> None:
-    """The emulator's go delay is the annotation path's (sub-second to a couple of seconds, far inside the
-    default 10 s start delay); the old ConfigMap path, at a 2-minute syncFrequency, misses a 90 s go about
-    40 % of the time (the issue's figure), which is why it was replaced."""
+def test_the_start_delay_covers_the_kubelets_documented_go_path_with_a_margin() -> None:
+    """The go's bound is the kubelet's own periods on the annotation path (volume_manager.go, kubelet.go; see
+    k8s_fixtures.KUBELET_PERIODS_S) times a margin, not a model of the delay: the kit's default start delay must
+    exceed it, and every delay the emulator draws stays within it. The periodic-sync fallback (syncFrequency,
+    1 m) does not fit: a missed update is caught live (the next test). The old ConfigMap path, at a 2-minute
+    syncFrequency, misses a 90 s go about 40 % of the time (the issue's figure), which is why it was replaced."""
     rng = random.Random(1)
-    annotation = sorted(annotation_go_delay(rng) for _ in range(20000))
-    assert annotation[0] > 0.05 and annotation[int(0.999 * len(annotation))] < 3.0
-    assert annotation[len(annotation) // 2] < 0.5
+    assert sum(KUBELET_PERIODS_S.values()) < GO_BOUND_S < KubernetesBackend.__init__.__kwdefaults__["start_delay_s"]
+    assert KubernetesBackend.__init__.__kwdefaults__["start_delay_s"] < SYNC_FREQUENCY_S
+    assert max(kubelet_go_delay(rng) for _ in range(2000)) <= GO_BOUND_S
     configmap = [configmap_go_delay(rng, sync_s=120.0) for _ in range(20000)]
     missed = sum(d > 90.0 for d in configmap) / len(configmap)
     assert 0.35 < missed < 0.45
@@ -100,8 +105,21 @@ async def test_realistic_kubelet_delays_never_start_late_and_one_node_clock(clus
     for t in ("fft", "gemm"):
         assert scen["tenants"][t]["missed_start_barrier"] is False
     delays = list(cluster.go_delays.values())
-    assert len(delays) == 2 and max(delays) < 10.0
+    assert len(delays) == 2 and max(delays) <= GO_BOUND_S
     print(f"\ngo delays (fake s): {sorted(round(d, 3) for d in delays)}")
+
+
+async def test_gos_at_the_kubelets_documented_bound_still_start_together(cluster: FakeCluster,
+                                                                        tmp_path: Path) -> None:
+    """Both tenants' go arrives at the bound of the kubelet's event path (``GO_BOUND_S``, every period taken whole,
+    with its margin): the default 10 s start delay covers it and nobody starts late. Fails when the start delay
+    is shorter than that bound (e.g. start_delay_s=2)."""
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.go_delay_of.update({"fft": GO_BOUND_S, "gemm": GO_BOUND_S})
+    run, spec = make_run(tmp_path)
+    assert (await _run(cluster.backend(start_delay_s=10.0), run, spec.scenario("shared"))).status == "complete"
+    scen = run.manifest()["scenarios"]["shared"]
+    assert all(scen["tenants"][t]["missed_start_barrier"] is False for t in ("fft", "gemm"))
 
 
 async def test_a_forced_late_start_is_stopped_within_seconds(cluster: FakeCluster, tmp_path: Path) -> None:
@@ -209,8 +227,9 @@ async def test_a_placeholder_that_stops_mid_run_fails_the_scenario(cluster: Fake
 
     async def delete_one() -> None:
         await until(lambda: _released(cluster))
-        holder = next(n for n, p in cluster.live(PODS).items()
-                      if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "3")
+        holder = next(n for n, p in cluster.live(PODS).items()  # the placeholders' own Job, its second pod
+                      if p["metadata"]["labels"]["job-name"].endswith("-hold")
+                      and p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "1")
         await cluster._kill(holder)
 
     task = asyncio.create_task(delete_one())
@@ -413,7 +432,8 @@ async def test_mps_caps_and_replicas_are_recorded_and_handed_to_the_workers(clus
     rec = run.manifest()["scenarios"]["shared-mps"]
     assert rec["mps_caps"] == {"source": "k8s-device-plugin MPS daemon", "replicas": 4,
                                "active_thread_percentage": 25.0, "pinned_memory_fraction": 0.25}
-    env = {e["name"]: e["value"] for e in cluster.requests("post", JOBS)[-1].data["spec"]["template"]["spec"]
+    tenants_job = [r for r in cluster.requests("post", JOBS) if not r.data["metadata"]["name"].endswith("-hold")][-1]
+    env = {e["name"]: e["value"] for e in tenants_job.data["spec"]["template"]["spec"]
            ["containers"][0]["env"]}
     assert json.loads(env["KTS_SHARING_CAPS"]) == rec["mps_caps"]
     timeslice = replace(scenario, sharing="timeslice", name="shared")

@@ -11,7 +11,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = "kts_helpers.run.backends.kubernetes"
-HEAVY = ("kubernetes", "urllib3", "torch")
+# yaml: PyYAML comes with the kubernetes client (its dependency); the device plugin's config is YAML (plugin_config)
+HEAVY = ("kubernetes", "urllib3", "torch", "yaml")
 
 
 def _module(path: Path) -> str:

@@ -21,7 +21,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from kts_helpers.run.backends.kubernetes.jobs import build_scenario_job
+from kts_helpers.run.backends.kubernetes.jobs import build_hold_job, build_scenario_job
 from kts_helpers.run.spec import ExperimentParams, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +99,8 @@ def test_no_overlay_resets_the_start_barrier(overlay: str) -> None:
     assert not [d for d in render(overlay) if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "kts-start-at"]
 
 
-def _hardened(pod: dict[str, Any]) -> None:
+def _hardened(pod: dict[str, Any], tenant: bool = True) -> None:
+    """Pod Security "restricted" and the resources a tenant asks for (``tenant=False``: a placeholder's)."""
     psc = pod["securityContext"]
     assert psc["runAsNonRoot"] is True and psc["runAsUser"] >= 1000
     assert psc["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -114,6 +115,10 @@ def _hardened(pod: dict[str, Any]) -> None:
     mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
     vols = {v["name"]: v for v in pod["volumes"]}
     assert "emptyDir" in vols[next(iter(mounts))] and mounts["scratch"] == "/scratch"
+    if not tenant:  # a sleeping placeholder: minimal requests, one replica
+        assert c["resources"] == {"requests": {"cpu": "10m", "memory": "64Mi"},
+                                  "limits": {"memory": "64Mi", "nvidia.com/gpu": "1"}}
+        return
     env = {e["name"]: e for e in c["env"]}
     assert env["HOME"]["value"] == "/scratch" and env["DEVICE"]["value"] == "cuda"
     # hand-applied manifests start at START_AT (ConfigMap kts-start-at, no barrier); the backend's Jobs at their
@@ -121,7 +126,8 @@ def _hardened(pod: dict[str, Any]) -> None:
     assert "START_AT" in env or (env["KTS_GO_FILE"]["value"] == "/kts-go/start_at" and vols["go"]["downwardAPI"][
         "items"] == [{"path": "start_at", "fieldRef": {"fieldPath": "metadata.annotations['kts/start-at']"}}])
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert c["resources"]["requests"] == {"cpu": "1", "memory": "2Gi"}
+    assert c["resources"]["requests"] == {"cpu": "1", "memory": "8Gi"}
+    assert c["resources"]["limits"]["cpu"] == "1" and c["resources"]["limits"]["memory"] == "8Gi"  # Guaranteed
 
 
 @pytest.mark.parametrize("overlay", JOB_OVERLAYS)
@@ -272,7 +278,11 @@ def test_backend_jobs_validate_and_match_the_manifests(version: str) -> None:
         assert pod["serviceAccountName"] == manifest_pod["serviceAccountName"] == "kts-worker"
         assert pod["imagePullSecrets"] == [{"name": "regcred"}]
         assert job["spec"]["completionMode"] == manifest["spec"]["completionMode"] == "Indexed"
-        assert job["spec"]["completions"] == len(scenario.tenants) + 2  # the placeholders' indexes follow
+        assert job["spec"]["completions"] == len(scenario.tenants)  # the placeholders are a Job of their own
+        hold = build_hold_job(job, 2, len(scenario.tenants))
+        kubernetes_validate.validate(hold, version, strict=True)
+        _hardened(hold["spec"]["template"]["spec"], tenant=False)
+        assert hold["spec"]["completions"] == 2 and hold["metadata"]["name"] == job["metadata"]["name"] + "-hold"
         assert job["metadata"]["labels"]["kts.scenario"] == scenario.name
         assert job["spec"]["suspend"] is True
 

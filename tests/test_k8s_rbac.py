@@ -28,6 +28,8 @@ from kts_helpers.run.backends.kubernetes.api import KubeApi
 pytestmark = pytest.mark.timeout(120)
 RBAC = Path(__file__).resolve().parents[1] / "manifests" / "base" / "rbac.yaml"
 OPT_IN = Path(__file__).resolve().parents[1] / "manifests" / "components" / "cluster-pod-list" / "rbac.yaml"
+PLUGIN_CONFIG = Path(__file__).resolve().parents[1] / "manifests" / "components" / "device-plugin-config" / "rbac.yaml"
+PLUGIN_NS = "nvidia-device-plugin"
 VERB = {"POST": "create", "PUT": "update", "PATCH": "patch"}
 
 
@@ -64,7 +66,10 @@ async def test_rbac_grants_exactly_what_the_backend_calls(tmp_path: Path, opt_in
     try:
         async with emulated_cluster() as fc:
             fc.add_node(gpu_node("gpu-1"))
-            backend = fc.backend(queue_name="kts", lease_duration_s=3, cluster_pod_list=opt_in)  # renewed while it runs
+            fc.add_configmap(PLUGIN_NS, "nvdp-config", {"any": "version: v1\nsharing:\n  timeSlicing:\n    "
+                                                        "resources:\n      - name: nvidia.com/gpu\n        replicas: 4\n"})
+            backend = fc.backend(queue_name="kts", lease_duration_s=3, cluster_pod_list=opt_in,  # renewed while it runs
+                                 device_plugin_config=f"{PLUGIN_NS}/nvdp-config" if opt_in else None)
             run, spec = make_run(tmp_path)
             await asyncio.to_thread(backend.describe)
             await asyncio.to_thread(backend.run_scenario, run, spec.scenario("shared"), timeout_s=120, progress=False)
@@ -85,7 +90,9 @@ async def test_rbac_grants_exactly_what_the_backend_calls(tmp_path: Path, opt_in
     finally:
         for name, fn in originals.items():
             setattr(KubeApi, name, fn)
-    assert sorted(set(public) - used) == [], "extend this test so that it exercises every API call"
+    opt_in_calls = {"read_configmap"}  # the device plugin's ConfigMap: only with device_plugin_config
+    assert sorted(set(public) - used - (set() if opt_in else opt_in_calls)) == [], \
+        "extend this test so that it exercises every API call"
 
     called = {(r.resource.group, r.resource.plural + (f"/{r.subresource}" if r.subresource else ""), _verb(r))
               for r in ours if r.resource is not None}
@@ -93,10 +100,14 @@ async def test_rbac_grants_exactly_what_the_backend_calls(tmp_path: Path, opt_in
     cluster_wide = {(r.resource.group, r.resource.plural, _verb(r)) for r in ours
                     if r.resource is not None and r.namespace is None}
     namespaced = {(r.resource.group, r.resource.plural + (f"/{r.subresource}" if r.subresource else ""), _verb(r))
-                  for r in ours if r.resource is not None and r.namespace is not None}
-    assert called == namespaced | cluster_wide
+                  for r in ours if r.resource is not None and r.namespace == NS}
+    in_plugin_ns = {(r.resource.group, r.resource.plural, _verb(r)) for r in ours
+                    if r.resource is not None and r.namespace == PLUGIN_NS}
+    assert called == namespaced | cluster_wide | in_plugin_ns
+    # the opt-in Role of components/device-plugin-config, in the plugin's namespace: exactly its one call
+    assert in_plugin_ns == (_granted("Role", PLUGIN_CONFIG) if opt_in else set())
     assert all(r.namespace is None for r in ours if r.resource is not None and r.resource.plural == "nodes")
-    assert all(r.namespace in (None, NS) for r in ours if r.resource is not None)
+    assert all(r.namespace in (None, NS, PLUGIN_NS) for r in ours if r.resource is not None)
     assert namespaced == _granted("Role"), (sorted(namespaced - _granted("Role")),
                                             sorted(_granted("Role") - namespaced))
     assert cluster_wide == _granted("ClusterRole") | (_granted("ClusterRole", OPT_IN) if opt_in else set())
@@ -112,3 +123,7 @@ def test_the_rbac_test_would_notice_a_verb_too_many() -> None:
     assert {v for g, r, v in role if r == "pods"} == {"list", "watch", "patch", "delete"}  # patch: the go only
     assert _granted("ClusterRole") == {("", "nodes", "get"), ("", "nodes", "list")}  # no pod of other namespaces
     assert _granted("ClusterRole", OPT_IN) == {("", "pods", "list")}
+    assert _granted("Role", PLUGIN_CONFIG) == {("", "configmaps", "get")}  # one ConfigMap, by resourceNames
+    docs = [d for d in yaml.safe_load_all(PLUGIN_CONFIG.read_text()) if d]
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    assert role["metadata"]["namespace"] == PLUGIN_NS and role["rules"][0]["resourceNames"] == ["nvdp-config"]

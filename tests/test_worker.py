@@ -275,3 +275,30 @@ def test_go_file_barrier_says_ready_then_waits_for_its_own_start(tmp_path, capsy
     ready = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(READY_PREFIX)]
     assert 1 <= len(ready) <= 2 and ready[0].startswith(f"{READY_PREFIX} tenant=b clock_ns=")
     assert before <= int(ready[0].rsplit("=", 1)[1]) <= start
+
+
+def test_the_workers_gpu_memory_reading_uses_nvml_and_degrades_to_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """workers/kts_gpumem.py: NVML's device-wide used memory and compute processes (host PIDs) beside the tenant's
+    own reservation; without nvidia-ml-py (optional) the reading is "unknown" with why, never an error."""
+    import sys
+    from types import SimpleNamespace
+
+    import kts_gpumem
+
+    torch = SimpleNamespace(cuda=SimpleNamespace(memory_reserved=lambda d: 2 << 30))
+    cuda = SimpleNamespace(type="cuda")
+    fake = SimpleNamespace(
+        nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+        nvmlDeviceGetHandleByUUID=lambda u: ("h", u), nvmlDeviceGetHandleByIndex=lambda i: ("h", i),
+        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(used=7 << 30, total=80 << 30),
+        nvmlDeviceGetComputeRunningProcesses=lambda h: [SimpleNamespace(pid=11, usedGpuMemory=3 << 30),
+                                                         SimpleNamespace(pid=12, usedGpuMemory=None)])
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(kts_gpumem.os, "getpid", lambda: 11)
+    got = kts_gpumem.gpu_memory(torch, cuda, "GPU-a")
+    assert got == {"source": "nvml", "gpu_uuid": "GPU-a", "device_used_bytes": 7 << 30, "device_total_bytes": 80 << 30,
+                   "own_reserved_bytes": 2 << 30, "own_pid": 11, "own_process_bytes": 3 << 30,
+                   "processes": [{"pid": 11, "used_bytes": 3 << 30}, {"pid": 12, "used_bytes": None}]}
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: import fails
+    assert kts_gpumem.gpu_memory(torch, cuda)["status"] == "unknown"
+    assert kts_gpumem.gpu_memory(torch, SimpleNamespace(type="cpu")) == {"status": "unknown", "reason": "not on CUDA"}

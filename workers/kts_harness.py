@@ -42,6 +42,9 @@ class Clock:
     def __init__(self, torch, device) -> None:
         self.torch = torch
         self.cuda = device.type == "cuda"
+        # a reading of the device's used memory and its processes (kts_gpumem.gpu_memory), set by the worker on
+        # CUDA: run_loop puts it in each block's KTS_END, for the kit's stranger check; None: not read
+        self.memory: Callable[[], dict] | None = None
         if self.cuda:
             self.ev_start = torch.cuda.Event(enable_timing=True)
             self.ev_end = torch.cuda.Event(enable_timing=True)
@@ -348,6 +351,12 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
             end = rule.end_record(args, timed, timed_from, now, reason)
             if probing:  # one value per timed iteration, in order: the host's speed right after it
                 end["host_probe_ms"] = [round(ms, 4) for ms in probes]
+            memory = getattr(clock, "memory", None)
+            if memory is not None:  # the device's used memory while every tenant still runs (they pad after)
+                try:
+                    end["gpu_memory"] = memory()
+                except Exception as exc:  # noqa: BLE001 - the reading never ends the block
+                    end["gpu_memory"] = {"status": "unknown", "reason": str(exc)[:200] or type(exc).__name__}
             out.write(record_line(END_TAG, end) + "\n")
             out.flush()
             if not args.pad:

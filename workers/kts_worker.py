@@ -277,6 +277,13 @@ def main(argv: list[str] | None = None) -> int:
     if profile is not None:
         meta["profile"] = profile
     meta["setup_s"] = setup_s
+    if device.type == "cuda":  # the device's used memory at each block's end (kts_gpumem; "unknown" without NVML)
+        try:
+            from kts_gpumem import gpu_memory
+        except ImportError:  # an image built before it: the stranger check is unknown, the run goes on
+            clock.memory = lambda: {"status": "unknown", "reason": "kts_gpumem.py is not beside the worker"}
+        else:
+            clock.memory = lambda: gpu_memory(torch, device, meta.get("gpu_uuid"))
     if args.serve_dir:  # the warm design: blocks on command until told to quit
         from kts_serve import serve
 

@@ -56,6 +56,7 @@ class TenantProgress:
     meta: dict = field(default_factory=dict)
     look: int | None = None  # the interim look it pads at (KTS_LOOK), until its next timed line or KTS_END
     looks: list[int] = field(default_factory=list)  # every look it reached
+    end: dict = field(default_factory=dict)  # its KTS_END record (the block's end: stopping, gpu_memory, ...)
 
     @property
     def timed_done(self) -> bool:
@@ -89,6 +90,7 @@ class CoRunWatch:
                 continue
             if isinstance(rec, LogRecord) and rec.tag == END_TAG:
                 p.look = None
+                p.end = dict(rec.data or {})
                 continue
             if not isinstance(rec, AppLine) or rec.version != "v2":
                 continue

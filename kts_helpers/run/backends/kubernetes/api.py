@@ -106,6 +106,13 @@ class KubeApi:
     def read_node(self, name: str) -> dict[str, Any]:
         return self._json(self._call("get", "nodes", self.core.read_node, name, namespaced=False))
 
+    def read_configmap(self, name: str, namespace: str) -> dict[str, Any] | None:
+        """A ConfigMap of another namespace (the device plugin's config: the opt-in Role of
+        manifests/components/device-plugin-config); None when it does not exist."""
+        data = self._call("get", "configmaps", self.core.read_namespaced_config_map, name, namespace,
+                          missing_ok=True, in_namespace=namespace)
+        return self._json(data) if data else None
+
     # --- jobs
     def create_job(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._json(self._call("create", "jobs.batch", self.batch.create_namespaced_job, self.namespace, body))

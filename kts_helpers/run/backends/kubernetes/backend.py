@@ -41,7 +41,7 @@ from kts_helpers.run.backends.base import ScenarioResult, TenantResult
 from kts_helpers.run.backends.kubernetes.api import KubeApi, KubeForbidden, load_api_client
 from kts_helpers.run.backends.kubernetes.clock import Clock, parse_time
 from kts_helpers.run.backends.kubernetes.interrupts import interrupt_reason, sigterm_as_interrupt
-from kts_helpers.run.backends.kubernetes.jobs import GPU_TOLERATION
+from kts_helpers.run.backends.kubernetes.jobs import GPU_TOLERATION, PLACEHOLDER_REQUESTS
 from kts_helpers.run.backends.kubernetes.lease import NodeBusy, NodeLease, client_identity
 from kts_helpers.run.backends.kubernetes.lifecycle import Failure, ScenarioRun, scenario_selector, sleep_real
 from kts_helpers.run.backends.kubernetes.logs import continuity_of
@@ -72,7 +72,14 @@ from kts_helpers.run.backends.kubernetes.nodes import (
     stated_node,
     untolerated,
 )
+from kts_helpers.run.backends.kubernetes.plugin_config import (
+    CONFIG_LABEL,
+    PluginConfigError,
+    parse_reference,
+    plugin_settings,
+)
 from kts_helpers.run.corun import Judge, gpu_mismatch
+from kts_helpers.run.gpumem import check_block
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec
 from kts_helpers.run.telemetry import DcgmScraper, page_check, write_status
@@ -81,18 +88,23 @@ STRATEGY_OF = {"timeslice": "time-slicing", "mps": "mps"}
 
 
 
-def qos_record(events: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The tenants' QoS classes as the API server set them, and what that means for the measured tail.
+def qos_record(events: Mapping[str, Mapping[str, Any]], placeholders: int = 0) -> dict[str, Any]:
+    """The tenants' QoS classes as the API server set them (each pod's ``status.qosClass``, read back), and what
+    that means for the measured tail.
 
-    The tenants ask for ``threads`` CPUs and 2Gi with a memory limit and no CPU limit: Burstable, so other pods'
-    CPU use on the node can reach their cores and enter the tail. Guaranteed (requests = limits, whole CPUs)
-    is not set because one Indexed Job has one pod template for every index: the placeholders would then ask
-    for the same whole CPUs and memory limit each (manifests/README.md)."""
+    The tenants ask for Guaranteed QoS (``jobs``: CPU and memory requests equal to limits, whole CPUs): other
+    pods' CPU use on the node then cannot reach their share, and with the kubelet's static CPU manager they get
+    exclusive cores. A class other than Guaranteed (a LimitRange or a mutating webhook changed the pod; an
+    old API server) is stated with what it means. The placeholders' own minimal requests are recorded too."""
     classes = {t: ev.get("qos_class") for t, ev in events.items()}
-    out: dict[str, Any] = {"tenants": classes}
+    out: dict[str, Any] = {"tenants": classes, "source": "pod status.qosClass (set by the API server)",
+                           "tenant_requests": "requests = limits, whole CPUs (Guaranteed asked)"}
+    if placeholders:
+        out["placeholder_requests"] = dict(PLACEHOLDER_REQUESTS)
     if any(c != "Guaranteed" for c in classes.values()):
-        out["note"] = ("tenants are not Guaranteed QoS (CPU requests without equal limits): other pods' CPU use on "
-                       "the node can enter the measured tail")
+        out["note"] = ("tenants are not Guaranteed QoS although they asked for it (a LimitRange or webhook changed "
+                       "their resources, or the class was not read): other pods' CPU use on the node can enter the "
+                       "measured tail")
     return out
 
 
@@ -143,6 +155,10 @@ class KubernetesBackend:
     tolerate (``"key=value:NoSchedule,key2"`` or toleration objects); nodes with other taints are skipped.
     ``worker_device``: ``cuda``, or ``cpu`` on a cluster without GPUs (manifests/kind/run-kind.sh): everything
     but the GPU runs, and a shared scenario fails its one-GPU proof (no GPU UUID), as it must.
+    ``device_plugin_config``: the NVIDIA device plugin's ConfigMap, ``<namespace>/<name>[/<default key>]``
+    (needs the opt-in Role of manifests/components/device-plugin-config): its replicas, sharing strategy,
+    renameByDefault and failRequestsGreaterThanOne are then verified from it (``plugin_config``); where it
+    cannot be read they are recorded as stated or unverified.
     """
 
     name = "kubernetes"
@@ -160,7 +176,8 @@ class KubernetesBackend:
                  keep_finished_s: int = 86400, ready_timeout_s: float = 1800.0, clock: Clock | None = None,
                  placeholders: bool | str = True, cluster_pod_list: bool | str = False,
                  gpu_replicas: int | str | None = None,
-                 tolerations: str | Sequence[Mapping[str, Any]] | None = None, worker_device: str = "cuda"):
+                 tolerations: str | Sequence[Mapping[str, Any]] | None = None, worker_device: str = "cuda",
+                 device_plugin_config: str | None = None):
         for what, ns in (("namespace", namespace), ("lease_namespace", lease_namespace or namespace)):
             if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", ns or "") or len(ns) > 63:
                 raise SpecError(f"invalid Kubernetes {what} {ns!r}")
@@ -198,6 +215,8 @@ class KubernetesBackend:
             raise SpecError(f"worker_device must be 'cuda' or 'cpu' (a cluster without GPUs, e.g. kind), got "
                             f"{worker_device!r}")
         self.worker_device = worker_device
+        self.device_plugin_config = parse_reference(device_plugin_config)
+        self._plugin_checked: set[str] = set()
         if gpu_replicas in (None, ""):
             self.gpu_replicas: int | None = None
         elif not str(gpu_replicas).isdigit() or not 1 <= int(str(gpu_replicas)) <= 64:
@@ -523,6 +542,7 @@ class KubernetesBackend:
         if not scenario.tenants:
             raise SpecError(f"scenario {scenario.name!r} has no tenants")
         node = self.node_for(run)
+        self.verify_plugin(node)
         if node.allocatable < len(scenario.tenants):
             raise BackendError(f"scenario {scenario.name!r} needs {len(scenario.tenants)} GPUs on one node but "
                                f"{node.sharing_note()}; time-slicing may not be configured (replicas)")
@@ -539,6 +559,80 @@ class KubernetesBackend:
         if lease.lost and result.status == "complete":  # noticed only when the renewal thread stopped
             raise BackendError(f"scenario {scenario.name!r}: {lease.lost}")
         return result
+
+    def verify_plugin(self, node: NodeInfo) -> None:
+        """Where each sharing setting of ``node`` comes from, recorded in ``node.plugin``; the device plugin's own
+        ConfigMap (``device_plugin_config``) where RBAC lets the kit read it: its values then replace what was
+        stated (``gpu_replicas``, the resource name) and must agree with GPU feature discovery's labels. A config
+        the kit reads and the node contradicts fails here, by name: the plugin did not load it (yet)."""
+        if node.name in self._plugin_checked and node.plugin:
+            return
+        gfd = "verified from the node's GPU feature discovery labels"
+        rec: dict[str, Any] = {
+            "replicas": {"value": node.replicas, "source": (
+                f"{gfd} (nvidia.com/gpu.replicas)" if node.readable and node.replicas is not None else
+                "unverified (stated by K8S_GPU_REPLICAS)" if not node.readable else "unknown (no label)")},
+            "strategy": {"value": node.strategy, "source": (
+                f"{gfd} (nvidia.com/gpu.sharing-strategy)" if node.readable and node.strategy else "unknown")},
+            "resource": {"value": node.resource, "source": "verified from the node's allocatable resources"
+                         if node.readable else "unverified (stated by gpu_resource, else nvidia.com/gpu)"},
+            "rename_by_default": {"value": None, "source": "unknown"},
+            "fail_requests_greater_than_one": {"value": None, "source": "unknown"}}
+        label = node.labels.get(CONFIG_LABEL) if node.readable else None
+        rec["config_label"] = {"value": label, "source": f"node label {CONFIG_LABEL}" if node.readable else
+                               "unknown (nodes not readable)"}
+        node.plugin = rec
+        self._plugin_checked.add(node.name)
+        if self.device_plugin_config is None:
+            rec["config"] = "not read (no device_plugin_config / K8S_DEVICE_PLUGIN_CONFIG)"
+            return
+        ns, name, default = self.device_plugin_config
+        try:
+            cm = self.api.read_configmap(name, ns)
+        except KubeForbidden as exc:
+            rec["config"] = f"not read: {exc} (apply manifests/components/device-plugin-config)"
+            return
+        if cm is None:
+            rec["config"] = f"not read: ConfigMap {ns}/{name} does not exist"
+            return
+        base = "nvidia.com/gpu"
+        try:
+            got, source = plugin_settings(cm, label, default, base)
+        except PluginConfigError as exc:
+            raise BackendError(f"the device plugin's ConfigMap {ns}/{name} is not a config the plugin loads: {exc} "
+                               "(NVIDIA/k8s-device-plugin api/config/v1)") from None
+        rec["config"] = source
+        if got is None:
+            return
+        verified = f"verified from {source}"
+        wrong = []
+        if node.readable and node.replicas is not None and got.replicas is not None and node.replicas != got.replicas:
+            wrong.append(f"replicas {got.replicas} in the config, {node.replicas} on the node's label")
+        if not node.readable and got.replicas is not None and node.replicas != got.replicas:
+            wrong.append(f"replicas {got.replicas} in the config, {node.replicas} stated by K8S_GPU_REPLICAS")
+        if node.readable and node.strategy and node.strategy != got.strategy:
+            wrong.append(f"sharing strategy {got.strategy} in the config, {node.strategy} on the node's label")
+        if node.readable and node.resource != got.resource and node.allocatable:
+            wrong.append(f"resource {got.resource} in the config, {node.resource} advertised by the node")
+        if wrong:
+            raise BackendError(f"node {node.name}: the device plugin's config and the node disagree ({'; '.join(wrong)}"
+                               f"; config: {source}): the plugin has not loaded that config, or another one applies; "
+                               "fix the plugin's config or the stated K8S_* values before measuring")
+        rec["replicas"] = {"value": got.replicas, "source": verified}
+        rec["strategy"] = {"value": got.strategy, "source": verified}
+        rec["resource"] = {"value": got.resource, "source": verified}
+        rec["rename_by_default"] = {"value": got.rename_by_default, "source": verified}
+        rec["fail_requests_greater_than_one"] = {"value": got.fail_requests_greater_than_one, "source": verified}
+        if got.allocation_policy:
+            rec["allocation_policy"] = {"value": got.allocation_policy, "source": verified}
+        if got.device_list_strategy or got.device_id_strategy:
+            rec["device_list_strategy"] = {"value": got.device_list_strategy or None, "source": verified}
+            rec["device_id_strategy"] = {"value": got.device_id_strategy, "source": verified}
+        if got.replicas is not None:
+            node.replicas = got.replicas
+        node.strategy = node.strategy or got.strategy
+        if not node.readable and self.gpu_resource is None:
+            node.resource = got.resource  # renameByDefault: pods must ask for nvidia.com/gpu.shared
 
     def _check_one_physical_gpu(self, scenario: ScenarioSpec, node: NodeInfo) -> None:
         """A shared scenario's tenants must land on one physical GPU of the node, by a sharing strategy.
@@ -623,7 +717,7 @@ class KubernetesBackend:
             "context": self.context, "namespace": self.namespace, "image": self.image, "node": node.name,
             "gpu_resource": node.resource, "kubernetes_gpus": node.allocatable, "physical_gpus": node.physical,
             "replicas": node.replicas, "sharing_strategy": node.strategy, "queue": sr.queue,
-            "device_plugin": node.plugin_version, "job": sr.name, "how": sr.how, "barrier": sr.barrier.record(), "started_ns": started_ns,
+            "device_plugin": node.plugin_version, "device_plugin_settings": node.plugin, "job": sr.name, "how": sr.how, "barrier": sr.barrier.record(), "started_ns": started_ns,
             "ended_ns": ended_ns, "resolution_s": RESOLUTION_S, "tenants": events, "corun": sr.replay().summary(),
             "lease": {"name": f"{lease.namespace}/{lease.name}", "holder": lease.identity,
                       "waited_for_node_s": round(waited_s, 3)},
@@ -634,7 +728,9 @@ class KubernetesBackend:
                             f"namespace {self.namespace}", "strangers": sorted(sr.strangers.values()),
                             "nodes_readable": self.nodes_readable, "replicas": sr.replicas_proof},
             "log_gaps": {t: c.gaps for t, c in sr.live.continuity.items() if c.gaps},
-            "qos": qos_record(events),
+            "qos": qos_record(events, sr.placeholders),
+            "gpu_memory": sr.gpu_memory or {"status": "unknown", "reason": "not checked (the scenario did not end "
+                                                                          "cleanly)"},
         }
         if scenario.sharing == "mps" and node.replicas:
             info["mps_caps"] = mps_caps(node.replicas)
@@ -685,6 +781,12 @@ class KubernetesBackend:
                                   if sr.run.log_path(sr.scenario.name, t).exists() else b"")
             if check.gaps:
                 return Failure(t, None, check.text(t))
+        # a stranger context on the GPU, from the device's used memory against the tenants' own (gpumem)
+        ends = sr.replay()
+        sr.gpu_memory = check_block({t: ends.tenants[t].end.get("gpu_memory") for t in sr.tenants},
+                                    mps=sr.scenario.sharing == "mps" and sr.scenario.kind == "shared")
+        if sr.gpu_memory["status"] == "stranger":
+            return Failure(first, None, f"{sr.gpu_memory['text']}; the scenario must run again")
         late = next((t for t in sr.tenants if (events.get(t) or {}).get("missed_start_barrier")), None)
         if late is not None and len(sr.tenants) > 1:
             return Failure(late, None, f"began its timed loop {events[late]['late_start_s']:.2f} s after its start: "

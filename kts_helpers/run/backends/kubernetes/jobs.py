@@ -6,15 +6,19 @@ is one Job's conditions. Each pod finds its own tenant's settings in ``KTS_TENAN
 at its ``JOB_COMPLETION_INDEX``, which the Job controller sets. The pod is hardened like
 manifests/components/hardened-worker and runs as the ``kts-worker`` ServiceAccount.
 
-**Placeholders** (issue #32): the indexes after the tenants' hold every remaining replica of the measured
-GPU for the whole scenario, so the scheduler itself keeps other pods off it (a stranger asking for a
-replica mid-run stays Pending with "Insufficient nvidia.com/gpu"). A placeholder is the kit's own image,
-asleep: the container's command runs the worker for a tenant index and, for a placeholder index, prints
-``kts_placeholder: holding ... gpu=<its GPU's UUID from NVML>`` and sleeps (one replica each, like a tenant:
-the template is shared, so it asks for the same CPU and memory). Being indexes of the same Job, they are
-admitted by Kueue in the same gang and deleted with it; the Job's ``successPolicy`` (Kubernetes >= 1.31)
-declares it complete once every tenant index succeeded and ends the placeholders; without it the client
-deletes the Job, and the placeholders' own sleep ends with the Job's deadline.
+**Placeholders** (issue #32, sized in #45): a second Indexed Job of the scenario, ``<job>-hold``
+(``build_hold_job``), holds every remaining replica of the measured GPU for the whole scenario, so the
+scheduler itself keeps other pods off it (a stranger asking for a replica mid-run stays Pending with
+"Insufficient nvidia.com/gpu"). A placeholder is the kit's own image, asleep: the launcher prints
+``kts_placeholder: holding ... gpu=<its GPU's UUID from NVML>`` and sleeps. Its pod template is its own, with
+minimal requests (``PLACEHOLDER_REQUESTS``: 10m CPU, 64Mi), so 46 of them fit on a node where 46 tenant-sized pods
+would not; its completion indexes continue the tenants' (``KTS_HOLD_INDEX_BASE``). With a Kueue queue it is a
+Workload of its own (Kueue admits each Job as one gang); the client deletes it with the tenants' Job.
+
+**Tenants are Guaranteed QoS** (pkg/apis/core/v1/helper/qos, ``GetPodQOS``): CPU and memory requests equal
+their limits, in whole CPUs (``threads``), so the kubelet's static CPU manager may give them exclusive cores and
+other pods' CPU bursts do not enter the measured tail; the class the API server set is read back from each pod's
+``status.qosClass`` and recorded.
 
 **podFailurePolicy**: a pod that a preemption, a drain (Eviction API) or a taint manager stops gets the
 condition ``DisruptionTarget``; the rule fails the Job at once (reason ``PodFailurePolicy``) and the backend
@@ -23,6 +27,7 @@ names the pod's condition (``state.disruption``), instead of "BackoffLimitExceed
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -49,8 +54,10 @@ from kts_helpers.run.backends.kubernetes.names import (
 from kts_helpers.run.corun import DEFAULT_LEAD_IN_S
 from kts_helpers.run.spec import ScenarioSpec
 
-# What manifests/components/tenant-*/job.yaml request, so a hand-applied Job and the backend's match.
-MEMORY_REQUEST = "2Gi"
+# A sleeping placeholder (or replica probe): a Python interpreter that loads libnvidia-ml and sleeps; the GPU
+# replica is what it holds. Requests only (no CPU limit): Burstable, and never throttled while it sleeps.
+PLACEHOLDER_REQUESTS = {"cpu": "10m", "memory": "64Mi"}
+HOLD_SUFFIX = "-hold"
 WORKER_SERVICE_ACCOUNT = "kts-worker"
 WORKER_PATH = "/opt/kts/kts_worker.py"  # where workers/Containerfile puts the worker (its ENTRYPOINT runs it)
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -63,7 +70,7 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 # from v25.10). No CUDA context is made: a sleeping placeholder must not become an MPS client or hold memory.
 LAUNCHER = (
     "import ctypes, json, os, sys, time\n"
-    "i = int(os.environ.get('JOB_COMPLETION_INDEX', '0'))\n"
+    "i = int(os.environ.get('JOB_COMPLETION_INDEX', '0')) + int(os.environ.get('KTS_HOLD_INDEX_BASE', '0'))\n"
     "if i < len(json.loads(os.environ['KTS_TENANTS'])):\n"
     f"    os.execvp(sys.executable, [sys.executable, '-u', '{WORKER_PATH}'])\n"
     "def nvml_uuid():\n"
@@ -117,7 +124,7 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
     "restricted" and is reported to break GPU containers under CDI-mode container toolkits, so it is an
     option; the writable paths the worker needs are on the ``/scratch`` emptyDir either way.
     ``ttl_s`` keeps a finished Job (and its pods' logs) long enough for ``kts run --resume``.
-    ``placeholders``: completion indexes after the tenants' that hold the GPU's other replicas.
+    ``placeholders``: how many the scenario's hold Job has (``build_hold_job``), recorded in an annotation.
     ``tolerations``: the user's, added to the GPU one (a tainted GPU pool). ``sharing_caps``: the MPS caps
     the device plugin puts on every client (``nodes.mps_caps``), handed to the workers for their KTS_META.
     ``device``: the workers' torch device, ``cuda`` except on a cluster without GPUs (manifests/kind: a fake
@@ -151,8 +158,9 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
             "command": ["python", "-u", "-c", LAUNCHER],
             "imagePullPolicy": image_pull_policy,
             "env": [{"name": k, "value": v} for k, v in env.items()],
-            "resources": {"requests": {"cpu": str(max(1, threads)), "memory": MEMORY_REQUEST},
-                          "limits": {"memory": memory_limit, gpu_resource: "1"}},
+            # Guaranteed QoS: requests = limits, whole CPUs (the API server defaults requests to limits)
+            "resources": {"requests": {"cpu": str(max(1, threads)), "memory": memory_limit},
+                          "limits": {"cpu": str(max(1, threads)), "memory": memory_limit, gpu_resource: "1"}},
             "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False, "privileged": False,
                                 "readOnlyRootFilesystem": bool(read_only_root), "capabilities": {"drop": ["ALL"]},
                                 "seccompProfile": {"type": "RuntimeDefault"}},
@@ -171,11 +179,10 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
     if runtime_class:
         pod_spec["runtimeClassName"] = runtime_class  # e.g. "nvidia" on K3s without the GPU Operator
     n = len(scenario.tenants)
-    total = n + int(placeholders)
     spec: dict[str, Any] = {
         "completionMode": "Indexed",
-        "completions": total,
-        "parallelism": total,  # every tenant and placeholder at once: one pod per index
+        "completions": n,
+        "parallelism": n,  # every tenant at once: one pod per index (the placeholders are ``build_hold_job``'s)
         "backoffLimit": 0,  # a failed tenant is a failed measurement: never retry silently
         # a preemption, a drain or a taint eviction fails the Job at once, named by the pod's condition
         "podFailurePolicy": {"rules": [{"action": "FailJob", "onPodConditions": [
@@ -184,15 +191,46 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
         "ttlSecondsAfterFinished": int(ttl_s),  # ... and garbage collection if nobody collects it
         "template": {"metadata": {"labels": dict(labels), "annotations": dict(annotations)}, "spec": pod_spec},
     }
-    if placeholders:  # complete once every tenant index succeeded; the Job controller ends the placeholders
-        spec["successPolicy"] = {"rules": [{"succeededIndexes": "0" if n == 1 else f"0-{n - 1}",
-                                            "succeededCount": n}]}
     if queue_name:
         spec["suspend"] = True  # Kueue un-suspends it on admission: the whole gang at once
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": job_name(run_id, scenario.name), "namespace": namespace,
                          "labels": job_labels, "annotations": annotations},
             "spec": spec}
+
+
+def hold_job_name(job: str) -> str:
+    return f"{job}{HOLD_SUFFIX}"
+
+
+def build_hold_job(tenant_job: Mapping[str, Any], placeholders: int, first_index: int,
+                   gpu_resource: str = "nvidia.com/gpu") -> dict[str, Any]:
+    """The placeholders of a scenario: an Indexed Job of ``placeholders`` sleeping pods, each holding one replica
+    of the measured GPU, made from the tenants' Job (same node pin, tolerations, identity, security context,
+    labels, queue, deadlines) with a pod template of its own: minimal requests (``PLACEHOLDER_REQUESTS``), no
+    tenant settings. Its index ``i`` is placeholder ``first_index + i`` (the tenants' Job has indexes below)."""
+    body = {k: copy.deepcopy(v) for k, v in tenant_job.items() if k in ("apiVersion", "kind", "metadata", "spec")}
+    meta = body["metadata"]
+    body["metadata"] = {"name": hold_job_name(meta["name"]), "namespace": meta.get("namespace"),
+                        "labels": dict(meta.get("labels") or {}),
+                        "annotations": {**(meta.get("annotations") or {}), ANN_TENANTS: "[]",
+                                        ANN_PLACEHOLDERS: str(int(placeholders))}}
+    spec = body["spec"]
+    spec.pop("successPolicy", None)
+    spec.update(completions=int(placeholders), parallelism=int(placeholders))
+    tmpl = spec["template"]
+    tmpl["metadata"]["annotations"] = {**(tmpl["metadata"].get("annotations") or {}), ANN_TENANTS: "[]"}
+    pod = tmpl["spec"]
+    keep = ("KTS_HOLD_S", "HOME", "TMPDIR", "PYTHONUNBUFFERED")
+    for c in pod["containers"]:
+        env = [e for e in c.get("env") or [] if e.get("name") in keep]
+        c["env"] = [*env, {"name": "KTS_TENANTS", "value": "[]"},
+                    {"name": "KTS_HOLD_INDEX_BASE", "value": str(int(first_index))}]
+        c["resources"] = {"requests": dict(PLACEHOLDER_REQUESTS),
+                          "limits": {"memory": PLACEHOLDER_REQUESTS["memory"], gpu_resource: "1"}}
+        c["volumeMounts"] = [m for m in c.get("volumeMounts") or [] if m.get("name") == "scratch"]
+    pod["volumes"] = [v for v in pod.get("volumes") or [] if v.get("name") == "scratch"]
+    return body
 
 
 def node_affinity(node: str) -> dict[str, Any]:

@@ -32,7 +32,14 @@ from kts_helpers.run.backends.base import TenantResult
 from kts_helpers.run.backends.kubernetes.api import KubeApi, fingerprint
 from kts_helpers.run.backends.kubernetes.barrier import StartBarrier, late_tenant
 from kts_helpers.run.backends.kubernetes.clock import Clock, parse_time
-from kts_helpers.run.backends.kubernetes.jobs import build_scenario_job, job_placeholders, job_tenants
+from kts_helpers.run.backends.kubernetes.jobs import (
+    PLACEHOLDER_REQUESTS,
+    build_hold_job,
+    build_scenario_job,
+    hold_job_name,
+    job_placeholders,
+    job_tenants,
+)
 from kts_helpers.run.backends.kubernetes.lease import NodeLease
 from kts_helpers.run.backends.kubernetes.logs import LiveScenario
 from kts_helpers.run.backends.kubernetes.names import (
@@ -137,6 +144,7 @@ class ScenarioRun:
         self.run, self.scenario, self.node = run, scenario, node
         self.timeout_s, self.pad_limit_s, self.progress = timeout_s, pad_limit_s, progress
         self.name = job_name(run.run_id, scenario.name)
+        self.hold_name = hold_job_name(self.name)  # the placeholders' own Job (``jobs.build_hold_job``)
         self.tenants = scenario.tenant_names
         self.sel = scenario_selector(run.run_id, scenario.name)
         self.live = LiveScenario(CoRunWatch(self.tenants, pad_limit_s=pad_limit_s),
@@ -161,6 +169,7 @@ class ScenarioRun:
         self.probe_since: float | None = None  # when the probe Job was created
         self.submitted: dict[str, Any] = {}  # the Job body this client submitted
         self.probe_failure = ""
+        self.gpu_memory: dict[str, Any] = {}  # the block's stranger check from the device's used memory (gpumem)
 
     def say(self, text: str) -> None:
         if self.progress:
@@ -182,8 +191,8 @@ class ScenarioRun:
         if old is not None and job_outcome(old).state == "failed":
             self.say(f"Job {self.name} of this run failed while kts was away ({job_outcome(old).text}); "
                      "running the scenario again")
-            self.api.delete_job(self.name)
-            self.b.wait_gone([self.name], self.sel)
+            self.delete_jobs()
+            self.b.wait_gone([self.name, self.hold_name], self.sel)
             self.how, old = "replaced", None
         if old is not None:
             self.placeholders = job_placeholders(old)
@@ -193,8 +202,8 @@ class ScenarioRun:
                 # its tenants wait at the barrier, and their ready lines are old: their clocks cannot be
                 # read again from this client, so the scenario starts over
                 self.say(f"Job {self.name} of this run is still waiting at its start barrier; running it again")
-                self.api.delete_job(self.name)
-                self.b.wait_gone([self.name], self.sel)
+                self.delete_jobs()
+                self.b.wait_gone([self.name, self.hold_name], self.sel)
                 self.how, old = "replaced", None
         if old is not None:
             self.job = old
@@ -218,6 +227,8 @@ class ScenarioRun:
             device=self.b.worker_device)
         self.submitted = body  # what the kit asked for (the probe is made from it, never from server-set fields)
         self.job = self.api.create_job(body) or body
+        if self.placeholders:  # their own Job and pod template: minimal requests (``jobs.build_hold_job``)
+            self.api.create_job(build_hold_job(body, self.placeholders, len(self.tenants), self.node.resource))
         # Read the queue back: Kueue's webhook puts an unlabelled Job into a LocalQueue named "default"
         # (LocalQueueDefaulting) and suspends it; the kit then waits for that queue's admission, knowingly.
         queue = ((self.job.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
@@ -294,11 +305,13 @@ class ScenarioRun:
         """The scenario's Job (None once gone), each tenant's newest pod, and every pod seen."""
         job = self.existing()
         raw = [p for p in self.api.list_pods(self.sel) if is_kts_object(p, self.run.run_id, self.scenario.name)
-               and job_of(p) == self.name]
+               and job_of(p) in (self.name, self.hold_name)]
         pods: dict[str, dict[str, Any]] = {}
         holders: dict[int, dict[str, Any]] = {}
         for p in sorted(raw, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or "")):
             idx = completion_index(p)
+            if idx is not None and job_of(p) == self.hold_name:
+                idx += len(self.tenants)  # the hold Job's indexes continue the tenants'
             if idx is not None and 0 <= idx < len(self.tenants):
                 pods[self.tenants[idx]] = p  # the newest pod of an index wins
             elif idx is not None and len(self.tenants) <= idx < len(self.tenants) + self.placeholders:
@@ -452,7 +465,7 @@ class ScenarioRun:
         if not released:
             return None
         if self.live.stopped_ns is None and self.placeholders and state == "running" and not any(
-                st.done for st in states.values()):  # a tenant done: the success policy ends the placeholders
+                st.done for st in states.values()):  # a tenant done: the old one-Job success policy ended them
             for idx in range(len(self.tenants), len(self.tenants) + self.placeholders):
                 pod = self.holders.get(idx)
                 held = self.holder_names.get(idx)
@@ -577,9 +590,10 @@ class ScenarioRun:
                     return (f"{said}; another pod holds a replica of node {self.node.name}'s GPU (none seen in {where}: "
                             "it may be in another namespace), so the measured GPU cannot be held whole; the scenario "
                             "cannot run alone on it (free the node, or choose another)")
-                return (f"{said}; the node has no room for {self.placeholders} placeholders of the Job's one pod "
-                        "template (each asks what a tenant asks; without GPU feature discovery their count is the "
-                        "node's whole allocatable GPU count): the GPU's replicas cannot all be held (label the node "
+                return (f"{said}; the node has no room for {self.placeholders} placeholders beside the tenants "
+                        f"(each asks {PLACEHOLDER_REQUESTS['cpu']} CPU and {PLACEHOLDER_REQUESTS['memory']}; without "
+                        "GPU feature discovery their count is the node's whole allocatable GPU count): the GPU's "
+                        "replicas cannot all be held (free the node's CPU, memory or pods, label the node "
                         "through GPU feature discovery, or placeholders=False / K8S_PLACEHOLDERS=false to measure "
                         "without them)")
         return ""
@@ -601,14 +615,20 @@ class ScenarioRun:
         """Every tenant is past its timed iterations: delete the Job (SIGTERM to every pod, no replacements)."""
         self.live.stopped_ns = self.clock.now_ns()
         self.say("every tenant finished its timed iterations; stopping the padding")
-        self.api.delete_job(self.name, grace_s=STOP_GRACE_S)
+        self.delete_jobs(grace_s=STOP_GRACE_S)
+
+    def delete_jobs(self, grace_s: int = 5) -> None:
+        """The tenants' Job, then the placeholders' (the tenants stop first: the GPU stays held while they end)."""
+        self.api.delete_job(self.name, grace_s=grace_s)
+        if self.placeholders:
+            self.api.delete_job(self.hold_name, grace_s=grace_s)
 
     def stop(self) -> None:
         """After a failure or an interrupt: stop every tenant (ended containers' logs are read first)."""
         for stream in self.live.streams.values():
             if stream.finishing:
                 stream.finish(10.0)
-        self.api.delete_job(self.name)
+        self.delete_jobs()
 
     # ------------------------------------------------------------------ collection
     def collect(self, failure: Failure | None, error: BaseException | None

@@ -41,6 +41,9 @@ class NodeInfo:
     plugin_version: str | None = None  # the NVIDIA device plugin's, from its pod's image (multi-GPU nodes)
     taints: list[dict[str, Any]] = field(default_factory=list)
     readable: bool = True  # False: RBAC lets the kit not read nodes; this one is what the user stated
+    # what each of replicas, strategy, renameByDefault, failRequestsGreaterThanOne is and where it came from
+    # ("verified from <source>" or "unverified (stated by K8S_*)"): ``backend.KubernetesBackend.verify_plugin``
+    plugin: dict[str, Any] = field(default_factory=dict)
 
     @property
     def sentence(self) -> str:

@@ -18,12 +18,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from kts_helpers.run.backends.kubernetes.jobs import PLACEHOLDER_REQUESTS
 from kts_helpers.run.backends.kubernetes.names import QUEUE_LABEL
 from kts_helpers.run.backends.kubernetes.state import condition
 
 PROBE_SUFFIX = "-probe"
 PROBE_DECIDE_S = 30.0
-PROBE_REQUESTS = {"cpu": "10m", "memory": "64Mi"}  # a sleeping interpreter; the GPU replica is what is asked
+PROBE_REQUESTS = PLACEHOLDER_REQUESTS  # a sleeping interpreter; the GPU replica is what is asked
 
 
 def probe_job(job: Mapping[str, Any], gpu_resource: str) -> dict[str, Any]:
@@ -42,7 +43,8 @@ def probe_job(job: Mapping[str, Any], gpu_resource: str) -> dict[str, Any]:
     pod = spec["template"]["spec"]
     pod.pop("nodeName", None)
     for c in pod["containers"]:
-        env = [e for e in c.get("env") or [] if e.get("name") not in ("KTS_TENANTS", "KTS_HOLD_S")]
+        env = [e for e in c.get("env") or [] if e.get("name") not in ("KTS_TENANTS", "KTS_HOLD_S",
+                                                                      "KTS_HOLD_INDEX_BASE")]
         c["env"] = [*env, {"name": "KTS_TENANTS", "value": json.dumps([])},
                     {"name": "KTS_HOLD_S", "value": repr(PROBE_DECIDE_S * 4)}]
         c["resources"] = {"requests": dict(PROBE_REQUESTS), "limits": {"memory": PROBE_REQUESTS["memory"],

@@ -1,0 +1,184 @@
+"""The device plugin's own config (issue #45): replicas, strategy, renameByDefault and failRequestsGreaterThanOne
+read from the plugin's ConfigMap where RBAC allows, recorded as verified or as stated, against the emulated cluster.
+
+The config's schema and the key a node loads mirror NVIDIA/k8s-device-plugin (api/config/v1/config.go,
+sharing.go, replicas.go; cmd/config-manager/main.go ``updateConfigName``); the emulator's RBAC enforces the opt-in
+Role of manifests/components/device-plugin-config in the plugin's namespace, and nothing else there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from k8s_fixtures import (
+    RBAC_FILE,
+    RBAC_PLUGIN_CONFIG,
+    FakeCluster,
+    emulated_cluster,
+    gpu_node,
+    make_run,
+    rbac_rules,
+    run_scenario,
+)
+
+from kts_helpers.errors import BackendError
+from kts_helpers.run.backends.kubernetes.plugin_config import (
+    PluginConfigError,
+    config_key,
+    parse_plugin_config,
+)
+
+pytestmark = pytest.mark.timeout(150)
+JOBS = "batch/v1/jobs"
+PLUGIN_NS, PLUGIN_CM = "nvidia-device-plugin", "nvdp-config"
+TIMESLICING_4 = """version: v1
+flags:
+  migStrategy: none
+sharing:
+  timeSlicing:
+    resources:
+      - name: nvidia.com/gpu
+        replicas: 4
+"""
+MPS_4 = """version: v1
+sharing:
+  mps:
+    resources:
+      - name: nvidia.com/gpu
+        replicas: 4
+"""
+RENAMED_4 = """version: v1
+sharing:
+  timeSlicing:
+    renameByDefault: true
+    failRequestsGreaterThanOne: true
+    resources:
+      - name: nvidia.com/gpu
+        replicas: 4
+"""
+
+
+@pytest.fixture
+async def cluster() -> Any:
+    async with emulated_cluster() as fc:
+        yield fc
+
+
+def _role_and_config_reader(fc: FakeCluster, *, reader: bool = True) -> None:
+    """The namespaced Role alone (no node reads), with the opt-in ConfigMap reader in the plugin's namespace."""
+    rules = rbac_rules(RBAC_FILE, *((RBAC_PLUGIN_CONFIG,) if reader else ()))
+    fc.km.rbac = {**rules, "ClusterRole": set()}
+
+
+async def test_the_plugins_config_verifies_the_stated_replicas_under_the_role_alone(cluster: FakeCluster,
+                                                                                   tmp_path: Path) -> None:
+    """Nodes unreadable; the stated replicas (K8S_GPU_REPLICAS=4) are checked against the plugin's ConfigMap, the
+    one key it has (the config manager's "single" fallback), and recorded as verified from it, with the strategy
+    (sharing.go ``SharingStrategy``), renameByDefault and failRequestsGreaterThanOne (replicas.go; false by
+    default for time-slicing). Fails when the kit does not read the config (the record says "stated")."""
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.add_configmap(PLUGIN_NS, PLUGIN_CM, {"any": TIMESLICING_4})
+    _role_and_config_reader(cluster)
+    run, spec = make_run(tmp_path)
+    backend = cluster.backend(node_name="gpu-1", gpu_replicas=4, device_plugin_config=f"{PLUGIN_NS}/{PLUGIN_CM}")
+    assert (await run_scenario(backend, run, spec.scenario("shared"), 120.0)).status == "complete"
+    got = run.manifest()["scenarios"]["shared"]["device_plugin_settings"]
+    source = f"verified from ConfigMap {PLUGIN_NS}/{PLUGIN_CM}, key 'any' (the ConfigMap's only key"
+    assert got["replicas"]["value"] == 4 and got["replicas"]["source"].startswith(source)
+    assert got["strategy"] == {"value": "time-slicing", "source": got["replicas"]["source"]}
+    assert got["rename_by_default"]["value"] is False and got["fail_requests_greater_than_one"]["value"] is False
+    assert all(f[0:2] == ("", "nodes") for f in cluster.km.forbidden)  # only the node reads were refused
+
+
+async def test_an_understated_replica_count_fails_before_any_job_naming_the_config(cluster: FakeCluster,
+                                                                                 tmp_path: Path) -> None:
+    """K8S_GPU_REPLICAS=2 where the plugin's config says 4: two replicas would stay free for strangers. The run
+    fails before submitting anything, naming both values and the config's source. Fails when the stated value is
+    trusted (the run then relies on the replica probe alone)."""
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.add_configmap(PLUGIN_NS, PLUGIN_CM, {"any": TIMESLICING_4})
+    _role_and_config_reader(cluster)
+    run, spec = make_run(tmp_path)
+    backend = cluster.backend(node_name="gpu-1", gpu_replicas=2, device_plugin_config=f"{PLUGIN_NS}/{PLUGIN_CM}")
+    with pytest.raises(BackendError, match=r"replicas 4 in the config, 2 stated by K8S_GPU_REPLICAS.*ConfigMap "
+                                           r"nvidia-device-plugin/nvdp-config, key 'any'"):
+        await run_scenario(backend, run, spec.scenario("shared"), 120.0)
+    assert not cluster.requests("post", JOBS)
+
+
+async def test_rename_by_default_makes_the_pods_ask_for_the_shared_resource(cluster: FakeCluster,
+                                                                           tmp_path: Path) -> None:
+    """``renameByDefault: true`` (replicas.go: the resource becomes ``nvidia.com/gpu.shared``): without node reads
+    the kit learns the resource's name from the config, and its pods ask for it; the emulated scheduler counts
+    each extended resource by its name, as kube-scheduler does. failRequestsGreaterThanOne is recorded. Fails
+    when the stated default (nvidia.com/gpu) is kept: the pods stay Pending, "Insufficient nvidia.com/gpu"."""
+    cluster.add_node(gpu_node("gpu-1", resource="nvidia.com/gpu.shared"))
+    cluster.add_configmap(PLUGIN_NS, PLUGIN_CM, {"default": RENAMED_4, "other": TIMESLICING_4})
+    _role_and_config_reader(cluster)
+    run, spec = make_run(tmp_path)
+    backend = cluster.backend(node_name="gpu-1", gpu_replicas=4, device_plugin_config=f"{PLUGIN_NS}/{PLUGIN_CM}")
+    assert (await run_scenario(backend, run, spec.scenario("shared"), 120.0)).status == "complete"
+    rec = run.manifest()["scenarios"]["shared"]
+    assert rec["gpu_resource"] == "nvidia.com/gpu.shared"
+    got = rec["device_plugin_settings"]
+    assert got["resource"]["value"] == "nvidia.com/gpu.shared" and "key 'default'" in got["resource"]["source"]
+    assert got["rename_by_default"]["value"] is True and got["fail_requests_greater_than_one"]["value"] is True
+
+
+async def test_without_the_config_reader_the_values_are_stated_and_unverified(cluster: FakeCluster,
+                                                                             tmp_path: Path) -> None:
+    """The Role alone, no ConfigMap reader: the API server answers 403 in the plugin's namespace (RBAC scoped by
+    namespace); the run goes on with the stated replicas, recorded as "unverified (stated by K8S_GPU_REPLICAS)"
+    and why the config was not read. Fails when a 403 stops the run, or the record claims more than it knows."""
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.add_configmap(PLUGIN_NS, PLUGIN_CM, {"any": TIMESLICING_4})
+    _role_and_config_reader(cluster, reader=False)
+    run, spec = make_run(tmp_path)
+    backend = cluster.backend(node_name="gpu-1", gpu_replicas=4, device_plugin_config=f"{PLUGIN_NS}/{PLUGIN_CM}")
+    assert (await run_scenario(backend, run, spec.scenario("shared"), 120.0)).status == "complete"
+    got = run.manifest()["scenarios"]["shared"]["device_plugin_settings"]
+    assert got["replicas"] == {"value": 4, "source": "unverified (stated by K8S_GPU_REPLICAS)"}
+    assert got["config"].startswith("not read:") and "device-plugin-config" in got["config"]
+    assert ("", "configmaps", "get", PLUGIN_NS) in cluster.km.forbidden
+
+
+async def test_the_nodes_config_label_selects_an_mps_config_the_labels_contradict(cluster: FakeCluster,
+                                                                                 tmp_path: Path) -> None:
+    """With node reads: the node's ``nvidia.com/device-plugin.config`` label (config-manager ``DefaultConfigLabel``)
+    selects the key "mps-4", an MPS config, while GPU feature discovery says time-slicing: the plugin has not
+    loaded the config its label names. The run fails by name before any Job. Fails when the label is not read
+    (the first key would be taken) or the two are not compared."""
+    cluster.add_node(gpu_node("gpu-1", extra_labels={"nvidia.com/device-plugin.config": "mps-4"}))
+    cluster.add_configmap(PLUGIN_NS, PLUGIN_CM, {"ts-4": TIMESLICING_4, "mps-4": MPS_4})
+    run, spec = make_run(tmp_path)
+    backend = cluster.backend(device_plugin_config=f"{PLUGIN_NS}/{PLUGIN_CM}")
+    with pytest.raises(BackendError, match=r"sharing strategy mps in the config, time-slicing on the node's label.*"
+                                           r"key 'mps-4' \(the node's label nvidia\.com/device-plugin\.config=mps-4"):
+        await run_scenario(backend, run, spec.scenario("shared"), 120.0)
+    assert not cluster.requests("post", JOBS)
+
+
+def test_the_config_is_read_as_the_plugin_reads_it() -> None:
+    """api/config/v1: MPS defaults failRequestsGreaterThanOne to true (config.go ``NewConfig``); a replicated
+    resource needs replicas >= 2 (replicas.go); only version v1 loads (config.go ``parseConfigFrom``); MPS wins
+    over time-slicing (sharing.go ``SharingStrategy``); deviceListStrategy is a string or a list (flags.go).
+    The key a node loads: label, stated default, "default", the only key (config-manager ``updateConfigName``)."""
+    mps = parse_plugin_config(MPS_4)
+    assert (mps.strategy, mps.replicas, mps.fail_requests_greater_than_one) == ("mps", 4, True)
+    both = parse_plugin_config(MPS_4.replace("sharing:\n", "sharing:\n  timeSlicing:\n    resources:\n"
+                                             "      - name: nvidia.com/gpu\n        replicas: 2\n"))
+    assert both.strategy == "mps"
+    assert parse_plugin_config("version: v1\nflags:\n  plugin:\n    deviceListStrategy: [cdi-annotations]\n"
+                               ).device_list_strategy == ["cdi-annotations"]
+    assert parse_plugin_config("version: v1\n").strategy == "none"
+    with pytest.raises(PluginConfigError, match="must be >= 2"):
+        parse_plugin_config(TIMESLICING_4.replace("replicas: 4", "replicas: 1") + "      - name: x\n        "
+                            "replicas: 1\n")
+    with pytest.raises(PluginConfigError, match="unknown version: v2"):
+        parse_plugin_config("version: v2\n")
+    data = {"a": "", "b": ""}
+    assert config_key(data, "b", "a")[0] == "b" and config_key(data, None, "a")[0] == "a"
+    assert config_key({**data, "default": ""}, None, None)[0] == "default"
+    assert config_key({"only": ""}, None, None)[0] == "only" and config_key(data, None, None)[0] is None
