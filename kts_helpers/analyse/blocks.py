@@ -241,3 +241,61 @@ def block_pair(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarra
         return None
     return BlockPair(med, paired(shared_runs, alone_runs, "tail shape", times),
                      paired(shared_runs, alone_runs, "p95", times), neighbours(shared_runs, alone_runs, times))
+
+
+MOST_BLOCKS = 200  # a projection beyond this is no plan: the effect is small beside the drift between blocks
+
+
+def _se_at(test: BlockTest, b: int) -> tuple[float, int]:
+    """(se, df) of ``test``'s effect with b shared blocks between b + 1 alone ones, at its measured scatter: the
+    local pairing's sd sqrt(2b - 1) / b with b - 1 df (``neighbours``), or the regression's from its design matrix
+    (intercept, trend, shared indicator over 2b + 1 blocks in run order) with 2b - 2 df (``paired``)."""
+    if test.what == "median against its neighbours":
+        return test.resid_sd * math.sqrt(2 * b - 1) / b, b - 1
+    pos_s, pos_a = order(b, b + 1)
+    t = np.concatenate([pos_a, pos_s])
+    t = (t - t.mean()) / t.std()
+    x = np.column_stack([np.ones(2 * b + 1), t, np.concatenate([np.zeros(b + 1), np.ones(b)])])
+    return test.resid_sd * math.sqrt(float(np.linalg.inv(x.T @ x)[2, 2])), 2 * b - 2
+
+
+def blocks_to_decide(test: BlockTest, level: float, power: float = 0.8, most: int = MOST_BLOCKS) -> int | None:
+    """About how many shared blocks (each between two alone blocks) ``test`` would need to decide an effect of the
+    size it measured, at its measured scatter per block, with probability ``power``.
+
+    Why a number of blocks and not of iterations: the drift between blocks is one sample per block, so only more
+    blocks shrink it. The answer is the smallest B with |effect| / se(B) >= t(1 - level; df(B)) + z(power) (the
+    normal approximation of the noncentral t; se and df by ``_se_at``). ``level``: the one-sided level the test
+    must reach -- the verdict's, after its weight, the Bonferroni over the two median readings and Holm's first
+    step. The effect measured is taken as true, so the number is a plan, not a promise; None where even ``most``
+    blocks would not do, or no effect shows.
+    """
+    from scipy.stats import norm, t  # scipy: ~0.6 s to import, needed here only
+
+    if not (math.isfinite(test.resid_sd) and test.resid_sd > 0 and math.isfinite(test.effect) and test.effect != 0):
+        return None
+    z = float(norm.ppf(power))
+    for b in range(MIN_SHARED_BLOCKS, most + 1):
+        se, df = _se_at(test, b)
+        if abs(test.effect) / se >= float(t.isf(level, df)) + z:
+            return b
+    return None
+
+
+def blocks_to_bound(test: BlockTest, margin: float, level: float, power: float = 0.8,
+                    most: int = MOST_BLOCKS) -> int | None:
+    """About how many shared blocks would put the block-paired median within ±``margin`` ("no change", the two
+    one-sided tests of ``BlockPair.within`` at ``level`` each), for an effect of the size measured: the smallest B
+    with |effect| + (t(1 - level; df(B)) + z(power)) se(B) <= log(1 + margin) (``_se_at``). None where the effect measured is
+    itself beyond the margin, or ``most`` blocks would not do."""
+    from scipy.stats import norm, t  # scipy: ~0.6 s to import, needed here only
+
+    sd, bound = test.resid_sd, math.log1p(margin)
+    if not (math.isfinite(sd) and sd > 0 and math.isfinite(test.effect)) or abs(test.effect) >= bound:
+        return None
+    z = float(norm.ppf(power))
+    for b in range(MIN_SHARED_BLOCKS, most + 1):
+        se, df = _se_at(test, b)
+        if abs(test.effect) + (float(t.isf(level, df)) + z) * se <= bound:
+            return b
+    return None

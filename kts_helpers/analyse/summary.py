@@ -31,7 +31,7 @@ from kts_helpers.analyse.rules import (
 from kts_helpers.fsutil import atomic_write_text
 
 # The verdict of a shared row (``analyse.verdict``): the reading, its reason, and the tail-exceedance estimand.
-VERDICT_COLUMNS = ("reading", "reading_detail", "iterations_needed", "slow_threshold_ms", "slow_threshold_source",
+VERDICT_COLUMNS = ("reading", "reading_detail", "iterations_needed", "blocks_needed", "slow_threshold_ms", "slow_threshold_source",
                    "slow_shared", "slow_shared_lo", "slow_shared_hi", "slow_alone", "slow_alone_lo", "slow_alone_hi",
                    "slow_ratio", "slow_ratio_lo", "slow_ratio_hi", "collided_n", "collided_slow", "collided_p",
                    "contrast_n", "contrast_clear_n", "contrast_slow", "contrast_p", "contrast_ms", "contrast_ms_lo",
@@ -41,7 +41,7 @@ VERDICT_COLUMNS = ("reading", "reading_detail", "iterations_needed", "slow_thres
 def verdict_columns(v: verdict.Verdict) -> dict[str, object]:
     """A verdict as the summary table keeps it (intervals as ``<stat>_lo``/``<stat>_hi``, ``estimate.Estimate``)."""
     out: dict[str, object] = {"reading": v.reading, "reading_detail": v.words,
-                              "iterations_needed": v.iterations_needed}
+                              "iterations_needed": v.iterations_needed, "blocks_needed": v.blocks_needed}
     ex = v.exceedance
     if ex is not None:
         out.update(slow_threshold_ms=ex.threshold_ms, slow_threshold_source=ex.source,

@@ -181,6 +181,7 @@ class Verdict:
     exceedance: Exceedance | None
     missing: str = ""  # inconclusive: what is missing
     iterations_needed: int | None = None  # inconclusive: about how many iterations (each side) would decide
+    blocks_needed: int | None = None  # inconclusive, interleaved blocks: about how many shared blocks would decide
     open_sides: tuple[str, ...] = ()  # "shared p99 upper", "alone p99 upper", ...
     q: float = 0.99
     margin: float = DEFAULT_MARGIN
@@ -938,6 +939,29 @@ def effect_size(v: Verdict, *, slower: bool) -> float:
     return max(d, v.level) if slower else min(d, v.level)
 
 
+def _blocks_plan(bt: B.BlockPair, alpha: float, weight: float, family: int, margin: float) -> tuple[str, int | None]:
+    """What an inconclusive block verdict asks for: more shared blocks, not longer ones, and about how many
+    (``blocks.blocks_to_decide`` for each median reading at the median test's level after its weight, the
+    Bonferroni over the two readings and Holm's first step, the fewer of the two; ``blocks_to_bound`` for "no
+    change" where the effect measured is inside the margin), taking the effect measured as true. Returns (words,
+    blocks or None)."""
+    words = "; more shared blocks would decide, not longer ones"
+    test = bt.local or bt.median  # "no change" reads the local pairing's interval where it exists (``within``)
+    level = alpha * weight / (2 * family if bt.local is not None else family)
+    each = [n for n in (B.blocks_to_decide(x, level) for x in (bt.median, bt.local) if x is not None) if n]
+    slower = min(each) if each else None  # the stronger of the two readings decides (``BlockPair.level_p``)
+    same = B.blocks_to_bound(test, margin, alpha)
+    sd = f"sd {100 * test.resid_sd:.0f} % per shared block against its neighbours"
+    if slower is not None and (same is None or slower <= same):
+        return (f"{words} (about {slower}: blocks={slower} decides a {test.ratio:.2f}x effect at this drift, {sd}, "
+                f"4 runs in 5 if the effect measured is the true one)"), slower
+    if same is not None:
+        return (f"{words} (about {same}: blocks={same} puts a {test.ratio:.2f}x effect within ±{100 * margin:g} % "
+                f"at this drift, {sd}, 4 runs in 5 if the effect measured is the true one)"), same
+    return (f"{words}, though no practical number ({B.MOST_BLOCKS} or fewer) decides an effect of the size measured "
+            f"({test.ratio:.2f}x) at this drift ({sd})"), None
+
+
 def _read(v: Verdict, p_slower: float, p_faster: float, family: int) -> Verdict:
     """The reading from the verdict's evidence at adjusted p-values (``family``: how many verdicts share the level)."""
     alpha = (1 - v.confidence) / 2
@@ -980,8 +1004,9 @@ def _read(v: Verdict, p_slower: float, p_faster: float, family: int) -> Verdict:
                    f"faster{tail}; "
                    f"no test decides at the report's level (p = {p_slower:.2g} slower, {p_faster:.2g} faster{by}) nor "
                    f"puts the median and p95 within ±{100 * m:g} % ({v.within_text})")
-        return replace(v, reading=INCONCLUSIVE, rule="nothing decides", missing=missing + nor + drift_words + (
-            "; more shared blocks would decide, not longer ones"), iterations_needed=None, **base)
+        plan, need = _blocks_plan(bt, alpha, weights(v.short, v.design).get("level", 1.0), family, m)
+        return replace(v, reading=INCONCLUSIVE, rule="nothing decides", missing=missing + nor + drift_words + plan,
+                       iterations_needed=None, blocks_needed=need, **base)
     if v.short:
         return replace(v, reading=INCONCLUSIVE, rule="too few samples", missing=(
             f"{'shared' if d.n_shared <= d.n_alone else 'alone'}: n = {n} < {rules.MIN_CORUNNING} samples for DF's "
