@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 GPU_DEVICE_SHARE = 0.8
 GPU_BUSY_SHARE = 0.8
 
@@ -64,8 +66,6 @@ def kind_of(frame, tenant: str) -> str:
     ok = (wall > 0) & (dev == dev)
     if not ok.any():
         return "host"
-    import numpy as np  # numpy: only here
-
     return classify(float(np.median(dev[ok] / wall[ok])))
 
 
