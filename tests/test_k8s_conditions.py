@@ -574,3 +574,17 @@ def test_without_nvml_the_stranger_check_is_unknown_and_says_why() -> None:
     assert "pid 3 (3072.0 MiB) (host PIDs)" in host["text"]
     mps = {"fft": reading(1, (4 << 30) + (400 << 20)), "gemm": reading(2, (4 << 30) + (400 << 20))}
     assert check_block(mps, mps=True)["status"] == "ok"
+
+
+async def test_a_class_changed_by_the_api_server_is_recorded_as_read(cluster: FakeCluster, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A LimitRange or webhook made the tenants Burstable: the record states what the API server set, with a note.
+    Fails when the record states the class asked for instead of status.qosClass."""
+    import k8s_fixtures
+
+    monkeypatch.setattr(k8s_fixtures, "qos_class", lambda spec: "Burstable")
+    cluster.add_node(gpu_node("gpu-1"))
+    run, spec = make_run(tmp_path)
+    await run_scenario(cluster.backend(), run, spec.scenario("shared"), 120.0)
+    rec = run.manifest()["scenarios"]["shared"]
+    assert rec["qos"]["tenants"] == {"fft": "Burstable", "gemm": "Burstable"} and "note" in rec["qos"]
