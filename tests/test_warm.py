@@ -117,7 +117,28 @@ def _wait(path: Path, timeout_s: float = 60.0) -> None:
 
 def _go(barrier: Path, tenant: str) -> None:
     _wait(barrier / f"ready-{tenant}")
-    (barrier / "go").write_text(str(time.time_ns()))
+    (barrier / ".go.tmp").write_text(str(time.time_ns()))
+    (barrier / ".go.tmp").rename(barrier / "go")  # written whole, as the backends do
+
+
+def test_a_go_file_seen_before_its_instant_is_written_is_waited_for(tmp_path):
+    """A barrier's go written by a writer that is not atomic (created empty, filled a moment later): the worker
+    waits for the instant instead of failing the block on an empty file."""
+    proc, serve = _serve(tmp_path)
+    try:
+        _wait(serve / "ready-a")
+        barrier = _cmd(serve, tmp_path, "a", 1, "baseline-a-r1")
+        _wait(barrier / "ready-a")
+        (barrier / "go").write_text("")
+        time.sleep(0.3)
+        (barrier / "go").write_text(str(time.time_ns()))
+        _wait(serve / "done-a-1")
+        assert (serve / "done-a-1").read_text() == "0"
+        (serve / "quit-a").write_text("")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+    assert parse_file(tmp_path / "baseline-a-r1.log").ends[0]["n"] >= 5
 
 
 def _serve(tmp_path: Path, **env) -> tuple[subprocess.Popen, Path]:

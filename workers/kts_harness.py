@@ -120,13 +120,18 @@ def wait_for_start(args: argparse.Namespace, stop: StopRequest | None = None) ->
         tmp.rename(bdir / f"ready-{args.tenant}")
         go = bdir / "go"
         deadline = time.monotonic() + args.barrier_timeout_s
-        while not go.exists() and not stop.requested:
+        text = ""
+        while not stop.requested:
+            # the instant, once written: a writer that is not atomic shows the file before its content
+            text = go.read_text().strip() if go.exists() else ""
+            if text:
+                break
             if time.monotonic() > deadline:
                 raise SystemExit(f"kts_worker: no 'go' in {bdir} after {args.barrier_timeout_s:.0f}s")
             time.sleep(0.002)
         if stop.requested:
             return 0
-        start_at = int(go.read_text().strip())
+        start_at = int(text)
     elif args.go_file:
         start_at = wait_for_go_file(args, stop)
         if stop.requested:
