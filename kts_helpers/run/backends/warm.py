@@ -14,8 +14,9 @@ block's tenants pad after their timed part until every one has finished and co-r
 the block's ``stop`` file ends it. One telemetry sampler runs for the whole session (``warm/<mode>.<k>/telemetry``):
 a sampler per block cost about a second of each block's wall (a process start, NVML's, and pyarrow's import at its
 first write), 30-40 s of a three-tenant real-model run; a block's record names the session's file, and the analysis
-reads the block's own window of it (``analyse.load.load_run_telemetry``). The idle-neighbour control (``control-<t>-absent``) dismisses the other workers
-first, so that one tenant runs alone with its neighbours gone, right after its last alone block with them idle.
+reads the block's own window of it (``analyse.load.load_run_telemetry``). The idle-neighbour control
+(``control-<t>-absent``) dismisses the other workers first, so that one tenant runs alone with its neighbours gone,
+right after its last alone block with them idle.
 """
 
 from __future__ import annotations
