@@ -250,6 +250,10 @@ def test_every_block_of_a_warm_run_ran_in_one_process_per_tenant(warm_run):
             meta = parse_file(warm_run.log_path(s.name, t)).meta[0]
             assert meta["block"] == s.name and meta["design"] == "warm"
             pids.setdefault(t, set()).add(meta["pid"])
+        rec = m.record(s.name).extra  # the record says which session's process ran the block, as its log does
+        assert rec["design"] == "warm" and rec["warm"]["session"] == "timeslice.1"
+        assert rec["warm"]["pids"] == {t: parse_file(warm_run.log_path(s.name, t)).meta[0]["pid"]
+                                       for t in s.tenant_names}
     assert all(len(p) == 1 for p in pids.values()), pids
     assert [p.name for p in (warm_run.path / "warm").iterdir()] == ["timeslice.1"]
 
