@@ -31,6 +31,7 @@ from kts_helpers.run.spec import ExperimentParams, resolve
 from kts_helpers.run.telemetry import CORE_COLUMNS, read_status, write_status
 from kts_helpers.run.telemetry._store import PartWriter, count_rows
 
+INDEPENDENT = Path(__file__).resolve().parent / "independent"  # ../shared/tools, copied (independent/README.md)
 SHARED_TOOLS = Path(__file__).resolve().parents[2] / "shared" / "tools"
 
 
@@ -269,10 +270,10 @@ def test_a_warm_shared_block_wastes_no_co_running_iteration_and_every_timed_one_
             timed = sum(1 for ln in lines[:end_at] if ln.startswith(b"KTS_APP") and b",pad," not in ln)
             tail = sum(1 for ln in lines[end_at:] if ln.startswith(b"KTS_APP"))
             assert timed >= 10 and tail <= max(10, timed // 5), (scen, t, timed, tail)  # padding: a few, not most
-    tool = SHARED_TOOLS / "corunning.py"
-    if tool.exists():  # the project's own cross-check, where ../shared sits beside the checkout
-        out = subprocess.run([sys.executable, str(tool), str(warm_run.path)], capture_output=True, text=True)
-        assert out.returncode == 0 and "100.0%" in out.stdout and "(9" not in out.stdout
+    # the project's own cross-check (independent/corunning.py): every timed iteration co-ran, from the raw logs
+    out = subprocess.run([sys.executable, str(INDEPENDENT / "corunning.py"), str(warm_run.path)], capture_output=True,
+                         text=True)
+    assert out.returncode == 0 and "100.0%" in out.stdout and "(9" not in out.stdout
 
 
 def test_the_control_block_ran_with_the_neighbours_gone_and_the_report_reads_it(warm_run):
@@ -408,3 +409,13 @@ def test_alone_against_alone_reads_the_alternating_alone_blocks_through_the_verd
     assert set(zip(t["tenant"], t["clock"], strict=True)) == {(x, c) for x in ("fft", "gemm") for c in ("wall", "device")}
     assert set(t["blocks"]) == {"2 vs 2"} and all(len(m.split()) == 4 for m in t["medians_ms"])
     assert set(t["loud"]) <= {False, True} and t["reading"].notna().all()
+
+
+def test_the_independent_tools_are_the_projects_own():
+    """The copies in tests/independent are the originals in ../shared/tools, where that folder sits beside the
+    checkout (a clean clone has only the copies, which is why they are here)."""
+    names = sorted(p.name for p in INDEPENDENT.glob("*.py"))
+    assert names == ["corunning.py", "tailcount.py"]
+    if SHARED_TOOLS.is_dir():
+        for name in names:
+            assert (INDEPENDENT / name).read_bytes() == (SHARED_TOOLS / name).read_bytes(), name
