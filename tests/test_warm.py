@@ -221,7 +221,7 @@ def test_a_crash_mid_block_keeps_every_line_already_written(tmp_path):
 
 # -- a whole warm run on CPU ------------------------------------------------------------------------------------
 WARM_TINY = {"profile": "tiny", "design": "warm", "blocks": 2, "block_s": 0.4, "calibrate_iterations": 0,
-             "iterations": 20, "sleep_ms_fft": 2.0, "sleep_ms_gemm": 2.0}
+             "iterations": 20, "sleep_ms_fft": 2.0, "sleep_ms_gemm": 6.0}
 
 
 def _make(root: Path, **params):
@@ -259,17 +259,28 @@ def test_every_block_of_a_warm_run_ran_in_one_process_per_tenant(warm_run):
     assert [p.name for p in (warm_run.path / "warm").iterdir()] == ["timeslice.1"]
 
 
+def _padded_while_a_neighbour_timed(frames: dict[str, pd.DataFrame], tenant: str) -> tuple[int, int]:
+    """(timed, padded while a neighbour was still timing) for one tenant of a shared block: the waste a block
+    bounded by a count makes (the fast tenant pads until the slowest is done). The padding after every tenant's
+    end, until the orchestrator says stop, is not counted: its length is the orchestrator's reaction, which a
+    loaded machine stretches (CI once saw 188 such lines after 183 timed) and which no design removes."""
+    own = frames[tenant]
+    timed = own[own["phase"] != "pad"]
+    after = own[(own["phase"] == "pad") & (own["start_ns"] > timed["start_ns"].max())]
+    neighbours_last = max(f.loc[f["phase"] != "pad", "start_ns"].max() for t, f in frames.items() if t != tenant)
+    return len(timed), int((after["start_ns"] < neighbours_last).sum())
+
+
 def test_a_warm_shared_block_wastes_no_co_running_iteration_and_every_timed_one_co_ran(warm_run):
     data = load_run(warm_run.path)
     shared = data.iterations[data.iterations["kind"] == "shared"]
     assert shared["in_overlap"].all() and len(shared) > 0
     for scen in ("shared-r1", "shared-r2"):
-        for t in ("fft", "gemm"):
-            lines = warm_run.log_path(scen, t).read_bytes().splitlines()
-            end_at = next(i for i, ln in enumerate(lines) if ln.startswith(b"KTS_END"))
-            timed = sum(1 for ln in lines[:end_at] if ln.startswith(b"KTS_APP") and b",pad," not in ln)
-            tail = sum(1 for ln in lines[end_at:] if ln.startswith(b"KTS_APP"))
-            assert timed >= 10 and tail <= max(10, timed // 5), (scen, t, timed, tail)  # padding: a few, not most
+        frames = {t: parse_file(warm_run.log_path(scen, t)).frame for t in ("fft", "gemm")}
+        for t in frames:
+            timed, wasted = _padded_while_a_neighbour_timed(frames, t)
+            # gemm's cadence is 3x fft's: bounded by a count, fft would pad most of the block while gemm timed
+            assert timed >= 20 and wasted <= max(10, timed // 5), (scen, t, timed, wasted)
     # the project's own cross-check (independent/corunning.py): every timed iteration co-ran, from the raw logs
     out = subprocess.run([sys.executable, str(INDEPENDENT / "corunning.py"), str(warm_run.path)], capture_output=True,
                          text=True)
