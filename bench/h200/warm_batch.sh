@@ -3,6 +3,7 @@
 # table below; every run goes to $OUT/runs/<label>, its wall time to $OUT/times.tsv, and each run back as one
 # tarball, $OUT/<label>.tgz. Nothing here changes a GPU setting; MPS daemons are the kit's own (private pipe folders, always quit).
 #   bash bench/h200/warm_batch.sh rm-fresh-ts rm-warm-ts       # the real-model mix, both designs, time-slicing
+#   bash bench/h200/warm_batch.sh rm-warm-ts-24                # the same mix in 24 shared blocks (the blocks plan's check)
 set -uo pipefail
 OUT=${OUT:-/tmp/kts-out}
 mkdir -p "$OUT/runs"
@@ -10,7 +11,8 @@ export PYTHONUNBUFFERED=1
 if ! python3 -c 'import transformers' 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 fi
-RM="--set workloads=llama-decode,bert,resnet --set iterations=300"
+RMW="--set workloads=llama-decode,bert,resnet"
+RM="$RMW --set iterations=300"
 run() {  # label, then kts run arguments
   local label=$1; shift
   local t0; t0=$(date +%s.%N)
@@ -28,6 +30,8 @@ for what in "$@"; do
     rm-warm-ts)  run h200-2026-12-04-rm-warm-ts --profile article $RM ;;
     rm-warm-mps) run h200-2026-12-04-rm-warm-mps --profile article $RM --set sharing=mps ;;
     article)     run h200-2026-12-04-article-warm --profile article ;;
+    rm-warm-ts-24)  run h200-2026-12-05-rm-warm-ts-24 --profile article $RMW --set blocks=24 --set iterations=150 ;;
+    rm-warm-mps-24) run h200-2026-12-05-rm-warm-mps-24 --profile article $RMW --set blocks=24 --set iterations=150 --set sharing=mps ;;
     *) echo "unknown run $what" ;;
   esac
 done
