@@ -23,6 +23,8 @@ run() {  # label, then kts run arguments
   tail -3 "$OUT/$label.out"
   (cd "$OUT/runs" && tar czf "$OUT/$label.tgz" "$label" && rm -rf "$label")  # each run back whole, even if a later one is cut off
 }
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oE 'H[0-9]+' | tr A-Z a-z)  # the label says which card
+GPU=${GPU:-gpu}
 nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.max.sm,memory.used --format=csv > "$OUT/gpu.csv" 2>&1
 for what in "$@"; do
   case $what in
@@ -30,8 +32,8 @@ for what in "$@"; do
     rm-warm-ts)  run h200-2026-12-04-rm-warm-ts --profile article $RM ;;
     rm-warm-mps) run h200-2026-12-04-rm-warm-mps --profile article $RM --set sharing=mps ;;
     article)     run h200-2026-12-04-article-warm --profile article ;;
-    rm-warm-ts-24)  run h200-2026-12-05-rm-warm-ts-24 --profile article $RMW --set blocks=24 --set iterations=150 ;;
-    rm-warm-mps-24) run h200-2026-12-05-rm-warm-mps-24 --profile article $RMW --set blocks=24 --set iterations=150 --set sharing=mps ;;
+    rm-warm-ts-24*)  run $GPU-$(date +%F)-$what --profile article $RMW --set blocks=24 --set iterations=150 ;;
+    rm-warm-mps-24*) run $GPU-$(date +%F)-$what --profile article $RMW --set blocks=24 --set iterations=150 --set sharing=mps ;;
     *) echo "unknown run $what" ;;
   esac
 done
