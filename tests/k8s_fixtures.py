@@ -31,7 +31,8 @@ What a real cluster did that the kit missed (issue #32), modelled here:
   kubelet's own periods on that path, with a margin; tests may force a late one);
 * the scheduler counts GPU replicas (the kit's placeholders fill the GPU) and honours taints; a stranger pod
   asks for a replica mid-run (``schedule_stranger``) and lands only where one is free;
-* RBAC is enforced (``rbac``: the rules of manifests/base, 403 with the API server's message otherwise);
+* RBAC is enforced (``rbac``: the rules of manifests/base, ``resourceNames`` included, 403 with the API
+  server's message otherwise);
 * a log rotation drops bytes the client had not read (mode ``rotate-drop``);
 * Kueue defaults an unlabelled Job into a LocalQueue named ``default`` (``default_local_queue``), a flavor
   puts its node labels on the pods (``flavor_node_labels``), re-admission sets ``Evicted`` back to False
@@ -116,22 +117,48 @@ def configmap_go_delay(rng: random.Random, *, sync_s: float = 60.0, ttl_s: float
     return rng.uniform(0.0, period) + rng.uniform(0.0, ttl_s)
 
 
-def rbac_rules(*paths: Path) -> dict[str, set[tuple[str, str, str]]]:
+def rbac_rules(*paths: Path) -> dict[str, set[tuple[str, ...]]]:
     """(API group, resource, verb) granted by the Roles and by the ClusterRoles of manifests ``paths``: "Role" holds
     the rules of Roles in the kit's namespace, "Role:<namespace>" those of Roles elsewhere (the device plugin's
-    ConfigMap reader). ``resourceNames`` are not modelled: a rule grants its verbs on every object of the kind."""
+    ConfigMap reader). A rule with ``resourceNames`` grants (API group, resource, verb, name) for each name instead:
+    only a request naming one of them matches it (``rbac_allows``)."""
     import yaml
 
-    out: dict[str, set[tuple[str, str, str]]] = {"Role": set(), "ClusterRole": set()}
+    out: dict[str, set[tuple[str, ...]]] = {"Role": set(), "ClusterRole": set()}
     for path in paths:
         for d in yaml.safe_load_all(path.read_text()):
             if d and d["kind"] in ("Role", "ClusterRole"):
                 ns = (d.get("metadata") or {}).get("namespace") or NS
                 key = d["kind"] if d["kind"] == "ClusterRole" or ns == NS else f"Role:{ns}"
                 out.setdefault(key, set())
-                out[key] |= {(g, r, v) for rule in d["rules"] for g in rule["apiGroups"]
-                             for r in rule["resources"] for v in rule["verbs"]}
+                out[key] |= {(g, r, v, *((n,) if n is not None else ())) for rule in d["rules"]
+                             for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+                             for n in (rule.get("resourceNames") or [None])}
     return out
+
+
+def rbac_allows(granted: set[tuple[str, ...]], key: tuple[str, str, str], name: str | None) -> bool:
+    """Whether ``granted`` (``rbac_rules``) allows the request (API group, resource, verb) ``key`` on object ``name``,
+    as kubernetes plugin/pkg/auth/authorizer/rbac/rbac.go ``RuleAllows`` decides it: verb, group and resource match,
+    and ``ResourceNameMatches`` (pkg/apis/rbac/v1/evaluation_helpers.go): a rule without resourceNames matches any
+    name, a rule with them only a request whose name is one of them. A list, watch, create or deletecollection
+    carries no name (a list or watch takes one only from a ``metadata.name`` field selector: ``request_name``), so
+    a rule with resourceNames never allows it."""
+    return key in granted or (bool(name) and (*key, name) in granted)
+
+
+def request_name(request: Any) -> str | None:
+    """The object name RBAC sees (staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go
+    ``NewRequestInfo``): the URL's name, or for a list or watch an exact ``metadata.name`` in its field selector."""
+    if request.name:
+        return str(request.name)
+    if request.method != "GET":
+        return None
+    for term in str(request.params.get("fieldSelector", "") or "").split(","):
+        field, op, value = term.partition("==") if "==" in term else term.partition("=")
+        if op and not field.endswith("!") and field.strip() == "metadata.name" and value.strip():
+            return value.strip()
+    return None
 
 
 def request_verb(request: Any) -> str:
@@ -217,7 +244,7 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     watches_dropped: int = 0
     log: list[Any] = attrs.field(factory=list)  # every request, for the tests' assertions
     # RBAC for the kit's requests (not kmock's, which play the controllers): None lets everything through
-    rbac: dict[str, set[tuple[str, str, str]]] | None = None
+    rbac: dict[str, set[tuple[str, ...]]] | None = None
     # the namespace the Role is bound in (manifests/base: kts); a Role's rules hold there only, as the API server's
     # RBAC authorizer visits only the RoleBindings of the request's namespace (kubernetes
     # plugin/pkg/auth/authorizer/rbac/rbac.go, RBACAuthorizer.Authorize -> VisitRulesFor(user, namespace))
@@ -248,15 +275,19 @@ class ClusterEmulator(kmock.KubernetesEmulator):
                 request.headers.get("User-Agent", "")).startswith("kmock/"):
             resource = request.resource.plural + (f"/{request.subresource}" if request.subresource else "")
             key = (request.resource.group, resource, request_verb(request))
-            allowed = key in self.rbac["ClusterRole"] or (request.namespace == self.rbac_namespace
-                                                          and key in self.rbac["Role"]) or (
-                key in self.rbac.get(f"Role:{request.namespace}", set()))
+            name = request_name(request)
+            allowed = rbac_allows(self.rbac["ClusterRole"], key, name) or (
+                request.namespace == self.rbac_namespace and rbac_allows(self.rbac["Role"], key, name)) or (
+                rbac_allows(self.rbac.get(f"Role:{request.namespace}", set()), key, name))
             if not allowed:
                 self.forbidden.append((*key, request.namespace))
                 where = f'in the namespace "{request.namespace}"' if request.namespace else "at the cluster scope"
+                # apimachinery errors.NewForbidden: 'resource "name" is forbidden: ...' when the request names one
+                named = f' "{name}"' if name else ""
                 return await self._render_error(kmock.KubernetesError(
-                    403, "Forbidden", f'{resource} is forbidden: User "system:serviceaccount:{NS}:kts-runner" cannot '
-                                      f'{key[2]} resource "{request.resource.plural}" in API group "{key[0]}" {where}'))
+                    403, "Forbidden", f'{resource}{named} is forbidden: User "system:serviceaccount:{NS}:kts-runner" '
+                                      f'cannot {key[2]} resource "{request.resource.plural}" in API group "{key[0]}" '
+                                      f'{where}'))
         if request.action == enums.action.LIST and str(request.params.get("watch", "")).lower() in ("true", "1"):
             # the Python client sends watch=True; the API server parses it as Go's ParseBool does, kmock not
             object.__setattr__(request, "action", enums.action.WATCH)

@@ -144,6 +144,64 @@ async def test_without_the_config_reader_the_values_are_stated_and_unverified(cl
     assert ("", "configmaps", "get", PLUGIN_NS) in cluster.km.forbidden
 
 
+async def test_the_config_reader_reads_only_the_configmap_its_role_names(cluster: FakeCluster,
+                                                                         tmp_path: Path) -> None:
+    """The opt-in Role grants ``get`` on configmaps with ``resourceNames: [nvdp-config]``; the run is configured to
+    read another ConfigMap of the plugin's namespace (``plugin-cfg``, which exists). A real API server answers 403
+    (plugin/pkg/auth/authorizer/rbac/rbac.go ``RuleAllows`` -> ``ResourceNameMatches``: a rule with resourceNames
+    matches only a request naming one of them), so the run goes on with the stated replicas, recorded as
+    "unverified (stated by K8S_GPU_REPLICAS)" with the 403 as the reason. Fails when the emulator grants the rule's
+    verbs on every ConfigMap of the namespace (the record then says "verified from ConfigMap ...")."""
+    cluster.add_node(gpu_node("gpu-1"))
+    cluster.add_configmap(PLUGIN_NS, PLUGIN_CM, {"any": TIMESLICING_4})
+    cluster.add_configmap(PLUGIN_NS, "plugin-cfg", {"any": TIMESLICING_4})
+    _role_and_config_reader(cluster)
+    run, spec = make_run(tmp_path)
+    backend = cluster.backend(node_name="gpu-1", gpu_replicas=4, device_plugin_config=f"{PLUGIN_NS}/plugin-cfg")
+    assert (await run_scenario(backend, run, spec.scenario("shared"), 120.0)).status == "complete"
+    got = run.manifest()["scenarios"]["shared"]["device_plugin_settings"]
+    assert got["replicas"] == {"value": 4, "source": "unverified (stated by K8S_GPU_REPLICAS)"}
+    assert got["config"].startswith("not read: Kubernetes RBAC forbids 'get' on 'configmaps' in namespace "
+                                    f"'{PLUGIN_NS}': configmaps \"plugin-cfg\" is forbidden: "), got["config"]
+    assert got["config"].endswith("(apply manifests/components/device-plugin-config)")
+    assert ("", "configmaps", "get", PLUGIN_NS) in cluster.km.forbidden
+
+
+async def test_the_emulators_rbac_matches_resource_names_as_the_api_server_does(cluster: FakeCluster) -> None:
+    """pkg/apis/rbac/v1/evaluation_helpers.go ``ResourceNameMatches`` with the name requestinfo.go ``NewRequestInfo``
+    gives a request: the Role's ``resourceNames: [nvdp-config]`` allows get of nvdp-config only, not of another
+    ConfigMap, nor in another namespace; a list carries no name, so a rule with resourceNames never allows it unless
+    its field selector names exactly ``metadata.name`` (then the rule's verbs must include list)."""
+    import asyncio
+
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    cluster.add_configmap(PLUGIN_NS, PLUGIN_CM, {"any": TIMESLICING_4})
+    cluster.add_configmap(PLUGIN_NS, "plugin-cfg", {"any": TIMESLICING_4})
+    _role_and_config_reader(cluster)
+    core = client.CoreV1Api(client.ApiClient(client.Configuration(host=str(cluster.km.url).rstrip("/"))))
+
+    async def status(fn: Any, *args: Any, **kwargs: Any) -> int:
+        try:
+            await asyncio.to_thread(fn, *args, _preload_content=False, **kwargs)
+        except ApiException as exc:
+            return exc.status
+        return 200
+
+    assert await status(core.read_namespaced_config_map, PLUGIN_CM, PLUGIN_NS) == 200
+    assert await status(core.read_namespaced_config_map, "plugin-cfg", PLUGIN_NS) == 403
+    assert await status(core.read_namespaced_config_map, PLUGIN_CM, "default") == 403
+    assert await status(core.list_namespaced_config_map, PLUGIN_NS) == 403  # no list verb, and no name
+    assert [f[2:] for f in cluster.km.forbidden] == [("get", PLUGIN_NS), ("get", "default"), ("list", PLUGIN_NS)]
+    # a rule granting list of nvdp-config by name: a list naming it by field selector matches, others do not
+    cluster.km.rbac = {"Role": set(), "ClusterRole": set(), f"Role:{PLUGIN_NS}": {("", "configmaps", "list", PLUGIN_CM)}}
+    assert await status(core.list_namespaced_config_map, PLUGIN_NS, field_selector=f"metadata.name={PLUGIN_CM}") == 200
+    assert await status(core.list_namespaced_config_map, PLUGIN_NS, field_selector="metadata.name=plugin-cfg") == 403
+    assert await status(core.list_namespaced_config_map, PLUGIN_NS) == 403
+    assert await status(core.read_namespaced_config_map, PLUGIN_CM, PLUGIN_NS) == 403  # list granted, not get
+
+
 async def test_the_nodes_config_label_selects_an_mps_config_the_labels_contradict(cluster: FakeCluster,
                                                                                  tmp_path: Path) -> None:
     """With node reads: the node's ``nvidia.com/device-plugin.config`` label (config-manager ``DefaultConfigLabel``)
