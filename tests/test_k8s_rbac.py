@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +128,144 @@ def test_the_rbac_test_would_notice_a_verb_too_many() -> None:
     docs = [d for d in yaml.safe_load_all(PLUGIN_CONFIG.read_text()) if d]
     (role,) = [d for d in docs if d["kind"] == "Role"]
     assert role["metadata"]["namespace"] == PLUGIN_NS and role["rules"][0]["resourceNames"] == ["nvdp-config"]
+
+
+# ------------------------------------------------------------------------------ the docs' RBAC tables
+
+ROOT = Path(__file__).resolve().parents[1]
+RBAC_TABLES = [ROOT / "docs" / "guide" / "kubernetes.md", ROOT / "manifests" / "README.md"]
+K8S_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+# how the tables name a resource -> (API group, resource)
+DOC_RESOURCES = {"jobs": ("batch", "jobs"), "pods": ("", "pods"), "pods/log": ("", "pods/log"),
+                 "events": ("", "events"), "kueue workloads": ("kueue.x-k8s.io", "workloads"),
+                 "leases": ("coordination.k8s.io", "leases"), "nodes": ("", "nodes"),
+                 "configmaps": ("", "configmaps")}
+_VERB = "|".join(K8S_VERBS)
+_RULE = re.compile(rf"^\s*(?P<noun>[A-Za-z][A-Za-z/ ]*?)\s+(?P<verbs>(?:{_VERB})(?:/(?:{_VERB}))*)(?![\w/])")
+Scope = tuple[str, str, str | None]  # (Role | ClusterRole, its name, its namespace; "*": "the plugin's namespace")
+Rules = dict[tuple[str, str], tuple[frozenset[str], tuple[str, ...] | None]]  # -> (verbs, resourceNames)
+
+
+def _manifest_grants() -> dict[Scope, Rules]:
+    """Every Role and ClusterRole of manifests/base and of the opt-in components: scope -> (group, resource) ->
+    (verbs, resourceNames)."""
+    paths = [ROOT / "manifests" / "base" / "rbac.yaml",
+             *sorted((ROOT / "manifests" / "components").glob("*/*.yaml"))]
+    out: dict[Scope, Rules] = {}
+    for path in paths:
+        for d in yaml.safe_load_all(path.read_text()):
+            if not d or d.get("kind") not in ("Role", "ClusterRole"):
+                continue
+            meta = d["metadata"]
+            scope = (d["kind"], meta["name"], meta.get("namespace") if d["kind"] == "Role" else None)
+            rules = out.setdefault(scope, {})
+            for rule in d["rules"]:
+                for g in rule["apiGroups"]:
+                    for r in rule["resources"]:
+                        verbs, _ = rules.get((g, r), (frozenset(), None))
+                        rules[(g, r)] = (verbs | set(rule["verbs"]), tuple(rule.get("resourceNames") or ()))
+    return out
+
+
+def _doc_table(text: str) -> list[list[str]]:
+    """The cells of the table whose header begins ``| grant |`` (one per document), separator row dropped."""
+    lines = text.splitlines()
+    (start,) = [i for i, ln in enumerate(lines) if ln.startswith("| grant |")]
+    rows = []
+    for ln in lines[start + 2:]:
+        if not ln.startswith("|"):
+            break
+        rows.append([c.strip() for c in ln.strip().strip("|").split("|")])
+    return rows
+
+
+def _doc_grants(text: str) -> dict[Scope, Rules]:
+    """The table's rows as the manifests' shape: the grant cell names the kind, the role and its namespace; the
+    second cell lists ``<resource> <verb>/<verb>...`` separated by ";" (parentheses are commentary), with
+    ``resourceNames`` (and the names where given) beside the resource it narrows."""
+    out: dict[Scope, Rules] = {}
+    for cells in _doc_table(text):
+        grant, calls = cells[0], cells[1].replace("**", "")
+        m = re.match(r"(Role|ClusterRole) `([^`]+)`", grant)
+        assert m, f"grant cell names no Role/ClusterRole: {grant!r}"
+        ns_m = re.search(r"namespace `([^`]+)`", grant)
+        ns = None if m[1] == "ClusterRole" else ns_m[1] if ns_m else "*" if "namespace" in grant else None
+        rules: Rules = {}
+        for segment in calls.split(";"):
+            named = re.search(r"resourceNames(?::\s*\[([^\]]*)\])?", segment)
+            names: tuple[str, ...] | None = ()
+            if named:
+                names = tuple(n.strip() for n in named[1].split(",")) if named[1] is not None else None
+            plain = segment
+            while re.search(r"\([^()]*\)", plain):
+                plain = re.sub(r"\s*\([^()]*\)", "", plain)
+            rm = _RULE.match(plain)
+            if rm is None:
+                assert not any(plain.strip().lower().startswith(n) for n in DOC_RESOURCES), \
+                    f"{segment!r}: a resource without verbs the check can read"
+                continue
+            noun = rm["noun"].strip().lower()
+            assert noun in DOC_RESOURCES, f"{segment!r}: resource {noun!r} unknown to this check (DOC_RESOURCES)"
+            rules[DOC_RESOURCES[noun]] = (frozenset(rm["verbs"].split("/")), names)
+        out[(m[1], m[2], ns)] = rules
+    return out
+
+
+def _compare_docs(doc: dict[Scope, Rules], manifests: dict[Scope, Rules]) -> list[str]:
+    """What differs between a table and the manifests (both ways); [] when they agree."""
+    def match(d: Scope) -> Scope | None:
+        return next((s for s in manifests if s[:2] == d[:2] and (d[2] == s[2] or (d[2] == "*" and s[0] == "Role"))),
+                    None)
+
+    problems = []
+    for scope, rules in doc.items():
+        ms = match(scope)
+        if ms is None:
+            problems.append(f"{scope}: in the table, not in the manifests")
+            continue
+        got = manifests[ms]
+        for key in sorted(set(rules) | set(got)):
+            if key not in got or key not in rules:
+                problems.append(f"{scope} {key}: {'only in the table' if key not in got else 'not in the table'}")
+                continue
+            (dv, dn), (mv, mn) = rules[key], got[key]
+            if dv != mv:
+                problems.append(f"{scope} {key}: verbs {sorted(dv)} in the table, {sorted(mv)} in the manifests")
+            if (dn is None and not mn) or (dn is not None and dn != mn):
+                said = "named without the names" if dn is None else list(dn)
+                problems.append(f"{scope} {key}: resourceNames {said} in the table, {list(mn)} in the manifests")
+    matched = {match(s) for s in doc}
+    problems += [f"{s}: in the manifests, not in the table" for s in manifests if s not in matched]
+    return problems
+
+
+@pytest.mark.parametrize("doc", RBAC_TABLES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_docs_rbac_table_matches_the_manifests(doc: Path) -> None:
+    """docs/guide/kubernetes.md and manifests/README.md each tabulate the grants: per Role or ClusterRole (its name,
+    its namespace), the resources with their verbs and resourceNames. Both ways against manifests/base/rbac.yaml and
+    every Role/ClusterRole of manifests/components: a verb, resource, resourceName or role that one side has and the
+    other has not fails, so the docs cannot drift from what is applied."""
+    manifests = _manifest_grants()
+    assert {s[1] for s in manifests} == {"kts-runner", "kts-node-reader", "kts-cluster-pod-reader",
+                                         "kts-device-plugin-config-reader"}  # extend DOC_RESOURCES for a new one
+    assert _compare_docs(_doc_grants(doc.read_text()), manifests) == []
+
+
+def test_the_docs_table_check_would_notice_a_drift() -> None:
+    """The comparison is not vacuous: a verb dropped, a verb added, a resourceName changed, a row missing or a
+    namespace changed in the table are each reported."""
+    manifests = _manifest_grants()
+    text = RBAC_TABLES[1].read_text()
+    assert _compare_docs(_doc_grants(text), manifests) == []
+    for old, new, needle in [
+            ("Jobs create/list/delete", "Jobs create/list", "verbs ['create', 'list'] in the table"),
+            ("events list", "events list/watch", "verbs ['list', 'watch'] in the table"),
+            ("`resourceNames: [nvdp-config]`", "`resourceNames: [other]`", "resourceNames ['other']"),
+            ("Role `kts-runner`, namespace `kts`", "Role `kts-runner`, namespace `gpu`", "not in the manifests"),
+            ("nodes list/get", "nodes list", "verbs ['list'] in the table")]:
+        assert old in text, old
+        problems = _compare_docs(_doc_grants(text.replace(old, new)), manifests)
+        assert any(needle in p for p in problems), (old, problems)
+    dropped = "\n".join(ln for ln in text.splitlines() if not ln.startswith("| ClusterRole `kts-node-reader`"))
+    assert _compare_docs(_doc_grants(dropped), manifests) == [
+        "('ClusterRole', 'kts-node-reader', None): in the manifests, not in the table"]
