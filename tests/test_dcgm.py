@@ -145,3 +145,74 @@ def test_cli_scrape_dcgm_absent_is_exit_0(closed_port, tmp_path):
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["status"] == "absent" and read_status(out)["status"] == "absent"
+
+
+# ------------------------------------------------------------------------------ whose node (page_check)
+
+NODE_UUID_UNKNOWN = dict(gpu_uuid=None, pods_on_gpu=1)  # one pod: no attribution flag to mix in
+
+
+def _scraped(server_url, tmp_path, name):
+    """One scrape of ``server_url`` into a final status (what the backend hands page_check)."""
+    return DcgmScraper(server_url, tmp_path / f"{name}.parquet", interval_ms=10, flush_s=0).run(max_scrapes=1)
+
+
+def _serving(http_server, text):
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            body = text.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    return http_server(Page) + "/metrics"
+
+
+def test_without_the_tenants_uuid_pages_of_another_node_are_refused_naming_both(server, tmp_path):
+    """The tenants' GPU UUID is unknown (no worker reported one): the page's ``Hostname`` is the only check left.
+    The fixture's pages come from gpu-node-a; for tenants on gpu-node-b they are refused, the reason naming the
+    page's node and the tenants'; on gpu-node-a they are accepted. Fails when the node-name fallback is dropped
+    (another node's GPU would be read as the tenants')."""
+    from kts_helpers.run.telemetry.dcgm import page_check
+
+    st = _scraped(server + "/metrics", tmp_path, "fixture")
+    assert st["status"] == "complete" and st["page"]["hostnames"] == ["gpu-node-a"]
+    why, flag = page_check(st, node="gpu-node-b", **NODE_UUID_UNKNOWN)
+    assert why == ("the dcgm-exporter pages come from gpu-node-a, not node gpu-node-b, and the tenants' GPU UUID is "
+                   "unknown: they may describe another GPU; scrape the exporter pod on the tenants' node") and flag == ""
+    assert page_check(st, node="gpu-node-a", **NODE_UUID_UNKNOWN) == ("", "")
+    # several pods on the GPU but no UUID to find it on the page: attribution is flagged as unchecked, not as
+    # "at most 0 pod per page" (a count read for no GPU at all)
+    assert page_check(st, node="gpu-node-a", gpu_uuid=None, pods_on_gpu=2) == ("", (
+        "attribution unchecked: the tenants' GPU UUID is unknown, so which of the page's GPUs is theirs, and how many "
+        "pods the exporter attributes to it, cannot be told"))
+    # no Hostname label at all: nothing proves the node, refused as such
+    no_host = {**st, "page": {**st["page"], "hostnames": []}}
+    assert page_check(no_host, node="gpu-node-a", **NODE_UUID_UNKNOWN)[0].startswith(
+        "the dcgm-exporter pages come from (no Hostname label), not node gpu-node-a")
+
+
+def test_the_lowercase_hostname_label_is_read_and_checked(http_server, tmp_path):
+    """dcgm-exporter's HEAD renders the node as ``hostname`` (commit d5e5f51 "Rename Hostname label to hostname");
+    releases up to 4.5.3-4.8.2 as ``Hostname``. The same page with the lowercase label parses to the same node,
+    and the node check (tenants' UUID unknown) refuses another node and accepts its own. Fails when only
+    ``Hostname`` is mapped (the page would have no node: refused even on the right node)."""
+    from kts_helpers.run.telemetry.dcgm import page_check
+
+    text = FIXTURE.read_text()
+    assert text.count('Hostname="gpu-node-a"') > 0
+    lower = text.replace('Hostname="', 'hostname="')
+    assert "Hostname=" not in lower
+    rows = parse_dcgm_text(lower, ts_ns=1)
+    assert [r["hostname"] for r in rows] == ["gpu-node-a"] * 3
+    assert [(r["gpu_index"], r["pod"]) for r in rows] == [(0, "kts-fft-0"), (0, "kts-gemm-0"), (1, None)]
+    st = _scraped(_serving(http_server, lower), tmp_path, "lower")
+    assert st["page"]["hostnames"] == ["gpu-node-a"]
+    assert page_check(st, node="gpu-node-a", **NODE_UUID_UNKNOWN) == ("", "")
+    assert page_check(st, node="gpu-node-b", **NODE_UUID_UNKNOWN)[0].startswith(
+        "the dcgm-exporter pages come from gpu-node-a, not node gpu-node-b")

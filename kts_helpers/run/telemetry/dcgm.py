@@ -136,7 +136,10 @@ def page_check(status: dict[str, Any], *, node: str, gpu_uuid: str | None, pods_
         return (f"the dcgm-exporter pages come from {', '.join(hosts) or '(no Hostname label)'}, not node {node}, and "
                 "the tenants' GPU UUID is unknown: they may describe another GPU; scrape the exporter pod on the "
                 "tenants' node"), ""
-    most = int((page.get("max_pods_per_gpu") or {}).get(gpu_uuid or "", 0) or 0) if gpu_uuid else 0
+    if not gpu_uuid:
+        return "", ("attribution unchecked: the tenants' GPU UUID is unknown, so which of the page's GPUs is theirs, "
+                    "and how many pods the exporter attributes to it, cannot be told") if pods_on_gpu >= 2 else ""
+    most = int((page.get("max_pods_per_gpu") or {}).get(gpu_uuid, 0) or 0)
     if pods_on_gpu >= 2 and most <= 1:
         return "", (f"attribution unavailable; set KUBERNETES_VIRTUAL_GPUS=true (dcgm-exporter attributed the tenants' "
                     f"GPU to at most {most} pod per page while {pods_on_gpu} of the scenario's pods held it: without "
