@@ -302,3 +302,76 @@ def test_the_workers_gpu_memory_reading_uses_nvml_and_degrades_to_unknown(monkey
     monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: import fails
     assert kts_gpumem.gpu_memory(torch, cuda)["status"] == "unknown"
     assert kts_gpumem.gpu_memory(torch, SimpleNamespace(type="cpu")) == {"status": "unknown", "reason": "not on CUDA"}
+
+
+UUID_HEX = "0b6c8a1e-2f4d-4c1b-9a7e-1d2c3b4a5f60"
+
+
+def _props(**kw):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name="NVIDIA H100 80GB HBM3", **kw)
+
+
+def _fake_torch(props):
+    from types import SimpleNamespace
+
+    seen = []
+
+    def get_device_properties(device):
+        seen.append(device)
+        return props
+
+    return SimpleNamespace(cuda=SimpleNamespace(get_device_properties=get_device_properties)), seen
+
+
+@pytest.mark.parametrize("raw,expected", [
+    pytest.param("uuid", f"GPU-{UUID_HEX}", id="uuid-object"),  # torch's _CUuuid prints as the bare hex form
+    pytest.param(UUID_HEX, f"GPU-{UUID_HEX}", id="bare-string"),
+    # a build whose uuid already reads GPU-...: once prefixed, not GPU-GPU-... (which would match neither the
+    # placeholders' NVML UUID nor dcgm-exporter's label)
+    pytest.param(f"GPU-{UUID_HEX}", f"GPU-{UUID_HEX}", id="prefixed-string"),
+    pytest.param("missing", None, id="missing"),
+    pytest.param(None, None, id="none"),
+])
+@pytest.mark.parametrize("pipe", [None, "", "/tmp/nvidia-mps"], ids=["mps-unset", "mps-empty", "mps-set"])
+def test_gpu_identity_reports_the_uuid_and_the_mps_client(worker_module, monkeypatch: pytest.MonkeyPatch, raw,
+                                                          expected, pipe) -> None:
+    """workers/kts_worker.py ``gpu_identity``: the GPU as CUDA reports it to the process, in NVML's form
+    (``GPU-<uuid>``: what the backend compares between tenants, with the placeholders' NVML UUID and with
+    dcgm-exporter's ``UUID`` label), ``CUDA_VISIBLE_DEVICES`` as given, and ``mps_client`` true exactly when the
+    device plugin set a non-empty ``CUDA_MPS_PIPE_DIRECTORY``. Exact fields: a dropped, renamed or mis-typed one
+    fails (``mps_client`` must be a bool, not the directory)."""
+    import uuid
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"GPU-{UUID_HEX}")
+    if pipe is None:
+        monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", pipe)
+    props = _props() if raw == "missing" else _props(uuid=uuid.UUID(UUID_HEX) if raw == "uuid" else raw)
+    torch, seen = _fake_torch(props)
+    device = type("Device", (), {"type": "cuda"})()
+    got = worker_module.gpu_identity(torch, device)
+    assert got == {"gpu_uuid": expected, "cuda_visible_devices": f"GPU-{UUID_HEX}", "mps_client": bool(pipe)}
+    assert type(got["mps_client"]) is bool and seen == [device]
+
+
+def test_gpu_identity_names_a_mig_device_the_pci_address_and_nothing_off_cuda(worker_module,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a MIG instance (``CUDA_VISIBLE_DEVICES=MIG-...``) the UUID takes NVML's ``MIG-`` prefix; the PCI address
+    is added where CUDA gives domain, bus and device; a CPU device reports no GPU and reads no CUDA property."""
+    import uuid
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"MIG-{UUID_HEX}")
+    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
+    torch, _ = _fake_torch(_props(uuid=uuid.UUID(UUID_HEX), pci_domain_id=0, pci_bus_id=0x18, pci_device_id=0))
+    assert worker_module.gpu_identity(torch, type("Device", (), {"type": "cuda"})()) == {
+        "gpu_uuid": f"MIG-{UUID_HEX}", "cuda_visible_devices": f"MIG-{UUID_HEX}", "mps_client": False,
+        "pci": "0000:18:00.0"}
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    torch, seen = _fake_torch(_props(uuid=UUID_HEX, pci_domain_id=0, pci_bus_id=None, pci_device_id=0))
+    assert worker_module.gpu_identity(torch, type("Device", (), {"type": "cuda"})()) == {
+        "gpu_uuid": f"GPU-{UUID_HEX}", "cuda_visible_devices": None, "mps_client": False}  # no bus: no pci
+    assert worker_module.gpu_identity(torch, type("Device", (), {"type": "cpu"})()) == {"gpu_uuid": None}
+    assert len(seen) == 1  # the CPU device asked CUDA nothing

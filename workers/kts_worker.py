@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import sys
 import time
 from pathlib import Path
@@ -188,7 +189,8 @@ def gpu_identity(torch, device) -> dict:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     raw = getattr(props, "uuid", None)
     prefix = "MIG-" if visible and visible.strip().startswith("MIG-") else "GPU-"
-    out = {"gpu_uuid": f"{prefix}{raw}" if raw is not None else None, "cuda_visible_devices": visible,
+    bare = None if raw is None else re.sub(r"^(GPU|MIG)-", "", str(raw))  # torch gives the bare hex; a build may not
+    out = {"gpu_uuid": f"{prefix}{bare}" if bare is not None else None, "cuda_visible_devices": visible,
            "mps_client": bool(os.environ.get("CUDA_MPS_PIPE_DIRECTORY"))}
     bus = [getattr(props, k, None) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
     if all(v is not None for v in bus):

@@ -32,7 +32,7 @@ if out["cuda_available"]:
     p = torch.cuda.get_device_properties(0)
     out.update(device_name=p.name, device_memory_gib=round(p.total_memory / 2**30, 1),
                compute_capability=f"{p.major}.{p.minor}", sm_count=p.multi_processor_count,
-               gpu_uuid=f"GPU-{p.uuid}" if getattr(p, "uuid", None) is not None else None)
+               gpu_uuid="GPU-" + str(p.uuid).removeprefix("GPU-") if getattr(p, "uuid", None) is not None else None)
 print(json.dumps(out))
 """
 
