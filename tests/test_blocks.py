@@ -50,6 +50,70 @@ def test_a_slowdown_in_every_shared_block_decides_under_drift_that_moves_the_alo
     assert v.blocks.median.df == 2 * 8 - 2
 
 
+def _shaped(rng: np.random.Generator, shared_of, alone_of, blocks: int = 24, n: int = 150):
+    """A warm run of 25 alone / 24 shared blocks whose alone levels drift 12 % a block."""
+    lv = 4.5 * np.exp(rng.normal(0.0, 0.12, blocks + 1))
+    return [shared_of(m, n) for m in np.sqrt(lv[:-1] * lv[1:])], [alone_of(m, n) for m in lv]
+
+
+def test_a_fixed_wait_per_iteration_is_a_slowdown_though_the_tails_shape_narrows() -> None:
+    """Like BERT in h200-2026-12-06-rm-warm-ts-24: a neighbour's time slice adds a few ms to every iteration, so
+    the median rises 1.8x and the p95 less: each block scaled to its median, the tail reads narrower (0.86x, p ~
+    1e-19). That is no speed-up: the verdict reads degraded by the block-paired median and says the shape narrowed.
+    Fails when a narrower shape on a slower level still reads "the estimands disagree" (as it did)."""
+    rng = np.random.default_rng(3)
+    sh, al = _shaped(rng, lambda m, n: m * np.exp(rng.normal(0.0, 0.25, n)) + 3.6,
+                     lambda m, n: m * np.exp(rng.normal(0.0, 0.25, n)))
+    v = V.decide(sh, al)
+    assert v.p_of("block tail", slower=False) < 1e-6 and v.p_of("level") < 1e-6  # both sides decide on their own
+    assert v.reading == V.DEGRADED and v.slower_by == "level" and v.df.estimate > 1
+    assert 1.7 < v.blocks.median.ratio < 1.9 and v.blocks.tail.ratio < 0.9
+    assert v.rule.startswith(f"the block-paired median {v.blocks.median.ratio:.3f}x alone")
+    assert f"its tail's shape narrower relative to its median (the block-paired tail shape {v.blocks.tail.ratio:.3f}x" \
+        in v.rule
+    assert f"its block-paired p95 {v.blocks.quantile.ratio:.3f}x, p = {v.blocks.quantile.p_more():.2g} slower" in v.rule
+    assert v.blocks.quantile.ratio > 1.3
+    # the tail's shape against the tail's shape is no level to side with: still a disagreement
+    assert V._level_against_shape(replace(v, slower_by="tail")) is None
+    # ... nor a level against a level: launches that met a neighbour slower, the median faster
+    assert V._level_against_shape(replace(v, slower_by="collided", faster_by="level")) is None
+    # ... nor without a block-paired p95 (one alone block: the article's FFT by device time, median 0.638x, DF 0.984)
+    assert V._level_against_shape(replace(v, blocks=replace(v.blocks, quantile=None))) is None
+
+
+def test_a_fixed_saving_per_iteration_is_a_speed_up_though_the_tails_shape_widens() -> None:
+    """The mirror image: every shared iteration 1.5 ms shorter (a cache warmed by the neighbour, say), so the median
+    falls more than the p95 and the shape reads wider. The verdict reads faster by the median, its p95 faster too."""
+    rng = np.random.default_rng(5)
+    sh, al = _shaped(rng, lambda m, n: m * np.exp(rng.normal(0.0, 0.25, n)) - 1.5,
+                     lambda m, n: m * np.exp(rng.normal(0.0, 0.25, n)))
+    v = V.decide(sh, al)
+    assert v.p_of("block tail") < 1e-6 and v.p_of("level", slower=False) < 1e-6
+    assert v.reading == V.FASTER and v.faster_by == "level" and v.df.estimate < 1
+    assert v.slower_by in v.shape_tests and v.blocks.tail.ratio > 1.1
+    assert f"its tail's shape wider relative to its median ({v.slower_evidence[0]}), its block-paired p95 " \
+        f"{v.blocks.quantile.ratio:.3f}x, p = {v.blocks.quantile.p_less():.2g} faster" in v.rule
+
+
+def test_a_slower_median_under_a_p99_that_fell_still_disagrees() -> None:
+    """The alone blocks carry bursts (8 % of iterations 3x), the shared ones none and a median 1.15x: the median is
+    slower, the tail's shape far narrower and the p95 and p99 themselves faster (DF ~0.4). Those estimands really
+    disagree, and the verdict still says so rather than picking one. Fails when the level wins whatever the tail
+    did."""
+    rng = np.random.default_rng(4)
+
+    def bursty(m, n):
+        x = m * np.exp(rng.normal(0.0, 0.04, n))
+        x[rng.random(n) < 0.08] *= 3.0
+        return x
+
+    sh, al = _shaped(rng, lambda m, n: 1.15 * m * np.exp(rng.normal(0.0, 0.04, n)), bursty)
+    v = V.decide(sh, al)
+    assert v.df.estimate < 1 and v.blocks.quantile.ratio < 1 and v.slower_by == "level" and v.faster_by in v.shape_tests
+    assert v.reading == V.INCONCLUSIVE and v.rule == "the estimands disagree"
+    assert v.missing.startswith("slower by the block-paired median 1.14")
+
+
 def test_linear_drift_is_removed_not_read_as_scatter() -> None:
     """``drift()`` and the block test remove a linear trend: a 40 % ramp over 17 blocks with a x1.05 effect is
     found (p < 0.001) and the drift sd is the blocks' own noise, not the ramp."""
