@@ -140,3 +140,18 @@ def test_the_stated_verdict_rule_names_each_way_to_degraded_at_its_own_level() -
     assert "local pairing" in text and "GPU-bound" in text  # the design's weights and the prior by kind (issue 43)
     assert "launches that found a neighbour's operation in flight" in text
     assert "same-moment control" in text and "Holm" in text and "small slowdown (< 10 %)" in text
+
+
+def test_the_workloads_caveat_names_what_the_tenants_stand_for() -> None:
+    """A real-model run's report said its tenants were "synthetic stand-ins (an FFT …, a GEMM …)" (the caveat was
+    one fixed sentence). The caveat follows the run's workloads: the kit's kernels, real models, a user's own."""
+    from kts_helpers.present.narrative import _workloads_caveat
+
+    kit = _workloads_caveat(("fft", "gemm"))
+    assert kit.startswith("Workloads are synthetic stand-ins (an FFT")
+    real = _workloads_caveat(("llama-decode", "bert", "resnet"))
+    assert real.startswith("Workloads: llama-decode, bert, resnet: real model definitions") and "FFT" not in real
+    mixed = _workloads_caveat(("fft", "bert", "my_pkg.tenants:make_thing"))
+    assert mixed == ("Workloads: bert: real model definitions (transformers configs, random weights, closed loop); a "
+                     "served model's batching and arrivals differ; my_pkg.tenants:make_thing: the user's own workloads; "
+                     "fft: the kit's synthetic stand-ins.")

@@ -33,6 +33,7 @@ from kts_helpers.analyse.verdict import (
     small_slower,
 )
 from kts_helpers.present.tables import fmt_ci
+from kts_helpers.run.workloads import KIT_WORKLOADS, REAL_MODELS
 
 # The documentation's pages a report links to, relative to it: `make report` builds the site into <report dir>/docs.
 METHODS_PAGE = "docs/methods/statistics.html"
@@ -431,6 +432,25 @@ The methods in full, with the coverage, power and false alarms measured for ever
 """
 
 
+def _workloads_caveat(workloads: tuple[str, ...]) -> str:
+    """What the tenants stand for: the kit's synthetic kernels, real model definitions, or a user's own factories."""
+    kit = [w for w in workloads if w in KIT_WORKLOADS]
+    real = [w for w in workloads if w in REAL_MODELS]
+    own = [w for w in workloads if w not in KIT_WORKLOADS and w not in REAL_MODELS]
+    if not workloads or (kit and not real and not own):
+        return ("Workloads are synthetic stand-ins (an FFT for a small latency-sensitive agent, a GEMM for a heavy "
+                "one); real agents' kernels differ in length and cadence.")
+    parts = []
+    if real:
+        parts.append(f"{', '.join(real)}: real model definitions (transformers configs, random weights, closed loop); "
+                     "a served model's batching and arrivals differ")
+    if own:
+        parts.append(f"{', '.join(own)}: the user's own workloads")
+    if kit:
+        parts.append(f"{', '.join(kit)}: the kit's synthetic stand-ins")
+    return "Workloads: " + "; ".join(parts) + "."
+
+
 def caveats(data: RunData) -> str:
     m = data.manifest
     items = []
@@ -439,8 +459,7 @@ def caveats(data: RunData) -> str:
                   "device time equals wall time (a worker before 2026-12-01), so the wait is zero")
         items.append("This run used the **CPU** stand-in: tenants share cores through the OS scheduler, not a GPU's "
                      f"time-slices; {clocks}, and no GPU telemetry exists.")
-    items.append("Workloads are synthetic stand-ins (an FFT for a small latency-sensitive agent, a GEMM for a heavy "
-                 "one); real agents' kernels differ in length and cadence.")
+    items.append(_workloads_caveat(tuple(m.spec.resolved.get("workloads") or ())))
     items.append("Throughput is a proxy (1000 / mean latency of a closed loop), not an arrival process.")
     if m.spec.repeats == 1:
         items.append("One run per scenario: run-to-run variation (clocks, neighbours, thermal state) is not "
