@@ -35,7 +35,9 @@ LEFT_OUT = {"h200-2026-12-04-rm-cupti-bert-vit-train": "BERT, launch-bound, move
             # between consecutive blocks), far beyond any one prior; the article's FFT and GEMM by 1-3 %
             **{f"h200-2026-12-04-{r}": "warm design or its fresh twin: launch-bound real models moved with the "
                "host's speed (BERT 5.0-9.9 ms between alone blocks); the run measures its own drift"
-               for r in ("rm-fresh-ts", "rm-warm-ts", "rm-warm-mps")}}
+               for r in ("rm-fresh-ts", "rm-warm-ts", "rm-warm-mps")},
+            "h200-2026-12-06-rm-warm-ts-24": "warm design, 25 alone blocks a tenant: the real models' alone medians "
+            "moved with the host (sd of log up to 0.24); the run measures its own drift"}
 
 
 def spreads(run: Path) -> list[tuple[str, str, list[float], float]]:
