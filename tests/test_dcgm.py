@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import time
+import urllib.request
 from pathlib import Path
 
 import pandas as pd
@@ -60,11 +61,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     """Serves the fixture on /metrics, junk on /garbage, 500 on /boom; /flaky fails every other time."""
 
     hits = 0
+    page: bytes | None = None  # what /metrics serves (None: the fixture)
 
     def do_GET(self):  # noqa: N802 - http.server's naming
         type(self).hits += 1
         if self.path == "/metrics" or (self.path == "/flaky" and self.hits % 2):
-            body, code = FIXTURE.read_bytes(), 200
+            body, code = self.page or FIXTURE.read_bytes(), 200
         elif self.path == "/garbage":
             body, code = b"\x00\x01 this is { not : prometheus", 200
         else:
@@ -158,19 +160,8 @@ def _scraped(server_url, tmp_path, name):
 
 
 def _serving(http_server, text):
-    class Page(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's naming
-            body = text.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    return http_server(Page) + "/metrics"
+    """The test server with ``text`` as its /metrics page."""
+    return http_server(type("Page", (_Handler,), {"page": text.encode()})) + "/metrics"
 
 
 def test_without_the_tenants_uuid_pages_of_another_node_are_refused_naming_both(server, tmp_path):
@@ -211,7 +202,10 @@ def test_the_lowercase_hostname_label_is_read_and_checked(http_server, tmp_path)
     rows = parse_dcgm_text(lower, ts_ns=1)
     assert [r["hostname"] for r in rows] == ["gpu-node-a"] * 3
     assert [(r["gpu_index"], r["pod"]) for r in rows] == [(0, "kts-fft-0"), (0, "kts-gemm-0"), (1, None)]
-    st = _scraped(_serving(http_server, lower), tmp_path, "lower")
+    url = _serving(http_server, lower)
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        assert resp.read().decode() == lower  # the scraper reads the lowercase page, not the fixture
+    st = _scraped(url, tmp_path, "lower")
     assert st["page"]["hostnames"] == ["gpu-node-a"]
     assert page_check(st, node="gpu-node-a", **NODE_UUID_UNKNOWN) == ("", "")
     assert page_check(st, node="gpu-node-b", **NODE_UUID_UNKNOWN)[0].startswith(
