@@ -189,6 +189,39 @@ def test_real_model_profiles_every_phase(runs):
     assert "profile" not in parse_bytes(runs["vit"][1].encode()).meta[0]  # none asked: none recorded
 
 
+def test_the_serving_and_training_examples_build_and_step_on_cpu(monkeypatch):
+    """examples/serve_and_train.py (issue 51's sealed MPS pairs): each factory builds its tiny CPU model and runs an
+    iteration in its phases; a decode step feeds one token against the cache the prefill filled (the cache grows by
+    one a step, so the step is the serving decode, not a full forward); an unknown size is refused in one line."""
+    import torch
+
+    monkeypatch.syspath_prepend(str(REPO / "examples"))
+    import serve_and_train as st
+
+    cpu, params = torch.device("cpu"), {"device_type": "cpu", "seed": 0, "size": 32}
+    got = {}
+    for make in (st.make_gpt2_decode, st.make_whisper_decode, st.make_vit_train, st.make_convnext_train):
+        w = make(torch, cpu, params)
+        ops = w.step()
+        for _, fn in ops:
+            fn()
+        got[w.name] = ([ph for ph, _ in ops], w.notes["parameters"])
+    assert {k: v[0] for k, v in got.items()} == {
+        "gpt2-decode": ["prefill"] + ["decode"] * 3, "whisper-decode": ["encode"] + ["decode"] * 3,
+        "vit-train": ["step"], "convnext-train": ["step"]}
+    assert all(0 < n < 200_000 for _, n in got.values())  # the tiny CPU configs
+    w = st.make_gpt2_decode(torch, cpu, {**params, "decode_tokens": 2})
+    closures = {ph: fn for ph, fn in w.step()}
+    closures["prefill"]()
+    cache = closures["decode"].__closure__  # the step's own state: the cache the decode steps extend
+    state = next(c.cell_contents for c in cache if isinstance(c.cell_contents, dict) and "cache" in c.cell_contents)
+    closures["decode"]()
+    closures["decode"]()
+    assert state["cache"].get_seq_length() == 8 + 2 and state["next"].shape == (1, 1)
+    with pytest.raises(ValueError, match=r"unknown vit-train parameter\(s\) layerz; known: batch, classes"):
+        st.make_vit_train(torch, cpu, {**params, "layerz": 2})
+
+
 def test_model_sizes_are_settable(runs):
     rc, stdout, stderr = runs["model-param"]
     assert rc == 0, stderr
