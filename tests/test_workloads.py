@@ -310,6 +310,10 @@ def test_profile_records_each_kernels_length_and_how_it_holds_the_sms():
     bare = kts_profile.summarize_trace(ev, [("op", 0)], sm_count=132, limits=H100_SM)["op"]["kernels"]
     assert bare["fields"] == [] and bare["residual_ms"] == rec["residual_ms"]
     assert bare["occupancy_pct"] is None and bare["full_share"] is None and bare["waves"] is None
+    # a field written otherwise by another torch: the record says so, the rest of the profile stands
+    ev[-1]["args"]["block"] = "128x1x1"
+    odd = kts_profile.summarize_trace(ev, [("op", 0)], sm_count=132, limits=H100_SM)["op"]
+    assert odd["kernels"]["error"].startswith("ValueError") and odd["kernels_per_op"] == 4
 
 
 def test_profile_counts_kernels_launched_through_the_driver_api():

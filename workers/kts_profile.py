@@ -185,6 +185,16 @@ def kernel_record(kernels: Sequence[tuple[float, dict]], sm_count: int | None, l
     return out
 
 
+def _guarded_record(kernels: Sequence[tuple[float, dict]], sm_count: int | None, limits: dict | None) -> dict:
+    """:func:`kernel_record`, or ``{"error": ...}`` where a Kineto field is not what it should be (a torch whose
+    trace writes it otherwise): the profile's other numbers and the timed run go on, and the planner says the
+    kernel-level record is missing rather than guessing it."""
+    try:
+        return kernel_record(kernels, sm_count, limits)
+    except (TypeError, ValueError, KeyError, ZeroDivisionError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:200]}
+
+
 def summarize_trace(events: list[dict], calls: list[tuple[str, int]], sm_count: int | None,
                     limits: dict | None = None) -> dict:
     """The per-phase summary from a Kineto chrome trace's events and the profiled calls (phase, index).
@@ -278,7 +288,7 @@ def summarize_trace(events: list[dict], calls: list[tuple[str, int]], sm_count: 
             "sm_share": round(sum(s * d for s, d in acc["smw"]) / total, 6) if total > 0 else None,
             "fill_share": round(sum(d for f, d in acc["fill"] if f) / total, 6) if total > 0 else None,
             "top_kernels": [{"name": _short(n), "calls": len(ds), "total_ms": round(sum(ds), 6)} for n, ds in top],
-            "kernels": kernel_record(acc["each"], sm_count, limits),
+            "kernels": _guarded_record(acc["each"], sm_count, limits),
         }
     return out
 
