@@ -59,7 +59,9 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``analyse.sequential`` — interim looks: the verdict read while a shared scenario runs, to stop a decided tenant
 * ``analyse.coverage`` — how often the intervals cover, measured where the kit uses them (tests, ``make bench``)
 * ``analyse.driftgrid`` — the verdict on series whose speed moves between blocks: the drift grid (tests, ``make bench``)
-* ``analyse.blocks`` — the warm design's block-paired tests: the median and the tail's shape against neighbouring alone blocks, and how many blocks would decide
+* ``analyse.blocks`` — the warm design's block-paired tests: the median and the tail's shape against neighbouring alone blocks, the host's speed as a covariate and its balance
+* ``analyse.blockplan`` — how many shared blocks would decide: the assurance an inconclusive block verdict prints
+* ``analyse.blockseq`` — ``blocks=auto``: the looks, their alpha spending, the budget, and each look's reading
 * ``analyse.blockgrid`` — the verdict on generated warm runs: false alarms, power and "no change" by drift shape (tests, ``make bench``)
 * ``analyse.prior`` — the drift prior by tenant kind (GPU-bound or host-bound), measured on committed runs
 * ``analyse.resample`` — the bootstrap engine (exact, fast order-statistic resamplers), kept for comparison

@@ -174,26 +174,31 @@ def cost_table(data: RunData) -> pd.DataFrame:
 
 def alone_against_alone(data: RunData, clocks: tuple[str, ...] = ("wall", "device")) -> pd.DataFrame:
     """Each tenant's alone blocks of each mode split by the alternation: blocks 1, 3, 5, ... read as "alone" and
-    blocks 2, 4, ... as "shared", through the report's own verdict (``verdict.decide``, then Holm over the run's
-    family of such readings, ``verdict.family``). Sharing cannot have caused any difference between them, so no
-    reading may say "degraded" or "faster": a real null, the run's drift and tails as they were. Rows: sharing,
+    blocks 2, 4, ... as "shared", through the report's own verdict (``verdict.decide`` with the blocks' instants and
+    host probes, then the run's family of such readings, ``verdict.family``). Sharing cannot have caused any
+    difference between them, so no reading may say sharing made a tenant slower or faster (``loud``, the small
+    words too): a real null, the run's drift and tails as they were. Rows: sharing,
     tenant, phase, clock, the blocks' medians, the reading and its words (``loud``: a false alarm)."""
     it = _timed(data)
     alone = it[it["kind"] == "baseline"]
-    rows, verdicts = [], []
+    rows, verdicts, questions = [], [], []
     for (sharing, tenant, phase), g in alone.groupby(["sharing", "tenant", "phase"], sort=False):
         for clock in clocks:
             runs = runs_of(g, f"{clock}_ms")
             if len(runs) < 4:  # two blocks a side at least: the alternation needs them
                 continue
             odd, even = runs[0::2], runs[1::2]
-            v = verdict.decide(even, odd)
+            starts = [float(r.min()) for r in runs_of(g, "start_ns")]
+            probes = runs_of(g, "host_probe_ms") if "host_probe_ms" in g else None
+            v = verdict.decide(even, odd, times=(starts[1::2], starts[0::2]), on_host=not data.on_gpu,
+                               host=(probes[1::2], probes[0::2]) if probes is not None else None)
             verdicts.append(v)
+            questions.append(((sharing, tenant, phase), clock))
             rows.append({"sharing": sharing, "tenant": tenant, "phase": phase, "clock": clock,
                          "blocks": f"{len(odd)} vs {len(even)}",
                          "medians_ms": " ".join(f"{np.median(r):.3f}" for r in runs)})
-    for row, v in zip(rows, verdict.family(verdicts), strict=True):
-        row.update(reading=v.reading, loud=v.reading in (verdict.DEGRADED, verdict.FASTER),
+    for row, v in zip(rows, verdict.family(verdicts, questions), strict=True):
+        row.update(reading=v.reading, loud=v.reading in verdict.slower_readings() + verdict.faster_readings(),
                    words=v.words)
     return pd.DataFrame(rows)
 

@@ -113,7 +113,8 @@ def analyse(run_dir: str | os.PathLike, *, clip: bool = True, trim: int = 0, war
     """
     run = open_run_dir(run_dir)
     data = load_run(run, clip=clip, trim=trim, warmup=warmup)
-    opts = {"n_resamples": n_resamples, "seed": seed, "method": method, "margin": margin, "slo_ms": slo_ms}
+    opts = {"n_resamples": n_resamples, "seed": seed, "method": method, "margin": margin, "slo_ms": slo_ms,
+            "on_host": not data.on_gpu}
     table = add_all_intervals(summarize_run(data), data.iterations, ("wall", "device", "wait"), **opts)
     main_table, main_iterations = focus(table, data.iterations)
     effect = None

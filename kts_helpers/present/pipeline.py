@@ -152,7 +152,7 @@ def write_entry(report_dir: Path, run_path: Path, html_path: Path, build: Path,
     opts = dict(analysis or {})
     data = load_run(run_path)
     table = add_all_intervals(summarize_run(data), data.iterations, method=opts.get("ci_method", "order"),
-                              margin=opts.get("margin", 0.10), slo_ms=opts.get("slo_ms"))
+                              margin=opts.get("margin", 0.10), slo_ms=opts.get("slo_ms"), on_host=not data.on_gpu)
     write_summary(table, build)
     entry = {**headline_entry(data, table), "html": html_path.name,
              "rendered_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

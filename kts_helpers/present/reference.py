@@ -25,7 +25,8 @@ def reference_markdown(run_dir: str | os.PathLike, *, n_resamples: int = 2000, s
     data = load_run(run_dir)
     if is_probe(data):
         return probe_markdown(data, n_resamples=n_resamples, seed=seed)
-    table = add_all_intervals(summarize_run(data), data.iterations, n_resamples=n_resamples, seed=seed)
+    table = add_all_intervals(summarize_run(data), data.iterations, n_resamples=n_resamples, seed=seed,
+                              on_host=not data.on_gpu)
     lines = ["| tenant | metric | sharing | p50 alone → shared (ms) | p99 alone [95% CI] (ms) "
              "| p99 shared [95% CI] (ms) | DF [95% CI] | slow iterations [95% CI] | verdict |",
              "|---|---|---|---|---|---|---|---|---|"]
