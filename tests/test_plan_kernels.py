@@ -158,8 +158,12 @@ def test_the_plan_names_the_profiles_without_a_kernel_record_and_not_the_warm_de
     assert {ln.split(":")[0] for ln in lines} == {"llama-decode", "bert", "resnet"}
     assert all("no kernel-level record" in ln and "not a guess" in ln for ln in lines)
     assert lines == [ln for ln in warm.notes() if "kernel-level" in ln]  # an uncapped MPS run: said
-    ts = inputs.load_plan_input(REF / "h200-2026-12-04-rm-warm-ts", gpu=False)
-    assert ts.kernel_notes() and not any("kernel-level" in ln for ln in ts.notes())  # time-sliced: not asked
+    # time-sliced only, the same tenants: not said (kernel lengths are read under MPS only)
+    from types import SimpleNamespace
+
+    ts = replace(warm, manifest=SimpleNamespace(scenarios=[SimpleNamespace(kind=sc.kind, sharing="timeslice")
+                                                           for sc in warm.manifest.scenarios]))
+    assert ts.kernel_notes() == lines and not any("kernel-level" in ln for ln in ts.notes())
     # a run with the record (issue 51's H100 runs; their alone blocks only): nothing unknown, no fallback named
     sealed = inputs.load_plan_input(VALIDATION / "h100-2026-12-06-sealed-mps-gpt2-vit")
     assert any(k[0].endswith("-plain") and p.traits is None for k, p in sealed.alone.items())
@@ -169,3 +173,33 @@ def test_the_plan_names_the_profiles_without_a_kernel_record_and_not_the_warm_de
     vit = sealed.alone[("baseline-mps-vit-train-r1", "vit-train")].traits
     assert vit.kernel_record and not vit.fills_gpu and vit.kernels > 500 and vit.blocking
     assert max(d for d, _ in vit.blocking) < 1.0  # its kernels hold the SMs for well under a ms, not a step
+
+
+@pytest.mark.all_references  # a warm run loaded and predicted block by block: 4-5 s; make test-all
+def test_each_shared_block_is_scored_against_its_own_measurement(monkeypatch):
+    """Issue 51 scored its runs block by block: each shared block's prediction (from the alone blocks on its two
+    sides) against that block's own co-running iterations, not the run's pooled ones; the runs are found under
+    data/validation as well as data/reference."""
+    from kts_helpers.analyse.load import load_run
+    from kts_helpers.analyse.summary import summarize_frame
+    from kts_helpers.plan import validation as v
+
+    name = "h100-2026-12-06-sealed-mps-gpt2-vit"
+    run = v.run_dir_of(name)
+    assert run == VALIDATION / name and v.run_dir_of("no-such-run") is None
+    assert v.run_dir_of("h200-2026-11-30-article") == REF / "h200-2026-11-30-article"
+    data = load_run(run)  # once (2 s): the check reads the same run
+    monkeypatch.setattr(v, "load_run", lambda _path: data)
+    checks = v.block_checks(run, False, replicates=2)
+    assert len({c.scenario for c in checks}) == 8 and len(checks) == 24
+    its = data.iterations
+    r3 = its[(its["scenario"] == "shared-mps-r3") & (its["tenant"] == "gpt2-decode") & (its["phase"] == "decode")]
+    c = next(c for c in checks if (c.scenario, c.tenant, c.predicted.phase) == ("shared-mps-r3", "gpt2-decode",
+                                                                                 "decode"))
+    assert len(r3) >= 200 and c.measured_p50 == pytest.approx(float(np.median(r3["wall_ms"])), rel=0.02)
+    pooled = summarize_frame(its, "wall")
+    pooled_p50 = float(pooled[(pooled["kind"] == "shared") & (pooled["tenant"] == "gpt2-decode")
+                              & (pooled["phase"] == "decode")]["p50_ms"].iloc[0])
+    assert len({round(x.measured_p50, 6) for x in checks if x.tenant == "gpt2-decode" and x.predicted.phase == "decode"}
+               - {round(pooled_p50, 6)}) == 8  # each block its own measurement, none the pooled one
+    assert c.n_tenants == 2 and c.predicted.scenario == "shared-mps-r3"
