@@ -174,11 +174,14 @@ def test_the_looks_spend_the_level_as_the_spending_function_says() -> None:
 
 
 def test_the_budget_stops_a_run_that_would_pass_one_and_a_half_first_looks() -> None:
+    from kts_helpers.run import looks as L
+
     sched = S.looks()
-    assert S.within_budget(sched, 8, 100.0, 100.0, 0.0)  # 4 more blocks at 12.5 s each: 150 s
-    assert not S.within_budget(sched, 8, 100.0, 101.0, 0.0)
-    assert S.within_budget(sched, 12, 100.0, 120.0, 20.0) and not S.within_budget(sched, 24, 100.0, 100.0, 1.0)
-    assert "at most 24" in S.budget_words(sched) and "1.5x" in S.budget_words(sched, 100.0)
+    assert L.within_budget(sched, 8, 100.0, 100.0, 0.0)  # 4 more blocks at 12.5 s each: 150 s
+    assert not L.within_budget(sched, 8, 100.0, 101.0, 0.0)
+    assert not L.within_budget(sched, 8, 100.0, 100.0, 0.0, look_s=1.0)  # the next reading of the verdicts counts
+    assert L.within_budget(sched, 12, 100.0, 120.0, 20.0) and not L.within_budget(sched, 24, 100.0, 100.0, 1.0)
+    assert "at most 24" in L.budget_words(sched) and "1.5x" in L.budget_words(sched, 100.0)
 
 
 def test_a_look_reads_the_first_blocks_only() -> None:

@@ -8,8 +8,8 @@ runs it (``Warm``-like: up to ``blockseq.LOOKS[-1]`` shared blocks between alone
 (``blockgrid.gpu_block``) times the host's state raised to the tenant's elasticity, with a drift between blocks of
 any ``driftgrid.levels`` shape, and the worker's probe per iteration (the state's probe time, its own noise). A
 report is ``tenants`` x 2 clocks (the device clock follows the host less), read as the report reads it: each look
-at its nominal level (``blockseq.nominal_alphas``), the family's graph (``verdict.family``), a verdict that
-decided staying decided, the run stopping when every verdict has. ``bench/bench_blocks.py --auto`` runs the grid
+at its nominal level (``blockseq.nominal_alphas``), the family's graph (``verdict.family``), the run stopping
+when every verdict has decided and its report reading that look (``blockseq.run_confidence``). ``bench/bench_blocks.py --auto`` runs the grid
 (docs/methods/blocks.md); tests/test_autogrid.py a small version.
 """
 
@@ -171,7 +171,7 @@ def auto_cell(measures: str, shape: str, sd: float, reps: int, *, tenants: int =
                 runs.append((d, eff))
                 questions.append((k, clock))
         looks = (most,) if fixed else schedule
-        first: dict[int, str] = {}
+        said: list[str] = []
         used = most
         for b in looks:
             conf = 0.95 if fixed else S.confidence_at(schedule, b)
@@ -180,13 +180,10 @@ def auto_cell(measures: str, shape: str, sd: float, reps: int, *, tenants: int =
                 sh, al, times, probes = d.upto(b)
                 vs.append(V.decide(sh, al, times=times, host=probes if covariate and host else None,
                                    confidence=conf))
-            for i, v in enumerate(V.family(vs, questions)):
-                if i not in first and v.decided:
-                    first[i] = v.reading
-            if len(first) == len(runs):
+            said = [v.reading for v in V.family(vs, questions)]  # the report reads the look that stopped the run
+            if all(r != V.INCONCLUSIVE for r in said):
                 used = b
                 break
-        said = [first.get(i, V.INCONCLUSIVE) for i in range(len(runs))]
         wrong = [_false(r, eff) for r, (_d, eff) in zip(said, runs, strict=True)]
         row.false_verdicts += sum(wrong)
         row.verdicts += len(said)

@@ -410,7 +410,7 @@ class BlockPair:
         shape = (f"; the tail's shape {self.tail.ratio:.3f}x (p = {self.tail.p_more():.2g} wider, "
                  f"{self.tail.p_less():.2g} narrower)" if self.tail is not None else "")
         which = self.local or self.median
-        return up, down, (f"block-paired {which.what} {which.ratio:.3f}x [{lo:.3f}, {hi:.3f}] ({100 * (1 - 2 * alpha):g} % "
+        return up, down, (f"block-paired {which.what} {which.ratio:.3f}x [{lo:.3f}, {hi:.3f}] ({100 * (1 - 2 * alpha):.4g} % "
                           f"interval, inside ±{100 * margin:g} %: {'yes' if hi < 1 + margin and lo > 1 - margin else 'no'})"
                           f"{shape}")
 

@@ -21,27 +21,25 @@ and power over the looks on generated runs (docs/methods/blocks.md).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
 from kts_helpers.analyse.intervals import add_all_intervals
+from kts_helpers.analyse.load import load_run
 from kts_helpers.analyse.summary import summarize_frame
+from kts_helpers.run.looks import AUTO_LOOKS, AUTO_STEP, BlockLook, block_looks
+from kts_helpers.run.manifest import RunManifest
+from kts_helpers.run.runs import Run
 
-LOOKS = (8, 12, 16, 20, 24)  # shared blocks at each look: the first is the fixed design's 8
-LOOK_STEP = 4
+LOOKS = AUTO_LOOKS
 SPENDING_RHO = 1.0  # alpha(t) = alpha * t^rho
-BUDGET_FACTOR = 1.5  # the run stops adding blocks once the next look would end past this times the first look's time
 
 
-def looks(first: int = LOOKS[0], most: int = LOOKS[-1], step: int = LOOK_STEP) -> tuple[int, ...]:
-    """The shared-block counts at which the verdicts are read."""
-    out = list(range(first, most + 1, step))
-    if out[-1] != most:
-        out.append(most)
-    return tuple(out)
+def looks(first: int = LOOKS[0], most: int = LOOKS[-1], step: int = AUTO_STEP) -> tuple[int, ...]:
+    """The shared-block counts at which the verdicts are read (``run.looks.block_looks``)."""
+    return block_looks(first, most, step)
 
 
 @lru_cache(maxsize=64)
@@ -91,56 +89,67 @@ def restrict(frame: pd.DataFrame, shared_blocks: int) -> pd.DataFrame:
     return frame[keep]
 
 
-@dataclass(frozen=True)
-class Look:
-    """What one look read: after how many shared blocks, at which level, and which verdicts had decided."""
-
-    blocks: int
-    alpha: float  # the one-sided nominal level of this look
-    decided: int
-    verdicts: int
-    elapsed_s: float
-    words: str = ""  # each undecided verdict, for the progress line and the record
-
-    @property
-    def all_decided(self) -> bool:
-        return self.verdicts > 0 and self.decided == self.verdicts
-
-    def to_dict(self) -> dict:
-        return {"blocks": self.blocks, "alpha": self.alpha, "decided": self.decided, "verdicts": self.verdicts,
-                "elapsed_s": round(self.elapsed_s, 3), "words": self.words}
-
-
-def budget_words(schedule: tuple[int, ...], first_look_s: float | None = None) -> str:
-    """The budget as the progress line and the report state it."""
-    t = (f", or {BUDGET_FACTOR:g}x the {first_look_s:.0f} s the first look took" if first_look_s else
-         f", or {BUDGET_FACTOR:g}x the time the first {schedule[0]} take")
-    return (f"blocks=auto: {schedule[0]} shared blocks, then {LOOK_STEP} more at a time until every verdict decides, "
-            f"at most {schedule[-1]}{t}")
-
-
-def within_budget(schedule: tuple[int, ...], blocks: int, first_look_s: float, elapsed_s: float,
-                  since_first_s: float) -> bool:
-    """Whether the next look fits the budget: the time per block since the first look (or the first look's own
-    per-block time) projects its end inside ``BUDGET_FACTOR`` x the first look's time."""
-    nxt = next((b for b in schedule if b > blocks), None)
-    if nxt is None:
-        return False
-    done_since = blocks - schedule[0]
-    per_block = since_first_s / done_since if done_since > 0 else first_look_s / max(schedule[0], 1)
-    return elapsed_s + per_block * (nxt - blocks) <= BUDGET_FACTOR * first_look_s + 1e-9
-
-
-def read_look(frame: pd.DataFrame, blocks: int, schedule: tuple[int, ...], elapsed_s: float,
-              confidence: float = 0.95, on_host: bool = False) -> Look:
+def read_look(frame: pd.DataFrame, blocks: int, schedule: tuple[int, ...], confidence: float = 0.95,
+              on_host: bool = False) -> BlockLook:
     """Every verdict of a sharing mode after ``blocks`` shared blocks, at the look's nominal level, as one family
     (``frame``: the mode's iterations so far, as ``load`` gives them)."""
     conf = confidence_at(schedule, blocks, confidence)
     out = read_table(frame, blocks, conf, on_host)
     rows = out[(out["kind"] == "shared") & out["metric"].isin(("wall", "device")) & out["reading"].notna()]
     undecided = rows[rows["reading"].astype(str).str.startswith("inconclusive")]
-    words = "; ".join(f"{r.tenant} ({r.phase}, {r.metric}) undecided" for r in undecided.itertuples())
-    return Look(blocks, (1 - conf) / 2, len(rows) - len(undecided), len(rows), elapsed_s, words)
+    words = "; ".join(f"{r.tenant} ({r.phase}, {r.metric})" for r in undecided.itertuples())
+    return BlockLook(blocks, (1 - conf) / 2, len(rows) - len(undecided), len(rows),
+                     f"undecided: {words}" if words else "every verdict decided")
+
+
+class BlocksJudge:
+    """``blocks=auto``'s judge (``run.looks.BlockJudge``): the run wing calls it after each look's alone round with
+    the sharing mode and the shared blocks done; it reads that mode's blocks so far (logs only: the session's
+    telemetry is still being written) with the report's own rule at the look's level."""
+
+    def __init__(self, confidence: float = 0.95) -> None:
+        self.confidence = confidence
+
+    def __call__(self, run: Run, mode: str, blocks: int) -> BlockLook:
+        m = run.read()
+        schedule = tuple(m.spec.resolved.get("blocks_auto", {}).get("looks") or LOOKS)
+        data = load_run(run, telemetry=False)
+        it = data.iterations
+        return read_look(it[it["sharing"] == mode], blocks, schedule, mode_confidence(m, self.confidence),
+                         on_host=not data.on_gpu)
+
+
+def mode_confidence(manifest: RunManifest, confidence: float = 0.95) -> float:
+    """Each sharing mode's share of the report's level: with M modes looked at apart, each at alpha / M (Bonferroni),
+    so the report's family keeps alpha whatever each mode's looks did."""
+    modes = max(len(manifest.spec.resolved.get("sharing") or ["timeslice"]), 1)
+    return 1 - (1 - confidence) / modes
+
+
+def run_confidence(manifest: RunManifest, confidence: float = 0.95) -> float:
+    """The two-sided confidence a run's verdicts are read at: ``confidence`` for a fixed design; under
+    ``blocks=auto`` the nominal level of the look that stopped each sharing mode (``mode_confidence``'s share), the
+    strictest over the modes. Reading the last look only is what the stopping rule saw when every verdict had
+    decided, and no more than the spending allows where the budget stopped the run (the last look's region is
+    inside the union of the looks')."""
+    auto = manifest.spec.resolved.get("blocks_auto")
+    if not auto:
+        return confidence
+    schedule = tuple(int(b) for b in auto["looks"])
+    per_mode = mode_confidence(manifest, confidence)
+    looks = manifest.looks
+    out = per_mode
+    for mode in manifest.spec.resolved.get("sharing") or ["timeslice"]:
+        mine = [lk for lk in looks if lk.get("sharing") == mode]
+        last = int(mine[-1]["blocks"]) if mine else _shared_blocks_run(manifest, mode)
+        out = max(out, confidence_at(schedule, last, per_mode) if last in schedule else per_mode)
+    return out
+
+
+def _shared_blocks_run(manifest: RunManifest, mode: str) -> int:
+    """How many of a mode's shared blocks ran (a run whose looks were never recorded)."""
+    return sum(1 for s in manifest.scenarios if s.kind == "shared" and s.sharing == mode
+               and manifest.record(s.name) is not None and manifest.record(s.name).status == "complete")
 
 
 def read_table(frame: pd.DataFrame, blocks: int, confidence: float, on_host: bool = False) -> pd.DataFrame:

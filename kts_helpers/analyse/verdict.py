@@ -32,7 +32,8 @@ smaller one **small slowdown (< 10 %)**; the mirror images **faster when shared*
 evidence both ways **inconclusive**; **no change within ±10 %** when two one-sided share tests put the shared p99
 within the margin of the alone one, drift allowed for (``_within``: shares are precise where a p99's upper bound is
 open at n = 800); otherwise **inconclusive**, saying what is missing. A report's verdicts are one family
-(``family``: Holm over tenants x scenarios x clocks, each direction at (1 - confidence) / 2). Below 368 samples DF
+(``family``: each question's wall clock a primary, its device clock a secondary after it, each direction at
+(1 - confidence) / 2). Below 368 samples DF
 is not read and both tail tests decide at a quarter of their weight (``weights``); below ``EXCEEDANCE_MIN_N`` (200)
 nothing decides.
 
@@ -196,7 +197,7 @@ class Verdict:
     p_faster: float = 1.0
     p_slower_adjusted: float = 1.0  # ... after the report's family correction (``family``)
     p_faster_adjusted: float = 1.0
-    family: int = 1  # how many verdicts shared the level (Holm)
+    family: int = 1  # how many verdicts shared the level (``family``)
     slower_evidence: tuple[str, ...] = ()  # each test's words, strongest first
     faster_evidence: tuple[str, ...] = ()
     slower_by: str = ""  # the strongest test each way: "DF", "level", "tail" or "collided" (``effect_size``)
@@ -225,7 +226,7 @@ class Verdict:
         return f"{INCONCLUSIVE} ({self.missing}{need})"
 
     def p_of(self, test: str, slower: bool = True) -> float:
-        """The named test's own one-sided p-value (before weights and Holm); NaN where it did not run."""
+        """The named test's own one-sided p-value (before weights and the family); NaN where it did not run."""
         for name, ps, pf in self.p_tests:
             if name == test:
                 return ps if slower else pf
@@ -1140,7 +1141,7 @@ def _read(v: Verdict, p_slower: float, p_faster: float, family: int) -> Verdict:
     else:
         nor = ""
     by = (f", strongest: the {v.slower_by} test at p = {v.p_of(v.slower_by):.2g} before its weight "
-          f"{weights(v.short, v.design).get(v.slower_by, 1.0):g} and Holm" if v.slower_by and v.p_tests else "")
+          f"{weights(v.short, v.design).get(v.slower_by, 1.0):g} and the family" if v.slower_by and v.p_tests else "")
     drift_words = f"; {v.drift.words}" if v.drift is not None else ""
     if v.blocks is not None:
         bt = v.blocks

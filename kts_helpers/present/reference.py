@@ -11,11 +11,11 @@ import os
 import pandas as pd
 
 from kts_helpers.analyse.estimate import Estimate
-from kts_helpers.analyse.intervals import add_all_intervals
 from kts_helpers.analyse.load import RunData, load_run
 from kts_helpers.analyse.probe import is_probe, read_probe
 from kts_helpers.analyse.rules import series_label
-from kts_helpers.analyse.summary import shared_pairs, summarize_run
+from kts_helpers.analyse.summary import shared_pairs
+from kts_helpers.analyse.verdicts import verdict_table
 from kts_helpers.present.tables import fmt_ci, fmt_slow
 
 
@@ -25,8 +25,7 @@ def reference_markdown(run_dir: str | os.PathLike, *, n_resamples: int = 2000, s
     data = load_run(run_dir)
     if is_probe(data):
         return probe_markdown(data, n_resamples=n_resamples, seed=seed)
-    table = add_all_intervals(summarize_run(data), data.iterations, n_resamples=n_resamples, seed=seed,
-                              on_host=not data.on_gpu)
+    table = verdict_table(data, n_resamples=n_resamples, seed=seed)
     lines = ["| tenant | metric | sharing | p50 alone → shared (ms) | p99 alone [95% CI] (ms) "
              "| p99 shared [95% CI] (ms) | DF [95% CI] | slow iterations [95% CI] | verdict |",
              "|---|---|---|---|---|---|---|---|---|"]
