@@ -47,28 +47,36 @@ def nominal_alphas(schedule: tuple[int, ...], alpha: float, rho: float = SPENDIN
     """The one-sided level each look is read at: alpha_k with P(some look crosses | no effect) = alpha.
 
     Solved look by look: c_k such that P(Z_1 < c_1, ..., Z_k-1 < c_k-1, Z_k >= c_k) equals the spending function's
-    increment alpha (t_k^rho - t_k-1^rho), Z multivariate normal with corr(Z_i, Z_j) = sqrt(t_i / t_j)."""
+    increment alpha (t_k^rho - t_k-1^rho), Z_k = S_k / sqrt(n_k) with S a sum of independent increments (the
+    looks correlate as sqrt(t_i / t_j)). The sub-density of S_k on the continuation region is carried on a grid
+    and convolved with each increment's normal law (Armitage, McPherson and Rowe 1969): deterministic, where a
+    quasi-Monte Carlo multivariate normal would give another level each call."""
     from scipy.optimize import brentq  # scipy: ~0.6 s to import, needed here only
-    from scipy.stats import multivariate_normal, norm  # scipy: ~0.6 s to import, needed here only
+    from scipy.stats import norm  # scipy: ~0.6 s to import, needed here only
 
-    t = np.asarray(schedule, np.float64) / schedule[-1]
-    cov = np.sqrt(np.minimum.outer(t, t) / np.maximum.outer(t, t))
+    n = np.asarray(schedule, np.float64)
+    t = n / n[-1]
     spend = alpha * t**rho
-    bounds: list[float] = []
-    for k in range(len(t)):
+    h = 0.02  # grid step of S in units of one block's sd
+    grid = np.arange(-10.0 * math.sqrt(n[-1]), 10.0 * math.sqrt(n[-1]) + h, h)
+    dens: np.ndarray | None = None  # sub-density of S_k-1 on its continuation region
+    out = []
+    for k in range(len(n)):
         inc = spend[k] - (spend[k - 1] if k else 0.0)
-        if k == 0:
-            bounds.append(float(norm.isf(inc)))
-            continue
-        below = (float(norm.cdf(bounds[0])) if k == 1 else
-                 float(multivariate_normal(np.zeros(k), cov[:k, :k]).cdf(np.array(bounds))))
-        law = multivariate_normal(np.zeros(k + 1), cov[:k + 1, :k + 1])
+        if dens is None:
+            d = norm.pdf(grid, scale=math.sqrt(n[0]))
+        else:
+            sd = math.sqrt(n[k] - n[k - 1])
+            kernel = norm.pdf(np.arange(-8 * sd, 8 * sd + h, h), scale=sd) * h
+            d = np.convolve(dens, kernel, mode="same")
 
-        def gap(c: float, below: float = below, law=law, inc: float = inc) -> float:
-            return below - float(law.cdf(np.array([*bounds, c]))) - inc
+        def beyond(c: float, d: np.ndarray = d, k: int = k) -> float:
+            return float(np.sum(d[grid >= c * math.sqrt(n[k])]) * h)
 
-        bounds.append(float(brentq(gap, 0.0, 10.0, xtol=1e-7)))
-    return tuple(float(norm.sf(c)) for c in bounds)
+        c = brentq(lambda c, inc=inc: beyond(c) - inc, 0.0, 10.0, xtol=1e-6)
+        out.append(float(norm.sf(c)))
+        dens = np.where(grid < c * math.sqrt(n[k]), d, 0.0)
+    return tuple(out)
 
 
 def confidence_at(schedule: tuple[int, ...], blocks: int, confidence: float = 0.95) -> float:
@@ -94,7 +102,7 @@ def read_look(frame: pd.DataFrame, blocks: int, schedule: tuple[int, ...], confi
     """Every verdict of a sharing mode after ``blocks`` shared blocks, at the look's nominal level, as one family
     (``frame``: the mode's iterations so far, as ``load`` gives them)."""
     conf = confidence_at(schedule, blocks, confidence)
-    out = read_table(frame, blocks, conf, on_host)
+    out = read_table(frame, blocks, conf, on_host, verdicts_only=True)
     rows = out[(out["kind"] == "shared") & out["metric"].isin(("wall", "device")) & out["reading"].notna()]
     undecided = rows[rows["reading"].astype(str).str.startswith("inconclusive")]
     words = "; ".join(f"{r.tenant} ({r.phase}, {r.metric})" for r in undecided.itertuples())
@@ -152,12 +160,13 @@ def _shared_blocks_run(manifest: RunManifest, mode: str) -> int:
                and manifest.record(s.name) is not None and manifest.record(s.name).status == "complete")
 
 
-def read_table(frame: pd.DataFrame, blocks: int, confidence: float, on_host: bool = False) -> pd.DataFrame:
+def read_table(frame: pd.DataFrame, blocks: int, confidence: float, on_host: bool = False,
+               verdicts_only: bool = False) -> pd.DataFrame:
     """The summary rows with intervals and verdicts of the first ``blocks`` shared blocks, read at ``confidence``:
     the report's own computation (``intervals.add_all_intervals``) on what the look saw."""
     seen = restrict(frame, blocks)
     table = pd.concat([summarize_frame(seen, m) for m in ("wall", "device")], ignore_index=True)
-    return add_all_intervals(table, seen, confidence=confidence, on_host=on_host)
+    return add_all_intervals(table, seen, confidence=confidence, on_host=on_host, verdicts_only=verdicts_only)
 
 
 def alpha_at(blocks: int, schedule: tuple[int, ...], confidence: float = 0.95) -> float:

@@ -41,13 +41,14 @@ def _write_verdict(out: pd.DataFrame, i: object, v: verdict.Verdict) -> None:
 def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_resamples: int = 2000,
                   seed: int | None = 0, method: str = "order", confidence: float = 0.95,
                   margin: float = verdict.DEFAULT_MARGIN, slo_ms: dict[str, float] | None = None,
-                  verdicts: dict | None = None, on_host: bool = False) -> pd.DataFrame:
+                  verdicts: dict | None = None, on_host: bool = False, verdicts_only: bool = False) -> pd.DataFrame:
     """Add the intervals of p50/p95/p99/jitter/df/throughput_change (``<stat>_lo``/``<stat>_hi``, ±inf for a bound
     the data do not hold, NaN where none was computed), sample-size notes, and on shared rows the verdict (``VERDICT_COLUMNS``: the reading
     within ``margin``, the share of iterations slower than the alone p99 or the tenant's ``slo_ms``);
     ``ess`` and ``lag1`` are the p99's. Each verdict gets its blocks' start instants (a drift is removed in time,
     ``blocks.order``) and, where the workers probed the host, each block's probes (the host covariate,
-    ``blocks.block_pair``); ``on_host``: the host is the contended device (a CPU run), never a covariate."""
+    ``blocks.block_pair``); ``on_host``: the host is the contended device (a CPU run), never a covariate.
+    ``verdicts_only``: the verdicts and nothing else (``blockseq``'s looks, read while the run waits)."""
     out = table.copy()
     samples = {(k["kind"], k["group"], k["sharing"], k["tenant"], k["phase"]): runs
                for k, runs in series_groups(frame, metric)}
@@ -76,7 +77,7 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
             if shared_ratio:
                 out.at[i, "reading"] = df_reading(len(x), None)
             continue
-        for q, stat in ((0.50, "p50"), (0.95, "p95"), (0.99, "p99")):
+        for q, stat in () if verdicts_only else ((0.50, "p50"), (0.95, "p95"), (0.99, "p99")):
             iv = quantile(runs, q, **opts)
             _put(out, i, stat, Estimate.of(iv))
             if q == 0.99:
@@ -86,10 +87,11 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
                     if len(x) >= 3 else float(len(x))
                 out.at[i, "ess"] = ess
                 out.at[i, "lag1"] = iv.lag1
-        jit = jitter(runs, **opts)
+        jit = jitter(runs, **opts) if not verdicts_only else None
         if jit is not None:
             _put(out, i, "jitter", Estimate.of(jit))
-        out.at[i, "sample_note"] = stats.sample_size_warning(len(x), 0.99, ess=ess)
+        if not verdicts_only:
+            out.at[i, "sample_note"] = stats.sample_size_warning(len(x), 0.99, ess=ess)
         if shared_ratio:
             base = baseline_row(out, row)
             alone = (samples[(base["kind"], base["group"], base["sharing"], base["tenant"], base["phase"])]
@@ -105,7 +107,7 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
                 found[i] = v
             else:
                 out.at[i, "reading"] = "no alone series to compare with"
-            change = throughput_change(runs, alone, **opts)
+            change = throughput_change(runs, alone, **opts) if not verdicts_only else None
             if change is not None:
                 out.at[i, "throughput_change"] = change.estimate
                 _put(out, i, "throughput_change", Estimate.of(change))

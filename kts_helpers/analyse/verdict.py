@@ -601,6 +601,7 @@ class Contrast:
     hi_ms: float
     p_median: float = math.nan  # one-sided: the collided launches' median above the clear ones' (its own test)
     median_how: str = ""  # how the median's p was read ("t over 12 blocks", "order-statistic interval")
+    median_ratio: tuple[float, float, float] | None = None  # t over blocks: collided / clear median, 95 % interval
 
     @property
     def words(self) -> str:
@@ -615,6 +616,11 @@ class Contrast:
     def median_words(self) -> str:
         def f(v: float) -> str:
             return "no bound" if not math.isfinite(v) else f"{v:+.3g}"
+        if self.median_ratio is not None:  # the interval of the test that decides: the blocks' ratios
+            r, lo, hi = self.median_ratio
+            return (f"the {self.n_collided} launches that found a neighbour in flight {r:.3f}x [{lo:.3f}, {hi:.3f}] "
+                    f"the median of the {self.n_clear} that did not, block by block (same blocks; "
+                    f"{f(self.median_ms)} ms pooled), p = {self.p_median:.2g} {self.median_how}")
         return (f"the {self.n_collided} launches that found a neighbour in flight {f(self.median_ms)} ms [{f(self.lo_ms)}, "
                 f"{f(self.hi_ms)}] slower at the median than the {self.n_clear} that did not (same blocks), p = "
                 f"{self.p_median:.2g} {self.median_how}")
@@ -637,16 +643,16 @@ def _contrast(shared_runs: Sequence[np.ndarray], collided: Sequence[np.ndarray] 
         b1, b0 = orderstat.quantile_bounds(raw_hit, 0.5, confidence), orderstat.quantile_bounds(raw_rest, 0.5, confidence)
         lo = m1 - m0 - math.hypot(m1 - b1.lo, b0.hi - m0)
         hi = m1 - m0 + math.hypot(b1.hi - m1, m0 - b0.lo)
-    p_med, how = _median_shift_p(shared_runs, collided or [], m1 - m0, lo, hi, confidence)
+    p_med, how, ratio = _median_shift_p(shared_runs, collided or [], m1 - m0, lo, hi, confidence)
     return Contrast(ex.shared.n, ex.alone.n, ex.decisive.shared_count, ex.decisive.alone_count, ex.p_more,
-                    m1 - m0, lo, hi, p_med, how)
+                    m1 - m0, lo, hi, p_med, how, ratio)
 
 
 MIN_SPLIT = 3  # collided launches a block needs for its median to enter the median shift's test (and 3x as many clear)
 
 
 def _median_shift_p(shared_runs: Sequence[np.ndarray], collided: Sequence[np.ndarray], diff: float, lo: float,
-                    hi: float, confidence: float) -> tuple[float, str]:
+                    hi: float, confidence: float) -> tuple[float, str, tuple[float, float, float] | None]:
     """One-sided p that the collided launches' median lies above the clear launches' (same blocks): with three or
     more blocks holding both, a t over the blocks' differences of log medians (each block its own moment: drift
     and autocorrelation stay inside it); else from the order-statistic interval of the raw difference (normal).
@@ -661,12 +667,14 @@ def _median_shift_p(shared_runs: Sequence[np.ndarray], collided: Sequence[np.nda
         if c.sum() >= MIN_SPLIT and (~c).sum() >= 3 * MIN_SPLIT and np.all(x > 0):
             d.append(math.log(float(np.median(x[c]))) - math.log(float(np.median(x[~c]))))
     if len(d) >= 3 and np.std(d, ddof=1) > 0:
-        tstat = float(np.mean(d)) / (float(np.std(d, ddof=1)) / math.sqrt(len(d)))
-        return float(t.sf(tstat, len(d) - 1)), f"(t over {len(d)} blocks)"
+        mean, se = float(np.mean(d)), float(np.std(d, ddof=1)) / math.sqrt(len(d))
+        h = float(t.isf((1 - confidence) / 2, len(d) - 1)) * se
+        return (float(t.sf(mean / se, len(d) - 1)), f"(t over {len(d)} blocks)",
+                (math.exp(mean), math.exp(mean - h), math.exp(mean + h)))
     if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
-        return math.nan, ""
+        return math.nan, "", None
     se = (hi - lo) / (2 * float(norm.isf((1 - confidence) / 2)))
-    return float(norm.sf(diff / se)), "(order-statistic interval)"
+    return float(norm.sf(diff / se)), "(order-statistic interval)", None
 
 
 MIN_CLEAR = 100  # clear launches the same-moment contrast needs: fewer have no p99 (one beyond it at 100)
@@ -687,7 +695,7 @@ SMALL_FASTER = "small speed-up"
 #   median", its weight taken from the level test's share, or the contrast's with one block): a collision that
 #   costs every collided launch the same (a CPU core's time slice) moves their median and little of their tail.
 WEIGHTS_BY_DESIGN = {
-    "blocks": {"DF": 0.05, "level": 0.55, "block tail": 0.2, "tail": 0.05, "collided": 0.1, "collided median": 0.05},
+    "blocks": {"DF": 0.05, "level": 0.5, "block tail": 0.2, "tail": 0.05, "collided": 0.1, "collided median": 0.1},
     "bracketed": {"DF": 0.2, "level": 0.35, "tail": 0.2, "collided": 0.2, "collided median": 0.05},
     "one block": {"DF": 0.4, "level": 0.4, "tail": 0.2, "collided": 0.0, "collided median": 0.0},
     "one block, timestamps": {"DF": 0.05, "level": 0.3, "tail": 0.2, "collided": 0.4, "collided median": 0.05},
@@ -1020,17 +1028,18 @@ def _level_only(d: rules.Degradation, bp: B.BlockPair, dr: Drift, notes: tuple[s
 
 
 def effect_size(v: Verdict, *, slower: bool) -> float:
-    """The size a decided verdict is worded by: DF's estimate (the headline estimand), or -- where the blocks'
-    medians decided (``level_test``) and moved further than DF -- the medians' ratio.
+    """The size a decided verdict is worded by: the further of DF's estimate (the headline estimand) and the
+    medians' ratio (the block-paired median's, ``level``), whichever test decided the direction.
 
     Why: a bulk change is measured by the median, not by the p99. Worded by DF alone, an LLM's device median at
     0.843x alone (a 16 % change, the median test deciding) read "small speed-up (< 10 %)" because its p99 had
-    moved less (h200-2026-12-03-four-tenants-blocks, one alone block read against another).
+    moved less (h200-2026-12-03-four-tenants-blocks, one alone block read against another); and the CPU
+    quickstart's GEMM, decided by its collided launches' median (+1.15 ms), read "small slowdown (< 10 %)" beside
+    a median 3.82 -> 4.84 ms (1.27x) because its DF was 0.94 (issue 52).
     """
     d = v.df.estimate if v.usable else math.nan  # an unread DF (too few samples, an untested range) words nothing
-    by = v.slower_by if slower else v.faster_by
-    if by != "level" or not math.isfinite(v.level):
-        return d if math.isfinite(d) else v.level
+    if not math.isfinite(v.level):
+        return d
     if not math.isfinite(d):
         return v.level
     return max(d, v.level) if slower else min(d, v.level)

@@ -38,7 +38,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     # host's own bursts of slowness (README, Known limits). 2000 iterations, ~15 s a scenario.
     "cpu-quick": dict(workloads=("fft", "gemm"), iterations=2000, fft_size=512, gemm_size=512,
                       sleep_ms_fft=6.0, sleep_ms_gemm=3.0, sleep_ms_llm=6.0, sleep_dist="exp", warmup=5, threads=1,
-                      timeout_s=300.0, calibrate_iterations=300, cpu_core=-1, blocks=BLOCKS),
+                      timeout_s=300.0, calibrate_iterations=300, cpu_core=-1, design="warm"),
     # The time-slice probe (run/probe.py): tiny kernels at random times next to tens-of-ms GEMMs, and the
     # reverse; the GEMM size is calibrated on the GPU (this one is the fallback), the hog's 400 timed kernels
     # cover the tick's 20 s window. GPU only.
