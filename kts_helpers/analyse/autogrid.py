@@ -150,10 +150,11 @@ def _false(reading: str, effect: float, margin: float = V.DEFAULT_MARGIN) -> boo
 
 def auto_cell(measures: str, shape: str, sd: float, reps: int, *, tenants: int = 4, effect: float = 1.0,
               host: HostModel | None = None, schedule: tuple[int, ...] = S.LOOKS, seed: int = 0,
-              covariate: bool = True, fixed: bool = False, **drawn) -> AutoRow:
+              covariate: bool = True, fixed: bool = False, naive: bool = False, **drawn) -> AutoRow:
     """``reps`` reports of ``tenants`` x 2 clocks read under ``blocks=auto`` (``fixed``: read once, at the last
-    look, at the full level -- a fixed design of that many blocks). The first tenant carries ``effect`` (both
-    clocks); ``covariate`` False reads without the host probe."""
+    look, at the full level -- a fixed design of that many blocks; ``naive``: every look at the full level, what
+    looking costs without the spending). The first tenant carries ``effect`` (both clocks); ``covariate`` False
+    reads without the host probe."""
     rng = np.random.default_rng(seed)
     row = AutoRow(measures, shape, sd, host.name if host else "none", tenants, effect, reps)
     t0 = time.perf_counter()
@@ -174,7 +175,7 @@ def auto_cell(measures: str, shape: str, sd: float, reps: int, *, tenants: int =
         said: list[str] = []
         used = most
         for b in looks:
-            conf = 0.95 if fixed else S.confidence_at(schedule, b)
+            conf = 0.95 if fixed or naive else S.confidence_at(schedule, b)
             vs = []
             for d, _eff in runs:
                 sh, al, times, probes = d.upto(b)

@@ -175,12 +175,13 @@ def cost_table(data: RunData) -> pd.DataFrame:
 def host_balance(data: RunData) -> pd.DataFrame:
     """The host covariate's balance check, per sharing mode, tenant and phase (``blocks.balance``, the verdict's own):
     the host probe's block medians alone and shared, their ratio with its 95 % interval (trend removed), whether
-    sharing moved it, and so whether the verdicts adjusted for it; where it moved, what the host's change accounts
+    sharing moved it, and so whether the verdicts adjusted for it; the most the adjustment could move the wall
+    clock's median were the imbalance sharing's (``bias_bound``); where it moved, what the host's change accounts
     for on the wall clock's median (the alone blocks' slope). Empty where no tenant probed or the blocks do not
     alternate; on a CPU run every row says the host is the contended device."""
     it = _timed(data)
     cols = ["sharing", "tenant", "phase", "probe_alone_ms", "probe_shared_ms", "ratio", "ratio_lo", "ratio_hi", "p",
-            "adjusted", "wall_slope", "host_cost", "why"]
+            "adjusted", "wall_slope", "bias_bound", "host_cost", "why"]
     if "host_probe_ms" not in it or not it["host_probe_ms"].notna().any():
         return pd.DataFrame(columns=cols)
     rows = []
@@ -199,7 +200,8 @@ def host_balance(data: RunData) -> pd.DataFrame:
                      "probe_alone_ms": float(al["host_probe_ms"].median()),
                      "probe_shared_ms": float(sh["host_probe_ms"].median()), "ratio": bal.ratio, "ratio_lo": bal.lo,
                      "ratio_hi": bal.hi, "p": bal.p, "adjusted": data.on_gpu and not bal.moved,
-                     "wall_slope": bal.slope, "host_cost": bal.host_cost if bal.moved else float("nan"), "why": why})
+                     "wall_slope": bal.slope, "bias_bound": bal.bias_bound,
+                     "host_cost": bal.host_cost if bal.moved else float("nan"), "why": why})
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -75,9 +75,10 @@ LADDER = (1.0, 0.25)  # the thresholds asked: the alone order statistics with r 
 _QUAD = 400  # quadrature cells over the alone tail probability's Beta law
 
 
-def exceedance_alpha(confidence: float = 0.95, design: str = "bracketed") -> float:
+def exceedance_alpha(confidence: float = 0.95, design: str = "one block") -> float:
     """The one-sided p-value at which the (pooled, scaled) exceedance test decides alone in a verdict: its weight
-    of the one-sided (1 - confidence) / 2 (``WEIGHTS_BY_DESIGN``), 0.5 % at 95 % in the bracketed design."""
+    of the one-sided (1 - confidence) / 2 (``WEIGHTS_BY_DESIGN``), 0.5 % at 95 % with one alone block (none in the
+    bracketed design, whose blocks read the tail's shape block by block)."""
     return weights(False, design)["tail"] * (1 - confidence) / 2
 
 
@@ -696,7 +697,7 @@ SMALL_FASTER = "small speed-up"
 #   costs every collided launch the same (a CPU core's time slice) moves their median and little of their tail.
 WEIGHTS_BY_DESIGN = {
     "blocks": {"DF": 0.05, "level": 0.5, "block tail": 0.2, "tail": 0.05, "collided": 0.1, "collided median": 0.1},
-    "bracketed": {"DF": 0.2, "level": 0.35, "tail": 0.2, "collided": 0.2, "collided median": 0.05},
+    "bracketed": {"DF": 0.2, "level": 0.35, "block tail": 0.2, "tail": 0.0, "collided": 0.2, "collided median": 0.05},
     "one block": {"DF": 0.4, "level": 0.4, "tail": 0.2, "collided": 0.0, "collided median": 0.0},
     "one block, timestamps": {"DF": 0.05, "level": 0.3, "tail": 0.2, "collided": 0.4, "collided median": 0.05},
     "blocks, few iterations": {"DF": 0.0, "level": 1.0, "block tail": 0.0, "tail": 0.0, "collided": 0.0,
@@ -929,7 +930,13 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
     untested = rules._untested(method, sides)  # a bootstrap, or lag-1 > 0.9: DF's coverage is not measured there
     usable = (method == "order" and not short and math.isfinite(d.estimate) and not math.isnan(d.lo)
               and untested is None)
-    dw, p_df_more, p_df_less = _widened_df(d, dr, confidence)
+    # the bracketed design: DF's between-block term is the blocks' scatter of their own p99 (a tail whose width moves
+    # between blocks moves the p99, not the median), and the tail's shape is read block by block (``blocks.grouped``)
+    gt = B.grouped(sh, al, "tail shape") if design == "bracketed" else None
+    gq = B.grouped(sh, al, "p99") if design == "bracketed" else None
+    df_drift = (Drift(gq.resid_sd, float(gq.df), len(al), len(sh), gq.resid_sd, kind=dr.kind)
+                if gq is not None and gq.resid_sd > dr.sd else dr)
+    dw, p_df_more, p_df_less = _widened_df(d, df_drift, confidence)
     if bp is not None:
         level = (bp.local or bp.median).ratio
         p_lv_more, p_lv_less = bp.level_p()
@@ -955,20 +962,24 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
         more.append((p_lv_more / w["level"], "level", f"{lv_words}, p = {p_lv_more:.2g} ({against})"))
         less.append((p_lv_less / w["level"], "level", f"{lv_words}, p = {p_lv_less:.2g} ({against})"))
         tests.append(("level", p_lv_more, p_lv_less))
-    if bp is not None and bp.tail is not None:
-        pt_more, pt_less = bp.tail.p_more(), bp.tail.p_less()
-        more.append((pt_more / w["block tail"], "block tail", f"{bp.tail.words}, p = {pt_more:.2g}"))
-        less.append((pt_less / w["block tail"], "block tail", f"{bp.tail.words}, p = {pt_less:.2g}"))
+    slo_takes_shape = slo_ms is not None and bp is None and gt is not None  # bracketed: the SLO is the tail's question
+    shape = bp.tail if bp is not None else (None if slo_takes_shape else gt)
+    if shape is not None and w.get("block tail", 0) > 0:
+        pt_more, pt_less = shape.p_more(), shape.p_less()
+        more.append((pt_more / w["block tail"], "block tail", f"{shape.words}, p = {pt_more:.2g}"))
+        less.append((pt_less / w["block tail"], "block tail", f"{shape.words}, p = {pt_less:.2g}"))
         tests.append(("block tail", pt_more, pt_less))
     s = min(ex.steps, key=lambda t: t.p_more)
     scaled = "" if slo_ms is not None else " (each block scaled to its median)"
     drifted = " (over the drift's law)" if slo_ms is not None and dr.se > 0 else ""
-    more.append((ex.p_more / w["tail"], "tail", f"{s.shared_count} of {d.n_shared} shared iterations slower than the {s.label}"
-                 f"{scaled} vs {s.alone_count} of {d.n_alone} alone, p = {ex.p_more:.2g}{drifted}"))
-    s2 = min(ex.steps, key=lambda t: t.p_less)
-    less.append((ex.p_less / w["tail"], "tail", f"{s2.shared_count} of {d.n_shared} shared iterations slower than the "
-                 f"{s2.label}{scaled} vs {s2.alone_count} of {d.n_alone} alone, p = {ex.p_less:.2g}{drifted}"))
-    tests.append(("tail", ex.p_more, ex.p_less))
+    w_tail = w["tail"] + (w.get("block tail", 0) if slo_takes_shape else 0.0)
+    if w_tail > 0:
+        more.append((ex.p_more / w_tail, "tail", f"{s.shared_count} of {d.n_shared} shared iterations slower than the "
+                     f"{s.label}{scaled} vs {s.alone_count} of {d.n_alone} alone, p = {ex.p_more:.2g}{drifted}"))
+        s2 = min(ex.steps, key=lambda t: t.p_less)
+        less.append((ex.p_less / w_tail, "tail", f"{s2.shared_count} of {d.n_shared} shared iterations slower than the "
+                     f"{s2.label}{scaled} vs {s2.alone_count} of {d.n_alone} alone, p = {ex.p_less:.2g}{drifted}"))
+        tests.append(("tail", ex.p_more, ex.p_less))
     if cx is not None and w["collided"] > 0:
         # the same-moment control decides (same blocks, same drift, same shape); against the alone tail only where
         # every shared launch collided (nothing clear to compare with) -- the alone tail's words are shown either way

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Issue 52's GPU runs, as run through the device tool: the real-model mix at the kit's defaults (blocks=auto) and
+# at a fixed 8 blocks on the same card in one call (their wall times compare), and a second mix under MPS at
+# the defaults. Each run goes to $OUT/runs/<label>, its wall time to $OUT/times.tsv, and comes back as one tarball
+# $OUT/<label>.tgz. Nothing here changes a GPU setting; MPS daemons are the kit's own (private pipe folders,
+# always quit).
+#   bash bench/h200/auto_batch.sh rm-fixed8 rm-auto        # llama-decode + BERT + ResNet-50, time-slicing
+#   bash bench/h200/auto_batch.sh mps-gpt2-vit             # a user's GPT-2 decode next to ViT-B/16 training, MPS
+set -uo pipefail
+OUT=${OUT:-/tmp/kts-out}
+mkdir -p "$OUT/runs"
+export PYTHONUNBUFFERED=1
+if ! python3 -c 'import transformers' 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$PWD/examples:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+RM="--set workloads=llama-decode,bert,resnet"
+F=serve_and_train
+run() {  # label, then kts run arguments
+  local label=$1; shift
+  local t0; t0=$(date +%s.%N)
+  python3 -m kts_helpers run --device cuda --root "$OUT/runs" --run-id "$label" --label "$label" "$@" \
+    > "$OUT/$label.out" 2> "$OUT/$label.err"
+  local rc=$?
+  echo -e "$label\t$rc\t$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")" | tee -a "$OUT/times.tsv"
+  grep -E "^kts: .*(look|blocks=auto)" "$OUT/$label.err" | tail -8
+  tail -2 "$OUT/$label.err" | grep -v "it/s" | cut -c1-300
+  (cd "$OUT/runs" && tar czf "$OUT/$label.tgz" "$label" && rm -rf "$label")
+}
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oE 'H[0-9]+' | tr A-Z a-z)
+GPU=${GPU:-gpu}
+nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.max.sm,memory.used --format=csv >> "$OUT/gpu.csv" 2>&1
+for what in "$@"; do
+  case $what in
+    rm-fixed8)    run "$GPU-$(date +%F)-rm-fixed8" --profile article $RM --set blocks=8 ;;
+    rm-auto)      run "$GPU-$(date +%F)-rm-auto" --profile article $RM ;;
+    mps-gpt2-vit) run "$GPU-$(date +%F)-mps-gpt2-vit-auto" --profile article --set sharing=mps \
+                    --set workloads=$F:make_gpt2_decode,$F:make_vit_train ;;
+    *) echo "unknown run $what" ;;
+  esac
+done
+rmdir "$OUT/runs" 2>/dev/null || true
