@@ -155,8 +155,8 @@ def cost_table(data: RunData) -> pd.DataFrame:
     rows = []
     for scen in data.manifest.scenarios:
         rec = recs.get(scen.name)
-        if rec is None or scen.kind not in ("baseline", "shared", "control"):
-            continue
+        if rec is None or rec.status == "skipped" or scen.kind not in ("baseline", "shared", "control"):
+            continue  # a block blocks=auto did not need never ran
         mine = it[it["scenario"] == scen.name]
         rows.append({"sharing": scen.sharing, "kind": scen.kind, "scenario": scen.name,
                      "seconds": (rec.ended_ns - rec.started_ns) / 1e9 if rec.ended_ns and rec.started_ns else math.nan,

@@ -82,7 +82,7 @@ class RunWatcher:
             name, tenants = scen["name"], scen.get("tenants", [])
             counts = [t["iterations"] if isinstance(t.get("iterations"), int) else None for t in tenants]
             weight = max([(c or 800) * (float(t.get("sleep_ms") or 0) + 1.0) for c, t in zip(counts, tenants, strict=True)] or [1])
-            complete = status.get(name, {}).get("status") in ("complete", "failed", "timeout")
+            complete = status.get(name, {}).get("status") in ("complete", "failed", "timeout", "skipped")
             done = [self._done(self.run_path / "logs" / name / f"{t['name']}.log") for t in tenants]
             slowest = min(range(len(tenants)), key=lambda k: done[k] / (counts[k] or max(done[k], 1)), default=None)
             if complete or slowest is None:

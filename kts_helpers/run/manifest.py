@@ -95,7 +95,10 @@ class RunManifest:
 
     @property
     def scenarios(self) -> tuple[ScenarioSpec, ...]:
-        return self.spec.scenarios
+        """The planned scenarios, less those ``blocks=auto`` recorded ``skipped`` (they never ran: no reader should
+        look for their logs; the plan itself is ``spec.scenarios``)."""
+        return tuple(s for s in self.spec.scenarios
+                     if (self.records.get(s.name) is None or self.records[s.name].status != "skipped"))
 
     def scenario(self, name: str) -> ScenarioSpec:
         return self.spec.scenario(name)
