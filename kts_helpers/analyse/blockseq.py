@@ -73,7 +73,7 @@ def nominal_alphas(schedule: tuple[int, ...], alpha: float, rho: float = SPENDIN
         def beyond(c: float, d: np.ndarray = d, k: int = k) -> float:
             return float(np.sum(d[grid >= c * math.sqrt(n[k])]) * h)
 
-        c = brentq(lambda c, inc=inc: beyond(c) - inc, 0.0, 10.0, xtol=1e-6)
+        c = float(norm.isf(inc)) if k == 0 else brentq(lambda c, inc=inc: beyond(c) - inc, 0.0, 10.0, xtol=1e-6)
         out.append(float(norm.sf(c)))
         dens = np.where(grid < c * math.sqrt(n[k]), d, 0.0)
     return tuple(out)
@@ -118,9 +118,9 @@ class BlocksJudge:
     def __init__(self, confidence: float = 0.95) -> None:
         self.confidence = confidence
 
-    def __call__(self, run: Run, mode: str, blocks: int) -> BlockLook:
+    def __call__(self, run: Run, mode: str, blocks: int, schedule: tuple[int, ...] | None = None) -> BlockLook:
         m = run.read()
-        schedule = tuple(m.spec.resolved.get("blocks_auto", {}).get("looks") or LOOKS)
+        schedule = tuple(schedule or m.spec.resolved.get("blocks_auto", {}).get("looks") or LOOKS)
         data = load_run(run, telemetry=False)
         it = data.iterations
         return read_look(it[it["sharing"] == mode], blocks, schedule, mode_confidence(m, self.confidence),
@@ -143,12 +143,14 @@ def run_confidence(manifest: RunManifest, confidence: float = 0.95) -> float:
     auto = manifest.spec.resolved.get("blocks_auto")
     if not auto:
         return confidence
-    schedule = tuple(int(b) for b in auto["looks"])
+    planned = tuple(int(b) for b in auto["looks"])
     per_mode = mode_confidence(manifest, confidence)
     looks = manifest.looks
     out = per_mode
     for mode in manifest.spec.resolved.get("sharing") or ["timeslice"]:
         mine = [lk for lk in looks if lk.get("sharing") == mode]
+        # the looks the budget reached, fixed at the first look (``run.looks.reachable``)
+        schedule = tuple(int(b) for b in (mine[0].get("schedule") or planned)) if mine else planned
         last = int(mine[-1]["blocks"]) if mine else _shared_blocks_run(manifest, mode)
         out = max(out, confidence_at(schedule, last, per_mode) if last in schedule else per_mode)
     return out

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from kts_helpers.run.backends.procs import record_outcome
-from kts_helpers.run.looks import BlockJudge, budget_words, within_budget
+from kts_helpers.run.looks import BlockJudge, budget_words, reachable, within_budget
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec
 
@@ -29,10 +29,11 @@ class AutoBlocks:
     def __init__(self, run: Run, mode: str, auto: dict[str, Any], judge: BlockJudge | None, backend: str,
                  progress: bool = True) -> None:
         self.run, self.mode, self.judge, self.backend, self.progress = run, mode, judge, backend, progress
-        self.schedule = tuple(int(b) for b in auto["looks"])
+        self.schedule = tuple(int(b) for b in auto["looks"])  # the most looks; cut to what the budget reaches
         self.t0 = time.monotonic()
         self.first_s: float | None = None
         self.t_first: float | None = None
+        self.t_round1: float | None = None  # when the first alone round ended (the workers' set-up is before it)
         self.stopped_at: int | None = None
         self.why = ""
         if progress:
@@ -57,18 +58,23 @@ class AutoBlocks:
         if following is not None and following.kind == "baseline" and following.repeat == scenario.repeat:
             return  # the round's other tenants still to run
         blocks = scenario.repeat  # alone round k + 1 closes k shared blocks
+        if blocks == 0:
+            self.t_round1 = time.monotonic()
         if blocks not in self.schedule:
             return
         before = time.monotonic()
         if blocks == self.schedule[0]:
             self.first_s, self.t_first = before - self.t0, before
-        look = self.judge(self.run, self.mode, blocks) if self.judge is not None else None
+            per_block = (before - (self.t_round1 or self.t0)) / max(blocks, 1)
+            self.schedule = reachable(self.schedule, self.first_s, self.first_s, per_block)
+        look = self.judge(self.run, self.mode, blocks, self.schedule) if self.judge is not None else None
         now = time.monotonic()
         elapsed = now - self.t0
         if look is not None and look.all_decided:
             stop, why = True, f"every verdict decided at {blocks} shared blocks"
         elif blocks >= self.schedule[-1]:
-            stop, why = True, f"the most blocks the design allows ({self.schedule[-1]})"
+            stop, why = True, (f"the last look the budget reaches ({self.schedule[-1]} shared blocks, 1.5x the "
+                               f"{self.first_s or elapsed:.0f} s the first look took)")
         elif not within_budget(self.schedule, blocks, self.first_s or elapsed, elapsed,
                                before - (self.t_first or before), now - before):
             stop, why = True, (f"the next look would end past {1.5 * (self.first_s or elapsed):.0f} s, the budget "
@@ -76,7 +82,7 @@ class AutoBlocks:
         else:
             stop, why = False, ""
         self.run.record_look({
-            "sharing": self.mode, "blocks": blocks, "elapsed_s": round(elapsed, 3),
+            "sharing": self.mode, "blocks": blocks, "schedule": list(self.schedule), "elapsed_s": round(elapsed, 3),
             "first_look_s": round(self.first_s, 3) if self.first_s is not None else None,
             "alpha": look.alpha if look else None, "decided": look.decided if look else None,
             "verdicts": look.verdicts if look else None, "words": look.words if look else "no judge here",
