@@ -530,11 +530,15 @@ class FakeCluster:
         self.kueue_inadmissible: tuple[str, str] | None = None  # (reason, message) of QuotaReserved=False
         self.disrupted: dict[str, tuple[str, str]] = {}  # tenant -> (DisruptionTarget reason, message), due
         self.preempted_pods: list[str] = []  # pods the scheduler preempted (``_preempt``)
-        # NVML as a worker sees it (workers/kts_gpumem.py): on, each tenant's KTS_END carries the device's reading:
-        # one compute process per running kts worker (its 2 GiB reserved and a 400 MiB context), plus
-        # ``gpu_strangers`` (host PID -> bytes: another pod's or the host's context, invisible to the API)
+        # NVML as a worker sees it (workers/kts_gpumem.py, reading tests/fake_nvml.py's driver): on, each tenant's
+        # KTS_END carries the device's reading: the driver's reserve, one compute process per running kts worker (its
+        # 2 GiB reserved and a 400 MiB context), the MPS server on an MPS node, plus ``gpu_strangers`` (host PID ->
+        # bytes: another pod's or the host's context, invisible to the API)
         self.nvml = False
         self.gpu_strangers: dict[int, int] = {}
+        self.gpus: dict[str, Any] = {}  # GPU UUID -> fake_nvml.FakeGpu: what its driver reserved and who holds the rest
+        self.host_pids: dict[str, int] = {}  # pod -> its worker's host PID
+        self.mps_server_pid = 3999
         self._task: asyncio.Task[None] | None = None
         resources = [("v1/pods", "Pod", True), ("batch/v1/jobs", "Job", True), ("v1/nodes", "Node", False),
                      ("v1/configmaps", "ConfigMap", True),
@@ -1191,15 +1195,25 @@ class FakeCluster:
                                   ts(now))
 
     def _nvml_reading(self, gpu: str | None, pod: str) -> dict:
-        """What ``workers/kts_gpumem.py`` reads in ``pod``: the device's used memory (every context on the GPU, the
-        strangers' too) and, from NVML's process list, its own process only (a PID namespace of its own)."""
-        reserved, context = 2 << 30, 400 << 20
-        live = sorted(p for p, w in self.workers.items() if p not in self.terminated and w.gpu_uuid == gpu)
-        used = len(live) * (reserved + context) + sum(self.gpu_strangers.values())
-        me = 1 + live.index(pod) if pod in live else 1  # its PID in its own namespace
-        return {"source": "nvml", "gpu_uuid": gpu, "device_used_bytes": used, "device_total_bytes": 80 << 30,
-                "own_reserved_bytes": reserved, "own_pid": me, "own_process_bytes": reserved + context,
-                "processes": [{"pid": me, "used_bytes": reserved + context}]}
+        """What ``workers/kts_gpumem.py`` reads in ``pod`` (its real code, ``fake_nvml``'s driver): the device's memory
+        as NVML reports it (the driver's own reserve, ``fake_nvml.H200_RESERVED``, counted as used by version 1 and
+        apart by version 2; every context on the GPU, the strangers' and, on an MPS node, the MPS server's too) and,
+        from NVML's process list, its own process only (a PID namespace of its own)."""
+        import fake_nvml
+
+        device = self.gpus.setdefault(gpu or "GPU-fake-0", fake_nvml.FakeGpu(uuid=gpu or "GPU-fake-0"))
+        device.contexts.clear()
+        live = [p for p, w in self.workers.items() if p not in self.terminated and w.gpu_uuid == gpu]
+        for p in live:  # each kts worker: its caching allocator's 2 GiB and a 400 MiB context
+            device.hold(self._host_pid(p), (2 << 30) + (400 << 20))
+        if any(self.workers[p].mps_client for p in live):  # the device plugin's MPS server, in its own pod
+            device.hold(self.mps_server_pid, fake_nvml.MPS_SERVER_FOOTPRINT, fake_nvml.MPS_SERVER)
+        for pid, used in self.gpu_strangers.items():
+            device.hold(pid, used)
+        return fake_nvml.reading(device, self._host_pid(pod), own_only=True, torch_reserved=2 << 30, ns_pid=1)
+
+    def _host_pid(self, pod: str) -> int:
+        return self.host_pids.setdefault(pod, 4000 + len(self.host_pids))
 
     def gpus_used(self, node: str, resource: str | None = None) -> int:
         """GPU replicas held on ``node`` by pods bound there that have not ended (any namespace); ``key``: of that

@@ -543,9 +543,10 @@ async def test_a_stranger_context_on_the_gpu_is_flagged_by_name_from_the_devices
         cluster.gpu_strangers[31337] = 6 << 30
     run, spec = make_run(tmp_path)
     if stranger:
-        with pytest.raises(TenantFailed, match=r"a stranger context on GPU GPU-fake-0: 6144 MiB of the device's used "
-                                               r"memory is held by none of the block's 2 tenant\(s\) \(fft, gemm\); its "
-                                               r"process is not visible from the tenants' PID namespaces"):
+        with pytest.raises(TenantFailed, match=r"a stranger context on GPU GPU-fake-0: 6144 MiB of the device's "
+                                               r"allocated memory \(the driver's reserve apart\) is held by none of "
+                                               r"the block's 2 tenant\(s\) \(fft, gemm\); its process is not visible "
+                                               r"from the tenants' PID namespaces"):
             await run_scenario(cluster.backend(), run, spec.scenario("shared"), 120.0)
     else:
         assert (await run_scenario(cluster.backend(), run, spec.scenario("shared"), 120.0)).status == "complete"
@@ -554,26 +555,85 @@ async def test_a_stranger_context_on_the_gpu_is_flagged_by_name_from_the_devices
         assert rec["gpu_memory"]["status"] == "ok" and rec["gpu_memory"]["unexplained_mib"] == 0
 
 
-def test_without_nvml_the_stranger_check_is_unknown_and_says_why() -> None:
-    """nvidia-ml-py is optional in the worker: a reading without it says "unknown" and why, and the block's check
-    is recorded as unknown (never passed, never failed). On a host (one PID namespace) NVML names the stranger's
-    PID; under MPS the server's context is allowed for."""
+def test_the_stranger_check_leaves_the_drivers_reserve_out_and_counts_the_experiments_own() -> None:
+    """``run.gpumem.check_block`` on readings made by the worker's real code (workers/kts_gpumem.py) from a model of
+    the driver (tests/fake_nvml.py: the H200's 615 MiB reserve, NVML v1 counting it as used, v2 apart):
+
+    * with no stranger, a 1-, 2- and 3-tenant block passes, and so does an alone block of the warm design beside its
+      idle resident neighbours (``companions``, counted from NVML's process list by host PID) and an MPS block (the
+      server named by NVML on a host; its 66 MiB, the H200's, where a container cannot see it);
+    * a stranger process holding 1 GiB is named, by host PID, memory and name;
+    * a version-1 reading (an old nvidia-ml-py or driver) leaves the check unknown, with why: its used memory holds
+      the reserve; without nvidia-ml-py it is unknown too.
+
+    Fails on the v1 reading of the reserve as used (every block a "stranger" of 615 MiB), on idle neighbours not
+    counted (the warm design's alone blocks fail) and on an MPS server not told apart (the record names it)."""
+    from fake_nvml import GIB, MIB, MPS_SERVER, FakeGpu, reading
+
     from kts_helpers.run.gpumem import check_block
 
+    def block(n: int, *, stranger: int = 0, idle: int = 0, mps: bool = False, inside: bool = False) -> dict:
+        gpu = FakeGpu()
+        for i in range(n + idle):
+            gpu.hold(100 + i, (2 << 30) + 400 * MIB)
+        if mps:
+            gpu.hold(99, 66 * MIB, MPS_SERVER)
+        if stranger:
+            gpu.hold(31337, stranger, "train.py")
+        readings = {f"t{i}": reading(gpu, 100 + i, torch_reserved=2 << 30, own_only=inside, ns_pid=1)
+                    for i in range(n)}
+        return check_block(readings, mps=mps, companions={f"t{n + j} (idle)": 100 + n + j for j in range(idle)})
+
+    for n in (1, 2, 3):
+        got = block(n)
+        assert got["status"] == "ok" and got["unexplained_mib"] == 0 and got["device_reserved_mib"] == 615, (n, got)
+    assert block(1, idle=2)["status"] == "ok" and block(1, idle=2)["companions_mib"] == {
+        "t1 (idle)": 2448.0, "t2 (idle)": 2448.0}
+    assert block(2, mps=True)["status"] == "ok" and block(2, mps=True)["companions_mib"] == {"MPS server": 66.0}
+    assert block(2, mps=True, inside=True)["status"] == "ok"  # the server unseen: its allowance
+    named = block(3, stranger=1 * GIB)
+    assert named["status"] == "stranger" and named["strangers"] == [{"pid": 31337, "used_mib": 1024.0,
+                                                                     "name": "train.py"}]
+    assert "1024 MiB of the device's allocated memory" in named["text"] and "pid 31337 train.py (1024.0 MiB)" in \
+        named["text"]
+    unseen = block(2, stranger=1 * GIB, inside=True)
+    assert unseen["status"] == "stranger" and "not visible from the tenants' PID namespaces" in unseen["text"]
+    gpu = FakeGpu()
+    gpu.hold(100, 3 << 30)
+    v1 = check_block({"fft": reading(gpu, 100, v2=False)})
+    assert v1["status"] == "unknown" and "version 1 of its memory info" in v1["reason"]
     got = check_block({"fft": {"status": "unknown", "reason": "nvidia-ml-py is not installed"}, "gemm": None})
     assert got["status"] == "unknown" and "fft: nvidia-ml-py is not installed" in got["reason"]
 
-    def reading(pid: int, used: int, extra: int = 0) -> dict:
-        return {"source": "nvml", "gpu_uuid": "GPU-a", "device_used_bytes": used, "own_reserved_bytes": 2 << 30,
-                "own_pid": pid, "own_process_bytes": 2 << 30,
-                "processes": [{"pid": 1, "used_bytes": 2 << 30}, {"pid": 2, "used_bytes": 2 << 30}]
-                + ([{"pid": 3, "used_bytes": extra}] if extra else [])}
-    assert check_block({"fft": reading(1, 4 << 30), "gemm": reading(2, 4 << 30)})["status"] == "ok"
-    host = check_block({"fft": reading(1, 7 << 30, 3 << 30), "gemm": reading(2, 7 << 30, 3 << 30)})
-    assert host["status"] == "stranger" and host["strangers"] == [{"pid": 3, "used_mib": 3072.0}]
-    assert "pid 3 (3072.0 MiB) (host PIDs)" in host["text"]
-    mps = {"fft": reading(1, (4 << 30) + (400 << 20)), "gemm": reading(2, (4 << 30) + (400 << 20))}
-    assert check_block(mps, mps=True)["status"] == "ok"
+
+def test_the_committed_h200_readings_would_all_have_failed_the_old_check() -> None:
+    """The one committed run with readings, data/reference/h200-2026-12-06-rm-warm-ts-24 (three tenants, no stranger,
+    24 warm shared blocks), read NVML in version 1: its device used memory exceeds its processes' by the reserve in
+    every block, 635 MiB in each shared block (over the 512 MiB threshold), and its alone blocks carried the idle
+    residents too. The old check (v1 used against the block's tenants alone) would have failed all 101 blocks
+    (issue 50); the check now says "unknown" for a version-1 reading, and the residents would be the run's own."""
+    import json
+
+    from kts_helpers.run.gpumem import check_block
+
+    root = Path(__file__).resolve().parents[1] / "data" / "reference" / "h200-2026-12-06-rm-warm-ts-24" / "logs"
+    blocks = sorted(p for p in root.iterdir() if p.is_dir())
+    gaps, old = {}, {}
+    for scen in blocks:
+        readings = {}
+        for log in scen.glob("*.log"):
+            for line in log.read_text().splitlines():
+                if line.startswith("KTS_END"):
+                    end = json.loads(line.split(",", 2)[2])
+                    readings[end["tenant"]] = end["gpu_memory"]
+        procs = {p["pid"]: p["used_bytes"] for r in readings.values() for p in r["processes"]}
+        used = min(r["device_used_bytes"] for r in readings.values())
+        gaps[scen.name] = (used - sum(procs.values())) / (1 << 20)  # beyond every process: the driver's reserve
+        old[scen.name] = (used - sum(r["own_process_bytes"] for r in readings.values())) / (1 << 20)  # the old check
+        assert check_block(readings)["status"] == "unknown"
+    assert len(gaps) == 101 and all(615 <= g <= 640 for g in gaps.values()), gaps
+    assert all(g > 512 for g in old.values()) and min(old.values()) == min(gaps.values())  # 101 of 101 "strangers"
+    assert [round(g, 1) for s, g in old.items() if s.startswith("shared")] == [635.1] * 24
 
 
 async def test_a_class_changed_by_the_api_server_is_recorded_as_read(cluster: FakeCluster, tmp_path: Path,

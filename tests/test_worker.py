@@ -277,28 +277,39 @@ def test_go_file_barrier_says_ready_then_waits_for_its_own_start(tmp_path, capsy
     assert before <= int(ready[0].rsplit("=", 1)[1]) <= start
 
 
-def test_the_workers_gpu_memory_reading_uses_nvml_and_degrades_to_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
-    """workers/kts_gpumem.py: NVML's device-wide used memory and compute processes (host PIDs) beside the tenant's
-    own reservation; without nvidia-ml-py (optional) the reading is "unknown" with why, never an error."""
+@pytest.mark.parametrize("used_includes_reserved", [False, True], ids=["R590-used", "R525-used"])
+def test_the_workers_gpu_memory_reading_takes_nvmls_v2_and_leaves_the_drivers_reserve_out(
+        monkeypatch: pytest.MonkeyPatch, used_includes_reserved: bool) -> None:
+    """workers/kts_gpumem.py reads NVML's memory info in version 2 (nvidia-ml-py ``nvmlDeviceGetMemoryInfo(handle,
+    version=nvmlMemory_v2)`` -> ``nvmlDeviceGetMemoryInfo_v2``, ``c_nvmlMemory_v2_t``: version, total, reserved, free,
+    used), so the driver's own reserve (615 MiB on the H200: tests/fake_nvml.py) is not counted as used: version 1's
+    ``used`` is "Sum of Reserved and Allocated device memory" (NVML reference, ``nvmlMemory_t``). NVML's reference
+    has said both that v2's ``used`` includes ``reserved`` (R525) and that it is the allocated memory (R590): the
+    reading is right under either. On a host NVML names the processes (``nvmlSystemGetProcessName``). A pynvml
+    without v2 gives a version-1 reading, marked so (the kit's check is then unknown); without nvidia-ml-py the
+    reading is "unknown" with why, never an error. Fails on a reading of v1's ``used`` (615 MiB too many)."""
     import sys
     from types import SimpleNamespace
 
+    import fake_nvml
     import kts_gpumem
 
+    gpu = fake_nvml.FakeGpu(uuid="GPU-a", v2_used_includes_reserved=used_includes_reserved)
+    gpu.hold(11, 3 << 30)
+    gpu.hold(12, 1 << 30, "nvidia-cuda-mps-server")
+    got = fake_nvml.reading(gpu, 11, torch_reserved=2 << 30)
+    assert got == {"source": "nvml", "gpu_uuid": "GPU-a", "memory_info": 2, "device_used_bytes": 4 << 30,
+                   "device_reserved_bytes": fake_nvml.H200_RESERVED, "device_total_bytes": 80 << 30,
+                   "own_reserved_bytes": 2 << 30, "own_pid": 11, "own_process_bytes": 3 << 30,
+                   "processes": [{"pid": 11, "used_bytes": 3 << 30, "name": "python3"},
+                                 {"pid": 12, "used_bytes": 1 << 30, "name": "nvidia-cuda-mps-server"}]}
+    inside = fake_nvml.reading(gpu, 11, own_only=True, ns_pid=1)  # a container: its own process, unnamed others
+    assert inside["processes"] == [{"pid": 1, "used_bytes": 3 << 30}] and inside["own_process_bytes"] == 3 << 30
+    old = fake_nvml.reading(gpu, 11, v2=False)  # an nvidia-ml-py before nvmlMemory_v2
+    assert (old["memory_info"], old["device_reserved_bytes"]) == (1, None)
+    assert old["device_used_bytes"] == (4 << 30) + fake_nvml.H200_RESERVED
     torch = SimpleNamespace(cuda=SimpleNamespace(memory_reserved=lambda d: 2 << 30))
     cuda = SimpleNamespace(type="cuda")
-    fake = SimpleNamespace(
-        nvmlInit=lambda: None, nvmlShutdown=lambda: None,
-        nvmlDeviceGetHandleByUUID=lambda u: ("h", u), nvmlDeviceGetHandleByIndex=lambda i: ("h", i),
-        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(used=7 << 30, total=80 << 30),
-        nvmlDeviceGetComputeRunningProcesses=lambda h: [SimpleNamespace(pid=11, usedGpuMemory=3 << 30),
-                                                         SimpleNamespace(pid=12, usedGpuMemory=None)])
-    monkeypatch.setitem(sys.modules, "pynvml", fake)
-    monkeypatch.setattr(kts_gpumem.os, "getpid", lambda: 11)
-    got = kts_gpumem.gpu_memory(torch, cuda, "GPU-a")
-    assert got == {"source": "nvml", "gpu_uuid": "GPU-a", "device_used_bytes": 7 << 30, "device_total_bytes": 80 << 30,
-                   "own_reserved_bytes": 2 << 30, "own_pid": 11, "own_process_bytes": 3 << 30,
-                   "processes": [{"pid": 11, "used_bytes": 3 << 30}, {"pid": 12, "used_bytes": None}]}
     monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: import fails
     assert kts_gpumem.gpu_memory(torch, cuda)["status"] == "unknown"
     assert kts_gpumem.gpu_memory(torch, SimpleNamespace(type="cpu")) == {"status": "unknown", "reason": "not on CUDA"}

@@ -26,7 +26,9 @@ from kts_helpers.run.backends.procs import (
     EXIT_REASONS,
     Progress,
     check_same_gpu,
+    gpu_memory_check,
     record_outcome,
+    refuse_stranger,
     stop_all,
     tail,
 )
@@ -94,6 +96,8 @@ class LocalBackend:
                 results = self._run_tenants(run, scenario, sharing_env, timeout_s, progress,
                                             timeout_s if pad_limit_s is None else pad_limit_s, extra, judge)
             check_same_gpu(run, scenario)
+            extra["gpu_memory"] = gpu_memory_check(run, scenario)  # a stranger context on the GPU (gpumem)
+            refuse_stranger(scenario, extra["gpu_memory"])
             status = "complete"
             return ScenarioResult(scenario.name, status, results, started, time.time_ns(), extra)
         except KtsError as exc:

@@ -784,7 +784,7 @@ class KubernetesBackend:
         # a stranger context on the GPU, from the device's used memory against the tenants' own (gpumem)
         ends = sr.replay()
         sr.gpu_memory = check_block({t: ends.tenants[t].end.get("gpu_memory") for t in sr.tenants},
-                                    mps=sr.scenario.sharing == "mps" and sr.scenario.kind == "shared")
+                                    mps=sr.scenario.sharing == "mps")
         if sr.gpu_memory["status"] == "stranger":
             return Failure(first, None, f"{sr.gpu_memory['text']}; the scenario must run again")
         late = next((t for t in sr.tenants if (events.get(t) or {}).get("missed_start_barrier")), None)
