@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -386,3 +387,47 @@ def test_gpu_identity_names_a_mig_device_the_pci_address_and_nothing_off_cuda(wo
         "gpu_uuid": f"GPU-{UUID_HEX}", "cuda_visible_devices": None, "mps_client": False}  # no bus: no pci
     assert worker_module.gpu_identity(torch, type("Device", (), {"type": "cpu"})()) == {"gpu_uuid": None}
     assert len(seen) == 1  # the CPU device asked CUDA nothing
+
+
+@pytest.mark.parametrize("how,code", [("sigterm", 143), ("go-file", 0), ("go-file+sigterm", 0),
+                                      ("stop-file+sigterm", 0)])
+def test_a_padding_tenant_exits_0_only_when_the_orchestrator_asked(tmp_path: Path, how: str, code: int) -> None:
+    """A tenant padding after its timed part ends with 0 only on the orchestrator's word: a ``stop`` file in its
+    barrier folder (local, warm) or ``"stop"`` in its go file (a cluster: the pod's annotation, read through its
+    downwardAPI volume), with or without a SIGTERM; a SIGTERM alone (a kubelet's, after a preemption, a drain or a
+    deleted pod) ends it with 143, so its pod ends Failed and is named (issue 50). Fails when a SIGTERM while padding
+    exits 0 (the pod then ends Succeeded: the Job's podFailurePolicy never fires)."""
+    import io
+    from types import SimpleNamespace
+
+    import kts_api
+    import kts_harness
+
+    go = tmp_path / "start_at"
+    go.write_text(json.dumps({"a": 1}))
+    args = SimpleNamespace(
+        arrival="closed", sleep_ms=0.0, sleep_dist="fixed", seed=0, rate_hz=0.0, duration_s=0.0, lead_in_s=0.0,
+        barrier_dir=None, tenant="a", barrier_timeout_s=5.0, iterations=2, looks=[], block_s=0.0,
+        block_min_iterations=0, pad=True, pad_limit_s=30.0, pad_limit_exit=3, crash_after=-1, crash_after_pad=-1,
+        host_probe=False, host_probe_loop=10, auto=False, auto_rel_width=0.1, auto_time_cap_s=60.0,
+        auto_max_iterations=100)
+    stop = kts_harness.StopRequest()
+    stop.go_file = go
+    stop.file = tmp_path / "stop"
+    calls = []
+
+    def op() -> None:
+        calls.append(1)
+        if len(calls) == 5:  # padding by now: the word and/or the signal arrive
+            if "go-file" in how:
+                go.write_text(json.dumps({"a": 1, "stop": "1"}))
+                stop._go_read = 0.0  # the next look reads the file (the loop reads it at most every 50 ms)
+            if "stop-file" in how:
+                stop.file.write_text("")
+            if "sigterm" in how:
+                stop._handle(15, None)
+
+    workload = kts_api.Workload("fft", lambda: [("op", op)])
+    clock = kts_harness.Clock(None, SimpleNamespace(type="cpu"))
+    assert kts_harness.run_loop(args, workload, clock, stop, out=io.StringIO()) == code
+    assert len(calls) == 5  # the iteration in progress was the last

@@ -225,6 +225,8 @@ class LocalBackend:
             if all(p.poll() is not None for p in procs.values()):
                 return {n: p.returncode for n, p in procs.items()}
             if pad and watch.ready_to_stop():
+                # the word first (a ``stop`` file: the workers end padding with 0 on it, never on a SIGTERM alone)
+                (looks.barrier / "stop").write_text("")
                 stop_all(procs, grace_s=STOP_GRACE_S)
                 for name, follower in followers.items():
                     watch.feed(name, follower.read())

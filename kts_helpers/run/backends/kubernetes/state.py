@@ -229,12 +229,17 @@ def pod_state(pod: Mapping[str, Any] | None) -> PodState:
     if term:
         code = as_int(term.get("exitCode"))
         why = term.get("reason") or ("Completed" if code == 0 else "Error")
+        if code == 0 and disruption(pod):  # stopped from outside: named whatever the exit code (issue 50)
+            return PodState(phase, True, True, 0, f"{disruption(pod)}; exited 0 ({why})",
+                            summary=f"disrupted: {why}")
         if code == 0:
             return PodState(phase, True, False, 0, "", summary="completed")
         msg = f"{why} (exit code {code})" + (f": {term['message'].strip()[:200]}" if term.get("message") else "")
         if disruption(pod):
             msg = f"{disruption(pod)}; {msg}"
         return PodState(phase, True, True, code, msg, summary=f"terminated: {why}")
+    if phase == "Succeeded" and disruption(pod):
+        return PodState(phase, True, True, 0, f"{disruption(pod)}; Succeeded", summary="disrupted")
     if phase == "Succeeded":
         return PodState(phase, True, False, 0, "", summary="completed")
     if phase == "Failed":
