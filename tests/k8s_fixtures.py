@@ -85,6 +85,7 @@ RBAC_PLUGIN_CONFIG = Path(__file__).resolve().parents[1] / "manifests" / "compon
     "rbac.yaml"
 PRIORITY_FILE = Path(__file__).resolve().parents[1] / "manifests" / "base" / "priorityclass.yaml"
 VERB = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+KUBELET_FINALIZER = "kts.test/kubelet"  # the emulator's stand-in for a terminating pod's kubelet
 
 
 # How long after the API server stores a pod's new annotation its downwardAPI file shows it: not a model fitted to
@@ -269,6 +270,10 @@ class ClusterEmulator(kmock.KubernetesEmulator):
                                                                     shipped_priority_classes().items()})
     preemption_policies: dict[str, str] = attrs.field(factory=lambda: {n: p for n, (_, p) in
                                                                        shipped_priority_classes().items()})
+    # a pod DELETE from the kit is graceful, as the API server's is: the pod gets deletionTimestamp and stays until
+    # the kubelet has stopped its container (FakeCluster._kill, on its next tick); the controllers' own DELETE (kmock's
+    # user agent) is the kubelet's final removal
+    graceful_deletes: list[str] = attrs.field(factory=list)
     _rv: int = 0
 
     def _next_rv(self) -> str:
@@ -332,6 +337,15 @@ class ClusterEmulator(kmock.KubernetesEmulator):
                     pod_spec["preemptionPolicy"] = self.preemption_policies.get(cls, "PreemptLowerPriority")
             elif action == enums.action.UPDATE and request.name and isinstance(data, dict):
                 data.setdefault("metadata", {})["resourceVersion"] = self._next_rv()
+            elif (action == enums.action.DELETE and request.name and request.resource.plural == "pods"
+                  and not str(request.headers.get("User-Agent", "")).startswith("kmock/")
+                  and self.stored(request) is not None):
+                key = (request.resource, request.namespace, request.name)
+                if not self.objects[key].raw["metadata"].get("deletionTimestamp"):
+                    self.objects[key].patch({"metadata": {"deletionTimestamp": ts(self.clock.t),
+                                                          "finalizers": [KUBELET_FINALIZER]}})
+                    self.graceful_deletes.append(request.name)
+                return aiohttp.web.json_response(self.objects[key].raw)
             elif action == enums.action.DELETE and request.name:
                 current = self.stored(request)
                 body = data if isinstance(data, dict) else {}
@@ -526,6 +540,7 @@ class FakeCluster:
         self.terminating: dict[str, tuple[float, bool]] = {}  # pod -> (when its grace period ends, delete then)
         self.sigterm_at: dict[str, float] = {}  # pod -> when the kubelet sent it SIGTERM (its deletion)
         self.exited_at: dict[str, float] = {}  # pod -> when its container ended
+        self.exit_codes: dict[str, int] = {}  # pod -> its container's exit code
         self.local_queues: set[str] | None = None  # None: any queue exists; else only these LocalQueues do
         self.kueue_hold = False  # quota is exhausted: Workloads stay pending
         self.kueue_capacity: int | None = None  # the queue's whole GPU quota: a bigger gang never fits
@@ -572,6 +587,7 @@ class FakeCluster:
         self.host_pids: dict[str, int] = {}  # pod -> its worker's host PID
         self.mps_server_pid = 3999
         self._task: asyncio.Task[None] | None = None
+        self.stopping = False
         resources = [("v1/pods", "Pod", True), ("batch/v1/jobs", "Job", True), ("v1/nodes", "Node", False),
                      ("v1/configmaps", "ConfigMap", True),
                      ("v1/events", "Event", True), ("coordination.k8s.io/v1/leases", "Lease", True)]
@@ -723,6 +739,7 @@ class FakeCluster:
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._task is not None
+        self.stopping = True  # followed logs end: the kubelets are gone
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
@@ -742,6 +759,8 @@ class FakeCluster:
         return self.clock.t + self.node_skew_s.get(node, 0.0)
 
     async def _tick(self) -> None:
+        while self.km.graceful_deletes:  # the kit's pod deletes: SIGTERM to their containers
+            await self._kill(self.km.graceful_deletes.pop(0))
         await self._gc()
         await self._grace_periods()
         jobs = self.live("batch/v1/jobs")
@@ -907,6 +926,8 @@ class FakeCluster:
             return
         if pod_name in self.terminated:  # its container ended already: the object goes
             if delete:
+                await self._http("patch", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}",
+                                 {"metadata": {"finalizers": []}})
                 await self._http("delete", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}")
             return
         self.sigterm_at.setdefault(pod_name, self.clock.t)
@@ -915,13 +936,18 @@ class FakeCluster:
         running = (((status.get("containerStatuses") or [{}])[0].get("state") or {}).get("running") or {})
         if not node or not running or node in self.lost_nodes:  # no container to stop
             self.terminated.add(pod_name)
+            await self._http("patch", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}", {"metadata": {"finalizers": []}})
             await self._http("delete", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}")
             return
-        await self._http("patch", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}",
-                         {"metadata": {"deletionTimestamp": ts(self.clock.t)}} if delete else {})
+        if delete:  # terminating: kept (a finalizer stands for the kubelet) until its container has stopped
+            await self._http("patch", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}", {"metadata": {
+                "deletionTimestamp": ts(self.clock.t), "finalizers": [KUBELET_FINALIZER]}})
         now = ts(self._node_now(node))
         worker = self.workers.get(pod_name)
-        if worker is not None:
+        if worker is not None and worker.hang and worker.i > 0:  # stuck in an iteration: SIGTERM waits for it
+            grace = float(pod["spec"].get("terminationGracePeriodSeconds", 30))
+            self.terminating[pod_name] = (self.clock.t + grace, delete)
+        elif worker is not None:
             padding = worker.pad and worker.done_timed()
             if worker.lines and not worker.waiting_for_go:
                 line, _ = worker._line()
@@ -953,6 +979,7 @@ class FakeCluster:
                     delete: bool) -> None:
         await self._terminate(pod_name, code, reason, started, finished)
         if delete:
+            await self._http("patch", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}", {"metadata": {"finalizers": []}})
             await self._http("delete", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}")
 
     # --- Kueue
@@ -1497,6 +1524,7 @@ class FakeCluster:
     async def _terminate(self, pod_name: str, code: int, reason: str, started: str | None, finished: str) -> None:
         self.terminated.add(pod_name)
         self.exited_at.setdefault(pod_name, self.clock.t)
+        self.exit_codes.setdefault(pod_name, code)
         await self._http("patch", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}", {"status": {
             "phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": [{
                 "name": "worker", "ready": False, "state": {"terminated": {
@@ -1525,7 +1553,7 @@ class FakeCluster:
         rotation, as the kubelet follows one), until the container ends or the connection drops."""
         sent = self.rotated.get(name, 0)
         yield b""
-        while True:
+        while not self.stopping:
             if name in self.cut_follows and sent > self.rotated.get(name, 0):
                 self.cut_follows.discard(name)
                 return  # past the rotation the connection drops: the client reconnects to the new file

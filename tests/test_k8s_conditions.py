@@ -64,7 +64,7 @@ async def test_a_foreign_gpu_pod_ends_the_run_within_a_minute_naming_the_holder(
     its own namespace) is the replica no visible pod accounts for; with the opt-in cluster-wide pod list a stranger
     that came as the Jobs were created (the kit waits for one it sees before) is named. Fails when only
     placeholders are checked for a stuck Pending (a tenant left Pending waited for the 300 s schedule timeout,
-    blaming the time-slicing config), and on the old emulator's scheduling in creation order."""
+    blaming the time-slicing config)."""
     cluster.add_node(gpu_node("gpu-1"))
     if visible:
         cluster.km.rbac = {"Role": rbac_rules(RBAC_FILE)["Role"], "ClusterRole": rbac_rules(RBAC_OPT_IN)[
@@ -297,39 +297,60 @@ def test_the_exporters_collect_interval_is_measured_and_each_sample_stamped_once
 
 # ------------------------------------------------------------------------------ cleanup on SIGTERM
 
-def test_sigterm_stops_collects_cleans_up_and_releases_the_lease(tmp_path: Path) -> None:
-    """A notebook kernel killed from outside (or ``kill <pid>``) gets SIGTERM while a scenario runs (fft hangs: it
-    would run until its deadline). The backend handles it as Ctrl-C: the tenants are stopped, their logs and status
-    collected, the Job deleted, the node Lease given back, the record says "interrupted (SIGTERM)", the signal goes
-    on up, and the previous handler is back afterwards. Fails without the handler: SIGTERM's previous action (here
-    a recorder standing in for the default, which ends the process) leaves the Job holding every replica until
-    its activeDeadlineSeconds and the Lease until it expires. The backend runs in the main thread, where Python
-    delivers signals; the emulated cluster runs in its own."""
+def test_sigterm_issues_the_deletes_writes_the_record_and_gives_the_lease_back_within_2_s(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A notebook kernel killed from outside (Jupyter sends SIGKILL 2.5 s after its SIGTERM), ``kill <pid>`` or a
+    deleted notebook pod: SIGTERM arrives while a scenario runs and fft is stuck in an iteration (it ends only at the
+    kubelet's SIGKILL, its grace period later: 30 s by default, 5 s here). The backend issues the deletes of the scenario's Jobs (not
+    waited for), writes the logs streamed so far and the record ("interrupted (SIGTERM)"), then gives the node's Lease
+    back, all within 2 s of the signal, and the signal goes on up; the previous handler is back afterwards. Fails on
+    the old order (stop, collect the logs, wait for the Jobs to go, then record and release: fft's grace period), and
+    without the handler (the Job holds every replica until its activeDeadlineSeconds, the Lease until it
+    expires). The backend runs in the main thread, where Python delivers signals; the emulated cluster (real time)
+    runs in its own."""
     import os
     import signal
     import threading
+    import time
 
     from k8s_fixtures import EmulatorThread
 
+    from kts_helpers.run.backends.kubernetes import jobs
     from kts_helpers.run.backends.kubernetes.interrupts import Terminated
+    from kts_helpers.run.backends.kubernetes.lease import NodeLease
+    from kts_helpers.run.runs import Run
 
     hits: list[int] = []
+    when: dict[str, float] = {}
+    record, release = Run.record_scenario, NodeLease.release
 
     def previous(signum: int, frame: Any) -> None:
         hits.append(signum)
 
+    def recorded(self: Any, *a: Any, **k: Any) -> Any:
+        out = record(self, *a, **k)
+        when.setdefault("record", time.monotonic())
+        return out
+
+    def released(self: Any) -> None:
+        release(self)
+        when.setdefault("lease", time.monotonic())
+
+    monkeypatch.setattr(Run, "record_scenario", recorded)
+    monkeypatch.setattr(NodeLease, "release", released)
+    monkeypatch.setattr(jobs, "STOP_GRACE_S", 5)  # the tenants' grace period: the SIGKILL of a stuck fft comes sooner
     old = signal.signal(signal.SIGTERM, previous)
     try:
         with EmulatorThread() as emu:
             emu.call(lambda fc: fc.add_node(gpu_node("gpu-1")))
             emu.call(lambda fc: fc.behaviour.__setitem__("fft", "hang"))
-            backend = emu.call(lambda fc: fc.backend())
+            backend = emu.call(lambda fc: fc.backend(start_delay_s=1.0))  # real seconds: the go within 0.53 s
             run, spec = make_run(tmp_path, ("fft",))
 
             def kill_once_running() -> None:
                 for _ in range(600):
-                    pods = emu.call(lambda fc: fc.live(PODS))
-                    if any((p.get("status") or {}).get("phase") == "Running" for p in pods.values()):
+                    if emu.call(lambda fc: any(w.tenant == "fft" and w.i >= 2 for w in fc.workers.values())):
+                        when["kill"] = time.monotonic()  # fft is stuck in its timed iteration
                         os.kill(os.getpid(), signal.SIGTERM)
                         return
                     threading.Event().wait(0.05)
@@ -337,11 +358,14 @@ def test_sigterm_stops_collects_cleans_up_and_releases_the_lease(tmp_path: Path)
             threading.Thread(target=kill_once_running, daemon=True).start()
             with pytest.raises(Terminated):
                 backend.run_scenario(run, spec.scenario("baseline-fft"), timeout_s=30, progress=False)
+            assert when["kill"] < when["record"] < when["lease"] <= when["kill"] + 2.0, when
             scen = run.manifest()["scenarios"]["baseline-fft"]
             assert scen["status"] == "failed" and scen["reason"] == "interrupted (SIGTERM)"
-            assert run.stderr_path("baseline-fft", "fft").exists()
-            assert not emu.call(lambda fc: fc.live(JOBS))
+            assert run.stderr_path("baseline-fft", "fft").exists() and run.log_path("baseline-fft", "fft").exists()
             assert not emu.call(lambda fc: fc.live("coordination.k8s.io/v1/leases"))
+            deletes = emu.call(lambda fc: {r.name for r in fc.requests("delete", JOBS)})
+            assert any(n.endswith("-hold") for n in deletes) and len(deletes) == 2  # issued; fft ends at its SIGKILL
+            assert all(j["metadata"].get("deletionTimestamp") for j in emu.call(lambda fc: fc.live(JOBS)).values())
         assert signal.getsignal(signal.SIGTERM) is previous and hits == []
     finally:
         signal.signal(signal.SIGTERM, old)
@@ -467,21 +491,33 @@ async def test_a_placeholder_that_cannot_tell_its_gpu_on_a_multi_gpu_node_fails_
         await run_scenario(cluster.backend(allocation_policy="packed"), run, spec.scenario("shared"), 120.0)
 
 
-def test_the_placeholder_asks_nvml_not_the_environment(tmp_path: Path) -> None:
+def test_the_placeholder_asks_nvml_not_the_environment_and_ends_on_sigterm(tmp_path: Path) -> None:
     """The launcher's placeholder branch, run for real: without libnvidia-ml (this host) it falls back to the
-    environment and says so (``source=env``); the kit then proves nothing from it on a multi-GPU node (above)."""
+    environment and says so (``source=env``); the kit then proves nothing from it on a multi-GPU node (above). It
+    catches SIGTERM (its ``SigCgt`` mask in /proc has the bit: as PID 1 of a container it would otherwise ignore the
+    signal, Linux delivering PID 1 no default-action signal) and ends with 143 at once. Fails on a launcher without
+    the handler (SigCgt clear; here, not PID 1, the default action ends it with -15)."""
     import os
+    import signal
     import subprocess
     import sys
+    import time
 
     from kts_helpers.run.backends.kubernetes.jobs import LAUNCHER
 
-    env = {**os.environ, "KTS_TENANTS": "[]", "JOB_COMPLETION_INDEX": "0", "KTS_HOLD_S": "0",
+    env = {**os.environ, "KTS_TENANTS": "[]", "JOB_COMPLETION_INDEX": "0", "KTS_HOLD_S": "60",
            "NVIDIA_VISIBLE_DEVICES": "0", "LD_LIBRARY_PATH": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", LAUNCHER], env=env, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() in ("kts_placeholder: holding index=0 gpu=0 source=env",) or \
-        out.stdout.startswith("kts_placeholder: holding index=0 gpu=GPU-")  # a host with a GPU answers from NVML
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    line = proc.stdout.readline()  # printed once the handler is in place
+    assert line.strip() == "kts_placeholder: holding index=0 gpu=0 source=env" or \
+        line.startswith("kts_placeholder: holding index=0 gpu=GPU-")  # a host with a GPU answers from NVML
+    caught = int(next(ln for ln in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+                      if ln.startswith("SigCgt:")).split()[1], 16)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=5) == 143 and time.monotonic() - t0 < 2.0
+    assert caught & (1 << (signal.SIGTERM - 1)), hex(caught)
 
 
 # ------------------------------------------------------------------------------ stated replicas, proven

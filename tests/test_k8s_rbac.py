@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from k8s_fixtures import INDEX, NS, emulated_cluster, gpu_node, make_run
+from k8s_fixtures import INDEX, NS, emulated_cluster, gpu_node, make_run, until
 
 from kts_helpers.errors import TenantFailed
 from kts_helpers.run.backends.kubernetes.api import KubeApi
@@ -84,7 +84,7 @@ async def test_rbac_grants_exactly_what_the_backend_calls(tmp_path: Path, opt_in
                     "app.kubernetes.io/managed-by": "kts", "kts.run-id": run.run_id, INDEX: "0",
                     "batch.kubernetes.io/job-name": "gone"}}, "spec": {"containers": []}})
             assert await asyncio.to_thread(backend.cleanup, run.run_id) == []
-            assert "orphan" in fc.deleted("v1/pods")
+            await until(lambda: "orphan" in fc.deleted("v1/pods"))  # a pod's delete is graceful: gone a tick later
             await asyncio.to_thread(backend.cleanup_older_than, 3600)
             await asyncio.to_thread(backend.submitted_scenarios, run.run_id)
             ours = [r for r in fc.km.log if not r.headers.get("User-Agent", "").startswith("kmock/")]
