@@ -67,10 +67,10 @@ async def test_rbac_grants_exactly_what_the_backend_calls(tmp_path: Path, opt_in
     try:
         async with emulated_cluster() as fc:
             fc.add_node(gpu_node("gpu-1"))
-            fc.add_configmap(PLUGIN_NS, "nvdp-config", {"any": "version: v1\nsharing:\n  timeSlicing:\n    "
+            fc.add_configmap(PLUGIN_NS, "kts-time-slicing-config", {"any": "version: v1\nsharing:\n  timeSlicing:\n    "
                                                         "resources:\n      - name: nvidia.com/gpu\n        replicas: 4\n"})
             backend = fc.backend(queue_name="kts", lease_duration_s=3, cluster_pod_list=opt_in,  # renewed while it runs
-                                 device_plugin_config=f"{PLUGIN_NS}/nvdp-config" if opt_in else None)
+                                 device_plugin_config=f"{PLUGIN_NS}/kts-time-slicing-config" if opt_in else None)
             run, spec = make_run(tmp_path)
             await asyncio.to_thread(backend.describe)
             await asyncio.to_thread(backend.run_scenario, run, spec.scenario("shared"), timeout_s=120, progress=False)
@@ -125,9 +125,58 @@ def test_the_rbac_test_would_notice_a_verb_too_many() -> None:
     assert _granted("ClusterRole") == {("", "nodes", "get"), ("", "nodes", "list")}  # no pod of other namespaces
     assert _granted("ClusterRole", OPT_IN) == {("", "pods", "list")}
     assert _granted("Role", PLUGIN_CONFIG) == {("", "configmaps", "get")}  # one ConfigMap, by resourceNames
+
+
+def helm_configmap_name(release: str, chart: str = "nvidia-device-plugin", name_override: str = "") -> str:
+    """The ConfigMap the device plugin's Helm chart generates from ``config.map``: deployments/helm/
+    nvidia-device-plugin/templates/_helpers.tpl, ``configMapName`` = ``printf "%s-%s" fullname "configs"``, with
+    ``fullname`` the release name when it contains the chart's name, else ``<release>-<chart>`` (63 characters,
+    "-" trimmed)."""
+    name = name_override or chart
+    full = release if name in release else f"{release}-{name}"
+    return f"{full[:63].rstrip('-')}-configs"
+
+
+def test_the_config_readers_role_names_the_configmaps_the_plugin_is_given() -> None:
+    """The opt-in Role's ``resourceNames`` name the ConfigMaps a plugin is actually given: the kit's own (the
+    ConfigMaps manifests/overlays/device-plugin-timeslicing and -mps render, which the docs pass as the chart's
+    ``config.name`` or the GPU Operator's) and the one the Helm chart generates from ``config.map`` for the release
+    of manifests/README.md (nvdp). Fails on the old ``[nvdp-config]``, which is neither (issue 50: every read was a
+    403 and the values "unverified")."""
+    from test_k8s_manifests import render
+
     docs = [d for d in yaml.safe_load_all(PLUGIN_CONFIG.read_text()) if d]
     (role,) = [d for d in docs if d["kind"] == "Role"]
-    assert role["metadata"]["namespace"] == PLUGIN_NS and role["rules"][0]["resourceNames"] == ["nvdp-config"]
+    names = set(role["rules"][0]["resourceNames"])
+    own = {d["metadata"]["name"] for o in ("device-plugin-timeslicing", "device-plugin-mps") for d in render(o)
+           if d["kind"] == "ConfigMap"}
+    readme = (Path(__file__).resolve().parents[1] / "manifests" / "README.md").read_text()
+    release = re.search(r"helm upgrade -i (\S+) nvdp/nvidia-device-plugin", readme)[1]
+    assert role["metadata"]["namespace"] == PLUGIN_NS and own == {"kts-time-slicing-config", "kts-mps-config"}
+    assert names == own | {helm_configmap_name(release)} == {*own, "nvdp-nvidia-device-plugin-configs"}
+    assert helm_configmap_name("nvidia-device-plugin") == "nvidia-device-plugin-configs"  # the chart's own rule
+
+
+def test_the_base_with_the_opt_in_component_keeps_the_role_in_the_plugins_namespace(tmp_path: Path) -> None:
+    """``kubectl kustomize`` of manifests/base with components/device-plugin-config listed under its components (as
+    the component's comment says to use it): the Role and RoleBinding stay in the plugin's namespace, the kit's
+    own resources are in kts. base sets its namespace with kustomize's NamespaceTransformer and ``unsetOnly``
+    (kustomize api/filters/namespace: a set namespace is left alone), not with ``namespace:``, which moves every
+    namespaced resource. Fails on the old base (``namespace: kts``: the Role rendered into kts, where it grants
+    nothing, and the kit found the ConfigMap unreadable)."""
+    import shutil
+
+    from test_k8s_manifests import render_dir
+
+    copy = tmp_path / "manifests"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "manifests", copy)
+    base = copy / "base" / "kustomization.yaml"
+    base.write_text(base.read_text() + "components:\n  - ../components/device-plugin-config\n")
+    placed = {(d["kind"], d["metadata"]["name"]): d["metadata"].get("namespace") for d in render_dir(copy / "base")}
+    assert placed[("Role", "kts-device-plugin-config-reader")] == PLUGIN_NS
+    assert placed[("RoleBinding", "kts-device-plugin-config-reader")] == PLUGIN_NS
+    assert placed[("Role", "kts-runner")] == placed[("ServiceAccount", "kts-worker")] == "kts"
+    assert placed[("PriorityClass", "kts-tenant")] is None and placed[("Namespace", "kts")] is None
 
 
 # ------------------------------------------------------------------------------ the docs' RBAC tables
@@ -260,7 +309,8 @@ def test_the_docs_table_check_would_notice_a_drift() -> None:
     for old, new, needle in [
             ("Jobs create/list/delete", "Jobs create/list", "verbs ['create', 'list'] in the table"),
             ("events list", "events list/watch", "verbs ['list', 'watch'] in the table"),
-            ("`resourceNames: [nvdp-config]`", "`resourceNames: [other]`", "resourceNames ['other']"),
+            ("`resourceNames: [kts-time-slicing-config, kts-mps-config, nvdp-nvidia-device-plugin-configs]`",
+             "`resourceNames: [other]`", "resourceNames ['other']"),
             ("Role `kts-runner`, namespace `kts`", "Role `kts-runner`, namespace `gpu`", "not in the manifests"),
             ("nodes list/get", "nodes list", "verbs ['list'] in the table")]:
         assert old in text, old

@@ -613,14 +613,19 @@ class KubernetesBackend:
         try:
             cm = self.api.read_configmap(name, ns)
         except KubeForbidden as exc:
-            rec["config"] = f"not read: {exc} (apply manifests/components/device-plugin-config)"
+            rec["config"] = (f"not read: {exc} (the Role of manifests/components/device-plugin-config must be in "
+                             f"namespace {ns} and name {name} in its resourceNames: apply it as it is, or list it "
+                             "under the components of manifests/base, never in a kustomization that sets "
+                             "namespace:, which moves the Role out of the plugin's namespace)")
+            print(f"[kts] warning: device_plugin_config {ns}/{name} was not read: {rec['config'][10:]}",
+                  file=sys.stderr)
             return
         if cm is None:
             rec["config"] = f"not read: ConfigMap {ns}/{name} does not exist"
             return
         base = "nvidia.com/gpu"
         try:
-            got, source = plugin_settings(cm, label, default, base)
+            got, source = plugin_settings(cm, label, default, base, node.plugin_version)
         except PluginConfigError as exc:
             raise BackendError(f"the device plugin's ConfigMap {ns}/{name} is not a config the plugin loads: {exc} "
                                "(NVIDIA/k8s-device-plugin api/config/v1)") from None
@@ -645,7 +650,12 @@ class KubernetesBackend:
         rec["strategy"] = {"value": got.strategy, "source": verified}
         rec["resource"] = {"value": got.resource, "source": verified}
         rec["rename_by_default"] = {"value": got.rename_by_default, "source": verified}
-        rec["fail_requests_greater_than_one"] = {"value": got.fail_requests_greater_than_one, "source": verified}
+        rec["fail_requests_greater_than_one"] = {
+            "value": got.fail_requests_greater_than_one,
+            "source": f"unverified: {got.fail_requests_note}" if got.fail_requests_note and not node.plugin_version
+            else f"{verified}; {got.fail_requests_note}" if got.fail_requests_note else verified}
+        if got.rename_ignored:
+            rec["rename_ignored"] = got.rename_ignored
         if got.allocation_policy:
             rec["allocation_policy"] = {"value": got.allocation_policy, "source": verified}
         if got.device_list_strategy or got.device_id_strategy:
