@@ -274,6 +274,8 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     # the kubelet has stopped its container (FakeCluster._kill, on its next tick); the controllers' own DELETE (kmock's
     # user agent) is the kubelet's final removal
     graceful_deletes: list[str] = attrs.field(factory=list)
+    # manifests/components/narrow-pod-patch applied: its ValidatingAdmissionPolicy, mirrored (``pod_patch_denied``)
+    pod_patch_policy: bool = False
     _rv: int = 0
 
     def _next_rv(self) -> str:
@@ -314,6 +316,15 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         action, data = request.action, request.data
         if request.resource is not None and request.method == enums.method.PUT and request.name:
             return await self._replace(request)  # kmock serves no PUT: a replace, with optimistic concurrency
+        if (self.pod_patch_policy and request.method == enums.method.PATCH and request.resource is not None
+                and request.resource.plural == "pods" and request.name and isinstance(request.data, dict)
+                and not str(request.headers.get("User-Agent", "")).startswith("kmock/")):
+            current = self.stored(request)
+            denied = pod_patch_denied(current, merge_patch(current, request.data)) if current is not None else ""
+            if denied:
+                return await self._render_error(kmock.KubernetesError(
+                    403, "Forbidden", f"ValidatingAdmissionPolicy 'kts-runner-pod-patch' with binding "
+                                      f"'kts-runner-pod-patch' denied request: {denied}"))
         if request.resource is not None and action is not None:
             if action == enums.action.CREATE and isinstance(data, dict):
                 meta = data.setdefault("metadata", {})
@@ -1707,6 +1718,36 @@ def qos_class(spec: dict[str, Any]) -> str:
     if guaranteed and any(k not in limits or limits[k] != v for k, v in requests.items()):
         guaranteed = False
     return "Guaranteed" if guaranteed and len(requests) == len(limits) else "Burstable"
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch (what the Python client sends for a dict body)."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+def pod_patch_denied(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """manifests/components/narrow-pod-patch/policy.yaml's validations, in order, in Python (the emulator runs no
+    CEL): the message of the first that fails, "" when the update is allowed."""
+    om, nm = old.get("metadata") or {}, new.get("metadata") or {}
+    if (om.get("labels") or {}).get("app.kubernetes.io/managed-by") != "kts":
+        return "kts-runner may patch only the kit's own pods (app.kubernetes.io/managed-by=kts)"
+    if (new.get("spec") or {}) != (old.get("spec") or {}):
+        return "kts-runner may not change a pod's spec"
+    if any((nm.get(k) or ({} if k == "labels" else [])) != (om.get(k) or ({} if k == "labels" else []))
+           for k in ("labels", "finalizers", "ownerReferences")):
+        return "kts-runner may not change a pod's labels, finalizers or owner references"
+    na, oa = nm.get("annotations") or {}, om.get("annotations") or {}
+    if {k: v for k, v in na.items() if k != ANN_START} != {k: v for k, v in oa.items() if k != ANN_START}:
+        return "kts-runner may change one annotation of a pod only: kts/start-at (the start barrier's go)"
+    return ""
 
 
 def handles_sigterm(pod: dict[str, Any]) -> bool:

@@ -164,6 +164,35 @@ def test_a_flavor_short_of_quota_beside_one_that_never_fits_is_a_wait() -> None:
     assert admission(wl)[1] == f"Pending: {OLD_KUEUE[0][1]}"
 
 
+# Kueue's words for a gang larger than the ClusterQueue's whole quota, from pkg/scheduler/flavorassigner/
+# flavorassigner.go ``fitsResourceQuota`` at each tag: v0.9.0 without a cohort has no "> maximum capacity"
+OVER_CAPACITY = [
+    ("v0.9.0", "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor gpu in "
+               "ClusterQueue"),
+    ("v0.10.0", "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor gpu, "
+                "request > maximum capacity (4 > 3)"),
+    ("v0.19.0", "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor gpu, "
+                "previously considered podsets requests (0) + current podset request (4) > maximum capacity (3)"),
+]
+
+
+@pytest.mark.parametrize("version,message", OVER_CAPACITY, ids=[v for v, _ in OVER_CAPACITY])
+def test_a_gang_over_the_queues_whole_quota_is_blocked_in_every_versions_words(version: str, message: str) -> None:
+    """A Workload larger than its ClusterQueue's quota never fits: Kueue v0.10 and later say "> maximum capacity";
+    v0.9, in a ClusterQueue without a cohort, says "insufficient quota for <resource> in flavor <f> in ClusterQueue"
+    (mode noFit: the request exceeds the nominal quota). Each is blocked at once, quoted; v0.9's cohort message
+    ("insufficient unused quota in cohort ..., N more needed") is a wait. Fails on v0.9's words when only
+    "> maximum capacity" is read (issue 50: the kit waited out ``ready_timeout_s``)."""
+    from kts_helpers.run.backends.kubernetes.state import admission
+
+    wl = {"status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                                     "message": message}]}}
+    assert admission(wl)[1].startswith(f"Pending: {message} (the scenario's pods are admitted as one gang")
+    wl["status"]["conditions"][0]["message"] = ("couldn't assign flavors to pod set main: insufficient unused quota "
+                                                "in cohort for nvidia.com/gpu in flavor gpu, 2 more needed")
+    assert admission(wl) == (None, "")
+
+
 # ------------------------------------------------------------------------------ the mode, as the plugin serves it
 
 def _mps_spec() -> Any:

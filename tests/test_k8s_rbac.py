@@ -319,3 +319,57 @@ def test_the_docs_table_check_would_notice_a_drift() -> None:
     dropped = "\n".join(ln for ln in text.splitlines() if not ln.startswith("| ClusterRole `kts-node-reader`"))
     assert _compare_docs(_doc_grants(dropped), manifests) == [
         "('ClusterRole', 'kts-node-reader', None): in the manifests, not in the table"]
+
+
+async def test_the_opt_in_policy_narrows_patch_pods_to_the_go_annotation(tmp_path: Path) -> None:
+    """RBAC narrows verbs and resources, never fields: ``patch pods`` alone would let the kts-runner identity change a
+    pod's labels, annotations, finalizers, or a container's image. The kit patches one annotation only
+    (``KubeApi.annotate_pod``: ``kts/start-at``, the go and the word to stop padding), and the opt-in component
+    manifests/components/narrow-pod-patch (a ValidatingAdmissionPolicy, admissionregistration.k8s.io/v1, valid for
+    Kubernetes 1.30 and 1.37) makes the API server refuse anything else from that identity. The emulator mirrors its
+    validations (``pod_patch_denied``): with it on, a whole shared scenario runs (its go and its stop pass), while a
+    label, another annotation, a spec change or a pod that is not the kit's are refused with the policy's words.
+    Fails when the kit's patch touches anything beside the go annotation."""
+    import kubernetes_validate
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from kts_helpers.run.backends.kubernetes.names import ANN_START
+
+    policy_file = Path(__file__).resolve().parents[1] / "manifests" / "components" / "narrow-pod-patch" / "policy.yaml"
+    docs = [d for d in yaml.safe_load_all(policy_file.read_text()) if d]
+    for d in docs:
+        for version in ("1.30.0", "1.37.0"):
+            kubernetes_validate.validate(d, version, strict=True)
+    policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy")
+    subject = next(d for d in yaml.safe_load_all(RBAC.read_text()) if d and d["kind"] == "RoleBinding")["subjects"][0]
+    assert f"system:serviceaccount:{subject['namespace']}:{subject['name']}" in policy["spec"]["matchConditions"][0][
+        "expression"]
+    assert all(f"'{ANN_START}'" in v["expression"] for v in policy["spec"]["validations"][3:])
+    async with emulated_cluster() as fc:
+        fc.km.pod_patch_policy = True
+        fc.add_node(gpu_node("gpu-1"))
+        run, spec = make_run(tmp_path)
+        assert (await asyncio.to_thread(fc.backend().run_scenario, run, spec.scenario("shared"), timeout_s=120,
+                                        progress=False)).status == "complete"
+        assert len(fc.requests("patch", "v1/pods")) >= 4  # each tenant's go, then its stop
+        core = client.CoreV1Api(client.ApiClient(client.Configuration(host=str(fc.km.url).rstrip("/"))))
+        for name, labels in (("ours", {"app.kubernetes.io/managed-by": "kts"}), ("theirs", {"app": "x"})):
+            await fc._http("post", f"/api/v1/namespaces/{NS}/pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {
+                "name": name, "namespace": NS, "labels": labels}, "spec": {"containers": [{"name": "c", "image": "a"}]}})
+
+        async def patch(name: str, body: dict) -> str:
+            try:
+                await asyncio.to_thread(core.patch_namespaced_pod, name, NS, body)
+            except ApiException as exc:
+                return f"{exc.status} {exc.body}"
+            return "200"
+
+        assert await patch("ours", {"metadata": {"annotations": {ANN_START: '{"fft":1}'}}}) == "200"
+        for name, body, words in [
+                ("ours", {"metadata": {"labels": {"app.kubernetes.io/managed-by": "kts", "x": "y"}}}, "labels"),
+                ("ours", {"metadata": {"annotations": {"other": "1"}}}, "one annotation of a pod only"),
+                ("ours", {"spec": {"containers": [{"name": "c", "image": "evil"}]}}, "a pod's spec"),
+                ("theirs", {"metadata": {"annotations": {ANN_START: "1"}}}, "only the kit's own pods")]:
+            got = await patch(name, body)
+            assert got.startswith("403") and "kts-runner-pod-patch" in got and words in got, (body, got)
