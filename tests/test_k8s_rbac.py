@@ -177,6 +177,11 @@ def test_the_base_with_the_opt_in_component_keeps_the_role_in_the_plugins_namesp
     assert placed[("RoleBinding", "kts-device-plugin-config-reader")] == PLUGIN_NS
     assert placed[("Role", "kts-runner")] == placed[("ServiceAccount", "kts-worker")] == "kts"
     assert placed[("PriorityClass", "kts-tenant")] is None and placed[("Namespace", "kts")] is None
+    # what manifests/kind/run-kind.sh applies (the component beside base, the narrowed pod patch): the same places
+    kind = {(d["kind"], d["metadata"]["name"]): d["metadata"].get("namespace")
+            for d in render_dir(Path(__file__).resolve().parents[1] / "manifests" / "kind")}
+    assert kind[("Role", "kts-device-plugin-config-reader")] == PLUGIN_NS and kind[("Role", "kts-runner")] == "kts"
+    assert ("ValidatingAdmissionPolicy", "kts-runner-pod-patch") in kind
 
 
 # ------------------------------------------------------------------------------ the docs' RBAC tables
