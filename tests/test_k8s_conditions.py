@@ -33,6 +33,7 @@ from k8s_fixtures import (
 
 from kts_helpers.errors import BackendError, TenantFailed
 from kts_helpers.run.backends.kubernetes.api import KubeForbidden
+from kts_helpers.run.runs import create_run
 
 pytestmark = pytest.mark.timeout(150)
 PODS, JOBS = "v1/pods", "batch/v1/jobs"
@@ -614,32 +615,41 @@ async def test_a_higher_priority_pod_preempts_a_placeholder_never_a_tenant_and_t
 
 # ------------------------------------------------------------------------------ a stranger context, from used memory
 
-@pytest.mark.parametrize("stranger", [False, True])
+@pytest.mark.parametrize("case", ["no-stranger", "stranger", "mps-baseline"])
 async def test_a_stranger_context_on_the_gpu_is_flagged_by_name_from_the_devices_used_memory(
-        cluster: FakeCluster, tmp_path: Path, stranger: bool) -> None:
+        cluster: FakeCluster, tmp_path: Path, case: str) -> None:
     """A process on the measured GPU that no API read shows (a pod of another namespace under the Role alone, a
-    process on the host): the device's used memory (nvmlDeviceGetMemoryInfo) counts its context whoever holds it,
+    process on the host): the device's memory info (nvmlDeviceGetMemoryInfo) counts its context whoever holds it,
     while NVML's process list inside a container shows only the caller's PID namespace (as the workers see it:
-    their own process). Each tenant reads both at its block's end (workers/kts_gpumem.py); 6 GiB that neither
-    tenant holds fails the run, naming the GPU and the memory; without it the record says the check passed and
-    what it saw. Fails when the tenants' footprints are not compared with the device's used memory (the run then
-    completes with the stranger unseen)."""
-    cluster.add_node(gpu_node("gpu-1"))
+    their own process). Each tenant reads both at its block's end (workers/kts_gpumem.py, here against
+    tests/fake_nvml.py's driver, with the H200's 615 MiB reserve); 6 GiB that neither tenant holds fails the run,
+    naming the GPU and the memory; without it the record says the check passed and what it saw, the reserve apart.
+    On an MPS node the device plugin's MPS server (its own pod: unseen from the tenants) holds memory in every
+    block, alone ones too: the check allows for it. Fails on the v1 reading (the reserve read as a stranger in every
+    block), when the tenants' footprints are not compared with the device's memory (the stranger unseen), and when
+    a baseline on an MPS node is checked without the server."""
+    if case == "mps-baseline":
+        cluster.add_node(gpu_node("gpu-1", strategy="mps"))
+        spec = _mps_spec()
+        run = create_run(spec.to_dict(), {"test": True}, root=tmp_path)
+        scenario = next(s for s in spec.scenarios if s.kind == "baseline")
+    else:
+        cluster.add_node(gpu_node("gpu-1"))
+        run, spec = make_run(tmp_path)
+        scenario = spec.scenario("shared")
     cluster.nvml = True
-    if stranger:
+    if case == "stranger":
         cluster.gpu_strangers[31337] = 6 << 30
-    run, spec = make_run(tmp_path)
-    if stranger:
         with pytest.raises(TenantFailed, match=r"a stranger context on GPU GPU-fake-0: 6144 MiB of the device's "
                                                r"allocated memory \(the driver's reserve apart\) is held by none of "
                                                r"the block's 2 tenant\(s\) \(fft, gemm\); its process is not visible "
                                                r"from the tenants' PID namespaces"):
-            await run_scenario(cluster.backend(), run, spec.scenario("shared"), 120.0)
-    else:
-        assert (await run_scenario(cluster.backend(), run, spec.scenario("shared"), 120.0)).status == "complete"
-    rec = run.manifest()["scenarios"]["shared"]
-    if not stranger:
-        assert rec["gpu_memory"]["status"] == "ok" and rec["gpu_memory"]["unexplained_mib"] == 0
+            await run_scenario(cluster.backend(), run, scenario, 120.0)
+        return
+    assert (await run_scenario(cluster.backend(), run, scenario, 120.0)).status == "complete"
+    got = run.manifest()["scenarios"][scenario.name]["gpu_memory"]
+    assert got["status"] == "ok" and got["unexplained_mib"] == 0 and got["device_reserved_mib"] == 615.0, got
+    assert got.get("companions_mib") == ({"MPS server": 128.0} if case == "mps-baseline" else None), got
 
 
 def test_the_stranger_check_leaves_the_drivers_reserve_out_and_counts_the_experiments_own() -> None:

@@ -101,7 +101,8 @@ def gpu_memory_check(run: Run, scenario: ScenarioSpec, companions: dict[str, int
         path = run.log_path(scenario.name, t)
         watch.feed(t, path.read_bytes() + b"\n" if path.exists() else b"")
     readings = {t: watch.tenants[t].end.get("gpu_memory") for t in scenario.tenant_names}
-    return check_block(readings, mps=scenario.sharing in MPS_MODES,
+    mps = scenario.sharing in MPS_MODES or any(watch.tenants[t].meta.get("mps_client") for t in scenario.tenant_names)
+    return check_block(readings, mps=mps,
                        companions={"kts (this orchestrator)": os.getpid(), **(companions or {})})
 
 

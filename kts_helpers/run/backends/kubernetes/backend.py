@@ -862,9 +862,10 @@ class KubernetesBackend:
             if check.gaps:
                 return Failure(t, None, check.text(t))
         # a stranger context on the GPU, from the device's used memory against the tenants' own (gpumem)
-        ends = sr.replay()
+        ends = sr.replay()  # under MPS (any block on an MPS node: the workers say so) the server holds memory too
         sr.gpu_memory = check_block({t: ends.tenants[t].end.get("gpu_memory") for t in sr.tenants},
-                                    mps=sr.scenario.sharing == "mps")
+                                    mps=sr.scenario.sharing == "mps" or any(
+                                        (ends.tenants[t].meta or {}).get("mps_client") for t in sr.tenants))
         if sr.gpu_memory["status"] == "stranger":
             return Failure(first, None, f"{sr.gpu_memory['text']}; the scenario must run again")
         late = next((t for t in sr.tenants if (events.get(t) or {}).get("missed_start_barrier")), None)
