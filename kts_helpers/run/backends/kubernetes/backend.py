@@ -1,7 +1,8 @@
 """``KubernetesBackend``: where a scenario runs (a node, held through its Lease), and what is recorded about it.
 
-* A scenario is one Indexed Job (``jobs``), pinned to one node by its name (node affinity on
-  ``metadata.name``; the scheduler still decides, so ``PodScheduled`` stays meaningful); with a Kueue queue it is
+* A scenario's tenants are one Indexed Job (``jobs``), its placeholders a second one, pinned to one node by its
+  name (node affinity on ``metadata.name``; the scheduler still decides, so ``PodScheduled`` stays meaningful), the
+  tenants' PriorityClass above the placeholders' (the scheduler places them first); with a Kueue queue each Job is
   admitted as one Workload, a gang.
 * Two clients (or two users) never measure on one GPU node at once: the node's Lease (``lease``) is held
   while a scenario runs, and GPU pods of other runs still on the node are waited for, never deleted.
@@ -15,7 +16,8 @@
   placeholders (manifests/README.md says what each grant exposes).
 * The Job carries everything it needs to finish without this process (deadlines, the workers' own
   padding limit), so ``kts run --resume <run_id>`` collects what completed while the client was away.
-* Only this run's objects are ever deleted, always with foreground propagation, also after Ctrl-C;
+* Only this run's objects are ever deleted, always with foreground propagation, also after Ctrl-C; on SIGTERM
+  the deletes are issued and the record written before the Lease goes, within 2 s (``_terminated``);
   ``cleanup_older_than`` (``k8s-smoke --cleanup``) removes kit objects older than a stated age.
 
 Longer than 500 lines on purpose: the options, node choice, exclusivity, clean-up and the record of a

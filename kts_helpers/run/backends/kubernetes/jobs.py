@@ -1,8 +1,8 @@
-"""The one Job of a scenario: an Indexed Job, one completion index per tenant, pinned to one node.
+"""The Jobs of a scenario: the tenants' Indexed Job, one completion index per tenant, pinned to one node, and the
+placeholders' (``build_hold_job``).
 
-One object per scenario means Kueue admits the tenants together as one Workload (a gang: never one
-tenant now and its neighbour minutes later), one deletion stops every tenant, and a scenario's state
-is one Job's conditions. Each pod finds its own tenant's settings in ``KTS_TENANTS`` (a JSON list)
+One Job for the tenants means Kueue admits them together as one Workload (a gang: never one tenant now and its
+neighbour minutes later), one deletion stops every tenant, and the tenants' state is one Job's conditions. Each pod finds its own tenant's settings in ``KTS_TENANTS`` (a JSON list)
 at its ``JOB_COMPLETION_INDEX``, which the Job controller sets. The pod is hardened like
 manifests/components/hardened-worker and runs as the ``kts-worker`` ServiceAccount.
 

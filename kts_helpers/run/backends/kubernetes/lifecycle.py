@@ -4,16 +4,20 @@
   after the client went away): a running Job is followed from its pods' first log byte, a completed one
   is collected, a failed one is replaced.
 * Watch it: the pods (a watch wakes the loop, a re-list decides), the Job's conditions, Kueue's
-  Workload, the node; follow every tenant's log live and feed the co-running watch.
-* In a shared scenario, delete the Job once every tenant has finished its timed iterations (the streamed
-  logs keep every line); collect logs, pod status and timestamps.
+  Workload, the node; follow every tenant's log live and feed the co-running watch. The placeholders' Job is
+  watched as closely, before the barrier too (``placeholder_failure``: its conditions, its Workload's admission,
+  ``FailedCreate`` events, its pods' ends), and any pod of the scenario Pending for ``PENDING_S`` ends it, naming
+  who holds the node's replicas (``_pending``).
+* In a shared scenario, once every tenant has finished its timed iterations, ask the tenants to stop padding (the
+  word ``"stop"`` in their go annotation; a SIGTERM alone ends a worker with 143, so a preemption is never taken
+  for the kit's stop); collect logs, pod status and timestamps.
 * While it runs, stop it at once when what it measures stops being true: a tenant that began late (its
   live log says so, ``barrier.late_tenant``), a placeholder that no longer holds its replica, a stranger GPU
   pod on the node (looked for every ``STRANGER_LOOK_S``), lines lost from a log (``logs.Continuity``), a
   Kueue flavor whose node labels exclude the pinned node, an eviction Kueue has already undone.
 
 Longer than 500 lines: every guard of the measurement that must act while the scenario runs (late start, the
-placeholders, strangers, lost lines) lives in the one watch loop that sees them all.
+placeholders' side, every pod's Pending, strangers, lost lines) lives in the one watch loop that sees them all.
 """
 
 from __future__ import annotations
