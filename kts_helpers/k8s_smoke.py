@@ -33,7 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--node-selector", default=env("K8S_NODE_SELECTOR") or None, help="e.g. nvidia.com/gpu.present=true")
     p.add_argument("--queue", default=env("K8S_QUEUE") or None, help="Kueue LocalQueue name (optional)")
     p.add_argument("--runtime-class", default=env("K8S_RUNTIME_CLASS") or None, help="e.g. nvidia on K3s")
-    p.add_argument("--workloads", default="fft,gemm")
+    p.add_argument("--workloads", default=env("K8S_WORKLOADS") or "fft,gemm",
+                   help="the tenants (one: its baseline only; two or more: baselines and the shared scenario)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per scenario")
     p.add_argument("--start-delay", type=float, default=10.0,
                    help="seconds from every tenant ready to their start (covers the kubelet's sync of the pod on "
@@ -46,6 +47,11 @@ def _parser() -> argparse.ArgumentParser:
                    ("1", "true", "yes"), help="look for other GPU pods in every namespace (opt-in ClusterRole)")
     p.add_argument("--worker-device", default=env("K8S_WORKER_DEVICE") or "cuda", choices=("cuda", "cpu"),
                    help="the workers' device: cpu on a cluster without GPUs (manifests/kind/run-kind.sh)")
+    p.add_argument("--device-plugin-config", default=env("K8S_DEVICE_PLUGIN_CONFIG") or None,
+                   help="<namespace>/<configmap>[/<default key>]: the device plugin's ConfigMap, read to verify the "
+                        "replicas (needs the opt-in Role of manifests/components/device-plugin-config)")
+    p.add_argument("--priority-classes", default=env("K8S_PRIORITY_CLASSES") or "kts-tenant,kts-placeholder",
+                   help="the tenants' and the placeholders' PriorityClasses (manifests/base), or none")
     p.add_argument("--root", default=str(DEFAULT_ROOT))
     p.add_argument("--cleanup", action="store_true",
                    help="only delete kit Jobs older than --older-than hours in the namespace, then exit")
@@ -65,7 +71,9 @@ def _smoke(args: argparse.Namespace) -> int:
                                 context=args.context, node_selector=args.node_selector, queue_name=args.queue,
                                 runtime_class=args.runtime_class, start_delay_s=args.start_delay,
                                 node_name=args.node, gpu_replicas=args.gpu_replicas,
-                                cluster_pod_list=args.cluster_pod_list, worker_device=args.worker_device)
+                                cluster_pod_list=args.cluster_pod_list, worker_device=args.worker_device,
+                                device_plugin_config=args.device_plugin_config,
+                                priority_classes=args.priority_classes)
     if args.cleanup:
         removed = backend.cleanup_older_than(args.older_than * 3600.0)
         print(f"removed {len(removed)} kts Job(s) older than {args.older_than:g} h from namespace "

@@ -62,6 +62,7 @@ import aiohttp.web
 import attrs
 import kmock
 from kmock._internal import enums
+from kts_harness import STOP_KEY, stop_exit_code
 
 from kts_helpers.run.runs import Run, create_run
 from kts_helpers.run.spec import ExperimentParams, ExperimentSpec, resolve
@@ -82,7 +83,9 @@ RBAC_FILE = Path(__file__).resolve().parents[1] / "manifests" / "base" / "rbac.y
 RBAC_OPT_IN = Path(__file__).resolve().parents[1] / "manifests" / "components" / "cluster-pod-list" / "rbac.yaml"
 RBAC_PLUGIN_CONFIG = Path(__file__).resolve().parents[1] / "manifests" / "components" / "device-plugin-config" / \
     "rbac.yaml"
+PRIORITY_FILE = Path(__file__).resolve().parents[1] / "manifests" / "base" / "priorityclass.yaml"
 VERB = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+KUBELET_FINALIZER = "kts.test/kubelet"  # the emulator's stand-in for a terminating pod's kubelet
 
 
 # How long after the API server stores a pod's new annotation its downwardAPI file shows it: not a model fitted to
@@ -102,6 +105,14 @@ KUBELET_PERIODS_S = {"podAttachAndMountRetryInterval": 0.3, "desiredStateOfWorld
 GO_MARGIN = 1.5
 GO_BOUND_S = sum(KUBELET_PERIODS_S.values()) * GO_MARGIN  # 5.25 s
 SYNC_FREQUENCY_S = 60.0  # KubeletConfiguration syncFrequency default: the fallback when an update is missed
+
+
+def shipped_priority_classes() -> dict[str, tuple[int, str]]:
+    """The PriorityClasses manifests/base applies: name -> (value, preemptionPolicy)."""
+    import yaml
+
+    return {d["metadata"]["name"]: (int(d["value"]), str(d.get("preemptionPolicy") or "PreemptLowerPriority"))
+            for d in yaml.safe_load_all(PRIORITY_FILE.read_text()) if d and d["kind"] == "PriorityClass"}
 
 
 def kubelet_go_delay(rng: random.Random) -> float:
@@ -251,9 +262,20 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     rbac_namespace: str = NS
     forbidden: list[tuple[str, str, str, str | None]] = attrs.field(factory=list)  # what RBAC refused
     default_local_queue: bool = False  # Kueue's LocalQueueDefaulting with a LocalQueue named "default"
-    # PriorityClass name -> value; the Priority admission plugin (plugin/pkg/admission/priority/admission.go)
-    # sets a new pod's spec.priority from its priorityClassName (0 without one and without a global default)
-    priority_classes: dict[str, int] = attrs.field(factory=dict)
+    # PriorityClass name -> value (those of manifests/base are there, as if it was applied); the Priority admission
+    # plugin (plugin/pkg/admission/priority/admission.go, admitPod) sets a new pod's spec.priority and
+    # spec.preemptionPolicy from its priorityClassName (0 without one and without a global default) and refuses a
+    # pod naming a class that does not exist ("no PriorityClass with name %v was found", Forbidden)
+    priority_classes: dict[str, int] = attrs.field(factory=lambda: {n: v for n, (v, _) in
+                                                                    shipped_priority_classes().items()})
+    preemption_policies: dict[str, str] = attrs.field(factory=lambda: {n: p for n, (_, p) in
+                                                                       shipped_priority_classes().items()})
+    # a pod DELETE from the kit is graceful, as the API server's is: the pod gets deletionTimestamp and stays until
+    # the kubelet has stopped its container (FakeCluster._kill, on its next tick); the controllers' own DELETE (kmock's
+    # user agent) is the kubelet's final removal
+    graceful_deletes: list[str] = attrs.field(factory=list)
+    # manifests/components/narrow-pod-patch applied: its ValidatingAdmissionPolicy, mirrored (``pod_patch_denied``)
+    pod_patch_policy: bool = False
     _rv: int = 0
 
     def _next_rv(self) -> str:
@@ -294,6 +316,15 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         action, data = request.action, request.data
         if request.resource is not None and request.method == enums.method.PUT and request.name:
             return await self._replace(request)  # kmock serves no PUT: a replace, with optimistic concurrency
+        if (self.pod_patch_policy and request.method == enums.method.PATCH and request.resource is not None
+                and request.resource.plural == "pods" and request.name and isinstance(request.data, dict)
+                and not str(request.headers.get("User-Agent", "")).startswith("kmock/")):
+            current = self.stored(request)
+            denied = pod_patch_denied(current, merge_patch(current, request.data)) if current is not None else ""
+            if denied:
+                return await self._render_error(kmock.KubernetesError(
+                    403, "Forbidden", f"ValidatingAdmissionPolicy 'kts-runner-pod-patch' with binding "
+                                      f"'kts-runner-pod-patch' denied request: {denied}"))
         if request.resource is not None and action is not None:
             if action == enums.action.CREATE and isinstance(data, dict):
                 meta = data.setdefault("metadata", {})
@@ -308,9 +339,24 @@ class ClusterEmulator(kmock.KubernetesEmulator):
                 if request.resource.plural == "pods":  # the API server sets the QoS class on create
                     data.setdefault("status", {})["qosClass"] = qos_class(data.get("spec") or {})
                     pod_spec = data.setdefault("spec", {})
-                    pod_spec["priority"] = self.priority_classes.get(str(pod_spec.get("priorityClassName") or ""), 0)
+                    cls = str(pod_spec.get("priorityClassName") or "")
+                    if cls and cls not in self.priority_classes:
+                        return await self._render_error(kmock.KubernetesError(
+                            403, "Forbidden", f'pods "{meta.get("name")}" is forbidden: no PriorityClass with name '
+                                              f'{cls} was found'))
+                    pod_spec["priority"] = self.priority_classes.get(cls, 0)
+                    pod_spec["preemptionPolicy"] = self.preemption_policies.get(cls, "PreemptLowerPriority")
             elif action == enums.action.UPDATE and request.name and isinstance(data, dict):
                 data.setdefault("metadata", {})["resourceVersion"] = self._next_rv()
+            elif (action == enums.action.DELETE and request.name and request.resource.plural == "pods"
+                  and not str(request.headers.get("User-Agent", "")).startswith("kmock/")
+                  and self.stored(request) is not None):
+                key = (request.resource, request.namespace, request.name)
+                if not self.objects[key].raw["metadata"].get("deletionTimestamp"):
+                    self.objects[key].patch({"metadata": {"deletionTimestamp": ts(self.clock.t),
+                                                          "finalizers": [KUBELET_FINALIZER]}})
+                    self.graceful_deletes.append(request.name)
+                return aiohttp.web.json_response(self.objects[key].raw)
             elif action == enums.action.DELETE and request.name:
                 current = self.stored(request)
                 body = data if isinstance(data, dict) else {}
@@ -388,6 +434,7 @@ class FakeWorker:
     # the device's NVML reading at its timed part's end (workers/kts_gpumem.py), in a KTS_END; None: no KTS_END
     memory: Callable[[], dict] | None = None
     ended: bool = False
+    asked: bool = False  # its go file showed the kit's "stop" (it then ends its padding with 0)
 
     @property
     def loop_start(self) -> float:
@@ -496,6 +543,15 @@ class FakeCluster:
         self.node_skew_s: dict[str, float] = {}  # node -> its clock minus the API server's
         self.lost_nodes: set[str] = set()
         self.create_error = ""  # the Job controller's pod creations are refused with this (POD_SECURITY, QUOTA)
+        self.create_errors: dict[str, str] = {}  # "tenants" | "placeholders" | "probe" -> that Job's refusal only
+        # extra seconds before the Job controller sees a Job of this kind: which Job's pods exist (and are
+        # scheduled) first is not ordered upstream (two Jobs, one controller syncing each on its own)
+        self.job_seen_s: dict[str, float] = {}
+        self.kueue_quota: int | None = None  # the ClusterQueue's GPU quota, counted over every admitted Workload
+        self.terminating: dict[str, tuple[float, bool]] = {}  # pod -> (when its grace period ends, delete then)
+        self.sigterm_at: dict[str, float] = {}  # pod -> when the kubelet sent it SIGTERM (its deletion)
+        self.exited_at: dict[str, float] = {}  # pod -> when its container ended
+        self.exit_codes: dict[str, int] = {}  # pod -> its container's exit code
         self.local_queues: set[str] | None = None  # None: any queue exists; else only these LocalQueues do
         self.kueue_hold = False  # quota is exhausted: Workloads stay pending
         self.kueue_capacity: int | None = None  # the queue's whole GPU quota: a bigger gang never fits
@@ -519,6 +575,8 @@ class FakeCluster:
         self._log_history: dict[str, list[tuple[float, int]]] = {}  # pod -> (when, log length then)
         self.holder_gpu = "GPU-fake-0"  # the GPU the placeholders' replicas are on
         self._go_seen_api: dict[str, tuple[str, float]] = {}  # pod -> (annotation, when the API had it)
+        self._go_shown: dict[str, str] = {}  # pod -> what its go file shows
+        self.disrupted_holders = 0  # placeholders to preempt (DisruptionTarget, SIGTERM), the next that run
         self.strangers: dict[str, str] = {}  # stranger pod -> its namespace (placed by the scheduler)
         self.unfit = INSUFFICIENT  # the scheduler's last reason for leaving a pod Pending
         self.stranger_pending_at: dict[str, float] = {}  # stranger -> when the scheduler first found no room
@@ -530,12 +588,17 @@ class FakeCluster:
         self.kueue_inadmissible: tuple[str, str] | None = None  # (reason, message) of QuotaReserved=False
         self.disrupted: dict[str, tuple[str, str]] = {}  # tenant -> (DisruptionTarget reason, message), due
         self.preempted_pods: list[str] = []  # pods the scheduler preempted (``_preempt``)
-        # NVML as a worker sees it (workers/kts_gpumem.py): on, each tenant's KTS_END carries the device's reading:
-        # one compute process per running kts worker (its 2 GiB reserved and a 400 MiB context), plus
-        # ``gpu_strangers`` (host PID -> bytes: another pod's or the host's context, invisible to the API)
+        # NVML as a worker sees it (workers/kts_gpumem.py, reading tests/fake_nvml.py's driver): on, each tenant's
+        # KTS_END carries the device's reading: the driver's reserve, one compute process per running kts worker (its
+        # 2 GiB reserved and a 400 MiB context), the MPS server on an MPS node, plus ``gpu_strangers`` (host PID ->
+        # bytes: another pod's or the host's context, invisible to the API)
         self.nvml = False
         self.gpu_strangers: dict[int, int] = {}
+        self.gpus: dict[str, Any] = {}  # GPU UUID -> fake_nvml.FakeGpu: what its driver reserved and who holds the rest
+        self.host_pids: dict[str, int] = {}  # pod -> its worker's host PID
+        self.mps_server_pid = 3999
         self._task: asyncio.Task[None] | None = None
+        self.stopping = False
         resources = [("v1/pods", "Pod", True), ("batch/v1/jobs", "Job", True), ("v1/nodes", "Node", False),
                      ("v1/configmaps", "ConfigMap", True),
                      ("v1/events", "Event", True), ("coordination.k8s.io/v1/leases", "Lease", True)]
@@ -687,6 +750,7 @@ class FakeCluster:
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._task is not None
+        self.stopping = True  # followed logs end: the kubelets are gone
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
@@ -706,25 +770,56 @@ class FakeCluster:
         return self.clock.t + self.node_skew_s.get(node, 0.0)
 
     async def _tick(self) -> None:
+        while self.km.graceful_deletes:  # the kit's pod deletes: SIGTERM to their containers
+            await self._kill(self.km.graceful_deletes.pop(0))
         await self._gc()
+        await self._grace_periods()
         jobs = self.live("batch/v1/jobs")
-        for name, job in jobs.items():
-            if self.kueue_version and (job["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name"):
-                await self._kueue(name, job)
+        queued = [(n, j) for n, j in jobs.items()
+                  if self.kueue_version and (j["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name")]
+        # Kueue's queue: higher Workload priority first (the pods' PriorityClass), then the earlier one
+        queued.sort(key=lambda nj: (-self._template_priority(nj[1]), nj[1]["metadata"].get("creationTimestamp", "")))
+        for name, job in queued:
+            await self._kueue(name, job)
         for name, job in self.live("batch/v1/jobs").items():
             await self._job_controller(name, job)
-        for pod_name, pod in self.live("v1/pods").items():
-            if pod_name in self.pod_job:
-                await self._schedule_and_run(pod_name, pod)
-        for name, ns in list(self.strangers.items()):
-            pod = self.pods_in(ns).get(name)
-            if pod is not None and not pod["spec"].get("nodeName"):
+        # kube-scheduler: every pod not yet bound, in its queue's order (queuesort/priority_sort.go, Less: the
+        # higher priority first, then the earlier one queued), strangers of other namespaces included
+        for kind, ns, name, pod in self._scheduling_queue():
+            if kind == "kts":
+                await self._schedule(name, pod)
+            else:
                 await self._schedule_stranger(ns, name, pod)
+        for pod_name, pod in self.live("v1/pods").items():
+            if pod_name in self.pod_job and pod["spec"].get("nodeName"):
+                await self._run_pod(pod_name, pod)
         for (ns, name), until in list(self.foreign_pods.items()):
             if until is not None and self.clock.t >= until:
                 del self.foreign_pods[(ns, name)]
                 await self._http("patch", f"/api/v1/namespaces/{ns}/pods/{name}", {"status": {"phase": "Succeeded"}})
         self._count_runs()
+
+    def _scheduling_queue(self) -> list[tuple[str, str, str, dict[str, Any]]]:
+        """Unbound pods as kube-scheduler's active queue orders them: ``spec.priority`` descending, then the time
+        they were queued (their creation, whole seconds here; ties in creation order)."""
+        out = []
+        for seq, (key, obj) in enumerate(list(self.km.objects.items())):
+            if key[0] != "v1/pods" or obj.deleted or (obj.raw.get("spec") or {}).get("nodeName"):
+                continue
+            ns, name, pod = key[1], key[2], obj.raw
+            if name in self.terminated or name in self.terminating:
+                continue
+            if ns == self.ns and name in self.pod_job:
+                out.append(("kts", ns, name, pod, seq))
+            elif self.strangers.get(name) == ns:
+                out.append(("stranger", ns, name, pod, seq))
+        out.sort(key=lambda v: (-int(v[3]["spec"].get("priority") or 0), v[3]["metadata"].get("creationTimestamp", ""),
+                                v[4]))
+        return [v[:4] for v in out]
+
+    def _template_priority(self, job: dict[str, Any]) -> int:
+        cls = ((job["spec"].get("template") or {}).get("spec") or {}).get("priorityClassName")
+        return int(self.km.priority_classes.get(str(cls or ""), 0))
 
     async def _schedule_stranger(self, ns: str, name: str, pod: dict[str, Any]) -> None:
         path = f"/api/v1/namespaces/{ns}/pods/{name}"
@@ -792,9 +887,7 @@ class FakeCluster:
                 await self._http("patch", f"/api/v1/namespaces/{ns}/pods/{pname}", {"status": {"conditions": conds}})
                 self.preempted_pods.append(pname)
                 if ns == self.ns and pname in self.pod_job:
-                    started = ((((p.get("status") or {}).get("containerStatuses") or [{}])[0].get("state") or {})
-                               .get("running") or {}).get("startedAt")
-                    await self._terminate(pname, 143, "Error", started, ts(self._node_now(name)))
+                    await self._kill(pname, delete=False)  # SIGTERM: its exit is its process's (``_kill``)
                 else:
                     self.terminated.add(pname)
                     await self._http("patch", f"/api/v1/namespaces/{ns}/pods/{pname}", {"status": {"phase": "Failed"}})
@@ -827,18 +920,78 @@ class FakeCluster:
                     self.pod_job.get(p) == name for p in self.live("v1/pods")):
                 await self._patch_job(name, {"metadata": {"finalizers": []}})
 
-    async def _kill(self, pod_name: str) -> None:
-        """SIGTERM: a worker finishes the iteration in progress (its line is printed) and exits; the pod goes."""
+    async def _kill(self, pod_name: str, *, delete: bool = True) -> None:
+        """A pod's deletion as the kubelet carries it out: ``deletionTimestamp``, then SIGTERM to its container.
+
+        A kts worker finishes the iteration in progress (its line is printed) and exits as workers/kts_harness.py
+        decides (``stop_exit_code``: 0 only when it padded and the kit had asked it to stop, else 143). Another
+        container exits on SIGTERM only if its process handles it: the kit's placeholder and probe are PID 1 of
+        their containers, which Linux gives no default-action signal, so without a handler they run on until the
+        grace period (``terminationGracePeriodSeconds``) ends and the kubelet's SIGKILL ends them with 137
+        (``_grace_periods``). ``delete=False``: the pod stays, terminated (a preemption's or a drain's victim keeps
+        its status for the Job controller's pod failure policy until its Job goes)."""
+        if pod_name in self.terminating:
+            return
+        pod = self.live("v1/pods").get(pod_name)
+        if pod is None:
+            return
+        if pod_name in self.terminated:  # its container ended already: the object goes
+            if delete:
+                await self._http("patch", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}",
+                                 {"metadata": {"finalizers": []}})
+                await self._http("delete", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}")
+            return
+        self.sigterm_at.setdefault(pod_name, self.clock.t)
+        node = pod.get("spec", {}).get("nodeName", "")
+        status = pod.get("status") or {}
+        running = (((status.get("containerStatuses") or [{}])[0].get("state") or {}).get("running") or {})
+        if not node or not running or node in self.lost_nodes:  # no container to stop
+            self.terminated.add(pod_name)
+            await self._http("patch", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}", {"metadata": {"finalizers": []}})
+            await self._http("delete", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}")
+            return
+        if delete:  # terminating: kept (a finalizer stands for the kubelet) until its container has stopped
+            await self._http("patch", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}", {"metadata": {
+                "deletionTimestamp": ts(self.clock.t), "finalizers": [KUBELET_FINALIZER]}})
+        now = ts(self._node_now(node))
         worker = self.workers.get(pod_name)
-        if worker is not None and pod_name not in self.terminated and worker.lines:
-            node = self.live("v1/pods").get(pod_name, {}).get("spec", {}).get("nodeName", "")
-            if node not in self.lost_nodes:
+        if worker is not None and worker.hang and worker.i > 0:  # stuck in an iteration: SIGTERM waits for it
+            grace = float(pod["spec"].get("terminationGracePeriodSeconds", 30))
+            self.terminating[pod_name] = (self.clock.t + grace, delete)
+        elif worker is not None:
+            padding = worker.pad and worker.done_timed()
+            if worker.lines and not worker.waiting_for_go:
                 line, _ = worker._line()
                 worker.lines.append(line)
                 worker.i += 1
                 self.logs[pod_name] = worker.text()
-        self.terminated.add(pod_name)
-        await self._http("delete", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}")
+            code = stop_exit_code(padding, worker.asked)
+            await self._exit(pod_name, code, "Completed" if code == 0 else "Error", running.get("startedAt"), now,
+                             delete)
+        elif handles_sigterm(pod):
+            await self._exit(pod_name, 143, "Error", running.get("startedAt"), now, delete)
+        else:  # PID 1 without a handler: SIGTERM is ignored
+            grace = float(pod["spec"].get("terminationGracePeriodSeconds", 30))
+            self.terminating[pod_name] = (self.clock.t + grace, delete)
+
+    async def _grace_periods(self) -> None:
+        """The kubelet's SIGKILL at the end of a grace period: exit code 137."""
+        for pod_name, (until, delete) in list(self.terminating.items()):
+            if self.clock.t < until:
+                continue
+            del self.terminating[pod_name]
+            pod = self.live("v1/pods").get(pod_name) or {}
+            running = ((((pod.get("status") or {}).get("containerStatuses") or [{}])[0].get("state") or {})
+                       .get("running") or {})
+            await self._exit(pod_name, 137, "Error", running.get("startedAt"),
+                             ts(self._node_now(pod.get("spec", {}).get("nodeName", ""))), delete)
+
+    async def _exit(self, pod_name: str, code: int, reason: str, started: str | None, finished: str,
+                    delete: bool) -> None:
+        await self._terminate(pod_name, code, reason, started, finished)
+        if delete:
+            await self._http("patch", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}", {"metadata": {"finalizers": []}})
+            await self._http("delete", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}")
 
     # --- Kueue
     async def _kueue(self, name: str, job: dict[str, Any]) -> None:
@@ -886,9 +1039,15 @@ class FakeCluster:
             quota = {"type": "QuotaReserved", "status": "False", "reason": "Pending",
                      "message": "couldn't assign flavors to pod set main: insufficient unused quota for "
                                 "nvidia.com/gpu in flavor gpu, 2 more needed", "lastTransitionTime": now}
+        elif self.clock.t < _t(job["metadata"]["creationTimestamp"]) + self.admit_after:
+            return
+        elif self.kueue_quota is not None and self._kueue_used() + int(job["spec"].get("parallelism", 1)) > \
+                self.kueue_quota:  # quota counts every admitted Workload: this one must fit beside them
+            more = self._kueue_used() + int(job["spec"].get("parallelism", 1)) - self.kueue_quota
+            quota = {"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                     "message": "couldn't assign flavors to pod set main: insufficient unused quota for "
+                                f"nvidia.com/gpu in flavor gpu, {more} more needed", "lastTransitionTime": now}
         else:
-            if self.clock.t < _t(job["metadata"]["creationTimestamp"]) + self.admit_after:
-                return
             quota = {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
                      "message": "Quota reserved in ClusterQueue kts", "lastTransitionTime": now}
             kept = [c for c in conds.values() if c["type"] in ("Preempted", "Requeued")]
@@ -907,6 +1066,19 @@ class FakeCluster:
             return
         if conds.get("QuotaReserved", {}).get("message") != quota["message"]:
             await self._http("patch", f"{path}/{wl_name}", {"status": {"conditions": [quota, conds["Admitted"]]}})
+
+    def _kueue_used(self) -> int:
+        """GPUs of every admitted, unfinished Workload (one per pod): the ClusterQueue's usage
+        (pkg/cache ClusterQueue usage, summed over admitted Workloads; Kueue's flavor assigner checks a new one's
+        request against the quota minus it: flavorassigner.go ``fitsResourceQuota``)."""
+        used = 0
+        jobs = self.live("batch/v1/jobs")
+        for wl in self.live(f"kueue.x-k8s.io/{self.kueue_version}/workloads").values():
+            conds = {c["type"]: c.get("status") for c in (wl.get("status") or {}).get("conditions", [])}
+            job = jobs.get(wl["metadata"]["ownerReferences"][0]["name"])
+            if job is not None and conds.get("Admitted") == "True" and conds.get("Finished") != "True":
+                used += int(job["spec"].get("parallelism", 1))
+        return used
 
     async def preempt(self, name: str, *, readmitted: bool = False) -> None:
         """Kueue preempts the admitted Job ``name`` for a higher-priority Workload: Evicted and Preempted on
@@ -952,12 +1124,9 @@ class FakeCluster:
                                                "count": 1}]}}})
         self.preempted[name] = self.clock.t
         await self._patch_job(name, {"spec": {"suspend": True}})
-        for pod_name, pod in self.live("v1/pods").items():
+        for pod_name in list(self.live("v1/pods")):
             if self.pod_job.get(pod_name) == name and pod_name not in self.terminated:
-                started = ((pod.get("status", {}).get("containerStatuses") or [{}])[0].get("state", {})
-                           .get("running", {}).get("startedAt"))
-                await self._terminate(pod_name, 143, "Error", started, now)
-                await self._http("delete", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}")
+                await self._kill(pod_name)  # the Job controller deletes a suspended Job's pods: SIGTERM
 
     # --- the Job controller
     @staticmethod
@@ -988,7 +1157,8 @@ class FakeCluster:
                                                        "message": target["message"]})
             return
         if "startTime" not in status:
-            if self.clock.t < _t(job["metadata"]["creationTimestamp"]) + self.seen_s:
+            if self.clock.t < _t(job["metadata"]["creationTimestamp"]) + self.seen_s + self.job_seen_s.get(
+                    job_kind(name), 0.0):
                 return  # the controller sees a Job a moment after it was created
             status["startTime"] = ts(self.clock.t)
             await self._patch_job(name, {"status": {"startTime": status["startTime"]}})
@@ -1043,11 +1213,15 @@ class FakeCluster:
     async def _create_pod(self, job_name: str, job: dict[str, Any], index: int) -> None:
         tmpl = job["spec"]["template"]
         pod_name = f"{job_name}-{index}-{secrets.token_hex(3)[:5]}"
-        if self.create_error:
+        refused = self.create_errors.get(job_kind(job_name)) or self.create_error
+        cls = str(tmpl["spec"].get("priorityClassName") or "")
+        if cls and cls not in self.km.priority_classes:  # the Priority admission plugin refuses the pod
+            refused = 'pods "{pod}" is forbidden: no PriorityClass with name ' + cls + " was found"
+        if refused:
             for ev in self.live("v1/events").values():
                 if ev["involvedObject"]["name"] == job_name and ev["reason"] == "FailedCreate":
                     return
-            self.add_event("Job", job_name, "FailedCreate", f"Error creating: {self.create_error.format(pod=pod_name)}")
+            self.add_event("Job", job_name, "FailedCreate", f"Error creating: {refused.format(pod=pod_name)}")
             return
         labels = dict(tmpl["metadata"].get("labels", {}), **{"batch.kubernetes.io/job-name": job_name,
                                                               "job-name": job_name, INDEX: str(index),
@@ -1096,31 +1270,45 @@ class FakeCluster:
                           memory=(lambda name=pod["metadata"]["name"]: self._nvml_reading(uuid_, name))
                           if self.nvml else None)
 
-    async def _schedule_and_run(self, pod_name: str, pod: dict[str, Any]) -> None:
-        path = f"/api/v1/namespaces/{self.ns}/pods/{pod_name}"
-        if pod_name in self.terminated:
-            return
-        spec, status = pod["spec"], pod.get("status", {})
-        env = {e["name"]: e.get("value", "") for e in spec["containers"][0].get("env", []) if "value" in e}
+    def _tenant_of(self, pod: dict[str, Any]) -> tuple[str, dict[str, str], list[dict[str, Any]], int]:
+        """(the pod's tenant, "" for a placeholder; its plain env; the scenario's tenants; its completion index)."""
+        env = {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0].get("env", []) if "value" in e}
         tenants = json.loads(env["KTS_TENANTS"]) if "KTS_TENANTS" in env else []
         index = int(pod["metadata"]["labels"].get(INDEX, 0))
         tenant = tenants[index].get("TENANT", "") if index < len(tenants) else env.get("TENANT", "")
+        return tenant, env, tenants, index
+
+    async def _schedule(self, pod_name: str, pod: dict[str, Any]) -> None:
+        """kube-scheduler for one of the kit's pods: the node filter (``_place``), else Unschedulable; a pod whose
+        PriorityClass allows it (not ``preemptionPolicy: Never``) preempts lower-priority pods (``_preempt``)."""
+        path = f"/api/v1/namespaces/{self.ns}/pods/{pod_name}"
+        spec, status = pod["spec"], pod.get("status", {})
+        tenant = self._tenant_of(pod)[0]
         mode = self.behaviour.get(tenant, "ok")
-        age = self.clock.t - _t(pod["metadata"]["creationTimestamp"])
-        if not spec.get("nodeName"):  # the scheduler
-            if age < self.seen_s + self.placement_delay_s.get(tenant, 0):
-                return
-            node = self._place(spec)
-            if mode == "unschedulable" or node is None:
-                if not status.get("conditions"):
-                    await self._http("patch", path, {"status": {"conditions": [{
-                        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                        "message": INSUFFICIENT if mode == "unschedulable" else self.unfit,
-                        "lastTransitionTime": ts(self.clock.t)}]}})
-                return
-            await self._http("patch", path, {"spec": {"nodeName": node}, "status": {"conditions": [{
-                "type": "PodScheduled", "status": "True", "lastTransitionTime": ts(self.clock.t)}]}})
+        if self.clock.t - _t(pod["metadata"]["creationTimestamp"]) < self.seen_s + self.placement_delay_s.get(tenant, 0):
             return
+        node = self._place(spec)
+        if node is None and mode != "unschedulable" and spec.get("preemptionPolicy") != "Never" and \
+                int(spec.get("priority") or 0) > 0 and await self._preempt(pod):
+            return  # its victims are going; it is placed on a later tick
+        if mode == "unschedulable" or node is None:
+            if not status.get("conditions"):
+                await self._http("patch", path, {"status": {"conditions": [{
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    "message": INSUFFICIENT if mode == "unschedulable" else self.unfit,
+                    "lastTransitionTime": ts(self.clock.t)}]}})
+            return
+        await self._http("patch", path, {"spec": {"nodeName": node}, "status": {"conditions": [{
+            "type": "PodScheduled", "status": "True", "lastTransitionTime": ts(self.clock.t)}]}})
+
+    async def _run_pod(self, pod_name: str, pod: dict[str, Any]) -> None:
+        """The kubelet for one of the kit's bound pods: pull, start, the worker's lines, its exit."""
+        path = f"/api/v1/namespaces/{self.ns}/pods/{pod_name}"
+        if pod_name in self.terminated or pod_name in self.terminating:
+            return
+        spec, status = pod["spec"], pod.get("status", {})
+        tenant, env, tenants, index = self._tenant_of(pod)
+        mode = self.behaviour.get(tenant, "ok")
         node = spec["nodeName"]
         if node in self.lost_nodes:
             return  # its kubelet is gone: nothing changes any more
@@ -1150,7 +1338,12 @@ class FakeCluster:
                 "name": spec["containers"][0]["name"], "ready": True, "state": {"running": {"startedAt": ts(now)}}}]}})
             return
         started = status["containerStatuses"][0]["state"].get("running", {}).get("startedAt")
-        if worker is None:  # someone else's GPU pod
+        if worker is None:  # a placeholder, or someone else's GPU pod
+            if tenant == "" and self.disrupted_holders and pod_name not in self.preempted_pods:
+                self.disrupted_holders -= 1
+                await self._disrupt_pod(pod_name, status, "PreemptionByScheduler",
+                                        "default-scheduler: preempting to accommodate a higher priority pod")
+                return
             limit = self.foreign_duration_s.get(self.pod_job[pod_name])
             if limit is not None and self.clock.t - sched_t >= limit:
                 await self._terminate(pod_name, 0, "Completed", started, ts(now))
@@ -1159,10 +1352,9 @@ class FakeCluster:
             self._read_go(pod, worker, now, mode)
         if tenant in self.disrupted:  # a preemption or a drain: the condition first, then SIGTERM
             reason, message = self.disrupted.pop(tenant)
-            conds = [*status.get("conditions", []), {"type": "DisruptionTarget", "status": "True", "reason": reason,
-                                                     "message": message, "lastTransitionTime": ts(self.clock.t)}]
-            await self._http("patch", path, {"status": {"conditions": conds}})
-            await self._terminate(pod_name, 143, "Error", started, ts(now))
+            worker.print_until(now)
+            self.logs[pod_name] = worker.text()
+            await self._disrupt_pod(pod_name, status, reason, message)
             return
         worker.print_until(now)
         self.logs[pod_name] = worker.text()
@@ -1177,6 +1369,8 @@ class FakeCluster:
                 and worker.timed_lines() >= self._stall_lines[pod_name] + 3):  # lines the client never got
             self.rotated[pod_name] = len(self.logs[pod_name])  # rotated with unread bytes; the connection drops
             self.cut_follows.add(pod_name)
+        if worker.pad and worker.done_timed() and not worker.asked:  # the kit's word, in its go file
+            worker.asked = STOP_KEY in json.loads(self._go_visible(pod, worker) or "{}")
         code = None
         if mode in ("oom", "exit1") and worker.done_timed():
             code = 137 if mode == "oom" else 1
@@ -1184,22 +1378,42 @@ class FakeCluster:
                 self.logs[pod_name] += b"Traceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n"
         elif not worker.pad and worker.done_timed():
             code = 0
+        elif worker.pad and worker.done_timed() and worker.asked:
+            code = stop_exit_code(True, True)  # it stops padding on the word, by itself
         elif worker.pad and worker.done_timed() and now - worker.timed_end() > worker.pad_limit_s:
             code = int(env.get("KTS_PAD_LIMIT_EXIT") or 3)  # padded to its own limit: nobody stopped it
         if code is not None:
             await self._terminate(pod_name, code, {0: "Completed", 137: "OOMKilled"}.get(code, "Error"), started,
                                   ts(now))
 
+    async def _disrupt_pod(self, pod_name: str, status: dict[str, Any], reason: str, message: str) -> None:
+        """``DisruptionTarget`` on the pod, then its SIGTERM (the pod stays, terminated, for the Job controller)."""
+        conds = [*status.get("conditions", []), {"type": "DisruptionTarget", "status": "True", "reason": reason,
+                                                 "message": message, "lastTransitionTime": ts(self.clock.t)}]
+        await self._http("patch", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}", {"status": {"conditions": conds}})
+        self.preempted_pods.append(pod_name)
+        await self._kill(pod_name, delete=False)
+
     def _nvml_reading(self, gpu: str | None, pod: str) -> dict:
-        """What ``workers/kts_gpumem.py`` reads in ``pod``: the device's used memory (every context on the GPU, the
-        strangers' too) and, from NVML's process list, its own process only (a PID namespace of its own)."""
-        reserved, context = 2 << 30, 400 << 20
-        live = sorted(p for p, w in self.workers.items() if p not in self.terminated and w.gpu_uuid == gpu)
-        used = len(live) * (reserved + context) + sum(self.gpu_strangers.values())
-        me = 1 + live.index(pod) if pod in live else 1  # its PID in its own namespace
-        return {"source": "nvml", "gpu_uuid": gpu, "device_used_bytes": used, "device_total_bytes": 80 << 30,
-                "own_reserved_bytes": reserved, "own_pid": me, "own_process_bytes": reserved + context,
-                "processes": [{"pid": me, "used_bytes": reserved + context}]}
+        """What ``workers/kts_gpumem.py`` reads in ``pod`` (its real code, ``fake_nvml``'s driver): the device's memory
+        as NVML reports it (the driver's own reserve, ``fake_nvml.H200_RESERVED``, counted as used by version 1 and
+        apart by version 2; every context on the GPU, the strangers' and, on an MPS node, the MPS server's too) and,
+        from NVML's process list, its own process only (a PID namespace of its own)."""
+        import fake_nvml
+
+        device = self.gpus.setdefault(gpu or "GPU-fake-0", fake_nvml.FakeGpu(uuid=gpu or "GPU-fake-0"))
+        device.contexts.clear()
+        live = [p for p, w in self.workers.items() if p not in self.terminated and w.gpu_uuid == gpu]
+        for p in live:  # each kts worker: its caching allocator's 2 GiB and a 400 MiB context
+            device.hold(self._host_pid(p), (2 << 30) + (400 << 20))
+        if any(self.workers[p].mps_client for p in live):  # the device plugin's MPS server, in its own pod
+            device.hold(self.mps_server_pid, fake_nvml.MPS_SERVER_FOOTPRINT, fake_nvml.MPS_SERVER)
+        for pid, used in self.gpu_strangers.items():
+            device.hold(pid, used)
+        return fake_nvml.reading(device, self._host_pid(pod), own_only=True, torch_reserved=2 << 30, ns_pid=1)
+
+    def _host_pid(self, pod: str) -> int:
+        return self.host_pids.setdefault(pod, 4000 + len(self.host_pids))
 
     def gpus_used(self, node: str, resource: str | None = None) -> int:
         """GPU replicas held on ``node`` by pods bound there that have not ended (any namespace); ``key``: of that
@@ -1285,20 +1499,27 @@ class FakeCluster:
             return name
         return None
 
-    def _read_go(self, pod: dict[str, Any], worker: FakeWorker, now: float, mode: str) -> None:
-        """The pod's go file (a downwardAPI volume of its ``kts/start-at`` annotation) shows the annotation
-        ``go_delay`` after the API server stored it (the kubelet syncs the pod on the change)."""
+    def _go_visible(self, pod: dict[str, Any], worker: FakeWorker) -> str:
+        """What the pod's go file (a downwardAPI volume of its ``kts/start-at`` annotation) shows now: each change of
+        the annotation reaches it ``go_delay`` after the API server stored it (the kubelet syncs the pod on it)."""
         vol = next((v for v in pod["spec"].get("volumes", []) if v.get("downwardAPI")), None)
         if vol is None:
-            return
+            return ""
         name = pod["metadata"]["name"]
         text = (pod["metadata"].get("annotations") or {}).get(ANN_START, "")
         if not text:
-            return
+            return ""
         if self._go_seen_api.get(name, ("",))[0] != text:
             self._go_seen_api[name] = (text, self.clock.t)
             self.go_delays[name] = self.go_delay_of.get(worker.tenant, self.go_delay(self.rng))
-        if self.clock.t < self._go_seen_api[name][1] + self.go_delays[name]:
+        if self.clock.t >= self._go_seen_api[name][1] + self.go_delays[name]:
+            self._go_shown[name] = text
+        return self._go_shown.get(name, "")
+
+    def _read_go(self, pod: dict[str, Any], worker: FakeWorker, now: float, mode: str) -> None:
+        """The worker's start, once its go file shows it."""
+        text = self._go_visible(pod, worker)
+        if not text:
             return
         start = int(json.loads(text)[worker.tenant]) / 1e9
         if mode == "late" and now < start + 3.0:
@@ -1313,6 +1534,8 @@ class FakeCluster:
 
     async def _terminate(self, pod_name: str, code: int, reason: str, started: str | None, finished: str) -> None:
         self.terminated.add(pod_name)
+        self.exited_at.setdefault(pod_name, self.clock.t)
+        self.exit_codes.setdefault(pod_name, code)
         await self._http("patch", f"/api/v1/namespaces/{self.ns}/pods/{pod_name}", {"status": {
             "phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": [{
                 "name": "worker", "ready": False, "state": {"terminated": {
@@ -1341,7 +1564,7 @@ class FakeCluster:
         rotation, as the kubelet follows one), until the container ends or the connection drops."""
         sent = self.rotated.get(name, 0)
         yield b""
-        while True:
+        while not self.stopping:
             if name in self.cut_follows and sent > self.rotated.get(name, 0):
                 self.cut_follows.discard(name)
                 return  # past the rotation the connection drops: the client reconnects to the new file
@@ -1497,6 +1720,45 @@ def qos_class(spec: dict[str, Any]) -> str:
     return "Guaranteed" if guaranteed and len(requests) == len(limits) else "Burstable"
 
 
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch (what the Python client sends for a dict body)."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+def pod_patch_denied(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """manifests/components/narrow-pod-patch/policy.yaml's validations, in order, in Python (the emulator runs no
+    CEL): the message of the first that fails, "" when the update is allowed."""
+    om, nm = old.get("metadata") or {}, new.get("metadata") or {}
+    if (om.get("labels") or {}).get("app.kubernetes.io/managed-by") != "kts":
+        return "kts-runner may patch only the kit's own pods (app.kubernetes.io/managed-by=kts)"
+    if (new.get("spec") or {}) != (old.get("spec") or {}):
+        return "kts-runner may not change a pod's spec"
+    if any((nm.get(k) or ({} if k == "labels" else [])) != (om.get(k) or ({} if k == "labels" else []))
+           for k in ("labels", "finalizers", "ownerReferences")):
+        return "kts-runner may not change a pod's labels, finalizers or owner references"
+    na, oa = nm.get("annotations") or {}, om.get("annotations") or {}
+    if {k: v for k, v in na.items() if k != ANN_START} != {k: v for k, v in oa.items() if k != ANN_START}:
+        return "kts-runner may change one annotation of a pod only: kts/start-at (the start barrier's go)"
+    return ""
+
+
+def handles_sigterm(pod: dict[str, Any]) -> bool:
+    """Whether the pod's process ends on SIGTERM: the kit's launcher (``python -c``, PID 1 of its container) only if
+    its code installs a handler (Linux gives PID 1 no default-action signal: a placeholder without one ignores it);
+    any other image is taken to handle it."""
+    command = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("command") or []
+    launcher = next((c for c in command if "kts_placeholder" in c), None)
+    return launcher is None or "signal.SIGTERM" in launcher
+
+
 def _start_of(pod: dict[str, Any]) -> str:
     """``GetPodStartTime``: the pod's ``status.startTime`` (the emulated kubelet: its container's start)."""
     status = pod.get("status") or {}
@@ -1506,6 +1768,11 @@ def _start_of(pod: dict[str, Any]) -> str:
 
 def _t(stamp: str) -> float:
     return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+
+
+def job_kind(name: str) -> str:
+    """A kit Job's part of the scenario, from its name: "placeholders" (``-hold``), "probe", or "tenants"."""
+    return "placeholders" if name.endswith("-hold") else "probe" if name.endswith("-probe") else "tenants"
 
 
 def o_phase(pod: dict[str, Any]) -> str:

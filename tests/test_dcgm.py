@@ -210,3 +210,22 @@ def test_the_lowercase_hostname_label_is_read_and_checked(http_server, tmp_path)
     assert page_check(st, node="gpu-node-a", **NODE_UUID_UNKNOWN) == ("", "")
     assert page_check(st, node="gpu-node-b", **NODE_UUID_UNKNOWN)[0].startswith(
         "the dcgm-exporter pages come from gpu-node-a, not node gpu-node-b")
+
+
+def test_the_old_namespace_pages_lowercase_uuid_is_read_and_checked(http_server, tmp_path):
+    """With ``--use-old-namespace`` dcgm-exporter names the GPU's label ``uuid`` (internal/pkg/collector/
+    gpu_collector.go ``toMetric``: ``uuid := "UUID"; if useOld { uuid = "uuid" }``; render_metrics.go prints the label
+    by that name) and the pods ``pod_name``, ``pod_namespace``, ``container_name`` (transformation/const.go). Such a
+    page parses to the same GPUs and pods, and the tenants' UUID check accepts it. Fails when only ``UUID`` is mapped
+    (the page then has no UUID: refused as "the pages show GPU(s) (no UUID label)", issue 50)."""
+    from kts_helpers.run.telemetry.dcgm import page_check
+
+    old = FIXTURE.read_text().replace('UUID="', 'uuid="').replace('pod="', 'pod_name="').replace(
+        'namespace="', 'pod_namespace="').replace('container="', 'container_name="')
+    assert "UUID=" not in old and 'uuid="' + UUID0 in old
+    rows = parse_dcgm_text(old, ts_ns=1)
+    assert [(r["gpu_index"], r["uuid"] == UUID0, r["pod"]) for r in rows][:2] == [(0, True, "kts-fft-0"),
+                                                                                    (0, True, "kts-gemm-0")]
+    st = _scraped(_serving(http_server, old), tmp_path, "old")
+    assert UUID0 in st["page"]["uuids"]
+    assert page_check(st, node="gpu-node-a", gpu_uuid=UUID0, pods_on_gpu=2)[0] == ""

@@ -233,19 +233,23 @@ async def test_a_placeholder_that_stops_mid_run_fails_the_scenario(cluster: Fake
         await cluster._kill(holder)
 
     task = asyncio.create_task(delete_one())
-    with pytest.raises(TenantFailed, match=r"placeholder .* stopped holding its replica of the GPU mid-run"):
+    with pytest.raises(BackendError, match=r"placeholder .* stopped holding its replica of the GPU .*mid-run"):
         await _run(cluster.backend(), run, spec.scenario("shared"))
     await task
 
 
-async def test_a_placeholder_on_another_gpu_fails_the_shared_scenario(cluster: FakeCluster, tmp_path: Path) -> None:
-    """The placeholders report another GPU than the tenants' (the plugin spread them): the measured GPU's
-    replicas were not all held. Fails without the placeholders' GPU check."""
-    cluster.add_node(gpu_node("gpu-1"))
+@pytest.mark.parametrize("scenario", ["shared", "baseline-fft"])
+async def test_a_placeholder_on_another_gpu_fails_the_scenario(cluster: FakeCluster, tmp_path: Path,
+                                                              scenario: str) -> None:
+    """On a node with two GPUs (the plugin's ``packed`` policy) the placeholders report another GPU than the
+    tenants' (packed spilled over): the measured GPU's replicas were not all held, alone or shared. Fails without
+    the placeholders' GPU check, and for the baseline on the old check, which ran for shared scenarios only
+    (issue 50)."""
+    cluster.add_node(gpu_node("gpu-1", allocatable=8, count=2))
     cluster.holder_gpu = "GPU-fake-7"
     run, spec = make_run(tmp_path)
-    with pytest.raises(TenantFailed, match=r"holds GPU GPU-fake-7, the tenants use GPU-fake-0"):
-        await _run(cluster.backend(), run, spec.scenario("shared"))
+    with pytest.raises(BackendError, match=r"holds GPU GPU-fake-7, the tenants use GPU-fake-0"):
+        await _run(cluster.backend(allocation_policy="packed"), run, spec.scenario(scenario))
 
 
 # ------------------------------------------------------------------------------ least privilege

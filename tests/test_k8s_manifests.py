@@ -327,3 +327,22 @@ def test_containerfile_builds_a_non_root_worker_image() -> None:
     assert (ROOT / "workers" / "kts_worker.py").exists()  # the build context is workers/
     final_stage = text.rsplit("\nFROM ", 1)[1]
     assert final_stage.index("USER 10001") > final_stage.index("COPY kts_worker.py")
+
+
+def test_the_docs_describe_two_jobs_and_the_go_bound_as_the_emulators() -> None:
+    """manifests/README.md and the Kubernetes guide describe what the backend builds (issue 50): the placeholders are
+    a Job of their own (``jobs.build_hold_job``), no longer indexes of the tenants' Job completed by a
+    ``successPolicy``; and the go's 5.25 s is the emulator's number (``k8s_fixtures.GO_BOUND_S``: the kubelet's
+    periods on that path, an assumed second for the watch, times 1.5), not an upstream bound. Fails on the old
+    README (placeholders "share the Job ... a successPolicy completes the Job") and on a bound stated as the
+    kubelet's."""
+    from k8s_fixtures import GO_BOUND_S
+
+    readme = (MANIFESTS / "README.md").read_text()
+    guide = (ROOT / "docs" / "guide" / "kubernetes.md").read_text()
+    assert "successPolicy" not in readme and "They share the Job" not in readme
+    assert "A second Indexed Job of the scenario, `<job>-hold`" in readme
+    bound = f"{GO_BOUND_S:g} s"
+    for text in (readme, " ".join(guide.split())):
+        flat = " ".join(text.split())
+        assert bound in flat and "the emulator's number, not" in flat, bound

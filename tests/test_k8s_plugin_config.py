@@ -32,7 +32,7 @@ from kts_helpers.run.backends.kubernetes.plugin_config import (
 
 pytestmark = pytest.mark.timeout(150)
 JOBS = "batch/v1/jobs"
-PLUGIN_NS, PLUGIN_CM = "nvidia-device-plugin", "nvdp-config"
+PLUGIN_NS, PLUGIN_CM = "nvidia-device-plugin", "kts-time-slicing-config"
 TIMESLICING_4 = """version: v1
 flags:
   migStrategy: none
@@ -103,7 +103,7 @@ async def test_an_understated_replica_count_fails_before_any_job_naming_the_conf
     run, spec = make_run(tmp_path)
     backend = cluster.backend(node_name="gpu-1", gpu_replicas=2, device_plugin_config=f"{PLUGIN_NS}/{PLUGIN_CM}")
     with pytest.raises(BackendError, match=r"replicas 4 in the config, 2 stated by K8S_GPU_REPLICAS.*ConfigMap "
-                                           r"nvidia-device-plugin/nvdp-config, key 'any'"):
+                                           r"nvidia-device-plugin/kts-time-slicing-config, key 'any'"):
         await run_scenario(backend, run, spec.scenario("shared"), 120.0)
     assert not cluster.requests("post", JOBS)
 
@@ -146,7 +146,8 @@ async def test_without_the_config_reader_the_values_are_stated_and_unverified(cl
 
 async def test_the_config_reader_reads_only_the_configmap_its_role_names(cluster: FakeCluster,
                                                                          tmp_path: Path) -> None:
-    """The opt-in Role grants ``get`` on configmaps with ``resourceNames: [nvdp-config]``; the run is configured to
+    """The opt-in Role grants ``get`` on configmaps with ``resourceNames`` (the plugin's own ConfigMaps); the run is
+    configured to
     read another ConfigMap of the plugin's namespace (``plugin-cfg``, which exists). A real API server answers 403
     (plugin/pkg/auth/authorizer/rbac/rbac.go ``RuleAllows`` -> ``ResourceNameMatches``: a rule with resourceNames
     matches only a request naming one of them), so the run goes on with the stated replicas, recorded as
@@ -163,13 +164,14 @@ async def test_the_config_reader_reads_only_the_configmap_its_role_names(cluster
     assert got["replicas"] == {"value": 4, "source": "unverified (stated by K8S_GPU_REPLICAS)"}
     assert got["config"].startswith("not read: Kubernetes RBAC forbids 'get' on 'configmaps' in namespace "
                                     f"'{PLUGIN_NS}': configmaps \"plugin-cfg\" is forbidden: "), got["config"]
-    assert got["config"].endswith("(apply manifests/components/device-plugin-config)")
+    assert "the Role of manifests/components/device-plugin-config must be in namespace nvidia-device-plugin" in \
+        got["config"] and "never in a kustomization that sets namespace:" in got["config"]
     assert ("", "configmaps", "get", PLUGIN_NS) in cluster.km.forbidden
 
 
 async def test_the_emulators_rbac_matches_resource_names_as_the_api_server_does(cluster: FakeCluster) -> None:
     """pkg/apis/rbac/v1/evaluation_helpers.go ``ResourceNameMatches`` with the name requestinfo.go ``NewRequestInfo``
-    gives a request: the Role's ``resourceNames: [nvdp-config]`` allows get of nvdp-config only, not of another
+    gives a request: the Role's ``resourceNames`` allow get of the ConfigMaps they name only, not of another
     ConfigMap, nor in another namespace; a list carries no name, so a rule with resourceNames never allows it unless
     its field selector names exactly ``metadata.name`` (then the rule's verbs must include list)."""
     import asyncio
@@ -194,7 +196,7 @@ async def test_the_emulators_rbac_matches_resource_names_as_the_api_server_does(
     assert await status(core.read_namespaced_config_map, PLUGIN_CM, "default") == 403
     assert await status(core.list_namespaced_config_map, PLUGIN_NS) == 403  # no list verb, and no name
     assert [f[2:] for f in cluster.km.forbidden] == [("get", PLUGIN_NS), ("get", "default"), ("list", PLUGIN_NS)]
-    # a rule granting list of nvdp-config by name: a list naming it by field selector matches, others do not
+    # a rule granting list of one ConfigMap by name: a list naming it by field selector matches, others do not
     cluster.km.rbac = {"Role": set(), "ClusterRole": set(), f"Role:{PLUGIN_NS}": {("", "configmaps", "list", PLUGIN_CM)}}
     assert await status(core.list_namespaced_config_map, PLUGIN_NS, field_selector=f"metadata.name={PLUGIN_CM}") == 200
     assert await status(core.list_namespaced_config_map, PLUGIN_NS, field_selector="metadata.name=plugin-cfg") == 403
@@ -240,3 +242,67 @@ def test_the_config_is_read_as_the_plugin_reads_it() -> None:
     assert config_key(data, "b", "a")[0] == "b" and config_key(data, None, "a")[0] == "a"
     assert config_key({**data, "default": ""}, None, None)[0] == "default"
     assert config_key({"only": ""}, None, None)[0] == "only" and config_key(data, None, None)[0] is None
+
+
+def test_the_config_is_applied_as_the_plugin_applies_it() -> None:
+    """What the plugin does with a config beyond reading it (NVIDIA/k8s-device-plugin api/config/v1):
+
+    * ``rename`` is ignored: ``DisableResourceNamingInConfig`` (config.go, called by the plugin's, GFD's and the MPS
+      daemon's main since v0.15.0; replicas.go ``disableResoureRenaming``) resets it to ``<name>.shared`` under
+      ``renameByDefault`` and to none otherwise, logging "Setting the 'rename' field ... Ignoring...";
+    * an empty sharing block is refused: replicas.go ``ReplicatedResources.UnmarshalJSON`` returns "no resources
+      specified" without ``resources`` or with an empty list;
+    * ``replicas`` is a Go ``int``: sigs.k8s.io/yaml hands the YAML to encoding/json, which refuses a string
+      ("json: cannot unmarshal string into Go value of type int", replicas.go ``ReplicatedResource.UnmarshalJSON``);
+    * MPS ``failRequestsGreaterThanOne``: ``NewConfig`` forces it true before v0.20.0 (v0.19.x: ``if
+      config.Sharing.MPS != nil { ...FailRequestsGreaterThanOne = true }``) and from v0.20.0 only where it is unset:
+      an explicit false is true under v0.19.2, false under v0.20.0, and unverified where the version is unknown.
+
+    Fails on the old parser, which honoured ``rename``, accepted an empty block and ``replicas: "4"``, and read an
+    explicit false as verified whatever the plugin's version."""
+    renamed = TIMESLICING_4.replace("replicas: 4", "replicas: 4\n        rename: nvidia.com/gpu.ts")
+    got = parse_plugin_config(renamed)
+    assert (got.resource, got.replicas) == ("nvidia.com/gpu", 4) and "rename: nvidia.com/gpu.ts is ignored" in \
+        got.rename_ignored
+    assert parse_plugin_config(renamed.replace("timeSlicing:\n", "timeSlicing:\n    renameByDefault: true\n")
+                               ).resource == "nvidia.com/gpu.shared"
+    for empty in ("sharing:\n  timeSlicing: {}\n", "sharing:\n  timeSlicing:\n    resources: []\n",
+                  "sharing:\n  mps:\n    renameByDefault: false\n"):
+        with pytest.raises(PluginConfigError, match="no resources specified"):
+            parse_plugin_config("version: v1\n" + empty)
+    assert parse_plugin_config("version: v1\nsharing: {}\n").strategy == "none"
+    with pytest.raises(PluginConfigError, match=r"json: cannot unmarshal string into Go value of type int"):
+        parse_plugin_config(TIMESLICING_4.replace("replicas: 4", 'replicas: "4"'))
+    with pytest.raises(PluginConfigError, match=r"cannot unmarshal string into Go value of type bool"):
+        parse_plugin_config(RENAMED_4.replace("renameByDefault: true", 'renameByDefault: "true"'))
+    assert parse_plugin_config(TIMESLICING_4.replace("replicas: 4", "replicas: 4.0")).replicas == 4
+    explicit = MPS_4.replace("mps:\n", "mps:\n    failRequestsGreaterThanOne: false\n")
+    unknown, old, new = (parse_plugin_config(explicit, plugin_version=v) for v in (None, "0.19.2", "0.20.0"))
+    assert (unknown.fail_requests_greater_than_one, old.fail_requests_greater_than_one,
+            new.fail_requests_greater_than_one) == (False, True, False)
+    assert "before v0.20.0 force it true" in unknown.fail_requests_note and "v0.19.2 forces it true" in \
+        old.fail_requests_note and new.fail_requests_note == ""
+    assert parse_plugin_config(MPS_4).fail_requests_note == ""  # unset: true in every version
+
+
+async def test_an_explicit_mps_false_is_recorded_unverified_where_the_plugins_version_is_unknown(
+        cluster: FakeCluster) -> None:
+    """The record of an MPS config that says ``failRequestsGreaterThanOne: false``, read under the Role alone (the
+    plugin's pod, and so its version, unseen): "unverified", with why; the resource's ignored ``rename`` is recorded.
+    Fails when the record says "verified from ConfigMap ..." for a value plugins before v0.20.0 overrule."""
+    from kts_helpers.run.backends.kubernetes.nodes import stated_node
+
+    cm = MPS_4.replace("mps:\n", "mps:\n    failRequestsGreaterThanOne: false\n").replace(
+        "replicas: 4", "replicas: 4\n        rename: nvidia.com/gpu.mps")
+    cluster.add_configmap(PLUGIN_NS, PLUGIN_CM, {"any": cm})
+    _role_and_config_reader(cluster)
+    backend = cluster.backend(node_name="gpu-1", gpu_replicas=4, device_plugin_config=f"{PLUGIN_NS}/{PLUGIN_CM}")
+    node = stated_node("gpu-1", None, 4)
+    import asyncio
+
+    await asyncio.to_thread(backend.verify_plugin, node)
+    rec = node.plugin
+    assert rec["fail_requests_greater_than_one"]["value"] is False
+    assert rec["fail_requests_greater_than_one"]["source"].startswith("unverified: the config says false, but device "
+                                                                     "plugins before v0.20.0 force it true")
+    assert rec["strategy"]["value"] == "mps" and "is ignored by the plugin" in rec["rename_ignored"]

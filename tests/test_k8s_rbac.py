@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from k8s_fixtures import INDEX, NS, emulated_cluster, gpu_node, make_run
+from k8s_fixtures import INDEX, NS, emulated_cluster, gpu_node, make_run, until
 
 from kts_helpers.errors import TenantFailed
 from kts_helpers.run.backends.kubernetes.api import KubeApi
@@ -67,10 +67,10 @@ async def test_rbac_grants_exactly_what_the_backend_calls(tmp_path: Path, opt_in
     try:
         async with emulated_cluster() as fc:
             fc.add_node(gpu_node("gpu-1"))
-            fc.add_configmap(PLUGIN_NS, "nvdp-config", {"any": "version: v1\nsharing:\n  timeSlicing:\n    "
+            fc.add_configmap(PLUGIN_NS, "kts-time-slicing-config", {"any": "version: v1\nsharing:\n  timeSlicing:\n    "
                                                         "resources:\n      - name: nvidia.com/gpu\n        replicas: 4\n"})
             backend = fc.backend(queue_name="kts", lease_duration_s=3, cluster_pod_list=opt_in,  # renewed while it runs
-                                 device_plugin_config=f"{PLUGIN_NS}/nvdp-config" if opt_in else None)
+                                 device_plugin_config=f"{PLUGIN_NS}/kts-time-slicing-config" if opt_in else None)
             run, spec = make_run(tmp_path)
             await asyncio.to_thread(backend.describe)
             await asyncio.to_thread(backend.run_scenario, run, spec.scenario("shared"), timeout_s=120, progress=False)
@@ -84,7 +84,7 @@ async def test_rbac_grants_exactly_what_the_backend_calls(tmp_path: Path, opt_in
                     "app.kubernetes.io/managed-by": "kts", "kts.run-id": run.run_id, INDEX: "0",
                     "batch.kubernetes.io/job-name": "gone"}}, "spec": {"containers": []}})
             assert await asyncio.to_thread(backend.cleanup, run.run_id) == []
-            assert "orphan" in fc.deleted("v1/pods")
+            await until(lambda: "orphan" in fc.deleted("v1/pods"))  # a pod's delete is graceful: gone a tick later
             await asyncio.to_thread(backend.cleanup_older_than, 3600)
             await asyncio.to_thread(backend.submitted_scenarios, run.run_id)
             ours = [r for r in fc.km.log if not r.headers.get("User-Agent", "").startswith("kmock/")]
@@ -125,9 +125,63 @@ def test_the_rbac_test_would_notice_a_verb_too_many() -> None:
     assert _granted("ClusterRole") == {("", "nodes", "get"), ("", "nodes", "list")}  # no pod of other namespaces
     assert _granted("ClusterRole", OPT_IN) == {("", "pods", "list")}
     assert _granted("Role", PLUGIN_CONFIG) == {("", "configmaps", "get")}  # one ConfigMap, by resourceNames
+
+
+def helm_configmap_name(release: str, chart: str = "nvidia-device-plugin", name_override: str = "") -> str:
+    """The ConfigMap the device plugin's Helm chart generates from ``config.map``: deployments/helm/
+    nvidia-device-plugin/templates/_helpers.tpl, ``configMapName`` = ``printf "%s-%s" fullname "configs"``, with
+    ``fullname`` the release name when it contains the chart's name, else ``<release>-<chart>`` (63 characters,
+    "-" trimmed)."""
+    name = name_override or chart
+    full = release if name in release else f"{release}-{name}"
+    return f"{full[:63].rstrip('-')}-configs"
+
+
+def test_the_config_readers_role_names_the_configmaps_the_plugin_is_given() -> None:
+    """The opt-in Role's ``resourceNames`` name the ConfigMaps a plugin is actually given: the kit's own (the
+    ConfigMaps manifests/overlays/device-plugin-timeslicing and -mps render, which the docs pass as the chart's
+    ``config.name`` or the GPU Operator's) and the one the Helm chart generates from ``config.map`` for the release
+    of manifests/README.md (nvdp). Fails on the old ``[nvdp-config]``, which is neither (issue 50: every read was a
+    403 and the values "unverified")."""
+    from test_k8s_manifests import render
+
     docs = [d for d in yaml.safe_load_all(PLUGIN_CONFIG.read_text()) if d]
     (role,) = [d for d in docs if d["kind"] == "Role"]
-    assert role["metadata"]["namespace"] == PLUGIN_NS and role["rules"][0]["resourceNames"] == ["nvdp-config"]
+    names = set(role["rules"][0]["resourceNames"])
+    own = {d["metadata"]["name"] for o in ("device-plugin-timeslicing", "device-plugin-mps") for d in render(o)
+           if d["kind"] == "ConfigMap"}
+    readme = (Path(__file__).resolve().parents[1] / "manifests" / "README.md").read_text()
+    release = re.search(r"helm upgrade -i (\S+) nvdp/nvidia-device-plugin", readme)[1]
+    assert role["metadata"]["namespace"] == PLUGIN_NS and own == {"kts-time-slicing-config", "kts-mps-config"}
+    assert names == own | {helm_configmap_name(release)} == {*own, "nvdp-nvidia-device-plugin-configs"}
+    assert helm_configmap_name("nvidia-device-plugin") == "nvidia-device-plugin-configs"  # the chart's own rule
+
+
+def test_the_base_with_the_opt_in_component_keeps_the_role_in_the_plugins_namespace(tmp_path: Path) -> None:
+    """``kubectl kustomize`` of manifests/base with components/device-plugin-config listed under its components (as
+    the component's comment says to use it): the Role and RoleBinding stay in the plugin's namespace, the kit's
+    own resources are in kts. base sets its namespace with kustomize's NamespaceTransformer and ``unsetOnly``
+    (kustomize api/filters/namespace: a set namespace is left alone), not with ``namespace:``, which moves every
+    namespaced resource. Fails on the old base (``namespace: kts``: the Role rendered into kts, where it grants
+    nothing, and the kit found the ConfigMap unreadable)."""
+    import shutil
+
+    from test_k8s_manifests import render_dir
+
+    copy = tmp_path / "manifests"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "manifests", copy)
+    base = copy / "base" / "kustomization.yaml"
+    base.write_text(base.read_text() + "components:\n  - ../components/device-plugin-config\n")
+    placed = {(d["kind"], d["metadata"]["name"]): d["metadata"].get("namespace") for d in render_dir(copy / "base")}
+    assert placed[("Role", "kts-device-plugin-config-reader")] == PLUGIN_NS
+    assert placed[("RoleBinding", "kts-device-plugin-config-reader")] == PLUGIN_NS
+    assert placed[("Role", "kts-runner")] == placed[("ServiceAccount", "kts-worker")] == "kts"
+    assert placed[("PriorityClass", "kts-tenant")] is None and placed[("Namespace", "kts")] is None
+    # what manifests/kind/run-kind.sh applies (the component beside base, the narrowed pod patch): the same places
+    kind = {(d["kind"], d["metadata"]["name"]): d["metadata"].get("namespace")
+            for d in render_dir(Path(__file__).resolve().parents[1] / "manifests" / "kind")}
+    assert kind[("Role", "kts-device-plugin-config-reader")] == PLUGIN_NS and kind[("Role", "kts-runner")] == "kts"
+    assert ("ValidatingAdmissionPolicy", "kts-runner-pod-patch") in kind
 
 
 # ------------------------------------------------------------------------------ the docs' RBAC tables
@@ -260,7 +314,8 @@ def test_the_docs_table_check_would_notice_a_drift() -> None:
     for old, new, needle in [
             ("Jobs create/list/delete", "Jobs create/list", "verbs ['create', 'list'] in the table"),
             ("events list", "events list/watch", "verbs ['list', 'watch'] in the table"),
-            ("`resourceNames: [nvdp-config]`", "`resourceNames: [other]`", "resourceNames ['other']"),
+            ("`resourceNames: [kts-time-slicing-config, kts-mps-config, nvdp-nvidia-device-plugin-configs]`",
+             "`resourceNames: [other]`", "resourceNames ['other']"),
             ("Role `kts-runner`, namespace `kts`", "Role `kts-runner`, namespace `gpu`", "not in the manifests"),
             ("nodes list/get", "nodes list", "verbs ['list'] in the table")]:
         assert old in text, old
@@ -269,3 +324,57 @@ def test_the_docs_table_check_would_notice_a_drift() -> None:
     dropped = "\n".join(ln for ln in text.splitlines() if not ln.startswith("| ClusterRole `kts-node-reader`"))
     assert _compare_docs(_doc_grants(dropped), manifests) == [
         "('ClusterRole', 'kts-node-reader', None): in the manifests, not in the table"]
+
+
+async def test_the_opt_in_policy_narrows_patch_pods_to_the_go_annotation(tmp_path: Path) -> None:
+    """RBAC narrows verbs and resources, never fields: ``patch pods`` alone would let the kts-runner identity change a
+    pod's labels, annotations, finalizers, or a container's image. The kit patches one annotation only
+    (``KubeApi.annotate_pod``: ``kts/start-at``, the go and the word to stop padding), and the opt-in component
+    manifests/components/narrow-pod-patch (a ValidatingAdmissionPolicy, admissionregistration.k8s.io/v1, valid for
+    Kubernetes 1.30 and 1.37) makes the API server refuse anything else from that identity. The emulator mirrors its
+    validations (``pod_patch_denied``): with it on, a whole shared scenario runs (its go and its stop pass), while a
+    label, another annotation, a spec change or a pod that is not the kit's are refused with the policy's words.
+    Fails when the kit's patch touches anything beside the go annotation."""
+    import kubernetes_validate
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from kts_helpers.run.backends.kubernetes.names import ANN_START
+
+    policy_file = Path(__file__).resolve().parents[1] / "manifests" / "components" / "narrow-pod-patch" / "policy.yaml"
+    docs = [d for d in yaml.safe_load_all(policy_file.read_text()) if d]
+    for d in docs:
+        for version in ("1.30.0", "1.37.0"):
+            kubernetes_validate.validate(d, version, strict=True)
+    policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy")
+    subject = next(d for d in yaml.safe_load_all(RBAC.read_text()) if d and d["kind"] == "RoleBinding")["subjects"][0]
+    assert f"system:serviceaccount:{subject['namespace']}:{subject['name']}" in policy["spec"]["matchConditions"][0][
+        "expression"]
+    assert all(f"'{ANN_START}'" in v["expression"] for v in policy["spec"]["validations"][3:])
+    async with emulated_cluster() as fc:
+        fc.km.pod_patch_policy = True
+        fc.add_node(gpu_node("gpu-1"))
+        run, spec = make_run(tmp_path)
+        assert (await asyncio.to_thread(fc.backend().run_scenario, run, spec.scenario("shared"), timeout_s=120,
+                                        progress=False)).status == "complete"
+        assert len(fc.requests("patch", "v1/pods")) >= 4  # each tenant's go, then its stop
+        core = client.CoreV1Api(client.ApiClient(client.Configuration(host=str(fc.km.url).rstrip("/"))))
+        for name, labels in (("ours", {"app.kubernetes.io/managed-by": "kts"}), ("theirs", {"app": "x"})):
+            await fc._http("post", f"/api/v1/namespaces/{NS}/pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {
+                "name": name, "namespace": NS, "labels": labels}, "spec": {"containers": [{"name": "c", "image": "a"}]}})
+
+        async def patch(name: str, body: dict) -> str:
+            try:
+                await asyncio.to_thread(core.patch_namespaced_pod, name, NS, body)
+            except ApiException as exc:
+                return f"{exc.status} {exc.body}"
+            return "200"
+
+        assert await patch("ours", {"metadata": {"annotations": {ANN_START: '{"fft":1}'}}}) == "200"
+        for name, body, words in [
+                ("ours", {"metadata": {"labels": {"app.kubernetes.io/managed-by": "kts", "x": "y"}}}, "labels"),
+                ("ours", {"metadata": {"annotations": {"other": "1"}}}, "one annotation of a pod only"),
+                ("ours", {"spec": {"containers": [{"name": "c", "image": "evil"}]}}, "a pod's spec"),
+                ("theirs", {"metadata": {"annotations": {ANN_START: "1"}}}, "only the kit's own pods")]:
+            got = await patch(name, body)
+            assert got.startswith("403") and "kts-runner-pod-patch" in got and words in got, (body, got)

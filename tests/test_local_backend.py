@@ -88,6 +88,8 @@ def test_tiny_run_completes(tiny_run):
         rec = m["scenarios"][s.name]
         assert rec["status"] == "complete" and rec["backend"] == "local"
         assert {t: v["exit_code"] for t, v in rec["tenants"].items()} == {t: 0 for t in s.tenant_names}
+        # the stranger check ran on the block (run.gpumem): unknown on CPU, where no worker reads NVML
+        assert rec["gpu_memory"]["status"] == "unknown" and "no reading in its KTS_END" in rec["gpu_memory"]["reason"]
 
 
 def test_tiny_run_calibration_floor_recorded(tiny_run):

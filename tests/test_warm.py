@@ -25,6 +25,7 @@ from kts_helpers.analyse.telemetry import load_telemetry
 from kts_helpers.errors import SpecError
 from kts_helpers.run import experiment
 from kts_helpers.run.backends import local as local_backend
+from kts_helpers.run.backends import warm as warm_backend
 from kts_helpers.run.backends.local import WORKER, LocalBackend
 from kts_helpers.run.runs import create_run
 from kts_helpers.run.spec import ExperimentParams, resolve
@@ -33,6 +34,7 @@ from kts_helpers.run.telemetry._store import PartWriter, count_rows
 
 INDEPENDENT = Path(__file__).resolve().parent / "independent"  # ../shared/tools, copied (independent/README.md)
 SHARED_TOOLS = Path(__file__).resolve().parents[2] / "shared" / "tools"
+STRANGER_CHECKS: dict[str, list[tuple[str, dict[str, int]]]] = {}  # warm run -> each block's check and companions
 
 
 def _spec(device: str = "cuda", **params):
@@ -235,7 +237,17 @@ def _make(root: Path, **params):
 def warm_run(tmp_path_factory):
     run, _spec = _make(tmp_path_factory.mktemp("warm"))
     backend = LocalBackend("cpu", telemetry=False)
-    experiment.run_kind(run, "all", backend=backend, progress=False)
+    checks: list[tuple[str, dict[str, int]]] = []  # each block's stranger check: the block and its companions
+    real = warm_backend.gpu_memory_check
+
+    def spy(run_, scenario, companions=None):
+        checks.append((scenario.name, dict(companions or {})))
+        return real(run_, scenario, companions)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(warm_backend, "gpu_memory_check", spy)
+        experiment.run_kind(run, "all", backend=backend, progress=False)
+    STRANGER_CHECKS[str(run.path)] = checks
     return run
 
 
@@ -257,6 +269,15 @@ def test_every_block_of_a_warm_run_ran_in_one_process_per_tenant(warm_run):
                                        for t in s.tenant_names}
     assert all(len(p) == 1 for p in pids.values()), pids
     assert [p.name for p in (warm_run.path / "warm").iterdir()] == ["timeslice.1"]
+    # every block ran the stranger check (run.gpumem; unknown on CPU), an alone block with its idle neighbour's
+    # process as the run's own (by PID: NVML lists it on the host), a shared block or the control with none
+    checks = STRANGER_CHECKS[str(warm_run.path)]
+    assert [name for name, _ in checks] == [s.name for s in m.scenarios]
+    for name, companions in checks:
+        assert m.record(name).extra["gpu_memory"]["status"] == "unknown"
+        idle = {t: next(iter(p)) for t, p in pids.items() if t not in m.scenario(name).tenant_names} \
+            if not name.startswith("control") else {}
+        assert companions == {f"{t} (idle, resident)": pid for t, pid in idle.items()}, (name, companions)
 
 
 def _padded_while_a_neighbour_timed(frames: dict[str, pd.DataFrame], tenant: str) -> tuple[int, int]:
@@ -285,6 +306,44 @@ def test_a_warm_shared_block_wastes_no_co_running_iteration_and_every_timed_one_
     out = subprocess.run([sys.executable, str(INDEPENDENT / "corunning.py"), str(warm_run.path)], capture_output=True,
                          text=True)
     assert out.returncode == 0 and "100.0%" in out.stdout and "(9" not in out.stdout
+
+
+def test_a_stranger_beside_a_warm_block_fails_it_by_name_and_the_idle_neighbour_does_not(tmp_path):
+    """The check the local and warm designs run after every block (``procs.gpu_memory_check`` then
+    ``refuse_stranger``), on the readings the worker's own code makes from a model of the driver
+    (tests/fake_nvml.py: the H200's reserve, a host's view of every process): an alone block of fft beside the idle
+    resident gemm passes, gemm counted as the run's own by its PID; a process holding 1 GiB fails the block, named by
+    PID, memory and name. Fails when a stranger is recorded without failing the block, or when companions are not
+    counted (the idle gemm then reads as a stranger). The backends' calls are checked on a whole warm run
+    (``test_every_block_of_a_warm_run_ran_in_one_process_per_tenant``)."""
+    from fake_nvml import GIB, MIB, FakeGpu, reading
+
+    from kts_helpers.run.backends.procs import StrangerContext, gpu_memory_check, refuse_stranger
+
+    run, spec = _make(tmp_path)
+    scen = spec.scenario("baseline-fft-r1")
+    run.claim_scenario(scen.name)
+    gpu = FakeGpu()
+    gpu.hold(200, (2 << 30) + 400 * MIB)  # fft, timing
+    gpu.hold(201, 3 << 30)  # gemm, idle between its blocks
+    gpu.hold(202, 1 * GIB, "python3")  # someone else's
+
+    def end(r: dict) -> str:
+        return "KTS_END,v2," + json.dumps({"tenant": "fft", "timed": 20, "gpu_memory": r}) + "\n"
+
+    run.log_path(scen.name, "fft").write_text(end(reading(gpu, 200, torch_reserved=2 << 30)))
+    check = gpu_memory_check(run, scen, {"gemm (idle, resident)": 201})
+    assert check["status"] == "stranger" and check["strangers"] == [{"pid": 202, "used_mib": 1024.0, "name": "python3"}]
+    assert check["companions_mib"]["gemm (idle, resident)"] == 3072.0
+    with pytest.raises(StrangerContext, match=r"scenario 'baseline-fft-r1': a stranger context on GPU GPU-fake-0: "
+                                              r"1024 MiB .* pid 202 python3 \(1024.0 MiB\) \(host PIDs\)"):
+        refuse_stranger(scen, check)
+    gpu.release(202)
+    run.log_path(scen.name, "fft").unlink()
+    run.log_path(scen.name, "fft").write_text(end(reading(gpu, 200, torch_reserved=2 << 30)))
+    clean = gpu_memory_check(run, scen, {"gemm (idle, resident)": 201})
+    assert clean["status"] == "ok" and clean["unexplained_mib"] == 0
+    refuse_stranger(scen, clean)
 
 
 def test_the_control_block_ran_with_the_neighbours_gone_and_the_report_reads_it(warm_run):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -279,28 +280,39 @@ def test_go_file_barrier_says_ready_then_waits_for_its_own_start(tmp_path, capsy
     assert before <= int(ready[0].rsplit("=", 1)[1]) <= start
 
 
-def test_the_workers_gpu_memory_reading_uses_nvml_and_degrades_to_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
-    """workers/kts_gpumem.py: NVML's device-wide used memory and compute processes (host PIDs) beside the tenant's
-    own reservation; without nvidia-ml-py (optional) the reading is "unknown" with why, never an error."""
+@pytest.mark.parametrize("used_includes_reserved", [False, True], ids=["R590-used", "R525-used"])
+def test_the_workers_gpu_memory_reading_takes_nvmls_v2_and_leaves_the_drivers_reserve_out(
+        monkeypatch: pytest.MonkeyPatch, used_includes_reserved: bool) -> None:
+    """workers/kts_gpumem.py reads NVML's memory info in version 2 (nvidia-ml-py ``nvmlDeviceGetMemoryInfo(handle,
+    version=nvmlMemory_v2)`` -> ``nvmlDeviceGetMemoryInfo_v2``, ``c_nvmlMemory_v2_t``: version, total, reserved, free,
+    used), so the driver's own reserve (615 MiB on the H200: tests/fake_nvml.py) is not counted as used: version 1's
+    ``used`` is "Sum of Reserved and Allocated device memory" (NVML reference, ``nvmlMemory_t``). NVML's reference
+    has said both that v2's ``used`` includes ``reserved`` (R525) and that it is the allocated memory (R590): the
+    reading is right under either. On a host NVML names the processes (``nvmlSystemGetProcessName``). A pynvml
+    without v2 gives a version-1 reading, marked so (the kit's check is then unknown); without nvidia-ml-py the
+    reading is "unknown" with why, never an error. Fails on a reading of v1's ``used`` (615 MiB too many)."""
     import sys
     from types import SimpleNamespace
 
+    import fake_nvml
     import kts_gpumem
 
+    gpu = fake_nvml.FakeGpu(uuid="GPU-a", v2_used_includes_reserved=used_includes_reserved)
+    gpu.hold(11, 3 << 30)
+    gpu.hold(12, 1 << 30, "nvidia-cuda-mps-server")
+    got = fake_nvml.reading(gpu, 11, torch_reserved=2 << 30)
+    assert got == {"source": "nvml", "gpu_uuid": "GPU-a", "memory_info": 2, "device_used_bytes": 4 << 30,
+                   "device_reserved_bytes": fake_nvml.H200_RESERVED, "device_total_bytes": 80 << 30,
+                   "own_reserved_bytes": 2 << 30, "own_pid": 11, "own_process_bytes": 3 << 30,
+                   "processes": [{"pid": 11, "used_bytes": 3 << 30, "name": "python3"},
+                                 {"pid": 12, "used_bytes": 1 << 30, "name": "nvidia-cuda-mps-server"}]}
+    inside = fake_nvml.reading(gpu, 11, own_only=True, ns_pid=1)  # a container: its own process, unnamed others
+    assert inside["processes"] == [{"pid": 1, "used_bytes": 3 << 30}] and inside["own_process_bytes"] == 3 << 30
+    old = fake_nvml.reading(gpu, 11, v2=False)  # an nvidia-ml-py before nvmlMemory_v2
+    assert (old["memory_info"], old["device_reserved_bytes"]) == (1, None)
+    assert old["device_used_bytes"] == (4 << 30) + fake_nvml.H200_RESERVED
     torch = SimpleNamespace(cuda=SimpleNamespace(memory_reserved=lambda d: 2 << 30))
     cuda = SimpleNamespace(type="cuda")
-    fake = SimpleNamespace(
-        nvmlInit=lambda: None, nvmlShutdown=lambda: None,
-        nvmlDeviceGetHandleByUUID=lambda u: ("h", u), nvmlDeviceGetHandleByIndex=lambda i: ("h", i),
-        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(used=7 << 30, total=80 << 30),
-        nvmlDeviceGetComputeRunningProcesses=lambda h: [SimpleNamespace(pid=11, usedGpuMemory=3 << 30),
-                                                         SimpleNamespace(pid=12, usedGpuMemory=None)])
-    monkeypatch.setitem(sys.modules, "pynvml", fake)
-    monkeypatch.setattr(kts_gpumem.os, "getpid", lambda: 11)
-    got = kts_gpumem.gpu_memory(torch, cuda, "GPU-a")
-    assert got == {"source": "nvml", "gpu_uuid": "GPU-a", "device_used_bytes": 7 << 30, "device_total_bytes": 80 << 30,
-                   "own_reserved_bytes": 2 << 30, "own_pid": 11, "own_process_bytes": 3 << 30,
-                   "processes": [{"pid": 11, "used_bytes": 3 << 30}, {"pid": 12, "used_bytes": None}]}
     monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: import fails
     assert kts_gpumem.gpu_memory(torch, cuda)["status"] == "unknown"
     assert kts_gpumem.gpu_memory(torch, SimpleNamespace(type="cpu")) == {"status": "unknown", "reason": "not on CUDA"}
@@ -377,3 +389,47 @@ def test_gpu_identity_names_a_mig_device_the_pci_address_and_nothing_off_cuda(wo
         "gpu_uuid": f"GPU-{UUID_HEX}", "cuda_visible_devices": None, "mps_client": False}  # no bus: no pci
     assert worker_module.gpu_identity(torch, type("Device", (), {"type": "cpu"})()) == {"gpu_uuid": None}
     assert len(seen) == 1  # the CPU device asked CUDA nothing
+
+
+@pytest.mark.parametrize("how,code", [("sigterm", 143), ("go-file", 0), ("go-file+sigterm", 0),
+                                      ("stop-file+sigterm", 0)])
+def test_a_padding_tenant_exits_0_only_when_the_orchestrator_asked(tmp_path: Path, how: str, code: int) -> None:
+    """A tenant padding after its timed part ends with 0 only on the orchestrator's word: a ``stop`` file in its
+    barrier folder (local, warm) or ``"stop"`` in its go file (a cluster: the pod's annotation, read through its
+    downwardAPI volume), with or without a SIGTERM; a SIGTERM alone (a kubelet's, after a preemption, a drain or a
+    deleted pod) ends it with 143, so its pod ends Failed and is named (issue 50). Fails when a SIGTERM while padding
+    exits 0 (the pod then ends Succeeded: the Job's podFailurePolicy never fires)."""
+    import io
+    from types import SimpleNamespace
+
+    import kts_api
+    import kts_harness
+
+    go = tmp_path / "start_at"
+    go.write_text(json.dumps({"a": 1}))
+    args = SimpleNamespace(
+        arrival="closed", sleep_ms=0.0, sleep_dist="fixed", seed=0, rate_hz=0.0, duration_s=0.0, lead_in_s=0.0,
+        barrier_dir=None, tenant="a", barrier_timeout_s=5.0, iterations=2, looks=[], block_s=0.0,
+        block_min_iterations=0, pad=True, pad_limit_s=30.0, pad_limit_exit=3, crash_after=-1, crash_after_pad=-1,
+        host_probe=False, host_probe_loop=10, auto=False, auto_rel_width=0.1, auto_time_cap_s=60.0,
+        auto_max_iterations=100)
+    stop = kts_harness.StopRequest()
+    stop.go_file = go
+    stop.file = tmp_path / "stop"
+    calls = []
+
+    def op() -> None:
+        calls.append(1)
+        if len(calls) == 5:  # padding by now: the word and/or the signal arrive
+            if "go-file" in how:
+                go.write_text(json.dumps({"a": 1, "stop": "1"}))
+                stop._go_read = 0.0  # the next look reads the file (the loop reads it at most every 50 ms)
+            if "stop-file" in how:
+                stop.file.write_text("")
+            if "sigterm" in how:
+                stop._handle(15, None)
+
+    workload = kts_api.Workload("fft", lambda: [("op", op)])
+    clock = kts_harness.Clock(None, SimpleNamespace(type="cpu"))
+    assert kts_harness.run_loop(args, workload, clock, stop, out=io.StringIO()) == code
+    assert len(calls) == 5  # the iteration in progress was the last

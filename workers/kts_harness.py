@@ -12,8 +12,8 @@ load was on the GPU. A stop ends the current iteration cleanly (its line is prin
 The timed part ends at a fixed count, by the stopping rule (``kts_autostop``), at an interim look's answer, or,
 under the warm design, by time (``BlockEnd``): a block of ``--block-s`` seconds that every tenant times through
 until all of them have timed their minimum, so no co-running iteration is wasted as padding.
-Exit codes: 0 done (or stopped while padding), 3 padding hit ``--pad-limit-s`` (nobody stopped it), 143 stopped
-before its timed part was complete.
+Exit codes: 0 done (or stopped while padding, when the orchestrator asked: ``stop_exit_code``), 3 padding hit
+``--pad-limit-s`` (nobody stopped it), 143 stopped before its timed part was complete or by a SIGTERM alone.
 """
 
 from __future__ import annotations
@@ -74,24 +74,53 @@ class Clock:
 
 
 
+STOP_KEY = "stop"  # in the cluster's go file: the orchestrator's stop, beside each tenant's start (``--go-file``)
+
+
+def stop_exit_code(padding: bool, asked: bool) -> int:
+    """The exit code of a tenant that was stopped: 0 only when it was padding and the orchestrator asked it to stop
+    (a ``stop`` file in its barrier folder, or ``"stop"`` in its go file); every other stop, a SIGTERM nobody of
+    the kit sent (a preemption, a drain, a deleted pod) included, is ``EXIT_STOPPED_EARLY`` (143), so that the pod
+    ends Failed and is named, never Succeeded (issue 50: a preempted padding tenant used to end Succeeded)."""
+    return 0 if padding and asked else EXIT_STOPPED_EARLY
+
+
 class StopRequest:
-    """Set by SIGTERM (or, in a warm block, a ``stop`` file): the loop finishes the iteration in progress, prints
-    it and ends.
+    """Set by SIGTERM, or by the orchestrator's own word (a ``stop`` file in the block's barrier folder, locally and
+    in the warm design; ``"stop"`` in the go file on a cluster): the loop finishes the iteration in progress,
+    prints it and ends. Only the orchestrator's word is ``asked``: a SIGTERM alone is not (``stop_exit_code``).
 
     The handler only sets a flag: anything that takes a lock (threading.Event.set) can deadlock when
     the signal lands while the same thread holds that lock. Sleeps are cut into short slices that
-    look at the flag, so a stop is seen within ``SLICE_S``.
+    look at the flag, so a stop is seen within ``SLICE_S``; the go file is read at most every ``GO_READ_S``.
     """
 
     SLICE_S = 0.02
+    GO_READ_S = 0.05
 
     def __init__(self) -> None:
         self.signalled = False
-        self.file: Path | None = None  # warm design: the block's ``stop`` file ends the block, not the process
+        self.file: Path | None = None  # the block's ``stop`` file (local and warm designs)
+        self.go_file: Path | None = None  # the cluster's go file (a downwardAPI volume of the pod's annotation)
+        self._go_read = 0.0
+        self._go_stop = False
+
+    @property
+    def asked(self) -> bool:
+        if self.file is not None and self.file.exists():
+            return True
+        if self.go_file is not None and not self._go_stop and time.monotonic() - self._go_read >= self.GO_READ_S:
+            self._go_read = time.monotonic()
+            try:
+                go = json.loads(self.go_file.read_text() or "{}")
+            except (OSError, ValueError):
+                go = {}
+            self._go_stop = isinstance(go, dict) and bool(go.get(STOP_KEY))
+        return self._go_stop
 
     @property
     def requested(self) -> bool:
-        return self.signalled or (self.file is not None and self.file.exists())
+        return self.signalled or self.asked
 
     def install(self) -> None:
         signal.signal(signal.SIGTERM, self._handle)
@@ -342,7 +371,7 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
     probing, probes = host_probe_on(args), []
     while True:
         if stop.requested:
-            return 0 if pad_deadline is not None else EXIT_STOPPED_EARLY
+            return stop_exit_code(pad_deadline is not None, stop.asked)
         now = time.time_ns()
         if timed_from is None and lead_in.over(now):
             timed_from = now

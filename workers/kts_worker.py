@@ -218,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     stop = StopRequest()
     stop.install()
+    if args.barrier_dir and not args.serve_dir:  # the orchestrator's word to stop padding (a SIGTERM alone is not)
+        stop.file = Path(args.barrier_dir) / "stop"
+    if args.go_file:  # on a cluster the word comes in the go file ("stop"), beside each tenant's start
+        stop.go_file = Path(args.go_file)
     import torch
 
     torch.set_num_threads(args.threads)

@@ -21,7 +21,8 @@ K8S_ENV = {"namespace": "K8S_NAMESPACE", "image": "IMAGE", "context": "K8S_CONTE
            "image_pull_secrets": "K8S_IMAGE_PULL_SECRETS", "read_only_root": "K8S_READ_ONLY_ROOT",
            "node_name": "K8S_NODE", "gpu_replicas": "K8S_GPU_REPLICAS", "tolerations": "K8S_TOLERATIONS",
            "placeholders": "K8S_PLACEHOLDERS", "cluster_pod_list": "K8S_CLUSTER_POD_LIST",
-           "worker_device": "K8S_WORKER_DEVICE", "device_plugin_config": "K8S_DEVICE_PLUGIN_CONFIG"}
+           "worker_device": "K8S_WORKER_DEVICE", "device_plugin_config": "K8S_DEVICE_PLUGIN_CONFIG",
+           "priority_classes": "K8S_PRIORITY_CLASSES"}
 EXPERIMENT_KEYS = frozenset(f.name for f in fields(ExperimentParams))
 
 

@@ -27,7 +27,9 @@ from kts_helpers.run.backends.procs import (
     EXIT_REASONS,
     Progress,
     check_same_gpu,
+    gpu_memory_check,
     record_outcome,
+    refuse_stranger,
     stop_all,
     tail,
 )
@@ -96,6 +98,8 @@ class LocalBackend:
                 results = self._run_tenants(run, scenario, sharing_env, timeout_s, progress,
                                             timeout_s if pad_limit_s is None else pad_limit_s, extra, judge)
             check_same_gpu(run, scenario)
+            extra["gpu_memory"] = gpu_memory_check(run, scenario)  # a stranger context on the GPU (gpumem)
+            refuse_stranger(scenario, extra["gpu_memory"])
             status = "complete"
             return ScenarioResult(scenario.name, status, results, started, time.time_ns(), extra)
         except KtsError as exc:
@@ -234,6 +238,8 @@ class LocalBackend:
             if all(p.poll() is not None for p in procs.values()):
                 return {n: p.returncode for n, p in procs.items()}
             if pad and watch.ready_to_stop():
+                # the word first (a ``stop`` file: the workers end padding with 0 on it, never on a SIGTERM alone)
+                (looks.barrier / "stop").write_text("")
                 stop_all(procs, grace_s=STOP_GRACE_S)
                 for name, follower in followers.items():
                     watch.feed(name, follower.read())

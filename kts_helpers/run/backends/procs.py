@@ -1,6 +1,6 @@
 """What the local runners share about their worker processes: progress bars, stopping them, their exit reasons, the
-tail of a stderr, and the same-GPU check of a shared block. One home for both the fresh design's scenarios
-(``backends.local``) and the warm design's sessions (``backends.warm``).
+tail of a stderr, and the checks of a block: one GPU for a shared block, no stranger context on it (``gpumem``). One
+home for both the fresh design's scenarios (``backends.local``) and the warm design's sessions (``backends.warm``).
 """
 
 from __future__ import annotations
@@ -15,12 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from kts_helpers.run.backends.base import TenantResult
-from kts_helpers.run.corun import CoRunError, TenantProgress, gpu_mismatch, read_meta
+from kts_helpers.run.corun import CoRunError, CoRunWatch, TenantProgress, gpu_mismatch, read_meta
+from kts_helpers.run.gpumem import check_block
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec
 
 EXIT_REASONS = {3: "padded past its safety limit without being stopped (exit 3)",
-                143: "was stopped by SIGTERM before its timed iterations were complete (exit 143)"}
+                143: "was stopped by a SIGTERM the kit did not ask for, or before its timed iterations were complete "
+                     "(exit 143)"}
+MPS_MODES = ("mps", "mps-limited")
+
+
+class StrangerContext(CoRunError):
+    """Memory on the measured GPU that no process of the experiment holds: another process shared the GPU."""
 
 
 class Progress:
@@ -82,6 +89,27 @@ def check_same_gpu(run: Run, scenario: ScenarioSpec) -> None:
     problem = gpu_mismatch({t: read_meta(run.log_path(scenario.name, t)) for t in scenario.tenant_names})
     if problem:
         raise CoRunError(f"scenario {scenario.name!r}: {problem}")
+
+
+def gpu_memory_check(run: Run, scenario: ScenarioSpec, companions: dict[str, int] | None = None) -> dict[str, Any]:
+    """The block's stranger check (``gpumem.check_block``) from its tenants' ``KTS_END`` readings, as the Kubernetes
+    backend runs it per scenario: here on the host, where NVML lists every process by its host PID, the experiment's
+    other resident processes (``companions``: the warm design's idle neighbours, name -> PID) and this orchestrator
+    are counted as the experiment's own; under MPS the server is too (by its name, else an allowance)."""
+    watch = CoRunWatch(scenario.tenant_names, pad_limit_s=1.0)
+    for t in scenario.tenant_names:
+        path = run.log_path(scenario.name, t)
+        watch.feed(t, path.read_bytes() + b"\n" if path.exists() else b"")
+    readings = {t: watch.tenants[t].end.get("gpu_memory") for t in scenario.tenant_names}
+    mps = scenario.sharing in MPS_MODES or any(watch.tenants[t].meta.get("mps_client") for t in scenario.tenant_names)
+    return check_block(readings, mps=mps,
+                       companions={"kts (this orchestrator)": os.getpid(), **(companions or {})})
+
+
+def refuse_stranger(scenario: ScenarioSpec, check: dict[str, Any]) -> None:
+    """A block whose check found a stranger context fails, by its sentence: it must run again."""
+    if check.get("status") == "stranger":
+        raise StrangerContext(f"scenario {scenario.name!r}: {check['text']}; the block must run again")
 
 
 def stop_all(procs: dict[str, subprocess.Popen], grace_s: float = 3.0) -> None:

@@ -38,7 +38,9 @@ from kts_helpers.run.backends.procs import (
     EXIT_REASONS,
     Progress,
     check_same_gpu,
+    gpu_memory_check,
     record_outcome,
+    refuse_stranger,
     stop_all,
     tail,
 )
@@ -174,6 +176,10 @@ class WarmSession:
             self._release(scenario, barrier)
             self._follow(scenario, barrier, watch, bars, pad)
             check_same_gpu(run, scenario)
+            # a stranger context on the GPU (gpumem): the session's idle workers hold memory and are the run's own
+            extra["gpu_memory"] = gpu_memory_check(run, scenario, {f"{n} (idle, resident)": p.pid
+                                                                   for n, p in self.procs.items() if n not in names})
+            refuse_stranger(scenario, extra["gpu_memory"])
             results = [TenantResult(n, 0, str(run.log_path(scenario.name, n)), str(run.stderr_path(scenario.name, n)))
                        for n in names]
             status = "complete"

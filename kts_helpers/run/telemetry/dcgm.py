@@ -60,9 +60,11 @@ FIELD_MAP: dict[str, tuple[str, float]] = {
     "DCGM_FI_PROF_DRAM_ACTIVE": ("dram_bw_util_pct", 100.0),
 }
 # exporter label -> our column
-# (``Hostname`` in the releases up to 4.5.3-4.8.2, ``hostname`` at HEAD; ``pod_name`` ... with
-# ``--use-old-namespace``; ``vgpu`` with KUBERNETES_VIRTUAL_GPUS=true)
-LABEL_MAP = {"UUID": "uuid", "modelName": "model_name", "Hostname": "hostname", "hostname": "hostname",
+# (``Hostname`` in the releases up to 4.5.3-4.8.2, ``hostname`` at HEAD; with ``--use-old-namespace`` the GPU is
+# ``uuid`` (internal/pkg/collector/gpu_collector.go ``toMetric``: ``uuid := "UUID"; if useOld { uuid = "uuid" }``,
+# rendered as the label's name by internal/pkg/rendermetrics/render_metrics.go) and the pod ``pod_name`` ...
+# (transformation/const.go ``oldPodAttribute``); ``vgpu`` with KUBERNETES_VIRTUAL_GPUS=true)
+LABEL_MAP = {"UUID": "uuid", "uuid": "uuid", "modelName": "model_name", "Hostname": "hostname", "hostname": "hostname",
              "pod": "pod", "pod_name": "pod", "namespace": "namespace", "pod_namespace": "namespace",
              "container": "container", "container_name": "container", "vgpu": "vgpu"}
 DEFAULT_EXPORTER_INTERVAL_MS = 30000.0  # dcgm-exporter's DCGM_EXPORTER_INTERVAL default

@@ -1,7 +1,8 @@
 """``KubernetesBackend``: where a scenario runs (a node, held through its Lease), and what is recorded about it.
 
-* A scenario is one Indexed Job (``jobs``), pinned to one node by its name (node affinity on
-  ``metadata.name``; the scheduler still decides, so ``PodScheduled`` stays meaningful); with a Kueue queue it is
+* A scenario's tenants are one Indexed Job (``jobs``), its placeholders a second one, pinned to one node by its
+  name (node affinity on ``metadata.name``; the scheduler still decides, so ``PodScheduled`` stays meaningful), the
+  tenants' PriorityClass above the placeholders' (the scheduler places them first); with a Kueue queue each Job is
   admitted as one Workload, a gang.
 * Two clients (or two users) never measure on one GPU node at once: the node's Lease (``lease``) is held
   while a scenario runs, and GPU pods of other runs still on the node are waited for, never deleted.
@@ -15,7 +16,8 @@
   placeholders (manifests/README.md says what each grant exposes).
 * The Job carries everything it needs to finish without this process (deadlines, the workers' own
   padding limit), so ``kts run --resume <run_id>`` collects what completed while the client was away.
-* Only this run's objects are ever deleted, always with foreground propagation, also after Ctrl-C;
+* Only this run's objects are ever deleted, always with foreground propagation, also after Ctrl-C; on SIGTERM
+  the deletes are issued and the record written before the Lease goes, within 2 s (``_terminated``);
   ``cleanup_older_than`` (``k8s-smoke --cleanup``) removes kit objects older than a stated age.
 
 Longer than 500 lines on purpose: the options, node choice, exclusivity, clean-up and the record of a
@@ -37,10 +39,11 @@ from pathlib import Path
 from typing import Any
 
 from kts_helpers.errors import BackendError, KtsError, SpecError, TenantFailed
+from kts_helpers.fsutil import write_new
 from kts_helpers.run.backends.base import ScenarioResult, TenantResult
 from kts_helpers.run.backends.kubernetes.api import KubeApi, KubeForbidden, load_api_client
 from kts_helpers.run.backends.kubernetes.clock import Clock, parse_time
-from kts_helpers.run.backends.kubernetes.interrupts import interrupt_reason, sigterm_as_interrupt
+from kts_helpers.run.backends.kubernetes.interrupts import Terminated, interrupt_reason, sigterm_as_interrupt
 from kts_helpers.run.backends.kubernetes.jobs import GPU_TOLERATION, PLACEHOLDER_REQUESTS
 from kts_helpers.run.backends.kubernetes.lease import NodeBusy, NodeLease, client_identity
 from kts_helpers.run.backends.kubernetes.lifecycle import Failure, ScenarioRun, scenario_selector, sleep_real
@@ -108,6 +111,20 @@ def qos_record(events: Mapping[str, Mapping[str, Any]], placeholders: int = 0) -
     return out
 
 
+PRIORITY_CLASSES = "kts-tenant,kts-placeholder"  # manifests/base/priorityclass.yaml
+
+
+def parse_priority_classes(value: str | Sequence[str] | None) -> tuple[str | None, str | None]:
+    """``"<tenants'>,<placeholders'>"`` -> (tenants', placeholders'); "none" (or empty) -> (None, None)."""
+    names = _names(value)
+    if not names or names in (("none",), ("false",)):
+        return None, None
+    if len(names) != 2 or not all(re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", n) for n in names):
+        raise SpecError(f"priority_classes must be '<tenants' class>,<placeholders' class>' (manifests/base: "
+                        f"{PRIORITY_CLASSES}) or 'none', got {value!r}")
+    return names[0], names[1]
+
+
 def _names(value: str | Sequence[str] | None) -> tuple[str, ...]:
     if not value:
         return ()
@@ -159,6 +176,9 @@ class KubernetesBackend:
     (needs the opt-in Role of manifests/components/device-plugin-config): its replicas, sharing strategy,
     renameByDefault and failRequestsGreaterThanOne are then verified from it (``plugin_config``); where it
     cannot be read they are recorded as stated or unverified.
+    ``priority_classes``: ``"<tenants'>,<placeholders'>"`` PriorityClasses (manifests/base: ``kts-tenant`` above
+    ``kts-placeholder``; kube-scheduler's queue then places the tenants first, and a preemptor takes a placeholder,
+    never a tenant); ``"none"`` leaves the pods without one (K8S_PRIORITY_CLASSES).
     """
 
     name = "kubernetes"
@@ -177,7 +197,8 @@ class KubernetesBackend:
                  placeholders: bool | str = True, cluster_pod_list: bool | str = False,
                  gpu_replicas: int | str | None = None,
                  tolerations: str | Sequence[Mapping[str, Any]] | None = None, worker_device: str = "cuda",
-                 device_plugin_config: str | None = None):
+                 device_plugin_config: str | None = None,
+                 priority_classes: str | Sequence[str] | None = PRIORITY_CLASSES):
         for what, ns in (("namespace", namespace), ("lease_namespace", lease_namespace or namespace)):
             if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", ns or "") or len(ns) > 63:
                 raise SpecError(f"invalid Kubernetes {what} {ns!r}")
@@ -215,6 +236,7 @@ class KubernetesBackend:
             raise SpecError(f"worker_device must be 'cuda' or 'cpu' (a cluster without GPUs, e.g. kind), got "
                             f"{worker_device!r}")
         self.worker_device = worker_device
+        self.priority_classes = parse_priority_classes(priority_classes)
         self.device_plugin_config = parse_reference(device_plugin_config)
         self._plugin_checked: set[str] = set()
         if gpu_replicas in (None, ""):
@@ -523,6 +545,9 @@ class KubernetesBackend:
             time.sleep(min(self.poll_s, 0.2))
 
     def hint(self, reason: str) -> str:
+        if "PriorityClass" in reason:
+            return ("; apply manifests/base (its PriorityClasses kts-tenant and kts-placeholder), or run without "
+                    "them: priority_classes='none' (K8S_PRIORITY_CLASSES=none)")
         if "OOMKilled" in reason:
             return f"; the container's memory limit is {self.memory_limit}: raise memory_limit"
         if "Image" in reason:
@@ -590,14 +615,19 @@ class KubernetesBackend:
         try:
             cm = self.api.read_configmap(name, ns)
         except KubeForbidden as exc:
-            rec["config"] = f"not read: {exc} (apply manifests/components/device-plugin-config)"
+            rec["config"] = (f"not read: {exc} (the Role of manifests/components/device-plugin-config must be in "
+                             f"namespace {ns} and name {name} in its resourceNames: apply it as it is, or list it "
+                             "under the components of manifests/base, never in a kustomization that sets "
+                             "namespace:, which moves the Role out of the plugin's namespace)")
+            print(f"[kts] warning: device_plugin_config {ns}/{name} was not read: {rec['config'][10:]}",
+                  file=sys.stderr)
             return
         if cm is None:
             rec["config"] = f"not read: ConfigMap {ns}/{name} does not exist"
             return
         base = "nvidia.com/gpu"
         try:
-            got, source = plugin_settings(cm, label, default, base)
+            got, source = plugin_settings(cm, label, default, base, node.plugin_version)
         except PluginConfigError as exc:
             raise BackendError(f"the device plugin's ConfigMap {ns}/{name} is not a config the plugin loads: {exc} "
                                "(NVIDIA/k8s-device-plugin api/config/v1)") from None
@@ -622,7 +652,12 @@ class KubernetesBackend:
         rec["strategy"] = {"value": got.strategy, "source": verified}
         rec["resource"] = {"value": got.resource, "source": verified}
         rec["rename_by_default"] = {"value": got.rename_by_default, "source": verified}
-        rec["fail_requests_greater_than_one"] = {"value": got.fail_requests_greater_than_one, "source": verified}
+        rec["fail_requests_greater_than_one"] = {
+            "value": got.fail_requests_greater_than_one,
+            "source": f"unverified: {got.fail_requests_note}" if got.fail_requests_note and not node.plugin_version
+            else f"{verified}; {got.fail_requests_note}" if got.fail_requests_note else verified}
+        if got.rename_ignored:
+            rec["rename_ignored"] = got.rename_ignored
         if got.allocation_policy:
             rec["allocation_policy"] = {"value": got.allocation_policy, "source": verified}
         if got.device_list_strategy or got.device_id_strategy:
@@ -678,8 +713,10 @@ class KubernetesBackend:
                 failure = sr.watch()
         except BaseException as exc:  # noqa: BLE001 - Ctrl-C included: collect, clean up, re-raise
             error = exc
+        if isinstance(error, Terminated):
+            self._terminated(run, scenario, node, sr, lease, waited_s, started_ns, scraper, error)
         self._stop_telemetry(scraper, telemetry)
-        if (failure is not None or error is not None) and sr.live.stopped_ns is None:
+        if (failure is not None or error is not None) and not sr.jobs_deleted:
             with contextlib.suppress(Exception):
                 sr.stop()  # stop the other tenants first, so their log streams end
         tenants: list[TenantResult] = []
@@ -688,6 +725,8 @@ class KubernetesBackend:
             tenants, events = sr.collect(failure, error)
         except BaseException as exc:  # noqa: BLE001
             error = error or exc
+        if isinstance(error, Terminated):
+            self._terminated(run, scenario, node, sr, lease, waited_s, started_ns, None, error)
         warnings = self._check_telemetry(telemetry, sr, run.log_dir(scenario.name) / "telemetry.parquet")
         if error is None and failure is None:
             try:
@@ -698,6 +737,8 @@ class KubernetesBackend:
         cleanup_error = ""
         try:
             self.cleanup(run.run_id, scenario.name)
+        except Terminated as exc:
+            self._terminated(run, scenario, node, sr, lease, waited_s, started_ns, None, exc)
         except BaseException as exc:  # noqa: BLE001
             cleanup_error = str(exc) or type(exc).__name__
             if error is None and not isinstance(exc, KtsError):
@@ -708,7 +749,7 @@ class KubernetesBackend:
             reason = interrupt_reason(error) if isinstance(error, KeyboardInterrupt) else \
                 (str(error).splitlines()[0] if str(error) else type(error).__name__)
         elif failure is not None:
-            reason = f"tenant {failure.tenant!r}: {failure.reason}"
+            reason = f"tenant {failure.tenant!r}: {failure.reason}" if failure.tenant else failure.reason
         elif cleanup_error:
             reason = f"cleanup failed: {cleanup_error}"
         status = "failed" if reason else "complete"
@@ -738,8 +779,10 @@ class KubernetesBackend:
             info["workload"] = (sr.workload.get("metadata") or {}).get("name")
         if reason:
             info["reason"] = reason
-        if failure is not None:
+        if failure is not None and failure.tenant:
             info["failed_tenant"] = failure.tenant
+        elif failure is not None:
+            info["failed_placeholders"] = sr.hold_name
         if cleanup_error:
             info["cleanup_error"] = cleanup_error
         late = {t: ev["late_start_s"] for t, ev in events.items() if ev.get("missed_start_barrier")}
@@ -753,6 +796,8 @@ class KubernetesBackend:
         run.record_scenario(scenario.name, info)
         if error is not None:
             raise error
+        if failure is not None and not failure.tenant:  # the placeholders' side: no tenant to blame
+            raise BackendError(f"scenario {scenario.name!r} failed on Kubernetes: {failure.reason}")
         if failure is not None:
             log_file = run.log_path(scenario.name, failure.tenant)
             tail = log_file.read_text(errors="replace")[-4000:] if log_file.exists() else ""
@@ -766,6 +811,43 @@ class KubernetesBackend:
         return ScenarioResult(scenario.name, status, tenants, started_ns, ended_ns,
                               extra={"node": node.name, "namespace": self.namespace, "resolution_s": RESOLUTION_S,
                                      "job": sr.name, "how": sr.how})
+
+    def _terminated(self, run: Run, scenario: ScenarioSpec, node: NodeInfo, sr: ScenarioRun, lease: NodeLease,
+                    waited_s: float, started_ns: int, scraper: Any, error: Terminated) -> None:
+        """SIGTERM: what a SIGKILL soon after must not undo, first and fast (Jupyter sends SIGKILL 2.5 s after its
+        SIGTERM; a pod's grace period may be short): issue the deletes of this scenario's Jobs (not waited for),
+        write the logs streamed so far and the record, then raise, so that ``NodeLease.held`` gives the node's Lease
+        back (issue 50: the Lease and the record used to come after collecting and waits of 30 s or more)."""
+        with contextlib.suppress(BaseException):
+            self.cleanup(run.run_id, scenario.name, wait=False)
+        tenants: dict[str, dict[str, Any]] = {}
+        for t in scenario.tenant_names:
+            stream = sr.live.streams.get(t)
+            pod = (sr.live.last_pods.get(t) or {}).get("metadata", {}).get("name")
+            log, err = run.log_path(scenario.name, t), run.stderr_path(scenario.name, t)
+            with contextlib.suppress(Exception):
+                if not log.exists():
+                    write_new(log, stream.data() if stream is not None else b"")
+                if not err.exists():
+                    write_new(err, f"# kts kubernetes backend: scenario {scenario.name}, tenant {t}\npod: {pod}\n"
+                                   "outcome: interrupted (SIGTERM): the Jobs' deletion was issued, not waited "
+                                   "for; the log holds what was streamed\n".encode())
+            tenants[t] = {"outcome": "interrupted", "pod": pod, "log": str(log.relative_to(run.path)),
+                          "reason": "interrupted (SIGTERM)"}
+        run.record_scenario(scenario.name, {
+            "status": "failed", "backend": self.name, "kind": scenario.kind, "sharing": scenario.sharing,
+            "context": self.context, "namespace": self.namespace, "image": self.image, "node": node.name,
+            "job": sr.name, "how": sr.how, "barrier": sr.barrier.record(), "started_ns": started_ns,
+            "ended_ns": self.clock.now_ns(), "resolution_s": RESOLUTION_S, "tenants": tenants,
+            "lease": {"name": f"{lease.namespace}/{lease.name}", "holder": lease.identity,
+                      "waited_for_node_s": round(waited_s, 3)},
+            "reason": interrupt_reason(error), "interrupted": "SIGTERM: the deletes were issued and the record "
+            "written before the node's Lease was given back; nothing was collected or waited for",
+            "gpu_memory": {"status": "unknown", "reason": "not checked (interrupted by SIGTERM)"}})
+        if scraper is not None:
+            with contextlib.suppress(Exception):
+                scraper.stop(timeout_s=0.2)
+        raise error
 
     @staticmethod
     def _verify(sr: ScenarioRun, lease: NodeLease, events: Mapping[str, Mapping[str, Any]]) -> Failure | None:
@@ -782,9 +864,10 @@ class KubernetesBackend:
             if check.gaps:
                 return Failure(t, None, check.text(t))
         # a stranger context on the GPU, from the device's used memory against the tenants' own (gpumem)
-        ends = sr.replay()
+        ends = sr.replay()  # under MPS (any block on an MPS node: the workers say so) the server holds memory too
         sr.gpu_memory = check_block({t: ends.tenants[t].end.get("gpu_memory") for t in sr.tenants},
-                                    mps=sr.scenario.sharing == "mps" and sr.scenario.kind == "shared")
+                                    mps=sr.scenario.sharing == "mps" or any(
+                                        (ends.tenants[t].meta or {}).get("mps_client") for t in sr.tenants))
         if sr.gpu_memory["status"] == "stranger":
             return Failure(first, None, f"{sr.gpu_memory['text']}; the scenario must run again")
         late = next((t for t in sr.tenants if (events.get(t) or {}).get("missed_start_barrier")), None)
@@ -793,18 +876,20 @@ class KubernetesBackend:
                                        "the go reached its pod late (its kubelet was slow to sync the pod); the "
                                        "tenants did not start together and the scenario must run again (raise "
                                        "start_delay_s)")
+        watch = sr.replay()
+        # the placeholders hold the tenants' GPU, alone or shared: on a multi-GPU node a baseline's placeholders can
+        # spill onto another GPU as a shared scenario's can (issue 50: baselines skipped this check)
+        held = sr.holder_mismatch(str((watch.tenants[first].meta or {}).get("gpu_uuid") or ""))
+        if held:
+            return Failure(None, None, held)
         if sr.scenario.kind != "shared":
             return None
-        watch = sr.replay()
         mismatch = gpu_mismatch({t: watch.tenants[t].meta for t in sr.tenants}, require=True)  # pods run on CUDA
         if mismatch:
             return Failure(first, None, mismatch)
         mode = mode_mismatch({t: watch.tenants[t].meta for t in sr.tenants}, sr.scenario.sharing)
         if mode:
             return Failure(first, None, mode)
-        held = sr.holder_mismatch(str((watch.tenants[first].meta or {}).get("gpu_uuid") or ""))
-        if held:
-            return Failure(first, None, held)
         if sr.live.pad and not watch.ready_to_stop():
             behind = next((t for t, p in watch.tenants.items() if not p.timed_done), first)
             return Failure(behind, None, "the tenants' padding does not cover every neighbour's timed iterations "

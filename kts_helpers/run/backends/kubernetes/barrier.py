@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 GO_KEY = "start_at"  # the file the workers read in the go volume
+STOP_KEY = "stop"  # the kit's word to stop padding, in the same file (workers/kts_harness.py reads it)
 GO_MOUNT = "/kts-go"
 READY_RE = re.compile(rb"^kts_worker: ready tenant=(\S+) clock_ns=(\d+)\s*$", re.M)
 # A timed loop that began later than this after its start missed the shared start.
@@ -89,6 +90,11 @@ class StartBarrier:
 
     def text(self) -> str:
         return json.dumps(self.starts, separators=(",", ":"))
+
+    def stop_text(self) -> str:
+        """The go text with the kit's word to stop padding (``"stop"``, workers/kts_harness.py ``STOP_KEY``): a
+        worker ends with 0 on it, and with 143 on a SIGTERM alone (a preemption or a drain is never the kit's stop)."""
+        return json.dumps({**self.starts, STOP_KEY: "1"}, separators=(",", ":"))
 
     def adopt(self, go_text: str) -> bool:
         """Take the starts an earlier client published (``--resume``); False when there are none yet."""

@@ -1,8 +1,8 @@
-"""The one Job of a scenario: an Indexed Job, one completion index per tenant, pinned to one node.
+"""The Jobs of a scenario: the tenants' Indexed Job, one completion index per tenant, pinned to one node, and the
+placeholders' (``build_hold_job``).
 
-One object per scenario means Kueue admits the tenants together as one Workload (a gang: never one
-tenant now and its neighbour minutes later), one deletion stops every tenant, and a scenario's state
-is one Job's conditions. Each pod finds its own tenant's settings in ``KTS_TENANTS`` (a JSON list)
+One Job for the tenants means Kueue admits them together as one Workload (a gang: never one tenant now and its
+neighbour minutes later), one deletion stops every tenant, and the tenants' state is one Job's conditions. Each pod finds its own tenant's settings in ``KTS_TENANTS`` (a JSON list)
 at its ``JOB_COMPLETION_INDEX``, which the Job controller sets. The pod is hardened like
 manifests/components/hardened-worker and runs as the ``kts-worker`` ServiceAccount.
 
@@ -57,6 +57,7 @@ from kts_helpers.run.spec import ScenarioSpec
 # A sleeping placeholder (or replica probe): a Python interpreter that loads libnvidia-ml and sleeps; the GPU
 # replica is what it holds. Requests only (no CPU limit): Burstable, and never throttled while it sleeps.
 PLACEHOLDER_REQUESTS = {"cpu": "10m", "memory": "64Mi"}
+PLACEHOLDER_GRACE_S = 1  # a sleeping placeholder or probe has nothing to finish: SIGKILL 1 s after SIGTERM at worst
 HOLD_SUFFIX = "-hold"
 WORKER_SERVICE_ACCOUNT = "kts-worker"
 WORKER_PATH = "/opt/kts/kts_worker.py"  # where workers/Containerfile puts the worker (its ENTRYPOINT runs it)
@@ -68,11 +69,15 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 # deviceIDStrategy=uuid and a non-CDI device list strategy (internal/plugin/server.go, getAllocateResponse
 # returns before updateResponseForDeviceListEnvVar when every strategy is CDI; the GPU Operator's default
 # from v25.10). No CUDA context is made: a sleeping placeholder must not become an MPS client or hold memory.
+# A placeholder is PID 1 of its container: Linux delivers it no signal whose action is the default, so without a
+# handler it ignores SIGTERM and the kubelet SIGKILLs it (137) only after the grace period (issue 50): it handles
+# SIGTERM (exit 143 at once), and its pod's grace period is 1 s besides (``build_hold_job``, the probe's too).
 LAUNCHER = (
-    "import ctypes, json, os, sys, time\n"
+    "import ctypes, json, os, signal, sys, time\n"
     "i = int(os.environ.get('JOB_COMPLETION_INDEX', '0')) + int(os.environ.get('KTS_HOLD_INDEX_BASE', '0'))\n"
     "if i < len(json.loads(os.environ['KTS_TENANTS'])):\n"
     f"    os.execvp(sys.executable, [sys.executable, '-u', '{WORKER_PATH}'])\n"
+    "signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))\n"
     "def nvml_uuid():\n"
     "    try:\n"
     "        nvml = ctypes.CDLL('libnvidia-ml.so.1')\n"
@@ -117,7 +122,8 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
                        pad_limit_s: float = 3600.0, image_pull_secrets: Sequence[str] = (),
                        read_only_root: bool = False, placeholders: int = 0,
                        sharing_caps: Mapping[str, Any] | None = None,
-                       tolerations: Sequence[Mapping[str, Any]] = (), device: str = "cuda") -> dict[str, Any]:
+                       tolerations: Sequence[Mapping[str, Any]] = (), device: str = "cuda",
+                       priority_class: str | None = None) -> dict[str, Any]:
     """The Indexed Job running every tenant of ``scenario`` on ``node``.
 
     ``read_only_root`` (off by default): a read-only root filesystem is not required by Pod Security
@@ -129,6 +135,8 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
     the device plugin puts on every client (``nodes.mps_caps``), handed to the workers for their KTS_META.
     ``device``: the workers' torch device, ``cuda`` except on a cluster without GPUs (manifests/kind: a fake
     ``nvidia.com/gpu`` resource), where a shared scenario then fails its one-GPU proof, as it must.
+    ``priority_class``: the tenants' PriorityClass (``kts-tenant`` of manifests/base, above the placeholders'), so
+    that kube-scheduler's queue places them first and a preemptor takes a placeholder, not a tenant.
     """
     labels = {MANAGED_BY: MANAGED_VALUE, "app.kubernetes.io/name": "kts-worker",
               LABEL_RUN: label_value(run_id), LABEL_SCENARIO: label_value(scenario.name),
@@ -178,6 +186,8 @@ def build_scenario_job(*, run_id: str, scenario: ScenarioSpec, namespace: str, i
         pod_spec["imagePullSecrets"] = [{"name": s} for s in image_pull_secrets]
     if runtime_class:
         pod_spec["runtimeClassName"] = runtime_class  # e.g. "nvidia" on K3s without the GPU Operator
+    if priority_class:
+        pod_spec["priorityClassName"] = priority_class
     n = len(scenario.tenants)
     spec: dict[str, Any] = {
         "completionMode": "Indexed",
@@ -204,11 +214,13 @@ def hold_job_name(job: str) -> str:
 
 
 def build_hold_job(tenant_job: Mapping[str, Any], placeholders: int, first_index: int,
-                   gpu_resource: str = "nvidia.com/gpu") -> dict[str, Any]:
+                   gpu_resource: str = "nvidia.com/gpu", priority_class: str | None = None) -> dict[str, Any]:
     """The placeholders of a scenario: an Indexed Job of ``placeholders`` sleeping pods, each holding one replica
     of the measured GPU, made from the tenants' Job (same node pin, tolerations, identity, security context,
     labels, queue, deadlines) with a pod template of its own: minimal requests (``PLACEHOLDER_REQUESTS``), no
-    tenant settings. Its index ``i`` is placeholder ``first_index + i`` (the tenants' Job has indexes below)."""
+    tenant settings, the placeholders' PriorityClass (below the tenants': ``kts-placeholder``), a 1 s grace period
+    (``PLACEHOLDER_GRACE_S``). Its index ``i`` is placeholder ``first_index + i`` (the tenants' Job has indexes
+    below)."""
     body = {k: copy.deepcopy(v) for k, v in tenant_job.items() if k in ("apiVersion", "kind", "metadata", "spec")}
     meta = body["metadata"]
     body["metadata"] = {"name": hold_job_name(meta["name"]), "namespace": meta.get("namespace"),
@@ -230,6 +242,10 @@ def build_hold_job(tenant_job: Mapping[str, Any], placeholders: int, first_index
                           "limits": {"memory": PLACEHOLDER_REQUESTS["memory"], gpu_resource: "1"}}
         c["volumeMounts"] = [m for m in c.get("volumeMounts") or [] if m.get("name") == "scratch"]
     pod["volumes"] = [v for v in pod.get("volumes") or [] if v.get("name") == "scratch"]
+    pod["terminationGracePeriodSeconds"] = PLACEHOLDER_GRACE_S
+    pod.pop("priorityClassName", None)
+    if priority_class:
+        pod["priorityClassName"] = priority_class
     return body
 
 

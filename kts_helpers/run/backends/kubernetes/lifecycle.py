@@ -4,16 +4,20 @@
   after the client went away): a running Job is followed from its pods' first log byte, a completed one
   is collected, a failed one is replaced.
 * Watch it: the pods (a watch wakes the loop, a re-list decides), the Job's conditions, Kueue's
-  Workload, the node; follow every tenant's log live and feed the co-running watch.
-* In a shared scenario, delete the Job once every tenant has finished its timed iterations (the streamed
-  logs keep every line); collect logs, pod status and timestamps.
+  Workload, the node; follow every tenant's log live and feed the co-running watch. The placeholders' Job is
+  watched as closely, before the barrier too (``placeholder_failure``: its conditions, its Workload's admission,
+  ``FailedCreate`` events, its pods' ends), and any pod of the scenario Pending for ``PENDING_S`` ends it, naming
+  who holds the node's replicas (``_pending``).
+* In a shared scenario, once every tenant has finished its timed iterations, ask the tenants to stop padding (the
+  word ``"stop"`` in their go annotation; a SIGTERM alone ends a worker with 143, so a preemption is never taken
+  for the kit's stop); collect logs, pod status and timestamps.
 * While it runs, stop it at once when what it measures stops being true: a tenant that began late (its
   live log says so, ``barrier.late_tenant``), a placeholder that no longer holds its replica, a stranger GPU
   pod on the node (looked for every ``STRANGER_LOOK_S``), lines lost from a log (``logs.Continuity``), a
   Kueue flavor whose node labels exclude the pinned node, an eviction Kueue has already undone.
 
 Longer than 500 lines: every guard of the measurement that must act while the scenario runs (late start, the
-placeholders, strangers, lost lines) lives in the one watch loop that sees them all.
+placeholders' side, every pod's Pending, strangers, lost lines) lives in the one watch loop that sees them all.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ from kts_helpers.run.backends.kubernetes.names import (
     label_value,
     selector_string,
 )
-from kts_helpers.run.backends.kubernetes.nodes import NodeInfo, mps_caps, node_info
+from kts_helpers.run.backends.kubernetes.nodes import NodeInfo, mps_caps
 from kts_helpers.run.backends.kubernetes.replica_probe import PROBE_DECIDE_S, probe_job, probe_verdict
 from kts_helpers.run.backends.kubernetes.state import (
     PodState,
@@ -105,6 +109,7 @@ class ScenarioHost(Protocol):
     cluster_pod_list: bool
     worker_device: str
     placeholders: bool
+    priority_classes: tuple[str | None, str | None]  # (the tenants', the placeholders')
 
     def hint(self, reason: str) -> str: ...
 
@@ -118,13 +123,19 @@ class ScenarioHost(Protocol):
 PAD_CHECK_S = 0.25  # while tenants pad or say ready, look at their logs this often (logs do not wake the watch)
 HOLDING_RE = re.compile(rb"^kts_placeholder: holding index=\d+ gpu=(\S*)", re.M)
 STRANGER_LOOK_S = 5.0  # how often other GPU pods on the node are looked for while the scenario runs
-# a placeholder the scheduler cannot place for this long fails the scenario, by name: its replica is someone else's
-PLACEHOLDER_PENDING_S = 30.0
+# any pod of the scenario (tenant or placeholder) the scheduler leaves Pending on the pinned node this long fails it,
+# by name and with the replicas' holders: the node's state is what kept it off (issue 50: every pod, not only the
+# placeholders); and the placeholders' Workload that Kueue does not admit this long after the tenants' fails it too
+PENDING_S = 30.0
+PLACEHOLDER_PENDING_S = PENDING_S
 
 
 @dataclass
 class Failure:
-    tenant: str
+    """Why the scenario ended early. ``tenant`` None: the placeholders' side failed (their Job, Workload, pods),
+    and the reason names them; no tenant is blamed."""
+
+    tenant: str | None
     exit_code: int | None
     reason: str
 
@@ -170,6 +181,12 @@ class ScenarioRun:
         self.submitted: dict[str, Any] = {}  # the Job body this client submitted
         self.probe_failure = ""
         self.gpu_memory: dict[str, Any] = {}  # the block's stranger check from the device's used memory (gpumem)
+        self.hold_job: dict[str, Any] | None = None  # the placeholders' Job as last listed
+        self.hold_seen = False  # it was listed once (a Job gone after that was deleted by someone)
+        self.hold_workload: dict[str, Any] | None = None
+        self.hold_since: dict[str, float] = {}  # placeholder-side waits: "admission", "pods" -> since (monotonic)
+        self.stop_asked: float | None = None  # when the kit asked the padding tenants to stop (monotonic)
+        self.jobs_deleted = False
 
     def say(self, text: str) -> None:
         if self.progress:
@@ -224,11 +241,12 @@ class ScenarioRun:
             image_pull_secrets=self.b.image_pull_secrets, read_only_root=self.b.read_only_root,
             placeholders=self.placeholders, tolerations=self.b.tolerations,
             sharing_caps=mps_caps(self.node.replicas) if self.scenario.sharing == "mps" and self.node.replicas else None,
-            device=self.b.worker_device)
+            device=self.b.worker_device, priority_class=self.b.priority_classes[0])
         self.submitted = body  # what the kit asked for (the probe is made from it, never from server-set fields)
         self.job = self.api.create_job(body) or body
         if self.placeholders:  # their own Job and pod template: minimal requests (``jobs.build_hold_job``)
-            self.api.create_job(build_hold_job(body, self.placeholders, len(self.tenants), self.node.resource))
+            self.api.create_job(build_hold_job(body, self.placeholders, len(self.tenants), self.node.resource,
+                                               priority_class=self.b.priority_classes[1]))
         # Read the queue back: Kueue's webhook puts an unlabelled Job into a LocalQueue named "default"
         # (LocalQueueDefaulting) and suspends it; the kit then waits for that queue's admission, knowingly.
         queue = ((self.job.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
@@ -262,7 +280,7 @@ class ScenarioRun:
         now = self.clock.monotonic()
         if self.probe_since is None:
             self.probe_since = now
-            self.api.create_job(probe_job(self.submitted, self.node.resource))
+            self.api.create_job(probe_job(self.submitted, self.node.resource, self.b.priority_classes[1]))
             self.say(f"asking the scheduler for one more replica of node {self.node.name}'s GPU than stated "
                      "(it must stay Pending)")
             return False
@@ -302,8 +320,11 @@ class ScenarioRun:
 
     # ------------------------------------------------------------------ watching
     def snapshot(self) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]], list[dict[str, Any]]]:
-        """The scenario's Job (None once gone), each tenant's newest pod, and every pod seen."""
-        job = self.existing()
+        """The scenario's Job (None once gone), each tenant's newest pod, and every pod seen; the placeholders' Job
+        and pods in ``hold_job`` and ``holders``."""
+        jobs = {(j.get("metadata") or {}).get("name"): j for j in self.api.list_jobs(self.sel)
+                if is_kts_object(j, self.run.run_id, self.scenario.name)}
+        job, self.hold_job = jobs.get(self.name), jobs.get(self.hold_name)
         raw = [p for p in self.api.list_pods(self.sel) if is_kts_object(p, self.run.run_id, self.scenario.name)
                and job_of(p) in (self.name, self.hold_name)]
         pods: dict[str, dict[str, Any]] = {}
@@ -320,7 +341,7 @@ class ScenarioRun:
         return job, pods, raw
 
     def watch(self) -> Failure | None:
-        """Follow the scenario to its end; a Failure names the tenant and why, None when it is done."""
+        """Follow the scenario to its end; a Failure names the tenant (or the placeholders) and why, None when done."""
         t0 = self.clock.monotonic()
         go_mono = t0 if self.barrier.starts else None
         pending_since: dict[str, float] = {}
@@ -360,7 +381,7 @@ class ScenarioRun:
                     why += f"; pod {self._pod_name(pods, t)}: {states[t].reason}{self.b.hint(states[t].reason)}"
                 return Failure(t, states[t].exit_code, why)
             for t, st in states.items():
-                if st.failed:
+                if st.failed and not self._stopped_by_kit(pods.get(t), st):
                     return Failure(t, st.exit_code, f"pod {self._pod_name(pods, t)}: {st.reason}"
                                                     f"{self.b.hint(st.reason)}")
             gap = self.live.gap()  # before any "done": a log with lines missing never counts as complete
@@ -369,10 +390,13 @@ class ScenarioRun:
             late = self.late_start(states) if go_mono is not None else None  # nor does a late start
             if late is not None:
                 return late
-            if self.live.pad and self.live.watch.ready_to_stop():
-                self.stop_padding()
+            if self.live.pad and self.live.stopped_ns is None and self.live.watch.ready_to_stop():
+                self.ask_stop(pods)
+            if self.stop_asked is not None and not all(st.done for st in states.values()) and \
+                    now - self.stop_asked >= self.b.start_delay_s:  # the word is late: the delete stops them
+                self.delete_jobs(grace_s=STOP_GRACE_S)
                 return None
-            overrun = self.live.watch.overrun() if self.live.pad else None
+            overrun = self.live.watch.overrun() if self.live.pad and self.stop_asked is None else None
             if overrun:
                 self.stop_padding()
                 return Failure(next(t for t, p in self.live.watch.tenants.items() if not p.timed_done), None, overrun)
@@ -396,25 +420,21 @@ class ScenarioRun:
                 problem = node_problem(self.api.read_node(self.node.name))
                 if problem:
                     return Failure(self._open(states), None, problem)
-            for t, st in states.items():
-                if st.unschedulable:
-                    pending_since.setdefault(t, now)
-                    if now - pending_since[t] >= min(self.b.schedule_timeout_s, deadline - t0):
-                        return Failure(t, None, self._unschedulable_reason(pods[t], st, now - pending_since[t]))
-                else:
-                    pending_since.pop(t, None)
-            stuck = self._stuck_placeholder(pending_since, now)
-            if stuck:
-                return Failure(self._open(states), None, stuck)
+            pending = self._pending(pods, states, pending_since, now, deadline - t0)
+            if pending is not None:
+                return pending
             if outcome.state == "running" and any(t not in pods for t in self.tenants):
                 no_pod_since = now if no_pod_since is None else no_pod_since
                 if now - no_pod_since >= 2 * self.b.poll_s:
-                    why = self.create_failure()
+                    why = self.create_failure(self.name)
                     if why:
                         return Failure(next(t for t in self.tenants if t not in pods), None,
-                                       f"Job {self.name} cannot create its pods: {why}")
+                                       f"Job {self.name} cannot create its pods: {why}{self.b.hint(why)}")
             else:
                 no_pod_since = None
+            held = self.placeholder_failure(outcome.state, go_mono is not None, now)
+            if held is not None:
+                return held
             if now >= deadline and go_mono is None:
                 t = next((t for t in self.tenants if t not in self.barrier.ready), self.tenants[0])
                 return Failure(t, None, f"not every tenant was ready (admitted, placed, image pulled, warmed up) "
@@ -433,6 +453,91 @@ class ScenarioRun:
                 wait = min(wait, PAD_CHECK_S)  # ready lines arrive in logs, which do not wake the watch either
             self.api.wait_pods_changed(self.sel, known, wait,
                                        relevant=lambda o: is_kts_object(o, self.run.run_id, self.scenario.name))
+
+    def _stopped_by_kit(self, pod: Mapping[str, Any] | None, st: PodState) -> bool:
+        """A tenant the kit asked to stop and then deleted before its go file showed the word: its SIGTERM exit
+        (143) is the kit's own stop, not a failure (a disruption is still one)."""
+        return self.stop_asked is not None and st.exit_code == 143 and not disruption(pod)
+
+    def placeholder_failure(self, state: str, released: bool, now: float) -> Failure | None:
+        """The placeholders watched as closely as the tenants, before the barrier and after it (issue 50): their
+        Job's conditions, their Workload's admission (Kueue's quota is cumulative over admitted Workloads: it can
+        admit the tenants and not them), the Job controller's ``FailedCreate`` events (a ResourceQuota), their pods'
+        terminal states (a preemption, an eviction, a failure during the tenants' image pull). Any of them ends the
+        scenario within ``PENDING_S``, naming the placeholders and the cause; it never waits out ``ready_timeout_s``
+        holding the node's Lease. Off once the kit asked the tenants to stop (the measurement is over)."""
+        if not self.placeholders or self.stop_asked is not None or self.live.stopped_ns is not None:
+            return None
+        hold = self.hold_job
+        if hold is None:
+            return Failure(None, None, f"the placeholders' Job {self.hold_name} was deleted by someone else while "
+                                       "the scenario ran: the measured GPU's other replicas are no longer held") \
+                if self.hold_seen else None
+        self.hold_seen = True
+        for idx, pod in sorted(self.holders.items()):
+            st = pod_state(pod)
+            meta = pod.get("metadata") or {}
+            if st.done or meta.get("deletionTimestamp"):
+                why = disruption(pod) or st.reason or ("being deleted" if meta.get("deletionTimestamp") else
+                                                       st.summary)
+                evicted = self._hold_eviction()
+                return Failure(None, st.exit_code, f"placeholder {meta.get('name', idx)} of Job {self.hold_name} "
+                                                   f"stopped holding its replica of the GPU ({evicted or why}) "
+                                                   f"{'mid-run' if released else 'before the start'}: other pods "
+                                                   "could be placed on the measured GPU; the scenario must run again")
+        h = job_outcome(hold)
+        if h.state in ("failed", "complete"):
+            return Failure(None, None, f"the placeholders' Job {self.hold_name} "
+                                       f"{'failed' if h.state == 'failed' else 'completed'} ({h.text}) before the "
+                                       "scenario ended: the measured GPU's other replicas are no longer all held")
+        if self.queue and h.state == "suspended":
+            self.hold_workload = workload_of(hold, self.api.list_workloads()) or self.hold_workload
+            wl = (self.hold_workload or {}).get("metadata", {}).get("name", "(none yet)")
+            _, blocked = admission(self.hold_workload)
+            if blocked:
+                return Failure(None, None, f"Kueue will not admit the placeholders' Workload {wl} of Job "
+                                           f"{self.hold_name} (queue {self.queue!r}): {blocked}")
+            if state == "running":  # the tenants were admitted, the placeholders wait: cumulative quota
+                since = self.hold_since.setdefault("admission", now)
+                if now - since >= PENDING_S:
+                    return Failure(None, None, f"Kueue admitted the tenants' Workload of Job {self.name} but not the "
+                                               f"placeholders' Workload {wl} of Job {self.hold_name} within "
+                                               f"{now - since:.0f} s (queue {self.queue!r}: "
+                                               f"{pending_admission(self.hold_workload)}): the queue's quota, counted "
+                                               "over every admitted Workload, has no room for them, so the measured "
+                                               "GPU's other replicas cannot be held")
+        else:
+            self.hold_since.pop("admission", None)
+        if h.state == "running" and len(self.holders) < self.placeholders:
+            since = self.hold_since.setdefault("pods", now)
+            if now - since >= 2 * self.b.poll_s:
+                why = self.create_failure(self.hold_name)
+                if why:
+                    return Failure(None, None, f"the placeholders' Job {self.hold_name} cannot create its pods: "
+                                               f"{why}{self.b.hint(why)}; the measured GPU's other replicas cannot be "
+                                               "held")
+        else:
+            self.hold_since.pop("pods", None)
+        if released:
+            for idx in range(len(self.tenants), len(self.tenants) + self.placeholders):
+                pod, held = self.holders.get(idx), self.holder_names.get(idx)
+                if pod is None or (pod.get("metadata") or {}).get("name") != held:
+                    return Failure(None, None, f"placeholder {held or f'index {idx}'} stopped holding its replica of "
+                                               f"the GPU mid-run ({'replaced by a new pod' if pod else 'gone'}): other "
+                                               "pods could be placed on the measured GPU; the scenario must run again")
+        return None
+
+    def _hold_eviction(self) -> str:
+        """Kueue evicting the placeholders' (or the whole gang's) Workload, named, where a queue is used."""
+        if not self.queue:
+            return ""
+        with contextlib.suppress(KtsError):
+            workloads = self.api.list_workloads()
+            for job in (self.hold_job, self.job):
+                why = eviction(workload_of(job or {}, workloads)) if job else ""
+                if why:
+                    return why
+        return ""
 
     def _evicted(self, job: Mapping[str, Any], state: str, states: Mapping[str, PodState],
                  pods: Mapping[str, dict[str, Any]]) -> str:
@@ -464,24 +569,6 @@ class ScenarioRun:
                                                       "labels or pin a node of that flavor")
         if not released:
             return None
-        if self.live.stopped_ns is None and self.placeholders and state == "running" and not any(
-                st.done for st in states.values()):  # a tenant done: the old one-Job success policy ended them
-            for idx in range(len(self.tenants), len(self.tenants) + self.placeholders):
-                pod = self.holders.get(idx)
-                held = self.holder_names.get(idx)
-                name = (pod or {}).get("metadata", {}).get("name")
-                if pod is None or name != held or pod_state(pod).done or (pod.get("metadata") or {}).get(
-                        "deletionTimestamp"):
-                    if self.queue:  # Kueue evicting the whole gang stops the placeholders too: say so
-                        self.workload = workload_of(job, self.api.list_workloads()) or self.workload
-                        if eviction(self.workload):
-                            return Failure(self.tenants[0], None, f"{eviction(self.workload)}; the scenario must "
-                                                                  "run again")
-                    name = held or f"index {idx}"
-                    why = disruption(pod) or pod_state(pod).reason or ("replaced by a new pod" if pod else "gone")
-                    return Failure(self._open(states), None, f"placeholder {name} stopped holding its replica of the "
-                                                             f"GPU mid-run ({why}): other pods could be placed on "
-                                                             "the measured GPU; the scenario must run again")
         if now >= self.next_look and (self.barrier.go_ns is None or self.clock.now_ns() >= self.barrier.go_ns):
             self.next_look = now + STRANGER_LOOK_S
             with contextlib.suppress(KtsError):
@@ -560,65 +647,98 @@ class ScenarioRun:
     def _queue_text(self) -> str:
         return pending_admission(self.workload)
 
-    def create_failure(self) -> str:
-        """The Job controller's FailedCreate event: how Pod Security and quota rejections show."""
-        for ev in self.api.list_events("Job", self.name):
+    def create_failure(self, job: str) -> str:
+        """The Job controller's FailedCreate event on ``job``: how Pod Security, quota and PriorityClass rejections
+        show."""
+        for ev in self.api.list_events("Job", job):
             if ev.get("reason") == "FailedCreate":
                 return str(ev.get("message") or "FailedCreate").splitlines()[0][:300]
         return ""
 
-    def _stuck_placeholder(self, pending_since: dict[str, float], now: float) -> str:
-        """A placeholder the scheduler cannot place: another pod holds a replica of the measured GPU, named with
-        the scheduler's own words, after ``PLACEHOLDER_PENDING_S`` (not the 30-minute ``ready_timeout_s``).
+    def _pending(self, pods: Mapping[str, dict[str, Any]], states: Mapping[str, PodState],
+                 pending_since: dict[str, float], now: float, ready_window: float) -> Failure | None:
+        """Any pod of the scenario, tenant or placeholder, the scheduler leaves Pending on the pinned node for
+        ``PENDING_S`` (or ``schedule_timeout_s``, whichever is shorter) fails it, by name, with the scheduler's words
+        and who holds the node's replicas (issue 50: which of two Jobs' pods the scheduler places first is its queue's
+        order, so a stranger's replica can leave a tenant Pending as well as a placeholder).
 
-        Why fail: the kit's pods are pinned to the node and the placeholders ask for exactly the replicas the
-        tenants leave free, so "Insufficient nvidia.com/gpu" for one of them means a pod the kit may not see
-        (another namespace, under the namespaced Role) holds one; the barrier would wait for it in silence."""
-        for idx, pod in sorted(self.holders.items()):
-            key = f"placeholder {idx}"
-            st = pod_state(pod)
-            if not st.unschedulable:
-                pending_since.pop(key, None)
+        Why fail: every pod is pinned to the node, and the placeholders ask for exactly the replicas the tenants leave
+        free, so "Insufficient nvidia.com/gpu" for any of them means a pod that is not the scenario's holds one (the
+        kit may not see it: another namespace, under the namespaced Role); the barrier would wait for it in silence."""
+        limit = min(PENDING_S, self.b.schedule_timeout_s, ready_window)
+        waiting = {t: (pods[t], st) for t, st in states.items() if st.unschedulable and t in pods}
+        waiting.update({f"placeholder {idx}": (pod, pod_state(pod)) for idx, pod in sorted(self.holders.items())
+                        if pod_state(pod).unschedulable})
+        for key in list(pending_since):
+            if key not in waiting:
+                pending_since.pop(key)
+        for key, (pod, st) in waiting.items():
+            since = pending_since.setdefault(key, now)
+            if now - since < limit:
                 continue
-            pending_since.setdefault(key, now)
-            waited = now - pending_since[key]
-            if waited >= min(PLACEHOLDER_PENDING_S, self.b.schedule_timeout_s):
-                name = (pod.get("metadata") or {}).get("name", key)
-                where = "any namespace" if self.b.cluster_pod_list else f"namespace {self.b.namespace}"
-                said = f"placeholder {name} stayed Pending for {waited:.0f} s: {st.unschedulable.strip()}"
-                if "nvidia.com/" in st.unschedulable:
-                    return (f"{said}; another pod holds a replica of node {self.node.name}'s GPU (none seen in {where}: "
-                            "it may be in another namespace), so the measured GPU cannot be held whole; the scenario "
-                            "cannot run alone on it (free the node, or choose another)")
-                return (f"{said}; the node has no room for {self.placeholders} placeholders beside the tenants "
-                        f"(each asks {PLACEHOLDER_REQUESTS['cpu']} CPU and {PLACEHOLDER_REQUESTS['memory']}; without "
-                        "GPU feature discovery their count is the node's whole allocatable GPU count): the GPU's "
-                        "replicas cannot all be held (free the node's CPU, memory or pods, label the node "
-                        "through GPU feature discovery, or placeholders=False / K8S_PLACEHOLDERS=false to measure "
-                        "without them)")
-        return ""
+            name = (pod.get("metadata") or {}).get("name", key)
+            said = f"{'placeholder' if key.startswith('placeholder') else 'tenant pod'} {name} stayed Pending for " \
+                   f"{now - since:.0f} s: {st.unschedulable.strip()}"
+            if "nvidia.com/" in st.unschedulable:
+                why = (f"{said}; {self._holders()}, so the measured GPU cannot be held whole; the scenario cannot "
+                       "run alone on it (free the node, or choose another)")
+            elif key.startswith("placeholder"):
+                why = (f"{said}; the node has no room for {self.placeholders} placeholders beside the tenants (each "
+                       f"asks {PLACEHOLDER_REQUESTS['cpu']} CPU and {PLACEHOLDER_REQUESTS['memory']}; without GPU "
+                       "feature discovery their count is the node's whole allocatable GPU count): the GPU's replicas "
+                       "cannot all be held (free the node's CPU, memory or pods, label the node through GPU feature "
+                       "discovery, or placeholders=False / K8S_PLACEHOLDERS=false to measure without them)")
+            else:
+                why = f"{said}; the pinned node {self.node.name} has no room for it"
+            return Failure(None if key.startswith("placeholder") else key, None, why)
+        return None
 
-    def _unschedulable_reason(self, pod: Mapping[str, Any], st: PodState, waited: float) -> str:
-        name = (pod.get("metadata") or {}).get("name", "?")
-        msg = f"pod {name} stayed Pending for {waited:.0f} s: {st.unschedulable.strip()}"
-        if "Insufficient nvidia.com/gpu" in st.unschedulable:
-            try:
-                info = node_info(self.api.read_node(self.node.name), self.b.gpu_resource)
-            except KtsError:
-                info = None
-            note = info.sharing_note() if info else "node state unavailable"
-            msg += (f"; time-slicing may not be configured ({note}); apply manifests/overlays/"
-                    "device-plugin-timeslicing and check the device plugin's config (manifests/README.md)")
-        return msg
+    def _holders(self) -> str:
+        """Who holds the pinned node's GPU replicas, as far as this client can see: the scenario's own pods bound
+        there, the other GPU pods it may list, and how many replicas no visible pod accounts for."""
+        total = int(self.node.replicas or self.node.allocatable or 0) if not (
+            self.node.physical_known and self.node.physical > 1) else int(self.node.allocatable or 0)
+        bound = [p for p in [*self.live.last_pods.values(), *self.holders.values()]
+                 if (p.get("spec") or {}).get("nodeName") == self.node.name and not pod_state(p).done]
+        try:
+            others = self.b.gpu_pods(self.node.name, self.run.run_id, self.scenario.name)
+        except KtsError:
+            others = []
+        named = [self.b._describe_pod(p) for p in others]
+        unseen = max(0, total - len(bound) - len(others)) if total else 0
+        where = "any namespace" if self.b.cluster_pod_list else f"namespace {self.b.namespace}"
+        parts = [f"{len(bound)} by this scenario's pods"] + (
+            [f"by {', '.join(sorted(named))}"] if named else []) + (
+            [f"{unseen} by pod(s) not visible from {where} (another namespace: the opt-in K8S_CLUSTER_POD_LIST with "
+             "manifests/components/cluster-pod-list names them)"] if unseen else [])
+        return (f"node {self.node.name}'s {total or '?'} replica(s) of its GPU are held: {'; '.join(parts)} "
+                f"({self.node.sharing_note()}); another pod holds a replica of node {self.node.name}'s GPU"
+                + ("" if named else f" (none seen in {where}: it may be in another namespace)"))
+
+    def ask_stop(self, pods: Mapping[str, dict[str, Any]]) -> None:
+        """Every tenant is past its timed iterations: ask them to stop padding, in the go annotation they read
+        (``"stop"`` beside their starts). Each worker ends with 0 on that word; a SIGTERM alone (a preemption, a
+        drain) ends it with 143, so a disruption is never taken for the kit's stop (issue 50). The Jobs go after
+        the tenants ended (``cleanup``), or, if the word takes longer than ``start_delay_s``, by deletion."""
+        self.live.stopped_ns = self.clock.now_ns()
+        self.stop_asked = self.clock.monotonic()
+        self.say("every tenant finished its timed iterations; asking them to stop padding")
+        text = self.barrier.stop_text()
+        for t in self.tenants:
+            pod = pods.get(t)
+            if pod is not None and not pod_state(pod).done:
+                with contextlib.suppress(KtsError):
+                    self.api.annotate_pod(pod["metadata"]["name"], {ANN_START: text})
 
     def stop_padding(self) -> None:
-        """Every tenant is past its timed iterations: delete the Job (SIGTERM to every pod, no replacements)."""
+        """Padding must end now (it overran): delete the Jobs (SIGTERM to every pod, no replacements)."""
         self.live.stopped_ns = self.clock.now_ns()
-        self.say("every tenant finished its timed iterations; stopping the padding")
+        self.say("stopping the padding")
         self.delete_jobs(grace_s=STOP_GRACE_S)
 
     def delete_jobs(self, grace_s: int = 5) -> None:
         """The tenants' Job, then the placeholders' (the tenants stop first: the GPU stays held while they end)."""
+        self.jobs_deleted = True
         self.api.delete_job(self.name, grace_s=grace_s)
         if self.placeholders:
             self.api.delete_job(self.hold_name, grace_s=grace_s)
@@ -670,6 +790,8 @@ class ScenarioRun:
             st = pod_state(pod)
             if failure is not None and failure.tenant == t:
                 ev["outcome"], ev["reason"] = "failed", failure.reason
+            elif st.failed and self._stopped_by_kit(pod, st) and failure is None and error is None:
+                ev["outcome"] = "complete"  # asked to stop, then deleted before its go file showed the word
             elif st.failed:
                 ev["outcome"], ev["reason"] = "failed", st.reason
             elif st.done or (outcome.state == "complete" and pod is not None):

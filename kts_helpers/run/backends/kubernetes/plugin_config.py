@@ -11,10 +11,17 @@ Mirrored from NVIDIA/k8s-device-plugin:
 * the schema, api/config/v1: ``Config{version, flags, sharing}`` (config.go; ``version`` empty means "v1", any
   other fails ``parseConfigFrom``); ``Sharing{timeSlicing, mps}`` (sharing.go); ``ReplicatedResources{renameByDefault,
   failRequestsGreaterThanOne, resources[]}`` with ``ReplicatedResource{name, rename, devices, replicas}``
-  (replicas.go: ``replicas`` is required and must be >= 2; ``renameByDefault`` renames ``<name>`` to
-  ``<name>.shared`` where ``rename`` is unset; ``failRequestsGreaterThanOne`` defaults to false, and to true for
-  MPS, config.go ``NewConfig``); ``flags.plugin.deviceListStrategy`` (a string or a list) and
-  ``deviceIDStrategy`` (flags.go); ``flags.plugin.sharedDevicesAllocationPolicy`` (from v0.20.0);
+  (replicas.go ``UnmarshalJSON``: a sharing block without resources, or with an empty list, is "no resources
+  specified"; ``replicas`` is required, a Go ``int`` (a string is refused by Go's json decoder, as sigs.k8s.io/yaml
+  hands it the YAML as JSON) and must be >= 2; ``renameByDefault`` renames ``<name>`` to ``<name>.shared``);
+  ``flags.plugin.deviceListStrategy`` (a string or a list) and ``deviceIDStrategy`` (flags.go);
+  ``flags.plugin.sharedDevicesAllocationPolicy`` (from v0.20.0);
+* what the plugin then does with it, config.go: ``DisableResourceNamingInConfig`` (called by the plugin's,
+  GFD's and the MPS daemon's main since v0.15.0) resets every resource's ``rename`` to ``<name>.shared`` under
+  ``renameByDefault`` and to none otherwise ("Setting the 'rename' field ... is not yet supported in the config.
+  Ignoring..."): ``rename`` is ignored; ``NewConfig`` forces MPS ``failRequestsGreaterThanOne`` to true before
+  v0.20.0, and from v0.20.0 defaults it to true only where it is unset (an explicit false holds): with the
+  plugin's version unknown an explicit false is recorded as unverified;
 * the active strategy, sharing.go ``SharingStrategy()``: "mps" when ``sharing.mps`` replicates a resource, else
   "time-slicing" when ``sharing.timeSlicing`` does, else "none";
 * which key of the ConfigMap a node loads, cmd/config-manager/main.go ``updateConfigName``: the node's label
@@ -40,15 +47,20 @@ class PluginConfigError(ValueError):
     """The ConfigMap's text is not a config the plugin would load (it would fail to start on it)."""
 
 
+FAIL_EXPLICIT_SINCE = (0, 20, 0)  # config.go NewConfig: an explicit MPS failRequestsGreaterThanOne=false holds
+
+
 @dataclass
 class PluginSharing:
     """What one key of the plugin's ConfigMap makes the plugin serve, for one GPU resource."""
 
     strategy: str  # mps | time-slicing | none
     replicas: int | None  # None: the resource is not replicated
-    resource: str  # the name pods ask for (renamed to <name>.shared by renameByDefault or rename)
+    resource: str  # the name pods ask for (<name>.shared under renameByDefault; a resource's own rename is ignored)
     rename_by_default: bool = False
     fail_requests_greater_than_one: bool = False
+    fail_requests_note: str = ""  # why the value above is not certain (an explicit false, the plugin's version unknown)
+    rename_ignored: str = ""  # a resource's own ``rename`` the plugin ignores, named
     allocation_policy: str | None = None  # flags.plugin.sharedDevicesAllocationPolicy (v0.20.0+)
     device_list_strategy: list[str] = field(default_factory=list)
     device_id_strategy: str | None = None
@@ -66,8 +78,23 @@ def _yaml(text: str) -> Any:
             raise PluginConfigError(f"unmarshal error: {exc}") from None
 
 
-def parse_plugin_config(text: str, resource: str = "nvidia.com/gpu") -> PluginSharing:
-    """One config file of the plugin (a ConfigMap key), read as ``parseConfigFrom`` and the v1 types read it."""
+def _go_type(value: Any, kind: type, where: str) -> Any:
+    """A value as Go's encoding/json takes it into a field of type ``kind`` (int or bool), or its error."""
+    go = {int: "int", bool: "bool"}[kind]
+    if kind is int and isinstance(value, float) and value.is_integer():
+        return int(value)  # YAML 4.0 reaches the decoder as the JSON number 4
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    what = {str: "string", bool: "bool", float: f"number {value}", list: "array", dict: "object"}.get(
+        type(value), type(value).__name__)
+    raise PluginConfigError(f"{where}: json: cannot unmarshal {what} into Go value of type {go}")
+
+
+def parse_plugin_config(text: str, resource: str = "nvidia.com/gpu",
+                        plugin_version: str | None = None) -> PluginSharing:
+    """One config file of the plugin (a ConfigMap key), read as ``parseConfigFrom`` and the v1 types read it, and
+    as the plugin then applies it (``DisableResourceNamingInConfig``, ``NewConfig``); ``plugin_version`` (e.g.
+    "0.19.2", None when unknown) decides an explicit MPS ``failRequestsGreaterThanOne: false``."""
     doc = _yaml(text) or {}
     if not isinstance(doc, Mapping):
         raise PluginConfigError("unmarshal error: the config is not a mapping")
@@ -79,39 +106,61 @@ def parse_plugin_config(text: str, resource: str = "nvidia.com/gpu") -> PluginSh
     dls = plugin.get("deviceListStrategy")
     dls_list = [str(dls)] if isinstance(dls, str) else [str(x) for x in dls or []]
     sharing = doc.get("sharing") or {}
-    mps, ts = sharing.get("mps"), sharing.get("timeSlicing") or {}
+    mps, ts = sharing.get("mps"), sharing.get("timeSlicing")
 
-    for name, each in (("mps", mps), ("timeSlicing", ts)):  # replicas.go, ReplicatedResource.UnmarshalJSON
-        for r in (each or {}).get("resources") or [] if isinstance(each, Mapping) else []:
+    for name, each in (("mps", mps), ("timeSlicing", ts)):  # replicas.go, ReplicatedResources/Resource.UnmarshalJSON
+        if each is None:
+            continue  # absent (or null: a nil pointer for mps)
+        if not isinstance(each, Mapping) or not each.get("resources"):
+            raise PluginConfigError(f"sharing.{name}: no resources specified")
+        for key in ("renameByDefault", "failRequestsGreaterThanOne"):
+            if key in each:
+                _go_type(each[key], bool, f"sharing.{name}.{key}")
+        for r in each["resources"]:
             if not isinstance(r, Mapping) or "name" not in r:
                 raise PluginConfigError(f"sharing.{name}: no resource name specified")
             if "replicas" not in r:
                 raise PluginConfigError(f"sharing.{name}: no replicas specified")
-            if int(r["replicas"]) < 2:
+            if _go_type(r["replicas"], int, f"sharing.{name}.resources.replicas") < 2:
                 raise PluginConfigError(f"sharing.{name}: number of replicas must be >= 2")
 
     def replicated(block: Any) -> bool:
-        return isinstance(block, Mapping) and any((r or {}).get("replicas", 0) and int(r["replicas"]) > 1
-                                                  for r in block.get("resources") or [])
+        return isinstance(block, Mapping) and any(int(r["replicas"]) > 1 for r in block.get("resources") or [])
 
     if replicated(mps):
-        strategy, block, fail_default = "mps", mps, True  # config.go NewConfig: MPS defaults it to true
+        strategy, block = "mps", mps
     elif replicated(ts):
-        strategy, block, fail_default = "time-slicing", ts, False
+        strategy, block = "time-slicing", ts
     else:
-        strategy, block, fail_default = "none", (mps if isinstance(mps, Mapping) else ts) or {}, False
+        strategy, block = "none", (mps if isinstance(mps, Mapping) else ts) or {}
     rename_default = bool(block.get("renameByDefault", False))
     fail = block.get("failRequestsGreaterThanOne")
+    note = ""
+    if strategy != "mps":
+        fail_value = bool(fail)
+    elif fail is None or fail:
+        fail_value = True  # NewConfig: true for MPS where unset, in every version
+    else:  # an explicit false: honoured from v0.20.0 only
+        known = tuple(int(x) for x in plugin_version.split(".")) if plugin_version else None
+        fail_value = False
+        if known is None:
+            note = ("the config says false, but device plugins before v0.20.0 force it true for MPS "
+                    "(api/config/v1/config.go NewConfig) and the plugin's version is unknown")
+        elif known < FAIL_EXPLICIT_SINCE:
+            fail_value = True
+            note = f"the config says false; device plugin v{plugin_version} forces it true for MPS (before v0.20.0)"
     out = PluginSharing(strategy=strategy, replicas=None, resource=resource, rename_by_default=rename_default,
-                        fail_requests_greater_than_one=fail_default if fail is None else bool(fail),
+                        fail_requests_greater_than_one=fail_value, fail_requests_note=note,
                         allocation_policy=plugin.get("sharedDevicesAllocationPolicy"),
                         device_list_strategy=dls_list, device_id_strategy=plugin.get("deviceIDStrategy"))
     for r in block.get("resources") or []:
         if str(r["name"]) != resource:
             continue
         out.replicas = int(r["replicas"])
-        rename = r.get("rename") or (f"{resource}.shared" if rename_default else "")
-        out.resource = str(rename or resource)
+        out.resource = f"{resource}.shared" if rename_default else resource  # DisableResourceNamingInConfig
+        if r.get("rename") and str(r["rename"]) != out.resource:
+            out.rename_ignored = (f"rename: {r['rename']} is ignored by the plugin (DisableResourceNamingInConfig: "
+                                  f"it serves {out.resource})")
     return out
 
 
@@ -142,12 +191,12 @@ def parse_reference(value: str | None) -> tuple[str, str, str | None] | None:
     parts = str(value).strip().split("/")
     if len(parts) not in (2, 3) or not all(parts[:2]):
         raise SpecError(f"device_plugin_config must be <namespace>/<configmap>[/<default key>] (the device plugin's "
-                        f"ConfigMap, e.g. nvidia-device-plugin/nvdp-config), got {value!r}")
+                        f"ConfigMap, e.g. gpu-operator/kts-time-slicing-config), got {value!r}")
     return parts[0], parts[1], (parts[2] or None) if len(parts) == 3 else None
 
 
 def plugin_settings(configmap: Mapping[str, Any], label: str | None, default: str | None,
-                    resource: str) -> tuple[PluginSharing | None, str]:
+                    resource: str, plugin_version: str | None = None) -> tuple[PluginSharing | None, str]:
     """What the plugin serves on a node, from its ConfigMap, and the source sentence; (None, why) when the key
     the node loads cannot be told and the keys disagree."""
     meta = configmap.get("metadata") or {}
@@ -157,8 +206,8 @@ def plugin_settings(configmap: Mapping[str, Any], label: str | None, default: st
         return None, f"{where} has no config"
     key, how = config_key(data, label, default)
     if key is not None:
-        return parse_plugin_config(data[key], resource), f"{where}, key {key!r} ({how})"
-    parsed = {k: parse_plugin_config(v, resource) for k, v in data.items()}
+        return parse_plugin_config(data[key], resource, plugin_version), f"{where}, key {key!r} ({how})"
+    parsed = {k: parse_plugin_config(v, resource, plugin_version) for k, v in data.items()}
     values = {(p.strategy, p.replicas, p.resource) for p in parsed.values()}
     if len(values) == 1 and "the ConfigMap does not have" not in how and "not a key" not in how:
         return next(iter(parsed.values())), f"{where}, every key alike ({how})"

@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from kts_helpers.run.backends.kubernetes.jobs import PLACEHOLDER_REQUESTS
+from kts_helpers.run.backends.kubernetes.jobs import PLACEHOLDER_GRACE_S, PLACEHOLDER_REQUESTS
 from kts_helpers.run.backends.kubernetes.names import QUEUE_LABEL
 from kts_helpers.run.backends.kubernetes.state import condition
 
@@ -27,9 +27,10 @@ PROBE_DECIDE_S = 30.0
 PROBE_REQUESTS = PLACEHOLDER_REQUESTS  # a sleeping interpreter; the GPU replica is what is asked
 
 
-def probe_job(job: Mapping[str, Any], gpu_resource: str) -> dict[str, Any]:
+def probe_job(job: Mapping[str, Any], gpu_resource: str, priority_class: str | None = None) -> dict[str, Any]:
     """The probe: the scenario's Job reduced to one sleeping pod that asks for one replica, same node, same
-    identity and security context (Pod Security "restricted"), same labels (clean-up takes it with the run)."""
+    identity and security context (Pod Security "restricted"), same labels (clean-up takes it with the run), the
+    placeholders' PriorityClass (it must never be placed before a tenant) and a 1 s grace period."""
     body = {k: copy.deepcopy(v) for k, v in job.items() if k in ("apiVersion", "kind", "metadata", "spec")}
     meta = body["metadata"]
     body["metadata"] = {"name": f"{meta['name']}{PROBE_SUFFIX}", "namespace": meta.get("namespace"),
@@ -42,6 +43,10 @@ def probe_job(job: Mapping[str, Any], gpu_resource: str) -> dict[str, Any]:
     spec.update(completions=1, parallelism=1, backoffLimit=0, activeDeadlineSeconds=int(PROBE_DECIDE_S * 4))
     pod = spec["template"]["spec"]
     pod.pop("nodeName", None)
+    pod["terminationGracePeriodSeconds"] = PLACEHOLDER_GRACE_S
+    pod.pop("priorityClassName", None)
+    if priority_class:
+        pod["priorityClassName"] = priority_class
     for c in pod["containers"]:
         env = [e for e in c.get("env") or [] if e.get("name") not in ("KTS_TENANTS", "KTS_HOLD_S",
                                                                       "KTS_HOLD_INDEX_BASE")]

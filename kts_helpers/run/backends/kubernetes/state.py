@@ -21,6 +21,7 @@ are the API's RFC 3339 strings (whole seconds); the worker's own nanosecond time
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +37,11 @@ FATAL_WAITING = {"ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "C
 # larger than the queue's whole quota); Kueue v0.19 reports the last as "Pending" with this message part.
 KUEUE_BLOCKED = {"Inadmissible", "Misconfigured", "Suspended", "ExceedsMaxQuota", "NoMatchingFlavor",
                  "TopologyPlacementFailed"}
-OVER_CAPACITY = "> maximum capacity"
+OVER_CAPACITY = "> maximum capacity"  # v0.10 to HEAD (flavorassigner.go fitsResourceQuota)
+# v0.9 says the same thing without those words: a request above the ClusterQueue's nominal quota, in a ClusterQueue
+# without a cohort (flavorassigner.go v0.9.0 fitsResourceQuota: mode noFit and no parent ->
+# "insufficient quota for %s in flavor %s in ClusterQueue"; with a cohort it says "... in cohort ..., N more needed")
+OVER_CAPACITY_V09 = re.compile(r"insufficient quota for \S+ in flavor \S+ in ClusterQueue")
 NOT_COVERED = "unavailable in ClusterQueue"  # "resource nvidia.com/gpu unavailable in ClusterQueue"
 # Kueue's flavor assigner says why a flavor can never take the pod set (pkg/scheduler/flavorassigner/
 # flavorassigner.go, ``status.appendf``: "flavor %s doesn't match node affinity", "untolerated taint %s in flavor
@@ -122,7 +127,8 @@ def admission(workload: Mapping[str, Any] | None) -> tuple[str | None, str]:
     admitted = _true(workload, "Admitted").get("lastTransitionTime")
     quota = condition(workload, "QuotaReserved")
     blocked = ""
-    over = OVER_CAPACITY in str(quota.get("message") or "")
+    over = OVER_CAPACITY in str(quota.get("message") or "") or bool(OVER_CAPACITY_V09.search(str(quota.get("message")
+                                                                                                or "")))
     never = over or NOT_COVERED in str(quota.get("message") or "") or no_flavor_fits(str(quota.get("message") or ""))
     if not admitted and quota.get("status") == "False" and (quota.get("reason") in KUEUE_BLOCKED or never):
         blocked = f"{quota.get('reason')}: {quota.get('message') or 'not admissible'}"
@@ -229,12 +235,17 @@ def pod_state(pod: Mapping[str, Any] | None) -> PodState:
     if term:
         code = as_int(term.get("exitCode"))
         why = term.get("reason") or ("Completed" if code == 0 else "Error")
+        if code == 0 and disruption(pod):  # stopped from outside: named whatever the exit code (issue 50)
+            return PodState(phase, True, True, 0, f"{disruption(pod)}; exited 0 ({why})",
+                            summary=f"disrupted: {why}")
         if code == 0:
             return PodState(phase, True, False, 0, "", summary="completed")
         msg = f"{why} (exit code {code})" + (f": {term['message'].strip()[:200]}" if term.get("message") else "")
         if disruption(pod):
             msg = f"{disruption(pod)}; {msg}"
         return PodState(phase, True, True, code, msg, summary=f"terminated: {why}")
+    if phase == "Succeeded" and disruption(pod):
+        return PodState(phase, True, True, 0, f"{disruption(pod)}; Succeeded", summary="disrupted")
     if phase == "Succeeded":
         return PodState(phase, True, False, 0, "", summary="completed")
     if phase == "Failed":
