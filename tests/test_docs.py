@@ -299,3 +299,60 @@ def test_search_lands_on_the_right_section(site: Path, browser_path: str) -> Non
             assert remote == [], remote[:3]
         finally:
             browser.close()
+
+
+# -- issue 53: docs that match the data ----------------------------------------------------------------------------
+def _python_blocks() -> dict[str, list[str]]:
+    """Every ```python block of the README and the docs, by page."""
+    out: dict[str, list[str]] = {}
+    for page in [REPO / "README.md", *sorted(DOCS.rglob("*.md"))]:
+        blocks = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+        if blocks:
+            out[str(page.relative_to(REPO))] = blocks
+    return out
+
+
+def test_what_the_docs_examples_import_imports_in_a_fresh_process_outside_the_repository(tmp_path: Path) -> None:
+    """Exactly the import statements of every Python example in the docs, run in a new interpreter whose working
+    folder is outside the repository; the worker's folder on ``PYTHONPATH`` as the docs say (a factory imports
+    ``kts_worker``, whose folder the worker puts on its path)."""
+    import ast
+
+    imports = []
+    for blocks in _python_blocks().values():
+        for block in blocks:
+            imports += [ast.unparse(node) for node in ast.walk(ast.parse(block))
+                        if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert "from kts_worker import Workload" in imports  # the workloads guide's factory
+    assert any(i.startswith("from kts_helpers.") for i in imports)  # the Python API page's
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "workers"), str(REPO),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([sys.executable, "-c", "\n".join(dict.fromkeys(imports))], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_every_workload_is_named_where_a_reader_looks() -> None:
+    """Every workload the worker builds by name is in the parameter's description, the workloads guide, the error a
+    wrong name gets and the troubleshooting page's quote of it (``resnet`` was in none of them)."""
+    sys.path.insert(0, str(REPO / "workers"))
+    import kts_builtin
+    import kts_models
+
+    from kts_helpers.errors import SpecError
+    from kts_helpers.run.paramdocs import PARAMS
+    from kts_helpers.run.spec import ExperimentParams, resolve
+    from kts_helpers.run.workloads import KIT_WORKLOADS, REAL_MODELS
+
+    names = [w for w in KIT_WORKLOADS if w != "noop"] + list(REAL_MODELS)
+    assert set(kts_models.FACTORIES) == set(REAL_MODELS) and set(KIT_WORKLOADS) <= set(kts_builtin.DEFAULT_SLEEP_MS)
+    with pytest.raises(SpecError) as err:
+        resolve(ExperimentParams.from_mapping({"workloads": "fft,nosuch"}), "cpu")
+    guide = (GUIDE / "workloads.md").read_text()
+    quoted = " ".join(re.search(r"^> unknown workload.*?(?=\n\n)", (GUIDE / "troubleshooting.md").read_text(),
+                                re.M | re.S).group(0).replace(">", " ").split())
+    missing = {where: [n for n in names if not re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text)]
+               for where, text in (("error", str(err.value)), ("parameter", PARAMS["workloads"]),
+                                   ("troubleshooting", quoted),
+                                   ("guide", " ".join(re.findall(r"`([\w-]+)`", guide))))}
+    assert missing == {"error": [], "parameter": [], "troubleshooting": [], "guide": []}

@@ -43,11 +43,24 @@ def bad_step(torch, device, params):
 '''
 
 
+def docs_factory() -> tuple[str, str]:
+    """(file name, source) of the factory the workloads guide shows: its ```python block that opens with the file's
+    name as a comment, exactly as a reader would copy it."""
+    import re
+
+    page = (REPO / "docs" / "guide" / "workloads.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if re.match(r"# \w+\.py\n", b)]
+    return block.split("\n", 1)[0][2:], block
+
+
 @pytest.fixture(scope="module")
 def outside(tmp_path_factory):
-    """A folder outside the repository holding the example factory, bad factories and an entry point."""
+    """A folder outside the repository holding the example factory, the docs' factory, bad factories and an entry
+    point."""
     root = tmp_path_factory.mktemp("outside")
     shutil.copy(REPO / "examples" / "my_tenants.py", root / "my_tenants.py")
+    name, source = docs_factory()
+    (root / name).write_text(source)
     (root / "bad_tenants.py").write_text(textwrap.dedent(BAD))
     (root / "broken_import.py").write_text("import no_such_dependency_kts\n")
     dist = root / "kts_example_tenants-0.1.dist-info"
@@ -74,6 +87,7 @@ def runs(outside):
         "example": ({"WORKLOAD": "my_tenants:make_mlp_server", "TENANT": "mlp-server",
                      "KTS_PROFILE_ITERATIONS": "2"}, []),
         "entry-point": ({"WORKLOAD": "mlp", "TENANT": "ep"}, []),
+        "docs-factory": ({"WORKLOAD": "my_factory:make_matmul", "TENANT": "matmul", "KTS_PROFILE_ITERATIONS": "0"}, []),
         "raises": ({"WORKLOAD": "bad_tenants:raises", "TENANT": "t3"}, ["--check"]),
         "llama-decode": ({"WORKLOAD": "llama-decode", "ITERATIONS": "2", "KTS_PROFILE_ITERATIONS": "1"}, []),
         "bert": ({"WORKLOAD": "bert", "ITERATIONS": "2", "KTS_PROFILE_ITERATIONS": "1"}, []),
@@ -106,6 +120,17 @@ def test_example_factory_runs_from_a_folder_outside_the_repository(runs):
     assert set(prof["phases"]) == {"embed", "mlp"} and 1 <= prof["iterations"] <= 2 and prof["device"] == "cpu"
     assert prof["phases"]["mlp"]["kernels_per_op"] >= 3  # three linear layers at least, as top-level operators
     assert prof["memory"]["rss_peak_mib"] > 0
+
+
+def test_the_factory_the_docs_show_runs_as_a_tenant_from_outside_the_repository(runs):
+    """The workloads guide's factory, copied as a reader would (``from kts_worker import Workload``), timed by the
+    worker started from a folder outside the repository."""
+    assert docs_factory()[0] == "my_factory.py"
+    rc, stdout, stderr = runs["docs-factory"]
+    assert rc == 0, stderr
+    p = parse_bytes(stdout.encode())
+    assert p.n == 3 and p.malformed == 0 and p.frame["phase"].unique().tolist() == ["matmul"]
+    assert p.meta[0]["workload_name"] == "matmul" and p.meta[0]["flops_per_op"] == 2.0 * 32**3
 
 
 def test_entry_point_names_a_factory(runs):
