@@ -209,21 +209,23 @@ def test_the_verdict_page_defines_every_word_the_code_has() -> None:
 
 def test_the_verdict_page_quotes_numbers_the_generated_tables_hold() -> None:
     """Every quoted passage with a number in it, and every number of the form "a [b, c]", is in a generated table or
-    verdict line of the docs (themselves tested against the data) — the page invents nothing."""
-    page = (GUIDE / "reading-a-verdict.md").read_text()
+    verdict line of the docs (themselves tested against the data) — the page invents nothing. Its examples of the
+    six words, the forms of a line and the Holm example are generated blocks themselves (``present.docblocks``)."""
+    page = docstats.GENERATED.sub("", (GUIDE / "reading-a-verdict.md").read_text())  # its own blocks: generated
     generated = " ".join(" ".join(m.group(0) for m in re.finditer(docstats.GENERATED.pattern, p.read_text(), re.S))
                          for p in [*DOCS.rglob("*.md")]).split()
     generated = " ".join(generated)
     flat = re.sub(r"`[^`]*`", "", " ".join(page.split()))  # code spans hold quotes of their own
-    quotes = [q for q in re.findall(r'"([^"]{12,})"', flat) if re.search(r"\d", q)]
+    quotes = [q for q in re.findall(r'"([^"]*)"', flat) if len(q) >= 12 and re.search(r"\d", q)]
     numbers = re.findall(r"\d+\.\d+ \[[^\]]+\]", flat)
-    assert len(quotes) >= 8 and len(numbers) >= 3
+    assert len(quotes) >= 5 and len(numbers) >= 3
     assert [q for q in quotes + numbers if q not in generated] == []
 
 
 def test_the_statistics_page_quotes_the_generated_p99_interval() -> None:
     stats = " ".join((DOCS / "methods" / "statistics.md").read_text().split())
-    table = docstats.GENERATED.search(README).group(0)  # the README's headline block: the article run
+    table = re.search(r"<!-- reference-table:h200-2026-11-30-article:start -->.*?:end -->",
+                      (DOCS / "results" / "reference.md").read_text(), re.S).group(0)  # the article's first run
     quoted = re.search(r"reads a wall p99 of (\d\.\d+ \[[\d., ]+\]) ms", stats).group(1)
     assert f"| fft | wall | timeslice | 0.560 → 0.536 | {quoted} |" in table
 

@@ -22,9 +22,67 @@ def test_readme_reference_tables_match_the_committed_runs() -> None:
                                                      "h200-2026-12-02-saturating-blocks",
                                                      "h200-2026-12-03-saturating-mps-blocks",
                                                      "h200-2026-12-03-four-tenants-blocks",
-                                                     "h200-2026-12-06-rm-warm-ts-24"}
+                                                     "h200-2026-12-06-rm-warm-ts-24", "h200-2026-12-04-article-warm"}
     for name, block in blocks:
         assert block == reference_markdown(REPO / "data" / "reference" / name), name
+
+
+def test_every_block_generated_from_the_runs_is_current() -> None:
+    """Every block ``present.docblocks`` writes (the README's headline, the verdict page's examples, forms and Holm
+    example, the results page's one-screen summary) is what it writes now: after the verdict changes, one command
+    (``python -m bench.regen_reference_tables``) brings every page back, and this test says which block is stale."""
+    from kts_helpers.present import docblocks
+
+    stale, kinds = [], set()
+    for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
+        text = page.read_text()
+        for kind, arg, body in docblocks.blocks(text):
+            kinds.add(kind)
+            if kind != "reference-table" and body != docblocks.render(kind, arg, text):  # tables: the test above
+                stale.append(f"{page.relative_to(REPO)}: {kind}:{arg}")
+    assert stale == [], "run python -m bench.regen_reference_tables"
+    assert kinds == set(docblocks.GENERATORS)  # every generator has its block somewhere
+
+
+def test_the_headline_is_the_article_profile_in_the_design_make_report_runs() -> None:
+    """The README's GPU table is the committed run of the article profile in the design that profile resolves to
+    today; when the profile moves on (a new default design or block count), this fails with what to do."""
+    from kts_helpers.present.reference import HEADLINE_RUN, headline_mismatch
+
+    readme = (REPO / "README.md").read_text()
+    first = re.search(r"<!-- (headline|reference-table:\S+):start -->", readme).group(1)
+    assert first == "headline" and f"`data/reference/{HEADLINE_RUN}`" in readme
+    assert headline_mismatch() is None, headline_mismatch()
+    assert "blocks=8" in headline_mismatch("h200-2026-12-06-rm-warm-ts-24").replace("blocks=24", "") and \
+        "bench/h200/warm_batch.sh headline" in headline_mismatch("h200-2026-11-30-article")
+
+
+def test_every_make_report_claim_names_the_headline_run() -> None:
+    """A page that says a run is what `make report` runs names the headline run; older runs are named by their
+    design (the results page's headings, ``reference.design_name``)."""
+    from kts_helpers.present.docblocks import BLOCK
+    from kts_helpers.present.reference import DESIGN_NAMES, HEADLINE_RUN, design_name
+
+    claims = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
+        for line in BLOCK.sub("", page.read_text()).splitlines():
+            if re.search(r"`make report`('s)? (now )?runs?\b(?! on a GPU now)|as `make report` runs it|that `make report` now",
+                         line) and "h200-" in line:
+                claims.append(line)
+    assert [c for c in claims if HEADLINE_RUN not in c] == []
+    page = (REPO / "docs" / "results" / "reference.md").read_text()
+    heading = ""
+    wrong = []
+    for line in page.splitlines():
+        if line.startswith(("## ", "### ")):
+            heading = line.lower() if line.startswith("### ") else line.lower()
+        m = re.match(r"<!-- reference-table:(\S+):start -->", line)
+        if m:
+            name = design_name(REPO / "data" / "reference" / m.group(1))
+            key = {"one alone block": ("one alone block", "one block")}.get(name, (name.split()[0],))
+            if not any(k in heading for k in key):
+                wrong.append(f"{m.group(1)} ({name}) under {heading!r}")
+    assert wrong == [] and set(DESIGN_NAMES.values()) >= {design_name(REPO / "data" / "reference" / HEADLINE_RUN)}
 
 
 def test_readme_documents_both_commands_and_the_line_format() -> None:

@@ -15,13 +15,14 @@ import pandas as pd
 from kts_helpers.analyse import prior, stats, verdict
 from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.rules import (
+    MIN_CORUNNING,
     df_reading,
     jitter,
     quantile,
     series_groups,
     throughput_change,
 )
-from kts_helpers.analyse.summary import VERDICT_COLUMNS, baseline_row, verdict_columns
+from kts_helpers.analyse.summary import VERDICT_COLUMNS, VERDICT_OBJECT, baseline_row, verdict_columns
 
 CI_COLUMNS = ("p50_lo", "p50_hi", "p95_lo", "p95_hi", "p99_lo", "p99_hi", "jitter_lo", "jitter_hi", "df_lo", "df_hi",
               "throughput_change", "throughput_change_lo", "throughput_change_hi",
@@ -36,6 +37,7 @@ def _put(out: pd.DataFrame, i: object, stat: str, est: Estimate) -> None:
 def _write_verdict(out: pd.DataFrame, i: object, v: verdict.Verdict) -> None:
     for col, value in verdict_columns(v).items():
         out.at[i, col] = value
+    out.at[i, VERDICT_OBJECT] = v  # the object itself, for what present/ words from its fields (never published)
 
 
 def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_resamples: int = 2000,
@@ -51,7 +53,7 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
                for k, runs in series_groups(frame, metric)}
     flags = ({(k["kind"], k["group"], k["sharing"], k["tenant"], k["phase"]): runs
               for k, runs in series_groups(frame, metric, column="collided")} if "collided" in frame else {})
-    for col in CI_COLUMNS + VERDICT_COLUMNS:
+    for col in CI_COLUMNS + VERDICT_COLUMNS + (VERDICT_OBJECT,):
         if col not in out:
             out[col] = np.nan if col.endswith(("_lo", "_hi")) else None
     slo = slo_ms or {}
@@ -82,7 +84,7 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
         jit = jitter(runs, **opts)
         if jit is not None:
             _put(out, i, "jitter", Estimate.of(jit))
-        out.at[i, "sample_note"] = stats.sample_size_warning(len(x), 0.99, ess=ess)
+        out.at[i, "sample_note"] = stats.sample_size_warning(len(x), 0.99, ess=ess, need=MIN_CORUNNING)
         if shared_ratio:
             base = baseline_row(out, row)
             alone = (samples[(base["kind"], base["group"], base["sharing"], base["tenant"], base["phase"])]

@@ -150,6 +150,10 @@ def min_corunning_samples(q: float = 0.99, confidence: float = 0.95) -> int:
 
 
 MIN_CORUNNING = min_corunning_samples()
+# The one sample-size rule the report and every docs page quote, word for word (a test holds them to it).
+SAMPLE_SIZE_RULE = (f"A p99 has a two-sided 95 % interval only from {MIN_CORUNNING} effective samples (n / τ, τ from "
+                    f"how its slow iterations cluster; 0.99^{MIN_CORUNNING} < 0.025): below that its upper bound is "
+                    f"open, and slow iterations in a few bursts can keep it open above.")
 
 
 def df_reading(n_shared: int, wording: str | None) -> str:
