@@ -358,3 +358,61 @@ def test_every_workload_is_named_where_a_reader_looks() -> None:
                                    ("troubleshooting", quoted),
                                    ("guide", " ".join(re.findall(r"`([\w-]+)`", guide))))}
     assert missing == {"error": [], "parameter": [], "troubleshooting": [], "guide": []}
+
+
+VERDICT_PAGE = GUIDE / "reading-a-verdict.md"
+
+
+def test_every_term_a_verdict_prints_is_defined_on_the_verdict_page() -> None:
+    """The terms come from the code's phrase list (``verdictline.GLOSSARY``, the tests of
+    ``verdict.WEIGHTS_BY_DESIGN``, the six readings); each is printed by some committed verdict (the list is not
+    stale) and defined on the verdict page: a glossary row, or a heading for each word."""
+    from kts_helpers.analyse.verdict import WEIGHTS_BY_DESIGN, readings
+    from kts_helpers.present.verdictline import GLOSSARY
+
+    page = VERDICT_PAGE.read_text()
+    tests = {f"{name} test" for design in WEIGHTS_BY_DESIGN.values() for name in design}
+    assert tests <= set(GLOSSARY)
+    printed = " ".join(m.group(0) for p in [REPO / "README.md", *DOCS.rglob("*.md")]
+                       for m in docstats.GENERATED.finditer(p.read_text()))
+    glossary = re.findall(r"^\| \*\*(.+?)\*\* \|", page.split("## Glossary", 1)[1], re.M)
+    unprinted = [t for t in GLOSSARY if t not in printed and t not in tests]  # a test's name: "the level test"
+    assert unprinted == []
+    assert [t for t in GLOSSARY if t not in glossary] == []
+    assert [w for w in readings() if f"\n### {w}\n" not in page] == []
+
+
+def test_no_change_has_one_definition_per_design_on_one_page() -> None:
+    """The verdict page's table names every design the verdict knows (``verdict.WEIGHTS_BY_DESIGN``); any other page
+    that says what "no change" requires links to that table instead of saying it again."""
+    from kts_helpers.analyse.verdict import WEIGHTS_BY_DESIGN
+
+    section = VERDICT_PAGE.read_text().split("## No change, by design", 1)[1].split("\n## ", 1)[0]
+    rows = [r for r in section.splitlines() if r.startswith("| ") and not r.startswith("| design")]
+    assert sorted(re.search(r"\(`([^`]+)`", r).group(1) for r in rows) == sorted(WEIGHTS_BY_DESIGN)
+    defining = re.compile(r"no change[^.]*\b(interval|share tests?|inside|requires|when|where)\b", re.I)
+    elsewhere = [f"{p.relative_to(DOCS)}: {s[:90]}" for p in sorted(DOCS.rglob("*.md"))
+                 if p not in (VERDICT_PAGE, DOCS / "changelog.md")  # the changelog tells what was, not what is
+                 for s in docstats.sentences(p.read_text())
+                 if defining.search(s) and "reading-a-verdict.md#no-change-by-design" not in s]
+    assert elsewhere == []
+
+
+def test_the_holm_example_can_be_redone_from_its_numbers() -> None:
+    """Each row: p ÷ weight is the p over the weight, and the Holm p is the running maximum of the multiplier times
+    it (to the digits shown); a decided verdict's Holm p is the one its derivation prints."""
+    block = re.search(r"<!-- holm-example:start -->(.*?)<!-- holm-example:end -->", VERDICT_PAGE.read_text(), re.S)
+    tables = re.findall(r"\| rank \|.*?\n\|---.*?\n((?:\|.*\n)+)", block.group(1))
+    assert len(tables) == 2
+    for rows in tables:
+        run = 0.0
+        cells = [[c.strip() for c in r.strip().strip("|").split("|")] for r in rows.strip().splitlines()]
+        assert [int(c[0]) for c in cells] == list(range(1, len(cells) + 1))
+        for rank, _, _, p, w, pw, times, holm in cells:
+            assert float(pw) == pytest.approx(min(1.0, float(p) / float(w)), rel=0.01)
+            assert int(times) == len(cells) - int(rank) + 1
+            run = max(run, min(1.0, int(times) * float(pw)))
+            assert float(holm) == pytest.approx(run, rel=0.05), (rank, holm, run)
+    printed = re.findall(r'"(Holm over \d+ verdicts: p = [^"]+)"', block.group(1))
+    why = " ".join(docstats.GENERATED.findall(README) and [README])
+    assert printed and all(p in why for p in printed)

@@ -362,3 +362,49 @@ def test_readme_design_cost_on_cpu_is_the_committed_measurement() -> None:
     assert said == (135, 105)
     assert "the cpu-quick run took 135 s from calibration to its last block against 105 s one block a side" in \
         " ".join(README.split())
+
+
+def _reference_runs() -> list[str]:
+    return list(dict.fromkeys(re.findall(r"<!-- reference-table:(\S+):start -->", README)))
+
+
+def test_each_verdict_line_is_its_deciding_test_and_never_contradicts_its_word() -> None:
+    """Over every committed run with a table in the docs: a decided verdict's line opens with its deciding test's
+    number in that test's unit, the number that sized the word agrees with the word (at least 1 + margin for
+    "degraded", below it for "small slowdown", and the mirror images), and the line is at most 25 words."""
+    from kts_helpers.analyse import verdict as V
+    from kts_helpers.present import verdictline
+    from kts_helpers.present.reference import analysed
+
+    unit = {"level": "median ×", "DF": "DF ", "collided": "collided ", "tail": "tail ", "block tail": "tail shape ×"}
+    bad, seen = [], set()
+    for name in _reference_runs():
+        _, table = analysed(REPO / "data" / "reference" / name)
+        if table is None:
+            continue
+        for v in table["verdict"].dropna():
+            line = verdictline.decided_by(v)
+            if len(line.split()) > 25:
+                bad.append(f"{name}: {len(line.split())} words: {line}")
+            slower, faster = v.reading in V.slower_readings(), v.reading in V.faster_readings()
+            if not (slower or faster):
+                continue
+            test = v.slower_by if slower else v.faster_by
+            seen.add(test)
+            sized = re.search(r"sized by (?:DF |the median ×)([\d.]+)$", line)
+            number = float(sized.group(1)) if sized else float(re.match(r"\D*?([\d.]+)", line).group(1))
+            big = number >= 1.1 if slower else number <= 0.9
+            if not line.startswith(unit[test]) or big != (v.reading in (V.DEGRADED, V.FASTER)):
+                bad.append(f"{name}: {v.reading} by {test}: {line}")
+    assert bad == []
+    assert seen >= {"level", "collided", "tail", "block tail"}  # the forms the committed runs decide by
+
+
+def test_a_verdict_in_the_readme_table_reads_in_at_most_25_words_with_its_why_one_click_away() -> None:
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"<!-- headline:start -->(.*?)<!-- headline:end -->", readme, re.S).group(1)
+    header, *rows = [r for r in block.splitlines() if r.startswith("| ")]
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    cells = [dict(zip(cols, (c.strip() for c in r.strip("|").split("|")), strict=True)) for r in rows]
+    assert cells and all(len(f"{c['verdict']} {c['decided by']}".split()) <= 25 for c in cells)
+    assert '<details markdown="1"><summary>Why' in block and block.count("\n- **") == len(cells) // 2

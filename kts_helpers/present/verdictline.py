@@ -25,7 +25,7 @@ from kts_helpers.analyse import verdict as V
 # (docs/guide/reading-a-verdict.md, a test checks every one has its definition there).
 GLOSSARY = (
     "median", "block-paired", "blocks", "against its neighbours", "trend removed", "t with", "df", "DF",
-    "open bound", "no bound", "collided", "clear", "same blocks", "tail", "p99.75", "each block scaled to its median",
+    "upper bound open", "no bound", "collided", "clear", "same blocks", "tail", "p99.75", "each block scaled to its median",
     "tail's shape", "p95", "weight", "Holm", "drift", "prior", "within", "effective", "level test", "block tail test",
     "tail test", "collided test", "DF test",
 )
@@ -148,7 +148,8 @@ def decided_by(v: V.Verdict) -> str:
         n = min(v.df.n_shared, v.df.n_alone)
         return f"n = {n}: too few samples to test"
     if v.rule == "the estimands disagree":
-        return f"{_by(v, v.slower_by, True)} (slower) but {_by(v, v.faster_by, False)} (faster)"
+        both = f"{_by(v, v.slower_by, True)} (slower) but {_by(v, v.faster_by, False)} (faster)"
+        return both.replace(" their neighbours", "")
     # the strongest test either way, the number closest to deciding, in its own unit; where no test even leans
     # (both p at least 0.5), the headline estimand: the block-paired median, else DF
     side = v.p_slower <= v.p_faster
