@@ -416,3 +416,25 @@ def test_the_holm_example_can_be_redone_from_its_numbers() -> None:
     printed = re.findall(r'"(Holm over \d+ verdicts: p = [^"]+)"', block.group(1))
     why = " ".join(docstats.GENERATED.findall(README) and [README])
     assert printed and all(p in why for p in printed)
+
+
+def test_one_sample_size_rule_is_quoted_everywhere() -> None:
+    """A p99's sample-size rule has one home (``rules.SAMPLE_SIZE_RULE``, from ``rules.MIN_CORUNNING``): the verdict
+    page, Statistics and the report's Methods quote it word for word, every count of samples a page gives for it is
+    that one (662, the one-sided 99 % rule the report's note used, is gone), and the report's note names the
+    effective samples that decide."""
+    from kts_helpers.analyse.rules import MIN_CORUNNING, SAMPLE_SIZE_RULE
+    from kts_helpers.analyse.stats import sample_size_warning
+    from kts_helpers.present import narrative
+
+    for page in (VERDICT_PAGE, DOCS / "methods" / "statistics.md"):
+        assert SAMPLE_SIZE_RULE in " ".join(page.read_text().split()), page.name
+    assert SAMPLE_SIZE_RULE in narrative._intervals_text(2000, "order")
+    texts = {str(p.relative_to(REPO)): docstats.GENERATED.sub("", p.read_text())
+             for p in [REPO / "README.md", *DOCS.rglob("*.md")] if p.name != "changelog.md"}
+    counts = {(page, int(n)) for page, text in texts.items()
+              for n in re.findall(r"(\d+)\*{0,2} (?:effective|co-running|independent) samples", text)}
+    assert {n for _, n in counts} == {MIN_CORUNNING} and all("662" not in t for t in texts.values())
+    note = sample_size_warning(801, 0.99, ess=170.4, need=MIN_CORUNNING)
+    assert note.startswith("801 samples, 170 effective") and f"needs {MIN_CORUNNING} effective" in note
+    assert sample_size_warning(801, 0.99, ess=400.0, need=MIN_CORUNNING) is None

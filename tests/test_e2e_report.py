@@ -230,3 +230,30 @@ def test_make_report_run_leaves_the_run_untouched(rendered: dict, tmp_path: Path
     assert res.stderr == ""
     assert _digest(run_dir) == before
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".json"] == [f"{run_dir.name}.json"]
+
+
+def test_the_report_reads_each_verdict_in_one_line_with_its_why_one_click_away(rendered: dict) -> None:
+    """The summary, the headline table and the index give each verdict's word with the number that decided it
+    (``verdictline.decided_by``), the derivation sits in a <details> under the table, and the sample-size note
+    names the effective samples and the one rule (issue 53)."""
+    from html import escape
+
+    from kts_helpers.analyse.intervals import add_all_intervals
+    from kts_helpers.analyse.load import load_run
+    from kts_helpers.analyse.rules import MIN_CORUNNING
+    from kts_helpers.analyse.summary import summarize_run
+    from kts_helpers.present import verdictline
+
+    data = load_run(rendered["run_dir"])
+    table = add_all_intervals(summarize_run(data), data.iterations)
+    html = rendered["html"].read_text()
+    index = (rendered["reports"] / "index.html").read_text()
+    summary = _summary(html)
+    for r in table[(table["kind"] == "shared") & table["metric"].isin(["wall", "device"])].itertuples():
+        line = verdictline.decided_by(r.verdict)
+        assert f"verdict {r.verdict.reading} ({line})" in summary.replace("&lt;", "<"), (r.tenant, r.metric)
+        assert escape(line) in html
+        if r.metric == "wall":
+            assert escape(f"{r.tenant}: {verdictline.one_line(r.verdict)}") in index
+    assert html.count("<details><summary>Why: how each verdict above was decided") == 2  # wall and device tables
+    assert "662" not in html and f"needs {MIN_CORUNNING} effective samples" in html
