@@ -438,3 +438,18 @@ def test_one_sample_size_rule_is_quoted_everywhere() -> None:
     note = sample_size_warning(801, 0.99, ess=170.4, need=MIN_CORUNNING)
     assert note.startswith("801 samples, 170 effective") and f"needs {MIN_CORUNNING} effective" in note
     assert sample_size_warning(801, 0.99, ess=400.0, need=MIN_CORUNNING) is None
+
+
+def test_issue_mentions_are_changelog_links(site: Path) -> None:
+    """The tracker is not the reader's: on the built site (docstrings of the API page included), every "issue N"
+    is a link to that issue's entry in the changelog, whose anchor exists; none is left bare."""
+    changelog = (site / "changelog.html").read_text()
+    bare, dead = [], []
+    for page in sorted(site.rglob("*.html")):
+        html = re.sub(r"<script.*?</script>", "", page.read_text(), flags=re.S)
+        for n in re.findall(r'<a [^>]*href="[^"]*changelog(?:\.html|/)?#issue-(\d+)"', html):
+            if f'id="issue-{n}"' not in changelog:
+                dead.append(f"{page.name}: issue-{n}")
+        text = re.sub(r"<[^>]+>", " ", re.sub(r'<a [^>]*href="[^"]*changelog[^"]*#issue-\d+"[^>]*>.*?</a>', "", html))
+        bare += [f"{page.relative_to(site)}: {m}" for m in re.findall(r".{0,30}\b[Ii]ssues? #?\d+", text)]
+    assert bare == [] and dead == []
