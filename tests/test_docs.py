@@ -453,3 +453,20 @@ def test_issue_mentions_are_changelog_links(site: Path) -> None:
         text = re.sub(r"<[^>]+>", " ", re.sub(r'<a [^>]*href="[^"]*changelog[^"]*#issue-\d+"[^>]*>.*?</a>', "", html))
         bare += [f"{page.relative_to(site)}: {m}" for m in re.findall(r".{0,30}\b[Ii]ssues? #?\d+", text)]
     assert bare == [] and dead == []
+
+
+def test_every_script_a_page_cites_is_in_the_repository() -> None:
+    """A `path/x.py` or `x.sh` a page names is a file of this repository: at that path, under kts_helpers/ (``plan/
+    draws.py``), or, for a bare name, the one tracked file of that name (``corunning.py``: tests/independent)."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    names = {}
+    for f in tracked:
+        names.setdefault(Path(f).name, []).append(f)
+    missing = []
+    for page in [REPO / "README.md", *sorted(DOCS.rglob("*.md"))]:
+        for cited in set(re.findall(r"`([\w./-]+\.(?:py|sh))`", page.read_text())):
+            ok = (cited in tracked or f"kts_helpers/{cited}" in tracked if "/" in cited
+                  else len(names.get(cited, [])) >= 1)
+            if not ok:
+                missing.append(f"{page.relative_to(REPO)}: {cited}")
+    assert missing == []

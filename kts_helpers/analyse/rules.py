@@ -80,7 +80,7 @@ def mark_overlap(frame: pd.DataFrame, *, clip: bool = True) -> pd.DataFrame:
     Computed from the raw logs, padding lines included and before any trimming: a shared scenario's
     window is [latest first start, earliest last end] over its tenants' lines, and only iterations
     entirely inside it count as shared. Baseline scenarios are all "inside". (The same rule as
-    ``shared/tools/corunning.py``, the independent check.)
+    ``tests/independent/corunning.py``, the independent check.)
     """
     out = frame.copy()
     out["in_overlap"] = True
@@ -99,7 +99,7 @@ def in_flight(launch_ns: np.ndarray, op_start_ns: np.ndarray, op_end_ns: np.ndar
     """For each launch instant, whether it lies inside some operation's closed [start, end]: a collision.
 
     Those two host stamps enclose a neighbour's launch and its synchronize, so its GPU work lies inside them
-    (``collisions`` says why the same definition as ``shared/tools/tailcount.py``)."""
+    (``collisions`` says why the same definition as ``tests/independent/tailcount.py``)."""
     launch = np.asarray(launch_ns, np.int64)
     if len(op_start_ns) == 0:
         return np.zeros(len(launch), bool)
