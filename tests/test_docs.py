@@ -470,3 +470,35 @@ def test_every_script_a_page_cites_is_in_the_repository() -> None:
             if not ok:
                 missing.append(f"{page.relative_to(REPO)}: {cited}")
     assert missing == []
+
+
+def test_every_row_of_the_parameters_table_renders_and_shows_a_value_the_parameter_takes() -> None:
+    """Each row has the header's cells, no empty code span (it swallowed the rest of `label`'s row), and each
+    profile's cell is a value the parameter takes back through ``--set`` (``design`` showed its description)."""
+    from kts_helpers.docref import PROFILE_DEVICE
+    from kts_helpers.run.params import parse_sets
+    from kts_helpers.run.profiles import PROFILES
+    from kts_helpers.run.spec import ExperimentParams, resolve
+
+    page = (DOCS / "reference" / "parameters.md").read_text()
+    assert "``" not in page.replace("```", "")
+    header, _, *rows = [ln for ln in page.splitlines() if ln.startswith("| ")][:2] + \
+        [ln for ln in page.splitlines() if ln.startswith("| [`")]
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    bad = []
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        if len(cells) != len(cols):
+            bad.append(row[:60])
+            continue
+        name = re.match(r"\[`(\w+)`\]", cells[0]).group(1)
+        for profile, cell in zip(cols[2:], cells[2:], strict=True):
+            value = cell.strip("`")
+            if cell in ("—", "empty") or name in ("profile", "device", "backend"):
+                continue
+            try:
+                resolve(ExperimentParams.from_mapping({**parse_sets([f"{name}={value}"]), "profile": profile}),
+                        PROFILE_DEVICE.get(profile, "cuda"))
+            except Exception as exc:  # noqa: BLE001 - any refusal is the finding
+                bad.append(f"{name} in {profile}: {value!r}: {exc}")
+    assert cols[2:] == list(PROFILES) and bad == []
