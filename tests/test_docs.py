@@ -502,3 +502,80 @@ def test_every_row_of_the_parameters_table_renders_and_shows_a_value_the_paramet
             except Exception as exc:  # noqa: BLE001 - any refusal is the finding
                 bad.append(f"{name} in {profile}: {value!r}: {exc}")
     assert cols[2:] == list(PROFILES) and bad == []
+
+
+def _body(page: Path) -> str:
+    return docstats.FRONT_MATTER.sub("", page.read_text())
+
+
+def test_every_page_is_titled_as_the_navigation_names_it_and_says_who_it_is_for() -> None:
+    """Search shows a page by its H1: it must be the navigation's name ("Running the kit" showed as "Two commands").
+    Each page says first whom it is for (the home page is titled by the kit's name)."""
+    nav = dict(re.findall(r"^\s+- (.+?): (\S+\.md)\s*$", (REPO / "mkdocs.yml").read_text(), re.M))
+    titles = {page: re.search(r"^# (.+)$", _body(DOCS / page), re.M).group(1) for page in nav.values()}
+    assert {p: t for p, t in titles.items() if p != "index.md" and t != {v: k for k, v in nav.items()}[p]} == {}
+    no_audience = [p for p in nav.values()
+                   if not re.match(r"# .+\n\n\*\*For:\*\* \S", _body(DOCS / p).lstrip())]
+    assert no_audience == [] and (REPO / "README.md").read_text().split("\n\n")[1].startswith("**For:** ")
+
+
+def test_the_kubernetes_guide_opens_with_its_setup_steps() -> None:
+    text = _body(GUIDE / "kubernetes.md")
+    first = re.search(r"^## (.+)$", text, re.M)
+    assert first.group(1) == "Set up and run" and docstats.words(text[:first.start()]) < 150
+    steps = re.findall(r"^(\d)\. \*\*", text[first.end():].split("\n## ", 1)[0], re.M)
+    assert steps == ["1", "2", "3", "4", "5"]
+
+
+def test_mps_is_explained_in_the_lesson() -> None:
+    section = " ".join(_body(GUIDE / "lesson.md").split("## MPS: sharing in space", 1)[1].split("\n## ", 1)[0].split())
+    for needle in ("**in space**", "time slice", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "sharing=mps", "device plugin"):
+        assert needle in section, needle
+    assert docstats.words(section) >= 150
+
+
+def test_the_results_pages_open_with_a_one_screen_summary_and_are_headed() -> None:
+    """validation.md and reference.md: the first section is a summary a screen holds (at most 500 words, its links
+    landing on the page's own headings), and the page is headed every 600 words outside its generated blocks."""
+    for name in ("validation.md", "reference.md"):
+        text = _body(DOCS / "results" / name)
+        first = re.search(r"^## (.+)$", text, re.M)
+        assert first.group(1) == "In one screen", name
+        summary = text[first.end():].split("\n## ", 1)[0]
+        assert docstats.words(summary) <= 500, (name, docstats.words(summary))
+        anchors = {re.sub(r"[^\w\s-]", "", h.lower()).strip().replace(" ", "-")
+                   for h in re.findall(r"^#{2,4} (.+)$", text, re.M)}
+        assert {a for a in re.findall(r"\]\(#([\w-]+)\)", summary)} <= anchors, name
+        headings = re.findall(r"^#{2,4} ", text, re.M)
+        assert docstats.headed_words(text) / len(headings) <= 600, name
+
+
+ARTICLE = ("GPU Time-Slicing for Concurrent LLM Agents on Kubernetes", "Production-Grade Agentic Inference",
+           "part 2", "Anubhab Banerjee", "p99 rose 66 %", "every pod reported healthy")
+SEED = REPO.parent / "shared" / "seeds" / "kts-profiler-article.ru.txt"  # beside the checkout where it exists
+
+
+def test_the_article_is_named_and_its_claims_link_to_the_sections_that_test_them(site: Path) -> None:
+    """The README and the home page name the article (title, series, part, author, headline); the home page's table
+    links each claim to a section of the built site that exists; every number a claim quotes is the article's own
+    (checked against the article's text where it sits beside the checkout)."""
+    index = " ".join((DOCS / "index.md").read_text().split())
+    readme = " ".join(README.split())
+    for needle in ARTICLE:
+        assert needle in index and needle in readme, needle
+    assert "**Reproduced:**" in readme and "**Added:**" in readme
+    table = (DOCS / "index.md").read_text().split("### The article's claims", 1)[1].split("\n## ", 1)[0]
+    rows = [tuple(c.strip() for c in ln.strip().strip("|").split(" | ")) for ln in table.splitlines()
+            if ln.startswith("| ") and not ln.startswith("| the article says")]
+    assert len(rows) >= 10 and all(len(r) == 2 for r in rows)
+    for claim, where in rows:
+        links = re.findall(r"\]\(([^)]+)\)", where)
+        assert links, claim
+        for link in links:
+            path, _, anchor = link.partition("#")
+            html = (site / path.replace(".md", ".html")).read_text()
+            assert not anchor or f'id="{anchor}"' in html, link
+    if SEED.is_file():
+        seed = SEED.read_text()
+        quoted = {n for claim, _ in rows for n in re.findall(r"\d+\.\d+", claim)}
+        assert quoted and [n for n in quoted if n.replace(".", ",") not in seed] == []
