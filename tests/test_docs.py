@@ -81,6 +81,11 @@ def test_the_site_loads_nothing_from_the_network(site: Path) -> None:
     assert len(list(site.rglob("*.html"))) >= len(_nav_pages())
 
 
+# The code blocks of a page that scroll sideways, each by its longest line: a block cut off at this width.
+CUT_CODE = """() => [...document.querySelectorAll('article pre > code')].filter(c => c.scrollWidth > c.clientWidth + 1)
+  .map(c => c.textContent.split('\\n').sort((a, b) => b.length - a.length)[0].slice(0, 80))"""
+
+
 @pytest.mark.browser
 def test_the_site_works_offline_with_search(site: Path, browser_path: str) -> None:
     from playwright.sync_api import sync_playwright
@@ -106,6 +111,14 @@ def test_the_site_works_offline_with_search(site: Path, browser_path: str) -> No
             for name in ("index.html", "methods/statistics.html", "results/validation.html"):
                 page.goto((site / name).as_uri(), wait_until="load")
                 assert page.locator("article h1").count() == 1, name
+            # every page at 1280 px: no code block is cut off (scrolls sideways) -- issue 53
+            page.set_viewport_size({"width": 1280, "height": 900})
+            cut = []
+            for md in _nav_pages():
+                page.goto((site / md.replace(".md", ".html")).as_uri(), wait_until="load")
+                cut += [f"{md}: {line}" for line in page.evaluate(CUT_CODE)]
+            assert cut == [], cut[:5]
+            page.set_viewport_size({"width": 1300, "height": 900})
             page.goto((site / "index.html").as_uri(), wait_until="load")
             nav = page.locator("nav.md-nav--primary a.md-nav__link").all_inner_texts()
             assert "Statistics" in " ".join(nav) and "Changelog" in " ".join(nav)
