@@ -436,8 +436,7 @@ def test_one_sample_size_rule_is_quoted_everywhere() -> None:
     page, Statistics and the report's Methods quote it word for word, every count of samples a page gives for it is
     that one (662, the one-sided 99 % rule the report's note used, is gone), and the report's note names the
     effective samples that decide."""
-    from kts_helpers.analyse.rules import MIN_CORUNNING, SAMPLE_SIZE_RULE
-    from kts_helpers.analyse.stats import sample_size_warning
+    from kts_helpers.analyse.rules import MIN_CORUNNING, SAMPLE_SIZE_RULE, sample_note
     from kts_helpers.present import narrative
 
     for page in (VERDICT_PAGE, DOCS / "methods" / "statistics.md"):
@@ -448,9 +447,9 @@ def test_one_sample_size_rule_is_quoted_everywhere() -> None:
     counts = {(page, int(n)) for page, text in texts.items()
               for n in re.findall(r"(\d+)\*{0,2} (?:effective|co-running|independent) samples", text)}
     assert {n for _, n in counts} == {MIN_CORUNNING} and all("662" not in t for t in texts.values())
-    note = sample_size_warning(801, 0.99, ess=170.4, need=MIN_CORUNNING)
+    note = sample_note(801, 170.4)
     assert note.startswith("801 samples, 170 effective") and f"needs {MIN_CORUNNING} effective" in note
-    assert sample_size_warning(801, 0.99, ess=400.0, need=MIN_CORUNNING) is None
+    assert sample_note(801, 400.0) is None and sample_note(300).startswith("300 samples: ")
 
 
 def test_issue_mentions_are_changelog_links(site: Path) -> None:

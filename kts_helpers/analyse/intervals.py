@@ -15,10 +15,10 @@ import pandas as pd
 from kts_helpers.analyse import prior, stats, verdict
 from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.rules import (
-    MIN_CORUNNING,
     df_reading,
     jitter,
     quantile,
+    sample_note,
     series_groups,
     throughput_change,
 )
@@ -84,7 +84,7 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
         jit = jitter(runs, **opts)
         if jit is not None:
             _put(out, i, "jitter", Estimate.of(jit))
-        out.at[i, "sample_note"] = stats.sample_size_warning(len(x), 0.99, ess=ess, need=MIN_CORUNNING)
+        out.at[i, "sample_note"] = sample_note(len(x), ess)
         if shared_ratio:
             base = baseline_row(out, row)
             alone = (samples[(base["kind"], base["group"], base["sharing"], base["tenant"], base["phase"])]

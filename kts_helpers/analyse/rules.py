@@ -156,6 +156,17 @@ SAMPLE_SIZE_RULE = (f"A p99 has a two-sided 95 % interval only from {MIN_CORUNNI
                     f"open, and slow iterations in a few bursts can keep it open above.")
 
 
+def sample_note(n: int, ess: float | None = None, q: float = 0.99) -> str | None:
+    """The report's sample-size note for a series by ``SAMPLE_SIZE_RULE``, naming the effective samples (n / τ, the
+    p99 interval's own) that decide; None where there are enough."""
+    eff = float(n) if ess is None or ess != ess else min(float(n), ess)
+    if eff >= MIN_CORUNNING:
+        return None
+    held = f"{n} samples, {eff:.0f} effective (n / τ)" if eff < n - 0.5 else f"{n} samples"
+    return (f"{held}: a p{100 * q:g}'s two-sided 95 % interval needs {MIN_CORUNNING} effective samples, so its upper "
+            "bound is open")
+
+
 def df_reading(n_shared: int, wording: str | None) -> str:
     """The words for a shared row's DF: too little co-running data first, then the interval's wording."""
     if n_shared == 0:

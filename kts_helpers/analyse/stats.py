@@ -483,22 +483,10 @@ def effective_sample_size(x: Sequence[float] | np.ndarray) -> float:
     return float(len(a) / tau)
 
 
-def sample_size_warning(n: int, q: float = 0.99, *, confidence: float = 0.99, ess: float | None = None,
-                        need: int | None = None) -> str | None:
-    """A one-line warning when n (or the effective sample size) is too small for this quantile.
-
-    ``need``: the rule the caller decides by, in effective samples -- the report's is ``rules.MIN_CORUNNING``
-    (368: a p99's two-sided 95 % interval), and its note then names the effective count that decides it. Without
-    it, the one-sided bound's rule at ``confidence`` (``min_samples_for_quantile``)."""
-    name = f"p{100 * q:g}"
-    if need is not None:
-        eff = float(n) if ess is None else min(float(n), ess)
-        if eff >= need:
-            return None
-        held = f"{n} samples, {eff:.0f} effective (n / τ)" if eff < n - 0.5 else f"{n} samples"
-        return (f"{held}: a {name}'s two-sided 95 % interval needs {need} effective samples, so its upper bound "
-                "is open")
+def sample_size_warning(n: int, q: float = 0.99, *, confidence: float = 0.99, ess: float | None = None) -> str | None:
+    """A one-line warning when n (or the effective sample size) is too small for this quantile."""
     need = min_samples_for_quantile(q, confidence)
+    name = f"p{100 * q:g}"
     if n < need:
         return (f"only {n} samples: a {name} needs at least {need} for a one-sided "
                 f"{100 * confidence:g}%-confidence bound; treat it as indicative")

@@ -27,6 +27,7 @@ from kts_helpers.analyse.rules import series_label
 from kts_helpers.analyse.summary import shared_pairs, summarize_run
 from kts_helpers.present import verdictline
 from kts_helpers.present.tables import fmt_ci, fmt_slow
+from kts_helpers.run.spec import ExperimentParams, resolve
 
 REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "data" / "reference"
 # The article profile in the design `make report` runs now (warm tenants, 8 shared blocks between 9 alone rounds).
@@ -121,8 +122,6 @@ def _design_of(resolved: dict) -> dict[str, object]:
 def headline_mismatch(run: str = HEADLINE_RUN, root: Path = REFERENCE_ROOT) -> str | None:
     """None where ``run`` is the ``article`` profile in the design `make report` runs today on a GPU; else one
     paragraph saying what differs and the steps that make the headline current again."""
-    from kts_helpers.run.spec import ExperimentParams, resolve
-
     now = _design_of(resolve(ExperimentParams(profile=HEADLINE_PROFILE), "cuda").resolved)
     manifest = json.loads((root / run / "manifest.json").read_text())
     then = _design_of(manifest["spec"]["resolved"])
