@@ -114,7 +114,7 @@ def test_the_site_works_offline_with_search(site: Path, browser_path: str) -> No
             # every page at 1280 px: no code block is cut off (scrolls sideways) -- issue 53
             page.set_viewport_size({"width": 1280, "height": 900})
             cut = []
-            for md in _nav_pages():
+            for md in [m for m in _nav_pages() if "```" in (DOCS / m).read_text()]:  # pages with code blocks
                 page.goto((site / md.replace(".md", ".html")).as_uri(), wait_until="load")
                 cut += [f"{md}: {line}" for line in page.evaluate(CUT_CODE)]
             assert cut == [], cut[:5]

@@ -94,13 +94,11 @@ def test_readme_documents_both_commands_and_the_line_format() -> None:
 
 
 def _shared_rows(name: str) -> dict[tuple[str, str, str], object]:
-    """(tenant, sharing, clock) -> the summary row of a committed reference, by the report's own computation."""
-    from kts_helpers.analyse.intervals import add_all_intervals
-    from kts_helpers.analyse.load import load_run
-    from kts_helpers.analyse.summary import summarize_run
+    """(tenant, sharing, clock) -> the summary row of a committed reference, by the report's own computation (the
+    table the generated blocks are made from, computed once per process: ``reference.analysed``)."""
+    from kts_helpers.present.reference import analysed
 
-    data = load_run(REPO / "data" / "reference" / name)
-    table = add_all_intervals(summarize_run(data), data.iterations, n_resamples=200)
+    _, table = analysed(REPO / "data" / "reference" / name)
     shared = table[table["kind"] == "shared"]
     return {(r.tenant, r.sharing, r.metric): r for r in shared.itertuples()}
 
