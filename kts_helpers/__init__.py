@@ -7,7 +7,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``run.spec`` — parameters, tenants and scenarios; the resolved ``ExperimentSpec``
 * ``run.profiles`` — the named profiles, each with the measurement that chose it
 * ``run.paramdocs`` — what each run parameter does, one line each: the parameter reference's words
-* ``run.looks`` — where a shared tenant's interim looks fall (``shared_max_factor``)
+* ``run.looks`` — where the looks fall: a shared tenant's interim looks (``shared_max_factor``) and ``blocks=auto``'s
 * ``run.params`` — where parameters come in: ``--set``, notebook parameters, K8S_* settings
 * ``run.runs`` — immutable run directories, created atomically, never overwritten
 * ``run.manifest`` — a run's manifest read once into typed objects
@@ -24,6 +24,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``run.backends`` — ``Backend`` protocol and ``get_backend``; ``run.backends.base`` — the protocol and results
 * ``run.backends.local`` — tenants as processes on this host
 * ``run.backends.warm`` — the warm design: one process per tenant and sharing mode serves every block of it
+* ``run.backends.autoblocks`` — ``blocks=auto`` inside a warm session: when to look, the budget, the blocks left out
 * ``run.backends.procs`` — what the local runners share about worker processes (progress, stopping, exit reasons)
 * ``run.backends.kubernetes`` — each scenario one Indexed Job on one GPU node:
 
@@ -59,11 +60,16 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``analyse.sequential`` — interim looks: the verdict read while a shared scenario runs, to stop a decided tenant
 * ``analyse.coverage`` — how often the intervals cover, measured where the kit uses them (tests, ``make bench``)
 * ``analyse.driftgrid`` — the verdict on series whose speed moves between blocks: the drift grid (tests, ``make bench``)
-* ``analyse.blocks`` — the warm design's block-paired tests: the median and the tail's shape against neighbouring alone blocks, and how many blocks would decide
+* ``analyse.blocks`` — the warm design's block-paired tests: the median and the tail's shape against neighbouring alone blocks, the host's speed as a covariate and its balance
+* ``analyse.blockplan`` — how many shared blocks would decide: the assurance an inconclusive block verdict prints
+* ``analyse.blockseq`` — ``blocks=auto``: the looks, their alpha spending, the budget, and each look's reading
 * ``analyse.blockgrid`` — the verdict on generated warm runs: false alarms, power and "no change" by drift shape (tests, ``make bench``)
 * ``analyse.prior`` — the drift prior by tenant kind (GPU-bound or host-bound), measured on committed runs
 * ``analyse.resample`` — the bootstrap engine (exact, fast order-statistic resamplers), kept for comparison
 * ``analyse.intervals`` — intervals and verdicts for every summary row
+* ``analyse.verdicts`` — a run's summary table with its verdicts, read the one way every caller reads it
+* ``analyse.warmgpu`` — a neighbour keeps the GPU warm: device time split by how long the GPU had been idle
+* ``analyse.autogrid`` — the verdict on generated ``blocks=auto`` runs: a two-state host, unequal blocks, looks (tests, ``make bench``)
 * ``analyse.compare`` — beyond the article: sharing modes, contention matrix, LLM phases
 * ``analyse.collisions`` — launches while a neighbour was in flight: share with interval, waits with and without, the beat
 * ``analyse.hostspeed`` — the host's speed per iteration (the worker's probe) alone and shared, the contrast at equal speed

@@ -28,6 +28,7 @@ from kts_helpers.errors import SpecError, run_command
 from kts_helpers.fsutil import atomic_write_text
 from kts_helpers.run.corun import Judge
 from kts_helpers.run.experiment import resume_experiment, run_experiment
+from kts_helpers.run.looks import BlockJudge
 from kts_helpers.run.params import parse_sets, split_analysis
 from kts_helpers.run.runs import find_run
 
@@ -52,6 +53,17 @@ def _judge() -> Judge | None:
     return VerdictJudge()
 
 
+def _block_judge() -> BlockJudge | None:
+    """``blocks=auto``'s judge: the analysis stack reads each look's verdicts; without it (a bare GPU host) no look
+    decides and the run takes its whole budget."""
+    try:
+        from kts_helpers.analyse.blockseq import BlocksJudge  # pandas: absent on a bare GPU host
+    except ImportError as exc:
+        print(f"kts: note: blocks=auto runs its whole budget here ({exc.name} is not installed)", file=sys.stderr)
+        return None
+    return BlocksJudge()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if args.resume:
         given = [f"--{k.replace('_', '-')}" for k in ("profile", "device", "label", "set", "run_id")
@@ -66,7 +78,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(run.path)
         return 0 if run.manifest()["status"] == "complete" else 1
     run = run_experiment(_params(args), run_id=args.run_id, root=args.root, progress=not args.quiet,
-                         judge=_judge())
+                         judge=_judge(), block_judge=_block_judge())
     print(run.path)
     return 0 if run.manifest()["status"] == "complete" else 1
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from kts_helpers.analyse import blockgrid as BG
+from kts_helpers.analyse import blockplan as BP
 from kts_helpers.analyse import blocks as B
 from kts_helpers.analyse import driftgrid as G
 from kts_helpers.analyse import prior as P
@@ -244,10 +245,25 @@ def test_the_prior_follows_the_tenant_kind_with_its_degrees_of_freedom() -> None
     assert gpu.sd < host.sd and math.isfinite(gpu.df) and math.isfinite(host.df)
     rng = np.random.default_rng(9)
     sh, al = _warm(rng, [1.0], [1.25], n=800)
-    # x1.25 in one block: beyond the GPU prior's 4.5 %, inside what the host prior's 14.5 % allows at its level
-    assert V.decide(sh, al, kind="gpu").p_of("level") < V.decide(sh, al, kind="host").p_of("level")
+    # one alone block reads the largest allowance whatever the kind: the GPU-bound 4.5 % is no bound on the next run
+    assert V.decide(sh, al, kind="gpu").p_of("level") == V.decide(sh, al, kind="host").p_of("level")
     dr = V.drift(sh, al, kind="gpu")
-    assert dr.df == gpu.df and dr.quantile(0.025) > 1.96  # a t, not the normal
+    assert dr.sd == host.sd and dr.df == host.df and dr.quantile(0.025) > 1.96  # a t, not the normal
+
+
+def test_one_block_reads_under_10_percent_drift_are_not_false_for_a_gpu_bound_tenant() -> None:
+    """The audit's defect 5: with 10 % drift between the alone and the shared block and no effect, the GPU-bound
+    prior (4.5 %) read 14 % of one-block verdicts falsely. With the largest allowance for every one-block read, at
+    most 1 of 60 here (2.5 % nominal). Fails with the kind's prior (7 of 60 read a change with it)."""
+    rng = np.random.default_rng(21)
+    loud = 0
+    for _ in range(60):
+        shift = math.exp(rng.normal(0.0, 0.10 * math.sqrt(2)))
+        al = BG.gpu_block(rng, 800, 0.45)
+        sh = BG.gpu_block(rng, 800, 0.45 * shift)
+        v = V.decide([sh], [al], kind="gpu")
+        loud += v.reading in V.slower_readings() + V.faster_readings()
+    assert loud <= 1
 
 
 def test_driftgrid_draws_time_structure() -> None:
@@ -278,11 +294,12 @@ BG_LOGNORMAL = __import__("kts_helpers.analyse.coverage", fromlist=["lognormal"]
 def test_the_small_grid_clean_null_power_and_one_block_collisions() -> None:
     """A small version of bench/bench_blocks.py (docs/methods/blocks.md has the full grid)."""
     null = BG.cell("no change (clean null)", "level", 0.0, 30, seed=11)
-    assert null.share("no_change") >= 0.5 and null.degraded + null.faster <= 2
+    # "no change" holds the p99 to the margin too (issue 52): 8 blocks of a bursty tail get there in about half
+    assert null.share("no_change") >= 0.3 and null.degraded + null.faster <= 2
     power = BG.cell("power", "linear", 0.05, 8, tenants=4, effect=1.15, seed=12)
     assert power.degraded >= 7
     hits = BG.one_block_collisions(20, seed=13)
-    assert hits.degraded >= 17
+    assert hits.degraded >= 16  # 0.90 over 120 draws (seeds 13, 100, 200 x 40): the contrast holds 40 % of the level
     quiet = BG.one_block_collisions(20, seed=14, effect=False)
     assert quiet.degraded + quiet.faster <= 1
 
@@ -313,30 +330,52 @@ def _degraded_share(design: BG.Warm, runs: int, seed: int, sd: float = 0.15, eff
 def test_an_inconclusive_block_verdict_names_how_many_shared_blocks_would_decide_and_that_many_do() -> None:
     """The number an inconclusive block verdict prints is a plan that holds: a x1.25 slowdown under 15 % drift
     between blocks (like ResNet-50 and BERT in h200-2026-12-04-rm-warm-ts) is undecided in most runs of 8 shared
-    blocks; the median of the blocks those verdicts ask for decides it in at least 4 runs in 5 (the projection's
-    aim; it leans high, since a run that stayed undecided tends to have measured less than the true effect), and
-    8 blocks decide less often."""
+    blocks; the median of the blocks those verdicts ask for decides it in at least 4 runs in 5, and 8 blocks
+    decide less often. Where the run cannot tell the effect from nothing, no number is printed."""
     few, asked = _degraded_share(BG.Warm(9, 8), 30, seed=11)
     assert few < 0.6
     needs = sorted(n for n in asked if n is not None)
-    assert len(needs) >= 10 and all(n > 8 for n in needs)
+    assert len(needs) >= 6 and all(n > 8 for n in needs)
     need = needs[len(needs) // 2]
-    assert 9 < need < 60
-    enough, after = _degraded_share(BG.Warm(need + 1, need), 40, seed=12)
+    assert 9 < need < 80
+    enough, after = _degraded_share(BG.Warm(need + 1, need), 30, seed=12)
     assert enough >= 0.8, (need, enough)
     assert enough > few + 0.2
     v = V.decide(*BG.warm_pair(np.random.default_rng(13), BG.Warm(9, 8), "level", 0.15, effect=1.25))
     if not v.decided:
-        assert f"blocks={v.blocks_needed}" in v.missing and "not longer ones" in v.missing
+        assert (f"blocks={v.blocks_needed}" in v.missing) if v.blocks_needed else "no practical number" in v.missing
+
+
+def test_a_no_change_plan_is_kept_for_the_median_it_promises() -> None:
+    """The audit's defect 7: told to run N blocks to bound the median within ±10 % ("no change"), 10 of 19 null
+    runs did, against the 4 in 5 promised: the plan took the effect it measured -- chance, under a null -- as the
+    truth. The plan is now an assurance over what the run knows (``blockplan``): of the null runs at 8 blocks
+    with a plan, running that many puts the block-paired median within ±10 % in at least 4 in 5. Fails with the
+    point projection (the old plan: 40 of 58, 0.69, on these draws)."""
+    rng = np.random.default_rng(31)
+    kept = told = 0
+    for _ in range(40):
+        sh, al = BG.warm_pair(rng, BG.Warm(9, 8), "level", 0.06)
+        bp = B.block_pair(sh, al)
+        n = BP.blocks_to_bound(bp.local or bp.median, 0.10, 0.025)
+        if n is None or n > 50:
+            continue
+        told += 1
+        sh2, al2 = BG.warm_pair(rng, BG.Warm(n + 1, n), "level", 0.06)
+        up, down, _ = B.block_pair(sh2, al2).within(0.10, 0.95)
+        kept += up and down
+    assert told >= 15 and kept / told >= 0.8, (kept, told)
 
 
 def test_no_number_of_blocks_is_promised_for_an_effect_the_drift_hides() -> None:
-    """A null under 15 % drift: the effect measured is near zero, so no count of blocks decides a slowdown; the plan
-    is "no change" (within ±10 %) or nothing, and never a slowdown's blocks."""
-    test = B.BlockTest("median against its neighbours", 0.002, 0.05, 7, (), (), (), 0.15)
-    assert B.blocks_to_decide(test, 0.003) is None
-    n = B.blocks_to_bound(test, 0.10, 0.025)
-    assert n is not None and 8 < n <= B.MOST_BLOCKS
-    assert B.blocks_to_bound(replace(test, effect=math.log(1.2)), 0.10, 0.025) is None  # beyond the margin
-    big = replace(test, effect=math.log(1.5), resid_sd=0.02)
-    assert B.blocks_to_decide(big, 0.003) == B.MIN_SHARED_BLOCKS  # already decisive at the fewest blocks
+    """A null under 10 % drift: the effect measured is near zero, so no count of blocks decides a slowdown; the plan
+    is "no change" (within ±10 %) or nothing, and never a slowdown's blocks. At 15 % drift with 7 df the run cannot
+    tell its effect from one beyond the margin (its interval reaches ±12 %), so no count is promised at all."""
+    test = B.BlockTest("median against its neighbours", 0.002, 0.04, 7, (), (), (), 0.10)
+    assert BP.blocks_to_decide(test, 0.003) is None
+    n = BP.blocks_to_bound(test, 0.10, 0.025)
+    assert n is not None and 8 < n <= BP.MOST_BLOCKS
+    assert BP.blocks_to_bound(replace(test, se=0.061, resid_sd=0.15), 0.10, 0.025) is None
+    assert BP.blocks_to_bound(replace(test, effect=math.log(1.2)), 0.10, 0.025) is None  # beyond the margin
+    big = replace(test, effect=math.log(1.5), resid_sd=0.02, se=0.0075)
+    assert BP.blocks_to_decide(big, 0.003) == B.MIN_SHARED_BLOCKS  # already decisive at the fewest blocks

@@ -412,23 +412,29 @@ def test_no_change_has_one_definition_per_design_on_one_page() -> None:
 
 
 def test_the_holm_example_can_be_redone_from_its_numbers() -> None:
-    """Each row: p ÷ weight is the p over the weight, and the Holm p is the running maximum of the multiplier times
-    it (to the digits shown); a decided verdict's Holm p is the one its derivation prints."""
+    """Each row of the family's steps: p ÷ weight is the p over the weight, and the family p is the running maximum
+    of (p ÷ weight) ÷ share, at most 1 (to the digits shown); a decided verdict's family p is the one its derivation
+    prints, and the steps replay ``verdict.family`` exactly (every adjusted p the verdict's own)."""
+    from kts_helpers.present import docblocks, verdictline
+
     block = re.search(r"<!-- holm-example:start -->(.*?)<!-- holm-example:end -->", VERDICT_PAGE.read_text(), re.S)
-    tables = re.findall(r"\| rank \|.*?\n\|---.*?\n((?:\|.*\n)+)", block.group(1))
+    tables = re.findall(r"\| step \|.*?\n\|---.*?\n((?:\|.*\n)+)", block.group(1))
     assert len(tables) == 2
     for rows in tables:
         run = 0.0
         cells = [[c.strip() for c in r.strip().strip("|").split("|")] for r in rows.strip().splitlines()]
         assert [int(c[0]) for c in cells] == list(range(1, len(cells) + 1))
-        for rank, _, _, p, w, pw, times, holm in cells:
-            assert float(pw) == pytest.approx(min(1.0, float(p) / float(w)), rel=0.01, abs=0)
-            assert int(times) == len(cells) - int(rank) + 1
-            run = max(run, min(1.0, int(times) * float(pw)))
-            assert float(holm) == pytest.approx(run, rel=0.05, abs=0), (rank, holm, run)
-    printed = re.findall(r'"(Holm over \d+ verdicts: p = [^"]+)"', block.group(1))
-    why = " ".join(docstats.GENERATED.findall(README) and [README])
-    assert printed and all(p in why for p in printed)
+        for step, _, _, _, p, w, pw, share, fam in cells:
+            assert float(pw) == pytest.approx(min(1.0, float(p) / float(w)), rel=0.01, abs=0), step
+            run = max(run, min(1.0, float(pw) / float(share)))
+            assert float(fam) == pytest.approx(run, rel=0.05, abs=0), (step, fam, run)
+    printed = re.findall(r'"(the report\'s family of \d+ verdicts, wall clock first: p = [^"]+)"', block.group(1))
+    assert printed and all(p in " ".join(README.split()) for p in printed)
+    rows = [(f"{label}, {metric}", q, v) for label, metric, q, v in docblocks._shared_rows(docblocks.HEADLINE_RUN)]
+    for slower in (True, False):
+        for s in verdictline.family_steps(rows, slower=slower):
+            v = next(v for label, _, v in rows if label == s.label)
+            assert s.adjusted == pytest.approx(v.p_slower_adjusted if slower else v.p_faster_adjusted, rel=1e-9)
 
 
 def test_one_sample_size_rule_is_quoted_everywhere() -> None:

@@ -137,9 +137,14 @@ def test_the_stated_verdict_rule_names_each_way_to_degraded_at_its_own_level() -
 
     text = narrative.verdict_rule_text()
     assert f"p ≤ {exceedance_alpha():g}" in text and f"p ≤ {collided_alpha(design='one block, timestamps'):g}" in text
-    assert "local pairing" in text and "GPU-bound" in text  # the design's weights and the prior by kind (issue 43)
+    assert "local pairing" in text and "whatever the tenant" in text  # the design's weights; one prior (issue 52)
     assert "launches that found a neighbour's operation in flight" in text
-    assert "same-moment control" in text and "Holm" in text and "small slowdown (< 10 %)" in text
+    assert "same-moment control" in text and "Holm among the wall clocks" in text and "small slowdown (< 10 %)" in text
+    # issue 52: the host covariate and its balance, blocks=auto's looks at their levels, "no change" holding the p99
+    from kts_helpers.analyse.blockseq import LOOKS, nominal_alphas
+
+    assert "covariate" in text and "balance check" in text and "the look that stopped it" in text
+    assert f"{100 * nominal_alphas(LOOKS, 0.025)[0]:.2g} %" in text and "the p99 stayed within the margin" in text
 
 
 def test_the_workloads_caveat_names_what_the_tenants_stand_for() -> None:

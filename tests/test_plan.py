@@ -248,6 +248,14 @@ def test_capacity_answers_for_every_n_and_mode(article_capacity: cap.CapacityAns
     out = a.to_dict()
     assert out["largest_n"] == a.largest and out["overlay"].startswith("manifests/overlays/device-plugin-")
     assert "largest N meeting every goal under timeslice: 1" in a.table()
+    # which goal breaks first: the first N that misses, its pod furthest past its goal (here the FFT's p99 at N = 2)
+    fft2 = next(r for r in a.rows if (r.mode, r.n, r.pod) == ("timeslice", 2, "fft-1"))
+    assert a.breaks_first["timeslice"] == (f"fft's goal, at N = 2 (fft-1: p99 {fft2.p99_ms:.2f} ms "
+                                           f"[{fft2.p99_lo:.2f}, {fft2.p99_hi:.2f}] against 1 ms)")
+    assert out["breaks_first"] == {m: a.breaks_first[m] or None for m in ("timeslice", "mps")}
+    assert f"breaks first under timeslice: {a.breaks_first['timeslice']}" in a.table()
+    mps_fail = [r for r in a.rows if r.mode == "mps" and not r.meets]
+    assert (a.breaks_first["mps"] == "") == (not mps_fail)
 
 
 def test_the_configmap_is_the_committed_one_with_the_replicas_changed() -> None:

@@ -183,7 +183,12 @@ def test_profile_traits_follow_the_profile():
     assert t.busy_share == pytest.approx((4 * 2.0 + 12 * 1.0) / (4 * 4.0 + 12 * 1.0))
     assert t.sm_need == pytest.approx((0.5 * 8 + 1.0 * 12) / 20)  # weighted by kernel time
     assert t.mps_weight == pytest.approx(t.sm_need * t.busy_share)
-    assert t.fills_gpu  # 60 % of its kernel time in >= 2-wave kernels, busy 71 % of the op
+    # 60 % of its kernel time in >= 2-wave kernels, busy 71 % of the op, but 6 kernels an op: it holds the SMs one
+    # kernel at a time, not for its op (issue 51); without its kernel record how long is not known
+    assert not t.fills_gpu and t.kernel_record is False and t.blocking == ()
+    assert t.unknown_block_share == pytest.approx(t.mps_weight)
+    one = {"phases": {"op": {**profile["phases"]["tail"], "kernels_per_op": 1}}}
+    assert traits.traits_from_profile(one, {"op": 1.0}).fills_gpu  # an op of one such kernel: the op-level queue
     assert traits.traits_from_profile({"phases": {"op": {"calls": 2, "kernels_per_op": 0}}}, {"op": 1.0}) is None
 
 

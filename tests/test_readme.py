@@ -53,8 +53,8 @@ def test_the_headline_is_the_article_profile_in_the_design_make_report_runs() ->
     first = re.search(r"<!-- (headline|reference-table:\S+):start -->", readme).group(1)
     assert first == "headline" and f"`data/reference/{HEADLINE_RUN}`" in readme
     assert headline_mismatch() is None, headline_mismatch()
-    assert "blocks=8" in headline_mismatch("h200-2026-12-06-rm-warm-ts-24").replace("blocks=24", "") and \
-        "bench/h200/warm_batch.sh headline" in headline_mismatch("h200-2026-11-30-article")
+    for other in ("h200-2026-12-06-rm-warm-ts-24", "h200-2026-11-30-article"):  # another design: what to do
+        assert "bash bench/h200/warm_batch.sh headline" in headline_mismatch(other)
 
 
 def test_every_make_report_claim_names_the_headline_run() -> None:
@@ -374,7 +374,8 @@ def test_each_verdict_line_is_its_deciding_test_and_never_contradicts_its_word()
     from kts_helpers.present import verdictline
     from kts_helpers.present.reference import analysed
 
-    unit = {"level": "median ×", "DF": "DF ", "collided": "collided ", "tail": "tail ", "block tail": "tail shape ×"}
+    unit = {"level": "median ×", "DF": "DF ", "collided": "collided ", "collided median": "collided median ",
+            "tail": "tail ", "block tail": "tail shape ×"}
     bad, seen = [], set()
     for name in _reference_runs():
         _, table = analysed(REPO / "data" / "reference" / name)
@@ -395,7 +396,7 @@ def test_each_verdict_line_is_its_deciding_test_and_never_contradicts_its_word()
             if not line.startswith(unit[test]) or big != (v.reading in (V.DEGRADED, V.FASTER)):
                 bad.append(f"{name}: {v.reading} by {test}: {line}")
     assert bad == []
-    assert seen >= {"level", "collided", "tail", "block tail"}  # the forms the committed runs decide by
+    assert seen >= {"level", "collided", "tail"}  # the forms the committed runs decide by
 
 
 def test_a_verdict_in_the_readme_table_reads_in_at_most_25_words_with_its_why_one_click_away() -> None:

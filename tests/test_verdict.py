@@ -304,7 +304,30 @@ def test_a_report_is_one_family_holm_over_its_verdicts() -> None:
     fam = V.family([replace(v, p_slower=0.02), quiet, quiet, quiet])
     assert fam[0].reading not in V.slower_readings() and fam[0].family == 4 and fam[0].p_slower_adjusted == 0.08
     strong = V.family([v, quiet, quiet, quiet])[0]
-    assert strong.reading == "degraded" and "Holm over 4 verdicts" in strong.rule
+    assert strong.reading == "degraded" and "the report's family of 4 verdicts" in strong.rule
+
+
+def test_a_tenants_device_clock_is_its_wall_clocks_secondary_in_the_family() -> None:
+    """Issue 52: two tenants x two clocks. Plain Holm halves every tenant's level for a second reading of the same
+    change (4 x p); the graph gives each wall clock half the level (2 x p) and hands a decided wall clock's weight to
+    its own device clock, so a device reading needs its tenant's wall one and then costs nothing more. Fails with
+    Holm over all four, or with the device clocks as primaries."""
+    from dataclasses import replace
+
+    sh, al = _pair(C.lognormal(), C.lognormal(scale=2.0), 800, 91)
+    v = V.decide(sh, al)
+    at = lambda p: replace(v, p_slower=p, p_faster=1.0)  # noqa: E731
+    q = [("a", "wall"), ("a", "device"), ("b", "wall"), ("b", "device")]
+    fam = V.family([at(0.012), at(0.012), at(0.5), at(0.001)], q)
+    assert [f.p_slower_adjusted for f in fam[:2]] == [pytest.approx(0.024), pytest.approx(0.024)]
+    assert fam[0].reading in V.slower_readings() and fam[1].reading in V.slower_readings()
+    holm = V.family([at(0.012), at(0.012), at(0.5), at(0.001)])  # plain Holm: 3 x 0.012 = 0.036 > 0.025
+    assert holm[0].reading == V.INCONCLUSIVE
+    # b's device p of 0.001 decides nothing while b's wall clock (0.5) does not: the fixed sequence
+    assert fam[3].reading == V.INCONCLUSIVE and fam[3].p_slower_adjusted >= 0.5
+    # the graph with equal weights and no secondaries is Holm
+    w, g = V._graph(None, 4)
+    assert V._graph_adjusted([0.01, 0.02, 0.03, 0.5], w, g) == pytest.approx([0.04, 0.06, 0.06, 0.5])
 
 
 def test_drift_between_blocks_is_measured_and_one_block_takes_the_prior() -> None:
@@ -319,8 +342,9 @@ def test_drift_between_blocks_is_measured_and_one_block_takes_the_prior() -> Non
     one = V.drift([np.concatenate(sh)], [np.concatenate(al)])  # the prior, with its degrees of freedom (issue 43)
     assert not one.measured and one.sd == V.PRIOR_DRIFT_SD == P.PRIORS["host"].sd and one.df == P.PRIORS["host"].df
     assert math.isfinite(one.df) and "one alone block" in one.words
+    # a GPU-bound tenant's one block reads the host-bound (largest) allowance too (issue 52, the audit's defect 5)
     gpu = V.drift([np.concatenate(sh)], [np.concatenate(al)], kind="gpu")
-    assert gpu.sd == P.PRIORS["gpu"].sd < one.sd and "gpu-bound" in gpu.words
+    assert gpu.sd == one.sd == P.one_block_prior().sd and "host-bound" in gpu.words
 
 
 def test_df_does_not_decide_outside_its_tested_range() -> None:

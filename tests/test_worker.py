@@ -131,15 +131,17 @@ def test_exponential_think_times_vary_around_their_mean(runs):
 
 
 def test_host_probe_lists_the_hosts_speed_once_per_timed_iteration(runs):
-    """A closed loop with a fixed sleep probes the host after every iteration (padding too, unrecorded) and lists one
-    value per timed iteration in KTS_END, in order; an open loop, no sleep to absorb it, or an exponential think
-    time (whose short draws it would lengthen) does not probe, and says so."""
-    for name, n in (("closed", 12),):
+    """Every closed loop with a fixed sleep probes the host after every iteration (padding too, unrecorded) and lists
+    one value per timed iteration in KTS_END, in order: a sleeping one out of its sleep, a back-to-back one between
+    its iterations (``adds_gap``, said in KTS_META). An open loop, or an exponential think time (whose short draws
+    it would lengthen), does not probe, and says so."""
+    for name, n, gap in (("closed", 12, False), ("indexed", 4, True)):  # a 60 ms sleep; noop back to back
         p = _parse(runs[name].stdout)
-        assert p.meta[0]["host_probe"]["on"] is True and p.meta[0]["host_probe"]["loop"] > 0
+        assert p.meta[0]["host_probe"]["on"] is True and p.meta[0]["host_probe"]["loop"] > 0, name
+        assert p.meta[0]["host_probe"]["adds_gap"] is gap, name
         probes = p.ends[0]["host_probe_ms"]
-        assert len(probes) == n == p.n and all(v > 0 for v in probes), (name, probes)
-    for name in ("fixed", "indexed", "think"):  # open loop; noop's sleep of 0 ms; exponential think times
+        assert len(probes) == n == (p.frame["phase"] != "pad").sum() and all(v > 0 for v in probes), (name, probes)
+    for name in ("fixed", "think"):  # open loop; exponential think times
         p = _parse(runs[name].stdout)
         assert p.meta[0]["host_probe"]["on"] is False and "host_probe_ms" not in p.ends[0], name
     # padded iterations before (the lead-in) and after the timed ones probe too (the same cadence), unlisted

@@ -119,6 +119,9 @@ def test_example_factory_runs_from_a_folder_outside_the_repository(runs):
     prof = meta["profile"]
     assert set(prof["phases"]) == {"embed", "mlp"} and 1 <= prof["iterations"] <= 2 and prof["device"] == "cpu"
     assert prof["phases"]["mlp"]["kernels_per_op"] >= 3  # three linear layers at least, as top-level operators
+    kernels = prof["phases"]["mlp"]["kernels"]  # on CPU: the operators' lengths, no launch fields
+    assert kernels["n"] >= 3 * prof["iterations"] and kernels["ms"]["max"] >= kernels["ms"]["p50"] > 0
+    assert kernels["fields"] == [] and kernels["occupancy_pct"] is None
     assert prof["memory"]["rss_peak_mib"] > 0
 
 
@@ -211,6 +214,39 @@ def test_real_model_profiles_every_phase(runs):
     assert "profile" not in parse_bytes(runs["vit"][1].encode()).meta[0]  # none asked: none recorded
 
 
+def test_the_serving_and_training_examples_build_and_step_on_cpu(monkeypatch):
+    """examples/serve_and_train.py (issue 51's sealed MPS pairs): each factory builds its tiny CPU model and runs an
+    iteration in its phases; a decode step feeds one token against the cache the prefill filled (the cache grows by
+    one a step, so the step is the serving decode, not a full forward); an unknown size is refused in one line."""
+    import torch
+
+    monkeypatch.syspath_prepend(str(REPO / "examples"))
+    import serve_and_train as st
+
+    cpu, params = torch.device("cpu"), {"device_type": "cpu", "seed": 0, "size": 32}
+    got = {}
+    for make in (st.make_gpt2_decode, st.make_whisper_decode, st.make_vit_train, st.make_convnext_train):
+        w = make(torch, cpu, params)
+        ops = w.step()
+        for _, fn in ops:
+            fn()
+        got[w.name] = ([ph for ph, _ in ops], w.notes["parameters"])
+    assert {k: v[0] for k, v in got.items()} == {
+        "gpt2-decode": ["prefill"] + ["decode"] * 3, "whisper-decode": ["encode"] + ["decode"] * 3,
+        "vit-train": ["step"], "convnext-train": ["step"]}
+    assert all(0 < n < 200_000 for _, n in got.values())  # the tiny CPU configs
+    w = st.make_gpt2_decode(torch, cpu, {**params, "decode_tokens": 2})
+    closures = {ph: fn for ph, fn in w.step()}
+    closures["prefill"]()
+    cache = closures["decode"].__closure__  # the step's own state: the cache the decode steps extend
+    state = next(c.cell_contents for c in cache if isinstance(c.cell_contents, dict) and "cache" in c.cell_contents)
+    closures["decode"]()
+    closures["decode"]()
+    assert state["cache"].get_seq_length() == 8 + 2 and state["next"].shape == (1, 1)
+    with pytest.raises(ValueError, match=r"unknown vit-train parameter\(s\) layerz; known: batch, classes"):
+        st.make_vit_train(torch, cpu, {**params, "layerz": 2})
+
+
 def test_model_sizes_are_settable(runs):
     rc, stdout, stderr = runs["model-param"]
     assert rc == 0, stderr
@@ -253,6 +289,56 @@ def test_profile_attributes_kernels_to_their_call_by_correlation():
     assert op["sm_share"] == pytest.approx((40 + 25 + 5) / 75)
     assert op["fill_share"] == pytest.approx(65 / 75)  # kernels of >= 2 waves
     assert op["top_kernels"][0] == {"name": "gemm", "calls": 2, "total_ms": pytest.approx(0.065)}
+
+
+H100_SM = {"threads": 2048, "registers": 65536, "shared_memory": 233472, "blocks": None}
+
+
+def test_profile_records_each_kernels_length_and_how_it_holds_the_sms():
+    """Issue 51: under MPS a small kernel behind a neighbour's waits the rest of the kernel in flight, so the profile
+    keeps the kernels one by one: their count and time-weighted lengths, the mean rest of the one in flight, and
+    whether each fills every SM (Kineto's blocks per SM against the blocks one SM can hold). Four kernels of one op:
+    a GEMM of 1 ms whose 264 blocks of 256 threads at 128 registers (2 a SM by registers) are 1 wave on 132 SMs,
+    Kineto's occupancy 25 %; a 4 ms one held to 1 block a SM by its shared memory (occupancy 6 %, its 2 blocks a SM
+    2 waves); two 10 us kernels of 8 blocks (a partial wave, occupancy 1 %)."""
+    def k(corr, dur_us, grid, block, regs, smem, occ):
+        return {"cat": "kernel", "name": f"k{corr}", "ts": 10.0 * corr, "dur": dur_us,
+                "args": {"correlation": corr, "grid": grid, "block": block, "blocks per SM": grid[0] / 132,
+                         "registers per thread": regs, "shared memory": smem, "est. achieved occupancy %": occ}}
+
+    ev = [{"cat": "user_annotation", "name": "kts_phase:op:0", "ts": 0.0, "dur": 9000.0}]
+    ev += [{"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1.0 + c, "dur": 1.0, "args": {"correlation": c}}
+           for c in (1, 2, 3, 4)]
+    ev += [k(1, 1000.0, [264, 1, 1], [256, 1, 1], 128, 0, 25), k(2, 4000.0, [264, 1, 1], [128, 1, 1], 32, 200_000, 6),
+           k(3, 10.0, [8, 1, 1], [128, 1, 1], 32, 0, 1), k(4, 10.0, [8, 1, 1], [128, 1, 1], 32, 0, 1)]
+    rec = kts_profile.summarize_trace(ev, [("op", 0)], sm_count=132, limits=H100_SM)["op"]["kernels"]
+    assert rec["n"] == 4
+    assert rec["ms"]["p50"] == pytest.approx(0.01) and rec["ms"]["max"] == pytest.approx(4.0)
+    assert rec["tw_ms"]["p50"] == pytest.approx(4.0)  # most of the busy time is inside the 4 ms kernel
+    assert rec["residual_ms"] == pytest.approx((1 + 16 + 2e-4) / (2 * 5.02))
+    assert rec["full_share"] == pytest.approx(5.0 / 5.02)  # the small kernels leave SMs free
+    assert rec["full_residual_ms"] == pytest.approx(17 / 10)
+    assert rec["waves"]["max"] == pytest.approx(2.0)  # 264 / 132 blocks a SM, one resident at a time
+    assert rec["occupancy_pct"] == pytest.approx((25 * 1 + 6 * 4 + 1 * 0.02) / 5.02, rel=1e-3)
+    assert [b[:3] for b in rec["hist"]] == [[0.016, 2, pytest.approx(0.02)], [1.024, 1, pytest.approx(1.0)],
+                                           [4.096, 1, pytest.approx(4.0)]]
+    assert rec["hist"][0][4] == 0.0 and rec["hist"][2][4] == 1.0
+    assert rec["fields"] == list(kts_profile.KINETO_FIELDS)
+    # a torch that gives no register or shared-memory limit: Kineto's occupancy still shows the 4 ms kernel held to
+    # one block a SM (2 waves), though its threads alone would let 16 in
+    threads_only = kts_profile.summarize_trace(ev, [("op", 0)], sm_count=132, limits={"threads": 2048})
+    assert threads_only["op"]["kernels"]["waves"]["max"] == pytest.approx(2.0)
+    # a trace without Kineto's launch fields says so: lengths yes, occupancy and waves unknown (None), not zero
+    for e in ev:
+        if e["cat"] == "kernel":
+            e["args"] = {"correlation": e["args"]["correlation"]}
+    bare = kts_profile.summarize_trace(ev, [("op", 0)], sm_count=132, limits=H100_SM)["op"]["kernels"]
+    assert bare["fields"] == [] and bare["residual_ms"] == rec["residual_ms"]
+    assert bare["occupancy_pct"] is None and bare["full_share"] is None and bare["waves"] is None
+    # a field written otherwise by another torch: the record says so, the rest of the profile stands
+    ev[-1]["args"]["block"] = "128x1x1"
+    odd = kts_profile.summarize_trace(ev, [("op", 0)], sm_count=132, limits=H100_SM)["op"]
+    assert odd["kernels"]["error"].startswith("ValueError") and odd["kernels_per_op"] == 4
 
 
 def test_profile_counts_kernels_launched_through_the_driver_api():

@@ -43,10 +43,10 @@ from kts_harness import (  # noqa: E402
     EXIT_PAD_LIMIT,
     EXIT_STOPPED_EARLY,
     HOST_PROBE_LOOP,
-    HOST_PROBE_MIN_SLEEP_MS,
     Clock,
     StopRequest,
     host_probe_on,
+    probe_adds_gap,
     run_loop,
     wait_for_start,
 )
@@ -138,7 +138,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--host-probe", action=argparse.BooleanOptionalAction,
                    default=_env("KTS_HOST_PROBE", "1") not in ("0", "false", "no"),
                    help="after each iteration, time a fixed piece of interpreter work (host_probe) out of the sleep "
-                        "and list it in KTS_END (host_probe_ms); closed loop with a fixed sleep of at least 2 ms only")
+                        "and list it in KTS_END (host_probe_ms); closed loops with a fixed sleep (back to back: between iterations)")
     p.add_argument("--host-probe-loop", type=int, default=int(_env("KTS_HOST_PROBE_LOOP", HOST_PROBE_LOOP)),
                    help=argparse.SUPPRESS)  # tests: a probe long enough that its place in the sleep shows
     p.add_argument("--crash-after", type=int, default=int(_env("KTS_CRASH_AFTER", -1)), help=argparse.SUPPRESS)
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         "lead_in_s": args.lead_in_s, "pad": args.pad, "pad_limit_s": args.pad_limit_s,
         "stopping": StopRule.from_args(args).describe(), "looks": args.looks, "seed": args.seed,
         "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "host_probe": {"on": host_probe_on(args), "loop": args.host_probe_loop, "min_sleep_ms": HOST_PROBE_MIN_SLEEP_MS},
+        "host_probe": {"on": host_probe_on(args), "loop": args.host_probe_loop, "adds_gap": probe_adds_gap(args)},
         **gpu_identity(torch, device),
     }
     if profile is not None:

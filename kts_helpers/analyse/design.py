@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from kts_helpers.analyse import verdict
+from kts_helpers.analyse import blocks, verdict
 from kts_helpers.analyse.load import RunData
 from kts_helpers.analyse.rules import runs_of
 from kts_helpers.run.logformat import PAD_PHASE
@@ -172,28 +172,64 @@ def cost_table(data: RunData) -> pd.DataFrame:
     return out
 
 
+def host_balance(data: RunData) -> pd.DataFrame:
+    """The host covariate's balance check, per sharing mode, tenant and phase (``blocks.balance``, the verdict's own):
+    the host probe's block medians alone and shared, their ratio with its 95 % interval (trend removed), whether
+    sharing moved it, and so whether the verdicts adjusted for it; where it moved, what the host's change accounts
+    for on the wall clock's median (the alone blocks' slope). Empty where no tenant probed or the blocks do not
+    alternate; on a CPU run every row says the host is the contended device."""
+    it = _timed(data)
+    cols = ["sharing", "tenant", "phase", "probe_alone_ms", "probe_shared_ms", "ratio", "ratio_lo", "ratio_hi", "p",
+            "adjusted", "wall_slope", "host_cost", "why"]
+    if "host_probe_ms" not in it or not it["host_probe_ms"].notna().any():
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for (sharing, tenant, phase), g in it.groupby(["sharing", "tenant", "phase"], sort=False):
+        sh, al = g[g["kind"] == "shared"], g[g["kind"] == "baseline"]
+        if sh.empty or al.empty or not g["host_probe_ms"].notna().any():
+            continue
+        host = blocks.host_levels(runs_of(sh, "host_probe_ms"), runs_of(al, "host_probe_ms"))
+        times = ([float(r.min()) for r in runs_of(sh, "start_ns")], [float(r.min()) for r in runs_of(al, "start_ns")])
+        bal = blocks.balance(host, times, runs_of(al, "wall_ms")) if host is not None else None
+        if bal is None:
+            continue
+        why = ("the host is the contended device (a CPU run)" if not data.on_gpu else
+               "sharing moved it: not adjusted for" if bal.moved else "balanced: the verdicts adjust for it")
+        rows.append({"sharing": sharing, "tenant": tenant, "phase": phase,
+                     "probe_alone_ms": float(al["host_probe_ms"].median()),
+                     "probe_shared_ms": float(sh["host_probe_ms"].median()), "ratio": bal.ratio, "ratio_lo": bal.lo,
+                     "ratio_hi": bal.hi, "p": bal.p, "adjusted": data.on_gpu and not bal.moved,
+                     "wall_slope": bal.slope, "host_cost": bal.host_cost if bal.moved else float("nan"), "why": why})
+    return pd.DataFrame(rows, columns=cols)
+
+
 def alone_against_alone(data: RunData, clocks: tuple[str, ...] = ("wall", "device")) -> pd.DataFrame:
     """Each tenant's alone blocks of each mode split by the alternation: blocks 1, 3, 5, ... read as "alone" and
-    blocks 2, 4, ... as "shared", through the report's own verdict (``verdict.decide``, then Holm over the run's
-    family of such readings, ``verdict.family``). Sharing cannot have caused any difference between them, so no
-    reading may say "degraded" or "faster": a real null, the run's drift and tails as they were. Rows: sharing,
+    blocks 2, 4, ... as "shared", through the report's own verdict (``verdict.decide`` with the blocks' instants and
+    host probes, then the run's family of such readings, ``verdict.family``). Sharing cannot have caused any
+    difference between them, so no reading may say sharing made a tenant slower or faster (``loud``, the small
+    words too): a real null, the run's drift and tails as they were. Rows: sharing,
     tenant, phase, clock, the blocks' medians, the reading and its words (``loud``: a false alarm)."""
     it = _timed(data)
     alone = it[it["kind"] == "baseline"]
-    rows, verdicts = [], []
+    rows, verdicts, questions = [], [], []
     for (sharing, tenant, phase), g in alone.groupby(["sharing", "tenant", "phase"], sort=False):
         for clock in clocks:
             runs = runs_of(g, f"{clock}_ms")
             if len(runs) < 4:  # two blocks a side at least: the alternation needs them
                 continue
             odd, even = runs[0::2], runs[1::2]
-            v = verdict.decide(even, odd)
+            starts = [float(r.min()) for r in runs_of(g, "start_ns")]
+            probes = runs_of(g, "host_probe_ms") if "host_probe_ms" in g else None
+            v = verdict.decide(even, odd, times=(starts[1::2], starts[0::2]), on_host=not data.on_gpu,
+                               host=(probes[1::2], probes[0::2]) if probes is not None else None)
             verdicts.append(v)
+            questions.append(((sharing, tenant, phase), clock))
             rows.append({"sharing": sharing, "tenant": tenant, "phase": phase, "clock": clock,
                          "blocks": f"{len(odd)} vs {len(even)}",
                          "medians_ms": " ".join(f"{np.median(r):.3f}" for r in runs)})
-    for row, v in zip(rows, verdict.family(verdicts), strict=True):
-        row.update(reading=v.reading, loud=v.reading in (verdict.DEGRADED, verdict.FASTER),
+    for row, v in zip(rows, verdict.family(verdicts, questions), strict=True):
+        row.update(reading=v.reading, loud=v.reading in verdict.slower_readings() + verdict.faster_readings(),
                    words=v.words)
     return pd.DataFrame(rows)
 

@@ -146,8 +146,11 @@ def read_manifest(run_dir: str | os.PathLike) -> RunManifest:
 
 
 def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int = 0,
-             warmup: str = "none") -> RunData:
+             warmup: str = "none", telemetry: bool = True) -> RunData:
     """Load every completed tenant log of a run (and say what is missing or failed).
+
+    ``telemetry`` False: the logs only (``blocks=auto``'s looks, while the session's sampler still writes). A
+    scenario the run skipped (``blocks=auto`` decided before it) has no logs and is no problem.
 
     The overlap window comes first, from the raw lines (padding included); then padding is set aside
     (``RunData.padding``) and ``trim`` / the ``warmup`` rule (see ``apply_warmup``) drop leading timed
@@ -168,6 +171,9 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
     frames, metas, issues, ends = [], [], [], []
     for scen in manifest.scenarios:
         scen_logs: dict[str, ParsedLog] = {}
+        rec = manifest.record(scen.name)
+        if rec is not None and rec.status == "skipped":
+            continue
         for tenant in scen.tenant_names:
             path = run.log_path(scen.name, tenant)
             if not path.exists():
@@ -202,7 +208,7 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
     frame, padding = split_padding(frame)
     frame, dropped = apply_warmup(frame, trim=trim, rule=warmup)
     frame = add_clocks(frame, manifest.floor_ms)
-    tel, tel_status = load_run_telemetry(run, manifest)
+    tel, tel_status = load_run_telemetry(run, manifest) if telemetry else (pd.DataFrame(), {})
     pods = {name: {str(t.get("pod") or (t.get("events") or {}).get("pod")) for t in rec.tenants.values()}
             for name, rec in manifest.records.items()}
     frame = attach_run_telemetry(frame, tel, pods, tel_status)

@@ -11,13 +11,17 @@ every pod sees the whole GPU, taking turns) and **MPS** (the device plugin's ``m
 limited to 1/N of the SMs, ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` = 100/N; the fluid model with thread caps).
 
 The largest N is the largest for which every N' ≤ N meets every goal (a planner that recommends 5 where 3
-fails is no help). Its ConfigMap is the committed overlay's with ``replicas`` set to N (the same schema,
-read from ``manifests/``; there is no TimeSlicingConfig custom resource).
+fails is no help), and the answer names, per mode, the goal that breaks first (at N + 1: the pod furthest past its
+goal), so an operator knows which tenant the mix is sized by. Its ConfigMap is the committed overlay's with
+``replicas`` set to N (the same schema, read from ``manifests/``; there is no TimeSlicingConfig custom resource).
+On a GPU without a time-slice probe the question is asked under MPS only (its model needs no probe), and the
+answer says so.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import multiprocessing
 import os
 import re
@@ -30,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kts_helpers.errors import SpecError
+from kts_helpers.errors import RunError, SpecError
 from kts_helpers.plan.engine import (
     DEFAULT_REPLICATES,
     AloneProfile,
@@ -112,10 +116,18 @@ class CapacityAnswer:
     largest: dict[str, int]
     gpu_rule: str
     configmap: str = field(repr=False, default="")
+    # per mode asked: the goal that breaks first (the first N that misses, its pod furthest past its goal); "" where
+    # none breaks up to the largest N tried
+    breaks_first: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """The sharing modes asked (time-slicing needs the GPU's probe)."""
+        return tuple(m for m in OVERLAYS if m in self.largest)
 
     @property
     def best_mode(self) -> str:
-        return max(OVERLAYS, key=lambda m: (self.largest.get(m, 0), m == "timeslice"))
+        return max(self.modes, key=lambda m: (self.largest.get(m, 0), m == "timeslice"))
 
     @property
     def feasible(self) -> bool:
@@ -138,6 +150,7 @@ class CapacityAnswer:
         return {"mix": list(self.mix), "goals": [asdict(g) for g in self.goals],
                 "largest_n": dict(self.largest), "recommended_mode": self.best_mode if self.feasible else None,
                 "overlay": self.overlay if self.feasible else None, "recommendation": self.recommendation,
+                "breaks_first": {m: self.breaks_first.get(m) or None for m in self.modes},
                 "multi_context_rule": self.gpu_rule, "rows": [asdict(r) for r in self.rows],
                 "configmap": self.configmap}
 
@@ -152,7 +165,11 @@ class CapacityAnswer:
         lines.append("")
         lines += [f"goal {g.text()}" for g in self.goals]
         for mode in OVERLAYS:
-            lines.append(f"largest N meeting every goal under {mode}: {self.largest.get(mode, 0)}")
+            if mode not in self.largest:
+                lines.append(f"{mode}: not asked (no time-slice probe for this GPU: kts probe, or --probe)")
+                continue
+            lines.append(f"largest N meeting every goal under {mode}: {self.largest[mode]}")
+            lines.append(f"  breaks first under {mode}: {self.breaks_first.get(mode) or 'none up to the largest N tried'}")
         lines.append(f"recommended: {self.recommendation}; multi-context rule: {self.gpu_rule}")
         return "\n".join(lines)
 
@@ -213,6 +230,37 @@ def _meets(pred: Prediction, goal: Goal | None, slow: tuple[float, float, float]
         ok &= slow[0] <= goal.max_slow_share
         sure &= slow[2] <= goal.max_slow_share
     return ok, sure and ok
+
+
+def _past_goal(row: PodRow, goal: Goal | None) -> float:
+    """How far a pod's prediction lies past its goal, as a ratio (> 1: missed; the larger of its p99 over its SLO
+    and its slow share over the share allowed)."""
+    if goal is None:
+        return 0.0
+    out = 0.0
+    if goal.slo_ms is not None:
+        out = max(out, row.p99_ms / goal.slo_ms)
+    if goal.max_slow_share is not None:
+        out = max(out, row.slow_share / goal.max_slow_share if goal.max_slow_share > 0 else
+                  (math.inf if row.slow_share > 0 else 0.0))
+    return out
+
+
+def breaks_first(rows: Sequence[PodRow], mode: str, by_type: dict[str, Goal]) -> str:
+    """Which goal breaks first under ``mode``: at the smallest N with a missed goal, the pod furthest past its
+    goal, in words ("" where none is missed)."""
+    missed = [r for r in rows if r.mode == mode and not r.meets]
+    if not missed:
+        return ""
+    n = min(r.n for r in missed)
+    worst = max((r for r in missed if r.n == n), key=lambda r: _past_goal(r, by_type.get(r.workload)))
+    goal = by_type[worst.workload]
+    what = []
+    if goal.slo_ms is not None:
+        what.append(f"p99 {worst.p99_ms:.2f} ms [{worst.p99_lo:.2f}, {worst.p99_hi:.2f}] against {goal.slo_ms:g} ms")
+    if goal.max_slow_share is not None:
+        what.append(f"{worst.slow_share:.1%} of its iterations slow against at most {goal.max_slow_share:.1%}")
+    return f"{worst.workload}'s goal, at N = {n} ({worst.pod}: {'; '.join(what)})"
 
 
 def predict_all(scenarios: Sequence[Scenario], gpu: GpuModel, *, replicates: int, seed: int = 0,
@@ -345,10 +393,13 @@ def capacity(mix: Sequence[AloneProfile], goals: Sequence[Goal], gpu: GpuModel, 
         raise SpecError(f"max_n must be in 1..16, got {max_n}")
     by_type = {g.workload: g for g in goals}
     plan: list[tuple[str, int, Scenario]] = []
-    for mode in OVERLAYS:
+    modes = tuple(m for m in OVERLAYS if m != "timeslice" or gpu.has_probe)  # MPS needs no probe
+    for mode in modes:
         for n in range(1, max_n + 1):
             group = pods(mix, n)
-            sharing = "timeslice" if mode == "timeslice" or n == 1 else "mps-limited"
+            # one pod alone: its own GPU (as its alone run), time-slicing without a neighbour; under MPS without a
+            # probe, MPS without a neighbour, the same (the fluid model alone is the tenant's own run)
+            sharing = ("timeslice" if gpu.has_probe else "mps") if mode == "timeslice" or n == 1 else "mps-limited"
             cap = 100.0 / n
             group = tuple(replace(p, thread_pct=cap) for p in group) if sharing == "mps-limited" else group
             thresholds = {p.name: by_type[p.workload].slo_ms for p in group
@@ -377,9 +428,10 @@ def capacity(mix: Sequence[AloneProfile], goals: Sequence[Goal], gpu: GpuModel, 
         if all_ok and not failed.get(mode, False):
             largest[mode] = n
         failed[mode] = failed.get(mode, False) or not all_ok
-    for mode in OVERLAYS:
+    for mode in modes:
         largest.setdefault(mode, 0)
-    answer = CapacityAnswer(tuple(p.workload for p in mix), tuple(goals), tuple(rows), largest, gpu.multi_rule)
+    answer = CapacityAnswer(tuple(p.workload for p in mix), tuple(goals), tuple(rows), largest, gpu.multi_rule,
+                            breaks_first={m: breaks_first(rows, m, by_type) for m in modes})
     return replace(answer, configmap=device_plugin_configmap(answer.best_mode, answer.largest[answer.best_mode])
                    if answer.feasible else "")
 
@@ -418,6 +470,10 @@ def capacity_of_run(run_dir: Any, *, slo_ms: dict[str, float] | None = None, max
     (default: at most 5 % of iterations slower than the alone p99)."""
 
     inp = load_plan_input(run_dir)
+    if inp.gpu is None or not inp.gpu.has_probe:  # the report and the lesson ask both modes: the probe's GPUs only
+        who = inp.gpu_name or "the run's GPU"
+        raise RunError(f"no time-slice probe for {who}; the capacity question asks time-slicing too "
+                       "(kts plan --capacity answers MPS alone)")
     mix = mix_of(inp)
     share = max_slow_share if max_slow_share is not None or slo_ms else DEFAULT_SLOW_SHARE
     goals = parse_goals(slo_ms, share, [p.workload for p in mix])

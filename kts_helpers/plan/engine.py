@@ -57,7 +57,7 @@ from kts_helpers.analyse.probe import read_multi, read_probe
 from kts_helpers.errors import KtsError, RunError
 from kts_helpers.fsutil import atomic_write_json
 from kts_helpers.plan.draws import IterationDraws, PhaseShifted, of_iterations
-from kts_helpers.plan.mps import MpsTenant, simulate_mps
+from kts_helpers.plan.mps import MAX_WAIT_SHARE, MpsTenant, simulate_mps
 from kts_helpers.plan.multi import round_robin_holds
 from kts_helpers.plan.timeslice import Op, SimTenant, simulate
 from kts_helpers.plan.traits import (  # noqa: F401 - the documented fallbacks, re-exported (README, tests)
@@ -206,9 +206,24 @@ class GpuModel:
     # idle (the probe measures the slice a holder loses; the article reference shows no cost after idle: FFT
     # wall p50 0.536 ms shared against 0.560 ms alone). A bug fix, not a fit: see ``timeslice._run``.
     switch_after_idle: bool = False
+    gpu_name: str = ""  # where known: the GPU model it describes
+
+    @classmethod
+    def mps_only(cls, gpu_name: str) -> GpuModel:
+        """A GPU without a time-slice probe: enough for MPS, which has no slices to measure (its own entries of
+        :data:`GPU_BUSY_SHARE`); time-slicing asked of it is one clear error (:func:`simulate_once`)."""
+        nan = Estimate3(math.nan, math.nan, math.nan)
+        return cls(nan, nan, "", busy_share=dict(GPU_BUSY_SHARE.get(gpu_name, {})), gpu_name=gpu_name)
+
+    @property
+    def has_probe(self) -> bool:
+        """Whether a time-slice probe measured its quantum and switch (without one, MPS only)."""
+        return bool(self.source)
 
     @property
     def multi_rule(self) -> str:
+        if not self.has_probe:
+            return "none (no time-slice probe for this GPU: MPS only)"
         if not self.multi_source:
             return "round robin (no multi-context probe to check it)"
         if not self.multi_waits:
@@ -328,11 +343,15 @@ def gpu_model_for(run_dir: str | os.PathLike, probe: str | os.PathLike | None = 
 
 
 def gpu_model_for_name(gpu: str, probe: str | os.PathLike | None = None,
-                       multi: str | os.PathLike | None = None, *, loaded: str = "") -> GpuModel:
+                       multi: str | os.PathLike | None = None, *, loaded: str = "", mps_only: bool = False
+                       ) -> GpuModel:
     """The GPU model for a GPU model's name (a run's ``gpu_name``): the given probe(s), else the committed ones
-    (``loaded``: the run already open, skipped in the search)."""
+    (``loaded``: the run already open, skipped in the search). Without any probe: an error, or with ``mps_only``
+    the model MPS needs (:meth:`GpuModel.mps_only`)."""
     found_pair, found_multi = committed_probes(gpu, REFERENCE_ROOT, loaded) if gpu else ("", "")
     pair = str(probe) if probe else found_pair
+    if not pair and mps_only:
+        return GpuModel.mps_only(gpu)
     if not pair:
         who = gpu or "the run's GPU"
         raise RunError(f"no time-slice probe for {who} under {REFERENCE_ROOT}; "
@@ -440,14 +459,16 @@ def block_resample(n: int, rng: random.Random) -> list[int]:
     return out[:n]
 
 
-def _means(t: AloneProfile) -> tuple[float, float, float]:
-    """(its cycle, the mean GPU time of an operation (at least 1 ns), its mean gap after): what one simulated run
-    takes of a profile besides its draws, once per profile's iterations (``plan.draws.of_iterations``)."""
-    def compute() -> tuple[float, float, float]:
-        return (t.cycle_ms(), max(float(np.mean([op.kernel_ms for it in t.iterations for op in it])), 1e-6),
-                float(np.mean([op.gap_ms for it in t.iterations for op in it])))
+def _means(t: AloneProfile) -> tuple[float, float, float, float]:
+    """(its cycle, the mean GPU time of an operation (at least 1 ns), its mean gap after, its mean op wall): what
+    one simulated run takes of a profile besides its draws, once per profile's iterations (``plan.draws.of_iterations``)."""
+    def compute() -> tuple[float, float, float, float]:
+        ops = [op for it in t.iterations for op in it]
+        return (t.cycle_ms(), max(float(np.mean([op.kernel_ms for op in ops])), 1e-6),
+                float(np.mean([op.gap_ms for op in ops])),
+                max(float(np.mean([op.kernel_ms + op.overhead_ms for op in ops])), 1e-6))
 
-    return of_iterations(t.iterations, "means", compute)  # type: ignore[return-value]
+    return of_iterations(t.iterations, "means4", compute)  # type: ignore[return-value]
 
 
 def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, duration_ms: float | None = None,
@@ -463,13 +484,16 @@ def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, 
     rng = random.Random(seed)
     pools = [block_resample(len(t.iterations), rng) if vary else None for t in sc.tenants]
     draws = [t.drawer(random.Random(rng.random()), pool) for t, pool in zip(sc.tenants, pools, strict=True)]
-    cycles, mean_k, mean_gap = zip(*(_means(t) for t in sc.tenants), strict=True)
+    cycles, mean_k, mean_gap, mean_wall = zip(*(_means(t) for t in sc.tenants), strict=True)
     duration = duration_ms or 1.25 * max(n * c for n, c in zip(sc.n, cycles, strict=True)) + 50.0
     offsets = common_start(cycles, mean_k, random.Random(seed + 1))
     # how fast queued kernels run (this GPU's measured share, else the a-priori one): one value for both modes
     traits = [t.traits or fallback_traits(t.workload, gpu.busy_share) for t in sc.tenants]
     busy = [tr.busy_share for tr in traits]
     if sc.sharing == "timeslice":
+        if not gpu.has_probe:
+            raise RunError(f"no time-slice probe for {gpu.gpu_name or 'this GPU'}: time-slicing cannot be predicted "
+                           "(make one with: kts probe, or give one with --probe); MPS needs none")
         q = gpu.quantum_ms.draw(rng, 0.05) if vary else gpu.quantum_ms.value
         s = min(gpu.switch_ms.draw(rng, 0.0) if vary else gpu.switch_ms.value, 0.5 * q)
         if vary:  # one lock phase for every tenant: same-cadence tenants keep their common start's phase
@@ -483,10 +507,35 @@ def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, 
     caps = [t.thread_pct if sc.sharing == "mps-limited" else 100.0 for t in sc.tenants]
     # a launch-bound step claims SMs only while its kernels are in flight: its weight holds its busy share
     # the host-time term: only an op's GPU part runs at the fluid share's speed (``plan.traits``)
+    # the kernel-boundary queue at each kernel's length: its kernels per ms of its op meet the neighbours' kernels
+    # that fill the SMs (``plan.mps.kernel_waits``)
     tenants = [MpsTenant(t.name, k, g, weight=tr.mps_weight, thread_pct=c, sm_need=tr.sm_need,
-                         fills_gpu=tr.fills_gpu, busy_share=b, host_share=tr.host_share)
-               for t, k, g, c, b, tr in zip(sc.tenants, mean_k, mean_gap, caps, busy, traits, strict=True)]
+                         fills_gpu=tr.fills_gpu, busy_share=b, host_share=tr.host_share,
+                         kernel_rate=tr.kernels / w, blocking=tr.blocking)
+               for t, k, g, c, b, tr, w in zip(sc.tenants, mean_k, mean_gap, caps, busy, traits, mean_wall, strict=True)]
     return simulate_mps(tenants, duration, seed, draws=draws, ops=ops)  # random phases: see ``common_start``
+
+
+def unknown_waits(sc: Scenario) -> dict[str, float]:
+    """Per tenant, the factor by which its predicted wall's upper bounds grow under MPS where a neighbour's kernel
+    lengths are unknown (1: none is).
+
+    Why: the waits for the rest of a neighbour's kernel in flight (``plan.mps.kernel_waits``) need its kernel
+    lengths, which only a profile's kernel record holds (``workers/kts_profile.py`` version 2). A profile made before
+    it gives the op-level numbers only, and those bound the waits without saying them: they cost a tenant at most the
+    share of its time a neighbour's kernels can hold the SMs (``traits.TenantTraits.unknown_block_share``). The point
+    counts no such wait (the model these runs validated); the interval reaches up to the bound, 1 / (1 - share), so
+    the prediction states what it does not know rather than guessing it. Uncapped neighbours only (a thread cap
+    leaves SMs free); time-slicing does not read kernel lengths."""
+    out = {t.name: 1.0 for t in sc.tenants}
+    if sc.sharing not in ("mps", "mps-limited"):
+        return out
+    capped = {t.name: sc.sharing == "mps-limited" and t.thread_pct < 100.0 for t in sc.tenants}
+    for t in sc.tenants:
+        share = sum(o.traits.unknown_block_share for o in sc.tenants
+                    if o.name != t.name and o.traits is not None and not capped[o.name])
+        out[t.name] = 1.0 / (1.0 - min(share, MAX_WAIT_SHARE))
+    return out
 
 
 def prediction_interval(values: np.ndarray, level: float = LEVEL, *, log: bool = True) -> tuple[float, float]:
@@ -593,6 +642,7 @@ def summarize(sc: Scenario, stats: Sequence[ReplicateStats]) -> list[Prediction]
         for key, values in rep.items():
             per.setdefault(key, []).append(values)
     out = []
+    unknown = unknown_waits(sc)
     for t, n in zip(sc.tenants, sc.n, strict=True):
         thr = sc.thresholds_ms.get(t.name)
         for phase in t.phases:
@@ -606,6 +656,8 @@ def summarize(sc: Scenario, stats: Sequence[ReplicateStats]) -> list[Prediction]
                 sd50, sd99 = t.drift_of(phase)
                 p50_lo, p50_hi = widened(float(med[0]), p50_lo, p50_hi, sd50)
                 p99_lo, p99_hi = widened(float(med[1]), p99_lo, p99_hi, sd99)
+                if metric == "wall":  # its neighbours' kernel lengths unknown: as slow as they can make it
+                    p50_hi, p99_hi = p50_hi * unknown[t.name], p99_hi * unknown[t.name]
                 share_lo, share_hi = prediction_interval(finite[:, 2], log=False)
                 threshold = thr if thr is not None else float(np.quantile(t.column("wall_ms", phase), 0.99))
                 out.append(Prediction(sc.name, t.name, t.workload, metric, phase, sc.sharing, int(n),

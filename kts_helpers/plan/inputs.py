@@ -57,16 +57,38 @@ class PlanInput:
     def fallbacks(self) -> list[str]:
         """One line per tenant type whose traits are not measured (no profile in its alone run)."""
         out = []
+        # a block without a profile whose tenant has a profiled block (the warm design's plain alone blocks, without
+        # the MPS server) predicts nothing: the profiled blocks do
+        profiled = {tenant for (_s, tenant), p in self.alone.items() if p.traits is not None}
         for (scenario, tenant), p in self.alone.items():
-            if p.traits is None:
+            if p.traits is None and tenant not in profiled:
                 out.append(f"{tenant} ({scenario}): no profile in its alone run; the documented fallbacks for "
                            f"{p.workload!r} apply (plan.traits)")
         return out
 
     def notes(self) -> list[str]:
-        """What the planner left out of the run: alone blocks that never completed."""
-        return [f"{name}: never recorded (the run was interrupted); its tenants are predicted from their alone "
-                f"blocks that did" for name in self.unfinished]
+        """What the planner left out of the run: alone blocks that never completed, time-slicing where no probe of
+        its GPU exists, and the kernel lengths a profile did not record."""
+        out = [f"{name}: never recorded (the run was interrupted); its tenants are predicted from their alone "
+               f"blocks that did" for name in self.unfinished]
+        if self.gpu is not None and not self.gpu.has_probe:
+            out.append(f"no time-slice probe for {self.gpu_name or 'this GPU'}: MPS only (time-slicing needs one: "
+                       "kts probe, or --probe)")
+        uncapped = any(s.kind == "shared" and s.sharing == "mps" for s in self.manifest.scenarios)
+        return out + (self.kernel_notes() if uncapped else [])  # a thread cap leaves SMs free: no wait to bound
+
+    def kernel_notes(self) -> list[str]:
+        """One line per tenant whose profile lacks the kernel-level record (made before ``kts_profile`` version 2):
+        under MPS how long its kernels hold the SMs is unknown, and its neighbours' intervals are widened to the most
+        they can lose to it (``plan.engine.unknown_waits``), not guessed."""
+        seen: dict[str, float] = {}
+        for (_scenario, tenant), p in self.alone.items():
+            if p.traits is not None and p.traits.unknown_block_share > 0:
+                seen.setdefault(tenant, p.traits.unknown_block_share)
+        return [f"{tenant}: its profile has no kernel-level record (kts_profile before version 2), so under MPS how "
+                f"long its kernels hold the SMs is unknown; its neighbours' predicted walls reach up to its bound "
+                f"(its kernels holding the SMs up to {share:.0%} of the time), not a guess"
+                for tenant, share in seen.items()]
 
     def profile_warnings(self) -> list[str]:
         """Alone blocks whose timed iterations may carry their profile (``analyse.profiles.profile_warnings``)."""
@@ -91,7 +113,7 @@ def load_plan_input(run_dir: str | os.PathLike, probe: str | os.PathLike | None 
                 alone[(s.name, t.name)] = profile_from_log(run.log_path(s.name, t.name), t.name, t.workload)
     alone = with_host_drift(alone, bracketed=is_bracketed(m))
     # not skipping the run itself: a probe run plans against itself, and one cached search serves every run
-    model = gpu_model_for_name(name, probe, multi) if gpu else None
+    model = gpu_model_for_name(name, probe, multi, mps_only=True) if gpu else None
     return PlanInput(run.run_id, str(run.path), m, name, alone, model, tuple(unfinished))
 
 

@@ -33,6 +33,19 @@ after it wakes: 8.0 ms every 100 ms, 5.4 every 60, 3.4 every 40, 6.6 every 80 ms
 boundary of the 21.6 ms kernels; back-to-back LLM decode steps each wait one whole GEMM kernel, 21.5 ms, while a
 prefill after a 20 ms sleep waits only the rest of one and keeps its alone wall). Fillers share SMs among
 themselves, the others among themselves; a capped filler leaves SMs free and queues no one.
+
+The kernel-boundary queue at the kernel's own length (``blocking``, issue 51): that queue is exact where an op is
+one kernel. A training step is ~1000 kernels of a few to a few hundred us, and a kernel of another client that
+arrives while one of them fills the SMs waits the *rest of that kernel*, not the step. Each tenant's kernels that
+fill the SMs (``blocking``: (length d, how many per ms of its op), from its profile's kernel record) cost a
+neighbour that launches ``kernel_rate`` kernels per ms of its own op the time from its first kernel's arrival in one
+of them to that kernel's end: d - (1 - exp(-rate d)) / rate (the mean rest d / 2 of each arrival where arrivals
+are rare against d; at most d, the whole kernel, where they are dense: the later ones queue behind the first in
+its stream). Summed over the neighbours in flight (uncapped: a thread cap leaves SMs free) that is a share W of the
+time in which the tenant's op makes no progress: its op takes 1 / (1 - W) longer (:func:`kernel_waits`). On its
+op's critical path, like the GPU part of the host-time term below (the op is its host part plus its GPU part): the
+waits are GPU time. Where a neighbour's kernel lengths are unknown (a profile without the record) the engine widens
+the prediction interval instead (``plan.engine.unknown_waits``).
 """
 
 from __future__ import annotations
@@ -96,11 +109,37 @@ class MpsTenant:
     fills_gpu: bool = False
     busy_share: float = 1.0
     host_share: float = 0.0
+    kernel_rate: float = 0.0  # kernels it launches per ms of its op: how often it meets a neighbour's kernel
+    blocking: tuple[tuple[float, float], ...] = ()  # its kernels that fill the SMs: (ms, how many per ms of its op)
 
 
 MPS_TENANT_RULES = (*TENANT_RULES, ("weight", lambda v: v > 0, "> 0"),
                     ("thread_pct", lambda v: 0 < v <= 100, "in (0, 100]"), ("sm_need", lambda v: 0 < v <= 1, "in (0, 1]"),
-                    ("busy_share", lambda v: 0 < v <= 1, "in (0, 1]"), ("host_share", lambda v: 0 <= v < 1, "in [0, 1)"))
+                    ("busy_share", lambda v: 0 < v <= 1, "in (0, 1]"), ("host_share", lambda v: 0 <= v < 1, "in [0, 1)"),
+                    ("kernel_rate", lambda v: v >= 0, ">= 0"))
+# A tenant loses at most this share of its time to its neighbours' kernels (several neighbours that each hold the
+# SMs most of the time: the sum of their shares can pass 1, their kernels cannot all run at once)
+MAX_WAIT_SHARE = 0.9
+
+
+def kernel_wait(length_ms: float, per_ms: float, kernel_rate: float) -> float:
+    """The share of a tenant's time lost behind a neighbour's kernels of ``length_ms`` that fill the SMs,
+    ``per_ms`` of them per ms, when it launches ``kernel_rate`` kernels per ms: each costs it the time from its
+    first arrival in that kernel to the kernel's end, d - (1 - exp(-rate d)) / rate (Poisson arrivals)."""
+    if kernel_rate <= 0.0 or per_ms <= 0.0:
+        return 0.0
+    x = kernel_rate * length_ms
+    lost = length_ms + math.expm1(-x) / kernel_rate if x > 1e-6 else 0.5 * kernel_rate * length_ms * length_ms
+    return per_ms * lost
+
+
+def kernel_waits(tenants: Sequence[MpsTenant], caps: Sequence[float], i: int, running: Sequence[int]) -> float:
+    """The share of tenant ``i``'s time spent waiting for the rest of a neighbour's kernel in flight (the module's
+    docstring): over its uncapped neighbours in ``running``, at most :data:`MAX_WAIT_SHARE`."""
+    rate = tenants[i].kernel_rate
+    w = sum(kernel_wait(d, per_ms, rate) for j in running if j != i and caps[j] >= 1.0
+            for d, per_ms in tenants[j].blocking)
+    return min(w, MAX_WAIT_SHARE)
 
 
 def op_rate(gpu_rate: float, host_share: float) -> float:
@@ -114,6 +153,9 @@ def op_rate(gpu_rate: float, host_share: float) -> float:
 def check_tenants(tenants: Sequence[MpsTenant], duration_ms: float) -> list[MpsTenant]:
     """The tenants as a list, or a SimError naming the first invalid parameter."""
     tenants = checked_tenants(tenants, MpsTenant, "simulate_mps", MPS_TENANT_RULES)
+    for t in tenants:
+        if not all(math.isfinite(d) and d > 0 and math.isfinite(k) and k >= 0 for d, k in t.blocking):
+            raise SimError(f"tenant {t.name!r}: blocking must be (length ms > 0, per ms >= 0) pairs, got {t.blocking}")
     if not (math.isfinite(duration_ms) and duration_ms > 0):
         raise SimError(f"duration_ms must be > 0, got {duration_ms}")
     return tenants
@@ -141,7 +183,8 @@ def shares(weights: Sequence[float], caps: Sequence[float]) -> list[float]:
 def running_rates(tenants: Sequence[MpsTenant], caps: Sequence[float], fillers: set[int],
                   running: tuple[int, ...]) -> dict[int, float]:
     """How fast each running tenant's op progresses (``running``: those with a kernel in flight, not queued behind a
-    filler): the fluid shares (:func:`shares`), its SM need and its host time (:func:`op_rate`)."""
+    filler): the fluid shares (:func:`shares`), its SM need and its host time (:func:`op_rate`), less the time it
+    waits for the rest of its neighbours' kernels that fill the SMs (:func:`kernel_waits`)."""
     out: dict[int, float] = {}
     # fillers and the others do not share SMs (one waits for the other's boundary): two fluid pools
     for group in ((tuple(i for i in running if i in fillers), tuple(i for i in running if i not in fillers))
@@ -153,6 +196,9 @@ def running_rates(tenants: Sequence[MpsTenant], caps: Sequence[float], fillers: 
             if h > 0.0:  # its GPU part: its kernels in flight, claiming as such against the others' average
                 got[k] = shares([w / (1.0 - h) if j == k else w for j, w in enumerate(weights)], group_caps)[k]
             out[i] = op_rate(min(1.0, got[k] / tenants[i].sm_need), h)
+    if any(t.blocking for t in tenants):
+        for i in running:
+            out[i] *= 1.0 - kernel_waits(tenants, caps, i, running)
     return out
 
 
@@ -267,7 +313,8 @@ def _compiled_ops(tenants: Sequence[MpsTenant], loops: Any, ahead: tuple[OpArray
     n = len(tenants)
     is_filler = np.array([i in fillers for i in range(n)], np.bool_)
     busy = np.array([t.busy_share for t in tenants], float)
-    key = tuple((t.weight, c, t.sm_need, t.host_share, i in fillers) for i, (t, c) in enumerate(zip(tenants, caps, strict=True)))
+    key = tuple((t.weight, c, t.sm_need, t.host_share, i in fillers, t.kernel_rate, t.blocking)
+                for i, (t, c) in enumerate(zip(tenants, caps, strict=True)))
     if key not in _RATES:  # what the rates depend on: every replicate of a scenario shares them
         if len(_RATES) >= 64:
             _RATES.clear()

@@ -15,8 +15,19 @@ the profile its alone run recorded (``workers/kts_profile.py``, in the baseline 
   reaches its alone speed;
 * ``mps_weight``: its claim on the SMs next to a neighbour that claims them all (weight 1): ``sm_need x
   busy_share``;
-* ``fills_gpu``: at least half its kernel time in kernels of two or more waves, and busy at least half the op
-  (cuBLAS' large GEMMs): uncapped under MPS, a neighbour's kernel waits for its kernel boundary.
+* ``fills_gpu``: an op of **one** kernel (``kernels`` 1: the op is the kernel, cuBLAS' large GEMMs) that fills the
+  SMs with at least half its time, busy at least half the op: uncapped under MPS, a neighbour's kernel waits for
+  its op's end, simulated exactly (``plan.mps``'s kernel-boundary queue). An op of many kernels is no such filler;
+* ``blocking`` (issue 51): its kernels that fill the SMs, as a neighbour under MPS meets them -- (length, how many
+  per ms of its op) per length bin of its profile's kernel record (``workers/kts_profile.kernel_record``: the
+  kernels of at least one wave leave no SM room for another client's block). A neighbour's kernel that arrives
+  during one waits the rest of it (``plan.mps.kernel_waits``), not the op. Why: a training step is ~1000 kernels of
+  a few to a few hundred us; taken as one filler kernel of the step's length, a serving decode next to ViT-B/16's
+  step waited a whole step per op and was predicted 3x too slow on the H100 (issue 51's table);
+* ``kernel_record``: whether the profile held that record (True), lacked it (False: every profile made before
+  ``kts_profile`` version 2, or one whose Kineto fields could not be read) -- then how long its kernels hold the
+  SMs is unknown, the prediction says so and widens its neighbours' intervals up to the bound its op-level numbers
+  allow (``unknown_block_share``), and guesses nothing -- or None (no profile).
 
 These rules are stated, not fitted: the first real-model batch was measured before they were written and scored
 once after (``plan.validation``, its own block). A run without profiles (the committed fft/gemm/llm references,
@@ -93,7 +104,8 @@ GPU_BUSY_SHARE = {"NVIDIA H200": {"fft": 0.6}}
 
 # The documented fallbacks: the only constants of plan/ keyed by workload name (a test holds this list).
 FALLBACK_CONSTANTS = ("MPS_WEIGHTS", "SM_NEED", "FILLS_GPU", "KERNELS_PER_OP", "BUSY_SHARE", "GPU_BUSY_SHARE")
-FILL_SHARE = 0.5  # ``fills_gpu``: this share of kernel time in kernels of >= 2 waves (workers/kts_profile.FILL_WAVES)
+FILL_SHARE = 0.5  # ``fills_gpu``: this share of kernel time in kernels of >= 2 waves (workers/kts_profile.FILL_WAVES;
+# with a kernel record, of >= 1 wave: the record's own ``full_share``) ...
 BUSY_FILLS = 0.5  # ... and busy at least this share of the op
 MIN_BUSY = 0.01  # a share below this is a profile that saw almost nothing; it is held here
 # The host's drift between processes, log-sd per unit of host share, (p50, p99): the four llama-decode baselines of
@@ -114,12 +126,25 @@ class TenantTraits:
     sm_need: float = 1.0
     fills_gpu: bool = False
     source: str = "generic"  # "profile", "fallback" (the documented constants) or "generic"
+    # its kernels that fill the SMs: (length ms, how many per ms of its op at its alone pace), from the kernel record
+    blocking: tuple[tuple[float, float], ...] = ()
+    kernel_record: bool | None = None  # the profile held the kernel-level record (None: no profile)
 
     @property
     def host_share(self) -> float:
         """The op's share that is host time, which no GPU neighbour slows: measured (1 - busy share) for a
         profiled tenant; 0 without a profile (no measured split: the fallbacks' validated behaviour)."""
         return 1.0 - self.busy_share if self.source == "profile" else 0.0
+
+    @property
+    def unknown_block_share(self) -> float:
+        """Where its kernel lengths are unknown (a profile of many kernels per op without the kernel record): the
+        most of a neighbour's time its kernels can hold the SMs -- its busy share times its SM share (a kernel fills
+        the SMs only if its grid has a block for each: ``sm_need`` is the kernel-time-weighted min(1, blocks / SMs),
+        at least the share of its kernel time in kernels that fill them), which is its MPS weight. 0 where known."""
+        if self.kernel_record is not False or self.kernels <= 1 or self.fills_gpu:
+            return 0.0
+        return self.mps_weight
 
 
 def fallback_traits(workload: str, gpu_busy_share: Mapping[str, float] | None = None) -> TenantTraits:
@@ -151,14 +176,50 @@ def traits_from_profile(profile: Mapping[str, Any], alone_wall_p50: Mapping[str,
                 if v.get("sm_share") is not None]
     kt = sum(w for _, w in weighted)
     sm_need = sum(s * w for s, w in weighted) / kt if kt > 0 else 1.0
-    fills = [(float(v["fill_share"]), float(v.get("busy_ms") or 0.0) * calls[ph]) for ph, v in phases.items()
-             if v.get("fill_share") is not None]
-    ft = sum(w for _, w in fills)
-    fill_share = sum(f * w for f, w in fills) / ft if ft > 0 else 0.0
+    blocking, full_share = kernel_blocking(phases, alone_wall_p50)
+    if full_share is None:  # no kernel record: the op-level share of >= 2-wave kernels, as before the record
+        fills = [(float(v["fill_share"]), float(v.get("busy_ms") or 0.0) * calls[ph]) for ph, v in phases.items()
+                 if v.get("fill_share") is not None]
+        ft = sum(w for _, w in fills)
+        full_share = sum(f * w for f, w in fills) / ft if ft > 0 else 0.0
     sm_need = min(max(sm_need, 0.01), 1.0)
-    return TenantTraits(kernels=max(1, round(kernels)), busy_share=busy_share, mps_weight=sm_need * busy_share,
-                        sm_need=sm_need, fills_gpu=fill_share >= FILL_SHARE and busy_share >= BUSY_FILLS,
-                        source="profile")
+    n = max(1, round(kernels))
+    # an op of one kernel that fills the SMs queues its neighbours at its end (simulated exactly); an op of many
+    # kernels holds the SMs one kernel at a time (``blocking``)
+    fills_gpu = n == 1 and full_share >= FILL_SHARE and busy_share >= BUSY_FILLS
+    return TenantTraits(kernels=n, busy_share=busy_share, mps_weight=sm_need * busy_share, sm_need=sm_need,
+                        fills_gpu=fills_gpu, source="profile",
+                        blocking=() if fills_gpu or blocking is None else blocking,
+                        kernel_record=blocking is not None)
+
+
+def kernel_blocking(phases: Mapping[str, Mapping[str, Any]], alone_wall_p50: Mapping[str, float]
+                    ) -> tuple[tuple[tuple[float, float], ...] | None, float | None]:
+    """(its kernels that fill the SMs as (length ms, how many per ms of its op), the share of its kernel time in
+    them) from each phase's kernel record; (None, None) where a phase lacks the record or a bin its fill.
+
+    Per log2 length bin of the record's ``hist`` ([upper ms, n, total ms, occupancy, full share]): n x full share
+    kernels (the bin's time share in kernels of >= 1 wave; within one bin, whose lengths differ by at most 2x, the
+    count share) of the bin's mean length, over the op time the profiled calls take at the *timed* alone pace (the
+    phase's calls x its timed alone wall p50; the profiler slows the host, not the kernels)."""
+    time = sum(float(v["calls"]) * float(alone_wall_p50[ph]) for ph, v in phases.items())
+    out: list[tuple[float, float]] = []
+    full = total = 0.0
+    for v in phases.values():
+        record = v.get("kernels")
+        if not isinstance(record, Mapping) or not isinstance(record.get("hist"), list) or time <= 0:
+            return None, None
+        for row in record["hist"]:
+            _upper, n, ms, _occ, share = row
+            if not n:
+                continue
+            if share is None:  # a bin whose kernels' waves the trace could not say: not known, not guessed
+                return None, None
+            total += float(ms)
+            full += float(ms) * float(share)
+            if share > 0 and ms > 0:
+                out.append((float(ms) / float(n), float(n) * float(share) / time))
+    return tuple(out), (full / total if total > 0 else 0.0)
 
 
 def host_drift(blocks: Sequence[Mapping[str, tuple[float, float]]], host_share: float

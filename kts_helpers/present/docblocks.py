@@ -12,7 +12,7 @@ command. The blocks sit between ``<!-- KIND[:ARG]:start -->`` and ``<!-- KIND[:A
   it in ``EXAMPLE_RUNS`` (the current design first), its one line and its derivation;
 * ``verdict-forms`` -- the forms a verdict's line takes (``FORMS``), each with a committed run's own line;
 * ``reference-summary`` -- a results page's one-screen summary: each run with a table there, its design, its verdicts;
-* ``holm-example`` -- the report's family correction on the headline run, step by step (``verdictline.holm_rows``).
+* ``holm-example`` -- the report's family correction on the headline run, step by step (``verdictline.family_steps``).
 """
 
 from __future__ import annotations
@@ -53,8 +53,9 @@ def headline_markdown() -> str:
             f"runs on a GPU:\n\n{reference_markdown(run)}")
 
 
-def _shared_verdicts(run: str) -> list[tuple[str, str, V.Verdict]]:
-    """(label, clock, verdict) of every shared row of a committed run with a verdict, wall before device."""
+def _shared_rows(run: str) -> list[tuple[str, str, tuple[object, str], V.Verdict]]:
+    """(label, clock, (question, clock), verdict) of every shared row of a committed run with a verdict, wall before
+    device; the question as the report's family keys it (``intervals.questions``)."""
     _, table = analysed(REFERENCE_ROOT / run)
     if table is None:
         return []
@@ -65,8 +66,14 @@ def _shared_verdicts(run: str) -> list[tuple[str, str, V.Verdict]]:
             if r.get("verdict") is not None:
                 where = "" if r["group"] in ("shared", f"shared-{r['sharing']}") else f" · {r['group']}"
                 label = f"{series_label(r['tenant'], r['phase'])}{where} ({r['sharing']})"
-                out.append((label, metric, r["verdict"]))
+                question = (r["group"], r["sharing"], r["tenant"], r["phase"])
+                out.append((label, metric, (question, metric), r["verdict"]))
     return out
+
+
+def _shared_verdicts(run: str) -> list[tuple[str, str, V.Verdict]]:
+    """(label, clock, verdict) of every shared row of a committed run with a verdict, wall before device."""
+    return [(label, metric, v) for label, metric, _, v in _shared_rows(run)]
 
 
 def verdict_example(word_slug: str) -> str:
@@ -80,7 +87,7 @@ def verdict_example(word_slug: str) -> str:
     if not found:
         return f"*Example*: none of the committed runs the page draws on reads *{word}* now."
     # an inconclusive verdict whose tests ran (not one with too few samples to test) is what a reader meets most
-    run, label, metric, v = min(found, key=lambda f: (f[3].exceedance is None, f[3].rule != "nothing decides"))
+    run, label, metric, v = min(found, key=lambda f: (not f[3].p_tests, f[3].rule != "nothing decides"))
     return (f"*Example*, from `{run}` ({design_name(REFERENCE_ROOT / run)}): **{label}** by {metric} time reads "
             f"**{word}**, decided by {verdictline.decided_by(v)}.\n\n"
             f"<details markdown=\"1\"><summary>Why</summary>\n\n{verdictline.why(v)}\n\n</details>")
@@ -95,6 +102,8 @@ FORMS = (
      "the shared blocks' mean log median against the alone blocks', its 95 % interval from the drift between blocks "
      "(or the [prior](#the-prior) where one alone block measures none)"),
     ("DF", "the [DF test](#df-the-degradation-factor)", "shared p99 / alone p99 and its interval, widened by the drift"),
+    ("collided median", "the [collided median test](#the-same-moment-contrast)",
+     "the collided launches' median against the same blocks' clear launches', with its 95 % interval"),
     ("collided", "the [collided test](#the-same-moment-contrast)",
      "launches that found a neighbour's operation in flight, and how many were slower than the p99 of the same "
      "blocks' launches that found the GPU free"),
@@ -121,7 +130,7 @@ def _form(v: V.Verdict) -> str | None:
         return "no change, blocks" if v.blocks is not None else None
     if v.rule == "the estimands disagree":
         return "disagree"
-    if v.exceedance is None:
+    if not v.p_tests:
         return None
     return "inconclusive, blocks" if v.blocks is not None else "inconclusive"
 
@@ -146,25 +155,29 @@ def _g(v: float, digits: int = 3) -> str:
 
 
 def holm_markdown(run: str = HEADLINE_RUN) -> str:
-    """The headline run's family correction, each side in a table a reader can redo by hand, then the decided
-    verdicts' adjusted p-values as their derivations print them."""
-    verdicts = [(f"{label}, {metric}", v) for label, metric, v in _shared_verdicts(run)]
-    fam = [v for _, v in verdicts if v.exceedance is not None]
-    out = [f"From `{run}`: {len(fam)} verdicts in the family (its tenants × clocks), each side corrected apart."]
+    """The headline run's family correction, each side in a table a reader can redo by hand (``family_steps``), then
+    the decided verdicts' adjusted p-values as their derivations print them."""
+    rows = [(f"{label}, {metric}", q, v) for label, metric, q, v in _shared_rows(run)]
+    fam = [v for _, _, v in rows if v.p_tests]
+    out = [f"From `{run}`: {len(fam)} verdicts in the family (its tenants × clocks), each side corrected apart. Each "
+           "tenant's wall clock is a primary, its device clock a secondary: the primaries start with equal shares of "
+           "the level, a wall clock set aside passes its share to its own device clock, a device clock set aside "
+           "passes its share on to the other tenants' wall clocks."]
     for slower in (True, False):
-        rows = verdictline.holm_rows(verdicts, slower=slower)
+        steps = verdictline.family_steps(rows, slower=slower)
         out += ["", f"**{'Slower' if slower else 'Faster'}** (each verdict's strongest test for a "
                     f"{'slowdown' if slower else 'speed-up'}):", "",
-                "| rank | verdict | strongest test | its p | its weight | p ÷ weight | × | Holm p |",
-                "|---|---|---|---|---|---|---|---|"]
-        out += [f"| {r.rank} | {r.label} | {r.test} | {_g(r.p)} | {r.weight:g} | {_g(r.p_verdict)} | {r.times} "
-                f"| {_g(r.holm, 2)} |" for r in rows]
-    decided = [(label, v) for label, v in verdicts if v.decided and v.reading != V.no_change(v.margin)]
+                "| step | verdict | clock | strongest test | its p | its weight | p ÷ weight | share of the level "
+                "| family p |", "|---|---|---|---|---|---|---|---|---|"]
+        out += [f"| {r.step} | {r.label} | {'primary' if r.primary else 'secondary'} | {r.test} | {_g(r.p)} | "
+                f"{r.weight:g} | {_g(r.p_verdict)} | {r.share:.3g} | {_g(r.adjusted, 2)} |" for r in steps]
+    decided = [(label, v) for label, _, v in rows if v.decided and v.reading != V.no_change(v.margin)]
     if decided:
-        out += ["", "The decided verdicts print their Holm p: " + "; ".join(
-            f"{label}, *{v.reading}*: \"Holm over {v.family} verdicts: p = "
-            f"{_g(v.p_slower_adjusted if v.reading in V.slower_readings(v.margin) else v.p_faster_adjusted, 2)}\""
-            for label, v in decided) + "."]
+        out += ["", "The family p is (p ÷ weight) ÷ share, never below the step before (at most 1). The decided "
+                    "verdicts print theirs: " + "; ".join(
+                        f"{label}, *{v.reading}*: \"the report's family of {v.family} verdicts, wall clock first: p = "
+                        f"{_g(v.p_slower_adjusted if v.reading in V.slower_readings(v.margin) else v.p_faster_adjusted, 2)}"
+                        f"\"" for label, v in decided) + "."]
     return "\n".join(out)
 
 

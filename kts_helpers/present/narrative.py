@@ -13,11 +13,11 @@ from typing import Any
 
 import pandas as pd
 
+from kts_helpers.analyse.blockseq import LOOKS, nominal_alphas
 from kts_helpers.analyse.coverage import committed_p99_coverage
 from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.load import RunData
-from kts_helpers.analyse.prior import PRIORS
-from kts_helpers.analyse.rules import MIN_CORUNNING, SAMPLE_SIZE_RULE, series_label
+from kts_helpers.analyse.rules import MIN_CORUNNING, SAMPLE_SIZE_RULE
 from kts_helpers.analyse.summary import shared_pairs
 from kts_helpers.analyse.verdict import (
     DEFAULT_MARGIN,
@@ -83,7 +83,8 @@ def summary_paragraph(data: RunData, table: pd.DataFrame) -> str:
     if data.on_gpu:
         lead = (f"{n_tenants} tenants shared one GPU by time-slicing. The headline factor uses wall time (launch to "
                 "completion), because that is what a caller waits for; device time is shown next to it because it "
-                "misses the time a kernel waits for another context's time-slice.")
+                "misses the time a kernel waits for another context's time-slice. Device time is the GPU's time in "
+                "the state the GPU was in, so a neighbour that keeps the GPU warm can shorten it.")
     else:
         lead = cpu_lead(data, n_tenants)
     if not sentences:
@@ -99,19 +100,6 @@ def _verdict_words(row: pd.Series) -> str:
         return f", verdict *{esc(v.reading)}* ({esc(verdictline.decided_by(v))})"
     reading = row.get("reading")
     return f" ({esc(reading)})" if isinstance(reading, str) else ""
-
-
-def verdict_whys(table: pd.DataFrame, metric: str = "wall") -> str:
-    """Under a headline table: each shared row's verdict derivation (``verdictline.why``), folded in a
-    ``<details>`` element, so the table reads in one line per verdict and the why is one click away."""
-    items = [f"<li><b>{esc(series_label(r['tenant'], r['phase']))}</b> ({esc(r['group'])}, {esc(metric)} time): "
-             f"{esc(verdictline.why(r['verdict']))}</li>"
-             for _, r in table[(table["metric"] == metric) & (table["kind"] == "shared")].iterrows()
-             if r.get("verdict") is not None]
-    if not items:
-        return ""
-    return ("<details><summary>Why: how each verdict above was decided (every test, its weight, Holm, the drift)"
-            "</summary><ul>" + "".join(items) + "</ul></details>")
 
 
 def cpu_lead(data: RunData, n_tenants: int) -> str:
@@ -288,6 +276,8 @@ def verdict_rule_text(margin: float = DEFAULT_MARGIN) -> str:
     blocks = WEIGHTS_BY_DESIGN["blocks"]
     bracketed = WEIGHTS_BY_DESIGN["bracketed"]
     one = WEIGHTS_BY_DESIGN["one block, timestamps"]
+    schedule = LOOKS
+    alphas = nominal_alphas(tuple(schedule), 0.025)
 
     def pct(v: float) -> str:
         return f"{100 * v:g} %"
@@ -295,30 +285,42 @@ def verdict_rule_text(margin: float = DEFAULT_MARGIN) -> str:
     return (f"**Verdicts.** One per tenant and clock, from tests that share its one-sided 2.5 % by weight "
             f"(Bonferroni), the weights following what the design can measure, and all carry the drift between "
             f"moments. *Many blocks* (the warm design: alone and shared blocks alternating): each shared block's "
-            f"median against its neighbouring alone blocks, by a regression on a time trend and by the local "
-            f"pairing ({pct(blocks['level'])} of the level), the tail's shape per block (log p95 / p50, the blocks' "
-            f"scatter its between-block term: {pct(blocks['block tail'])}), the pooled tail, DF and the same-moment "
-            f"control the rest. *Bracketed* (3 alone, 2 shared blocks): DF widened by the drift between blocks "
-            f"({pct(bracketed['DF'])}), the blocks' medians ({pct(bracketed['level'])}), the tail's shape (each block "
-            f"scaled to its median, slower than the alone p99 more often: {pct(bracketed['tail'])}, p ≤ "
-            f"{exceedance_alpha():g}) and the same-moment control ({pct(bracketed['collided'])}). *One alone block* "
-            f"(foreign logs, fresh runs): nothing measures the drift, so DF and the medians carry a prior allowance "
-            f"by tenant kind (GPU-bound {pct(PRIORS['gpu'].sd)}, host-bound {pct(PRIOR_DRIFT_SD)} per block); with "
-            f"the neighbours' timestamps the launches that found a neighbour's operation in flight against the same "
-            f"block's clear ones -- drift-free -- get {pct(one['collided'])} (p ≤ "
-            f"{collided_alpha(design='one block, timestamps'):g}). A decided slowdown reads *degraded* when its size -- "
-            f"DF, or the medians' ratio where the medians decided and moved further -- is at least 1 + {margin:g}, a "
-            f"smaller one *{small_slower(margin)}*; the mirror images read *faster when shared* and "
-            f"*{small_faster(margin)}*; evidence both ways reads *inconclusive*. Each table gives the number that "
-            f"decided (*decided by*). *{no_change(margin)}* when two "
-            f"one-sided tests put the shared p99 (tail shares, drift allowed for) -- or, with many blocks, the "
-            f"block-paired median with no change in the tail's shape -- within ±{100 * margin:g} % of alone; a run "
-            f"of one alone block seldom can. The report's verdicts are one family: Holm's step-down over tenants x "
-            f"scenarios x clocks, so a report with no effect shows a false slowdown in at most 2.5 % of runs; the "
-            f"further tables quote these words. Below {MIN_CORUNNING} co-running samples DF is not "
-            f"read and the tail tests decide at a quarter of their weight; below {EXCEEDANCE_MIN_N} nothing decides. "
-            "Its false alarms and power are measured on the kit's generators, with drift (*Statistics* in the kit's "
-            f"documentation; `make bench`). What each word means, with an example: [Reading a verdict]({VERDICT_PAGE}).")
+            f"median against its neighbouring alone blocks, by a regression on the blocks' instants and by the local "
+            f"pairing ({pct(blocks['level'])} of the level); where the workers probed the host, each block's median "
+            f"host probe enters both as a covariate (the effect then sharing's at equal host speed; the words name "
+            f"the slope), unless the probe's balance check finds that sharing moved it -- then nothing is adjusted "
+            f"and the host's part is reported apart; the tail's shape per block (log p95 / p50 in one window of the "
+            f"shortest block's length, the blocks' scatter its between-block term: {pct(blocks['block tail'])}), the "
+            f"pooled tail, DF and the same-moment control (the collided launches' tail and median) the rest. "
+            f"*blocks=auto* (the default): the verdicts are read after {schedule[0]} shared blocks and every "
+            f"{schedule[1] - schedule[0]} more, at most {schedule[-1]}, each look at its own level (alpha spending "
+            f"alpha t: {', '.join(f'{100 * a:.2g} %' for a in alphas)} one-sided), and the run stops once every "
+            f"verdict has decided or its budget ends (1.5x the first look's time); the report reads the look that "
+            f"stopped it, each sharing mode at its share of the level. *Bracketed* (3 alone, 2 shared blocks): DF "
+            f"widened by the drift between blocks ({pct(bracketed['DF'])}), the blocks' medians "
+            f"({pct(bracketed['level'])}), the tail's shape (each block scaled to its median, slower than the alone "
+            f"p99 more often: {pct(bracketed['tail'])}, p ≤ {exceedance_alpha():g}) and the same-moment control "
+            f"({pct(bracketed['collided'] + bracketed['collided median'])}). *One alone block* (foreign logs, fresh "
+            f"runs): nothing measures the drift, so DF and the medians carry the largest prior allowance "
+            f"({pct(PRIOR_DRIFT_SD)} per block, whatever the tenant); with the neighbours' timestamps the launches "
+            f"that found a neighbour's operation in flight against the same block's clear ones -- drift-free -- get "
+            f"{pct(one['collided'] + one['collided median'])} (p ≤ {collided_alpha(design='one block, timestamps'):g} "
+            f"for their tail). A slowdown whose size is at least 1 + {margin:g} reads *degraded*, a smaller one "
+            f"*{small_slower(margin)}*; the mirror images read *faster when shared* and *{small_faster(margin)}*, "
+            f"never beside a p99 that rose; evidence both ways reads *inconclusive*; each table gives the number that decided (*decided by*). *{no_change(margin)}* when two "
+            f"one-sided tests put the block-paired median within ±{100 * margin:g} % of alone, the tail's shape moved "
+            f"neither way and the p99 stayed within the margin too (DF inside it, neither p99 tail test reading a "
+            f"change) -- with one or three alone blocks, when the shared p99 itself is within the margin (tail "
+            f"shares, drift allowed for). The report's verdicts are one family: each tenant's wall clock is its "
+            f"primary verdict, the device clock a secondary tested only after it (a graphical procedure: Holm among "
+            f"the wall clocks, a decided wall clock handing its level to its own device clock), so a report with no "
+            f"effect shows a false slowdown in at most 2.5 % of runs, and a false speed-up in as few; the further "
+            f"tables quote these words. A decided verdict is sized by DF, or by the medians' ratio where the medians "
+            f"decided and moved further. Below {MIN_CORUNNING} co-running samples DF is not read and the tail tests "
+            f"decide at a quarter of their weight; below {EXCEEDANCE_MIN_N} only the block-paired median decides, "
+            "where there are blocks. Its false alarms and power are measured on the kit's generators, with drift, "
+            "a two-state host and the looks (*Statistics* in the kit's documentation; `make bench`). What each word "
+            f"means, with an example: [Reading a verdict]({VERDICT_PAGE}).")
 
 
 def _intervals_text(n_resamples: int | None, method: str | None) -> str:

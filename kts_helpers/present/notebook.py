@@ -15,8 +15,9 @@ from typing import Any
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 
+from kts_helpers.analyse.blockseq import BlocksJudge
 from kts_helpers.analyse.estimate import Estimate
-from kts_helpers.analyse.intervals import add_all_intervals, trim_effect
+from kts_helpers.analyse.intervals import trim_effect
 from kts_helpers.analyse.load import RunData, clocks, load_run
 from kts_helpers.analyse.sequential import VerdictJudge
 from kts_helpers.analyse.summary import (
@@ -25,8 +26,8 @@ from kts_helpers.analyse.summary import (
     most_affected,
     overlap_counts,
     summarize_frame,
-    summarize_run,
 )
+from kts_helpers.analyse.verdicts import verdict_table
 from kts_helpers.errors import RunError
 from kts_helpers.present.tables import fmt_ci, forest_frame, headline
 from kts_helpers.run import experiment
@@ -82,7 +83,8 @@ def run_scenarios(run_dir: str | os.PathLike, kind: str) -> tuple[Run, list[Any]
     """Run every scenario of ``kind`` (baseline or shared) that has not run yet; a shared tenant's interim looks
     (``shared_max_factor`` > 1) are answered by its verdict (``analyse.sequential``)."""
     run = open_run_dir(run_dir)
-    return run, experiment.run_kind(run, kind, judge=VerdictJudge() if kind == "shared" else None)
+    return run, experiment.run_kind(run, kind, judge=VerdictJudge() if kind == "shared" else None,
+                                    block_judge=BlocksJudge())
 
 
 def first_look(run: Run, kind: str) -> pd.DataFrame:
@@ -114,12 +116,12 @@ def analyse(run_dir: str | os.PathLike, *, clip: bool = True, trim: int = 0, war
     run = open_run_dir(run_dir)
     data = load_run(run, clip=clip, trim=trim, warmup=warmup)
     opts = {"n_resamples": n_resamples, "seed": seed, "method": method, "margin": margin, "slo_ms": slo_ms}
-    table = add_all_intervals(summarize_run(data), data.iterations, ("wall", "device", "wait"), **opts)
+    table = verdict_table(data, ("wall", "device", "wait"), **opts)
     main_table, main_iterations = focus(table, data.iterations)
     effect = None
     if trim or warmup != "none":
         raw = load_run(run, clip=clip)
-        untrimmed = add_all_intervals(summarize_run(raw, ("wall", "device")), raw.iterations, **opts)
+        untrimmed = verdict_table(raw, **opts)
         effect = trim_effect(table, untrimmed)
     return Analysis(data, table, main_table, main_iterations, effect)
 

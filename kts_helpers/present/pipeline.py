@@ -18,10 +18,10 @@ from typing import Any
 from jupyter_client.manager import AsyncKernelManager
 from traitlets.config import Config
 
-from kts_helpers.analyse.intervals import add_all_intervals
 from kts_helpers.analyse.load import load_run
 from kts_helpers.analyse.rules import series_label
-from kts_helpers.analyse.summary import summarize_run, write_summary
+from kts_helpers.analyse.summary import write_summary
+from kts_helpers.analyse.verdicts import verdict_table
 from kts_helpers.errors import KtsError
 from kts_helpers.fsutil import atomic_write_json
 from kts_helpers.present import progress, verdictline
@@ -151,8 +151,8 @@ def write_entry(report_dir: Path, run_path: Path, html_path: Path, build: Path,
     """The index's line for a run, and the derived tables, computed from the run's data."""
     opts = dict(analysis or {})
     data = load_run(run_path)
-    table = add_all_intervals(summarize_run(data), data.iterations, method=opts.get("ci_method", "order"),
-                              margin=opts.get("margin", 0.10), slo_ms=opts.get("slo_ms"))
+    table = verdict_table(data, method=opts.get("ci_method", "order"), margin=opts.get("margin", 0.10),
+                          slo_ms=opts.get("slo_ms"))
     write_summary(table, build)
     entry = {**headline_entry(data, table), "html": html_path.name,
              "rendered_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

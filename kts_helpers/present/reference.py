@@ -20,11 +20,11 @@ from pathlib import Path
 import pandas as pd
 
 from kts_helpers.analyse.estimate import Estimate
-from kts_helpers.analyse.intervals import add_all_intervals
 from kts_helpers.analyse.load import RunData, load_run
 from kts_helpers.analyse.probe import is_probe, read_probe
 from kts_helpers.analyse.rules import series_label
-from kts_helpers.analyse.summary import shared_pairs, summarize_run
+from kts_helpers.analyse.summary import shared_pairs
+from kts_helpers.analyse.verdicts import verdict_table
 from kts_helpers.present import verdictline
 from kts_helpers.present.tables import fmt_ci, fmt_slow
 from kts_helpers.run.spec import ExperimentParams, resolve
@@ -65,7 +65,7 @@ def _analysed(run_dir: str, n_resamples: int, seed: int) -> tuple[RunData, pd.Da
     data = load_run(run_dir)
     if is_probe(data):
         return data, None
-    return data, add_all_intervals(summarize_run(data), data.iterations, n_resamples=n_resamples, seed=seed)
+    return data, verdict_table(data, n_resamples=n_resamples, seed=seed)
 
 
 def analysed(run_dir: str | os.PathLike, *, n_resamples: int = 2000, seed: int = 0
@@ -115,7 +115,10 @@ def design_name(run_dir: str | os.PathLike) -> str:
 
 
 def _design_of(resolved: dict) -> dict[str, object]:
-    return {"design": resolved.get("design_kind") or "fresh", "blocks": resolved.get("blocks"),
+    """What a run's design is, as the parameters name it: warm or fresh, its blocks (``auto`` where the run adds
+    blocks until its verdicts decide) and the least length of a block."""
+    return {"design": resolved.get("design_kind") or "fresh",
+            "blocks": "auto" if resolved.get("blocks_auto") else resolved.get("blocks"),
             "block_s": resolved.get("block_s")}
 
 
@@ -133,10 +136,11 @@ def headline_mismatch(run: str = HEADLINE_RUN, root: Path = REFERENCE_ROOT) -> s
     return (f"The headline run {run} (profile {profile}: {ran}) is not what `make report` runs on a GPU now "
             f"(profile {HEADLINE_PROFILE}: {said}). To make it current: on a GPU host run `bash "
             f"bench/h200/warm_batch.sh headline` (the {HEADLINE_PROFILE} profile at its defaults, into $OUT); commit "
-            f"the run under data/reference/; set HEADLINE_RUN in kts_helpers/present/reference.py to its name; put "
-            f"its name in README.md's first reference-table block (and docs/results/reference.md's section on the "
-            f"design make report runs); then run `python -m bench.regen_reference_tables`, which rewrites every "
-            f"generated table, the verdict page's examples and the Holm example.")
+            f"the run under data/reference/; set HEADLINE_RUN in kts_helpers/present/reference.py to its name (the "
+            f"README's headline block follows it); add its table to docs/results/reference.md under a heading that "
+            f"names its design (a reference-table:<run> block; {run} keeps its table under its own design's name); "
+            f"then run `python -m bench.regen_reference_tables`, which rewrites every generated table, the verdict "
+            f"page's examples and the family example.")
 
 
 def probe_markdown(data: RunData, *, n_resamples: int = 2000, seed: int = 0) -> str:

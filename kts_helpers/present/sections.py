@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from kts_helpers.analyse import collisions, compare, design, hostspeed, openloop, profiles, summary
+from kts_helpers.analyse import collisions, compare, design, hostspeed, openloop, profiles, summary, warmgpu
 from kts_helpers.analyse.load import RunData
 from kts_helpers.analyse.probe import is_multi_probe, is_probe, read_multi, read_probe
 from kts_helpers.analyse.waits import layered_waits
@@ -43,6 +43,9 @@ def build(data: RunData, *, n_resamples: int = 2000, seed: int | None = 0,
     found = collisions_section(data)
     if found is not None:
         out.append(found)
+    warm_gpu = warm_gpu_section(data)
+    if warm_gpu is not None:
+        out.append(warm_gpu)
     host = host_speed_section(data)
     if host is not None:
         out.append(host)
@@ -129,14 +132,34 @@ def design_section(data: RunData) -> Section | None:
     else:
         text.append("**Idle-neighbour control:** not in this run's data (its control block did not run).")
     items: list = [cost] if len(cost) else []
+    looks = [lk for lk in data.manifest.looks]
+    if looks:
+        text.append("**Blocks until the answer is known** (`blocks=auto`): "
+                    + "; ".join(f"{lk['sharing']}: after {lk['blocks']} shared blocks ({lk['elapsed_s']:.0f} s into the "
+                                f"mode) {lk.get('decided')} of {lk.get('verdicts')} verdicts decided at a one-sided "
+                                f"{100 * float(lk['alpha'] or 0):.2g} %"
+                                + (f", so the run stopped: {lk['why']}" if lk.get("stop") else "") for lk in looks)
+                    + ". The verdicts below are read at the level of the look that stopped each mode.")
+    balance = design.host_balance(data)
+    if len(balance):
+        moved = balance[~balance["adjusted"] & data.on_gpu]
+        text.append("**The host's speed** (each worker times a fixed piece of interpreter work after every iteration; "
+                    "the verdicts take each block's median as a covariate where sharing did not move it): "
+                    + (f"sharing moved it for {', '.join(sorted(set(moved['tenant'])))}, so those verdicts are not "
+                       "adjusted and the table gives what the host's change alone accounts for."
+                       if len(moved) else "balanced for every tenant (no shared/alone ratio significant at 5 %), so the "
+                       "verdicts adjust for it." if data.on_gpu else
+                       "on a CPU run the host is the contended device: its speed is part of the effect, never a "
+                       "covariate."))
+        items.append(balance)
     null = design.alone_against_alone(data)
     if len(null):
         loud = int(null["loud"].sum())
         text.append("**Alone against alone** (a real null from this run: each tenant's alone blocks 1, 3, 5, ... read as "
-                    "alone and 2, 4, ... as shared, through the same verdicts and Holm): "
-                    + (f"**{loud} of {len(null)} readings say 'degraded' or 'faster'**: the run's drift between "
-                       "moments is larger than its verdicts allow for; read them with care." if loud else
-                       f"none of {len(null)} readings says 'degraded' or 'faster'."))
+                    "alone and 2, 4, ... as shared, through the same verdicts, host covariate and family): "
+                    + (f"**{loud} of {len(null)} readings say sharing made a tenant slower or faster**: the run's "
+                       "drift between moments is larger than its verdicts allow for; read them with care." if loud else
+                       f"none of {len(null)} readings says sharing made a tenant slower or faster."))
         items.append(null.drop(columns=["loud", "words"]))
     mps = design.mps_alone_table(data)
     if len(mps):
@@ -172,6 +195,24 @@ def collisions_section(data: RunData) -> Section | None:
                    "collisions themselves against random placement)." + where + "\n\n" + sentences, items)
 
 
+def warm_gpu_section(data: RunData) -> Section | None:
+    """Device time split by how long the GPU had been idle before each shared launch (``analyse.warmgpu``): where a
+    neighbour keeps the GPU warm, a tenant's device time falls though its operation did not get faster."""
+    splits = warmgpu.split(data)
+    if not splits:
+        return None
+    warm = [s for s in splits if s.shows_warm_gpu]
+    lines = "\n".join(f"* {s.words}" + ("." if not s.shows_warm_gpu else ": a warm GPU.") for s in splits)
+    return Section("### Device time and the GPU's idle state\n\nDevice time (CUDA events) is the GPU's time for an "
+                   "operation in the state the GPU was in, not the operation's own time: a GPU idle for about "
+                   f"{warmgpu.WARM_MS:g} ms runs the next short operation slower, and a neighbour that ran recently keeps "
+                   "it warm. Each shared launch is split by the time since any neighbour's last operation ended (0 "
+                   "where one was in flight)" + (", and for " + ", ".join(sorted({s.tenant for s in warm})) +
+                                                  " the split shows it: a device-time speed-up there is the warm GPU, "
+                                                  "not sharing making the operation faster" if warm else "") +
+                   ".\n\n" + lines, [warmgpu.table(splits)])
+
+
 def host_speed_section(data: RunData) -> Section | None:
     """How fast the launching host was in the alone and the shared blocks, and the contrast at equal host speed
     (``analyse.hostspeed``): GPU runs whose workers probed the host."""
@@ -184,8 +225,10 @@ def host_speed_section(data: RunData) -> Section | None:
                    "work after every iteration (the *probe*). The table gives the probe's median alone and shared, how "
                    "closely it moves with the tenant's wall clock alone (Spearman's rho; the slope of a line through "
                    "their logs), and the median ratio, shared over alone, raw and *host-adjusted* (against what the "
-                   "alone line says each shared iteration would have taken at its host speed). A diagnostic beside the verdicts, which stay on the raw iterations: "
-                   "where sharing itself slows the host, the adjustment would hide part of its cost.\n\n" + sentences,
+                   "alone line says each shared iteration would have taken at its host speed). This is the iterations' "
+                   "view; the verdicts take each block's median probe as a covariate where sharing left it alone (the "
+                   "balance check in the Design section), and never where sharing itself slowed the host: there the "
+                   "adjustment would hide part of its cost.\n\n" + sentences,
                    [t.drop(columns=["message"])])
 
 

@@ -80,7 +80,7 @@ def fmt_contrast(r: pd.Series | dict) -> str:
 def headline(table: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
     """The report's headline table: one row per tenant and scenario group, numbers with their intervals and,
     on shared rows, the verdict's word and the number that decided it (``verdictline``); its derivation follows
-    the table, folded (``narrative.verdict_whys``)."""
+    the table, folded (``verdictline.why_details``)."""
     t = table[table["metric"] == metric]
     rows = []
     for _, r in t.iterrows():

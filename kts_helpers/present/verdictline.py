@@ -10,24 +10,29 @@ contradicts it. The derivation stays one click away (``why``: a ``<details>`` in
 
 Everything here reads the ``analyse.verdict.Verdict`` (its fields, ``effect_size``, ``weights``); nothing decides.
 ``GLOSSARY`` lists the terms a verdict can print: the verdict page defines each (a test holds them together), and
-``holm_rows`` lays out the report's family correction step by step, so its example can be checked by hand.
+``family_steps`` lays out the report's family correction step by step, so its example can be checked by hand.
 """
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import pandas as pd
+
 from kts_helpers.analyse import verdict as V
+from kts_helpers.analyse.rules import series_label
 
 # The terms a verdict's line or its derivation prints, each defined on the verdict page
 # (docs/guide/reading-a-verdict.md, a test checks every one has its definition there).
 GLOSSARY = (
     "median", "block-paired", "blocks", "against its neighbours", "trend removed", "t with", "df", "DF",
     "upper bound open", "no bound", "collided", "clear", "same blocks", "tail", "p99.75", "each block scaled to its median",
-    "tail's shape", "p95", "weight", "Holm", "drift", "prior", "within", "effective", "level test", "block tail test",
-    "tail test", "collided test", "DF test",
+    "tail's shape", "p95", "weight", "family", "drift", "prior", "within", "effective", "level test", "block tail test",
+    "tail test", "collided test", "collided median test", "DF test",
 )
 
 
@@ -87,6 +92,21 @@ def _collided(v: V.Verdict) -> str:
     return "collided —"
 
 
+def _collided_median(v: V.Verdict) -> str:
+    """"collided median ×1.20 [1.10, 1.31]" (against the same blocks' clear launches, over blocks), or the shift in
+    ms where it was read from one series."""
+    c = v.contrast
+    if c is None:
+        return "collided median —"
+    ratio = getattr(c, "median_ratio", None)
+    if ratio is not None:
+        return f"collided median ×{ratio[0]:.2f} {_interval(ratio[1], ratio[2])} against the clear launches"
+
+    def ms(x: float) -> str:
+        return "no bound" if not math.isfinite(x) else f"{x:+.2f}"
+    return f"collided median {ms(c.median_ms)} ms [{ms(c.lo_ms)}, {ms(c.hi_ms)}] against the clear launches"
+
+
 def _tail(v: V.Verdict, slower: bool) -> str:
     ex = v.tail or v.exceedance
     if ex is None:
@@ -111,6 +131,8 @@ def _by(v: V.Verdict, test: str, slower: bool) -> str:
         return _df(v)
     if test == "collided":
         return _collided(v)
+    if test == "collided median":
+        return _collided_median(v)
     if test == "block tail":
         return _block_tail(v, slower)
     return _tail(v, slower)
@@ -144,9 +166,11 @@ def decided_by(v: V.Verdict) -> str:
                     f"{_blocks_count(test, None)}{shape}")
         return f"p{100 * v.q:g} within ±{100 * v.margin:g} %: {_df(v)}"
     # inconclusive: what was measured, and what would decide
-    if v.exceedance is None:
+    if not v.p_tests:
         n = min(v.df.n_shared, v.df.n_alone)
         return f"n = {n}: too few samples to test"
+    if v.rule == "the estimands disagree" and "never read as faster" in v.missing:
+        return f"{_by(v, v.faster_by, False)} (faster) but {_df(v)} (the p{100 * v.q:g} rose)"
     if v.rule == "the estimands disagree":
         both = f"{_by(v, v.slower_by, True)} (slower) but {_by(v, v.faster_by, False)} (faster)"
         return both.replace(" their neighbours", "")
@@ -179,37 +203,74 @@ def why(v: V.Verdict) -> str:
     return v.words
 
 
-# ----------------------------------------------------------------------------- Holm, step by step
+def why_details(table: pd.DataFrame, metric: str = "wall") -> str:
+    """Under a report's headline table: each shared row's derivation (``why``), folded in a ``<details>`` element, so
+    the table reads in one line per verdict and the why is one click away (HTML, escaped here)."""
+    esc = html.escape
+    items = [f"<li><b>{esc(series_label(r['tenant'], r['phase']))}</b> ({esc(r['group'])}, {esc(metric)} time): "
+             f"{esc(why(r['verdict']))}</li>"
+             for _, r in table[(table["metric"] == metric) & (table["kind"] == "shared")].iterrows()
+             if r.get("verdict") is not None]
+    if not items:
+        return ""
+    return ("<details><summary>Why: how each verdict above was decided (every test, its weight, the family, the "
+            "drift)</summary><ul>" + "".join(items) + "</ul></details>")
+
+
+# ----------------------------------------------------------------------------- the family, step by step
 
 
 @dataclass(frozen=True)
-class HolmRow:
-    """One verdict's step in the report's family correction (one side: slower or faster)."""
+class FamilyStep:
+    """One step of the report's family correction on one side (slower or faster): the verdict set aside at it."""
 
+    step: int  # 1 = the first verdict the procedure sets aside (the smallest p over its share)
     label: str
+    clock: str
+    primary: bool  # a question's wall clock (a primary); its device clock is a secondary
     test: str  # the verdict's strongest test that way
     p: float  # that test's own one-sided p-value
     weight: float  # its share of the verdict's level in its design (``verdict.weights``)
     p_verdict: float  # min over tests of p / weight: the verdict's own p-value that way (at most 1)
-    rank: int  # 1 = the smallest p_verdict of the family
-    times: int  # Holm's multiplier: m - rank + 1
-    holm: float  # max over ranks so far of min(1, times x p_verdict): the adjusted p-value
+    share: float  # the verdict's share of the family's level at this step
+    adjusted: float  # max over the steps so far of min(1, p_verdict / share): its family-adjusted p-value
 
 
-def holm_rows(verdicts: Sequence[tuple[str, V.Verdict]], *, slower: bool = True) -> list[HolmRow]:
-    """Holm's step-down over a report's family (``verdict.family``), laid out so it can be redone by hand: each
-    verdict's strongest test, its own p and weight, the verdict's p, its rank, the multiplier and the adjusted p.
-    The verdicts passed are the family's, read after the correction; their unadjusted p-values are ``p_slower`` /
-    ``p_faster``."""
-    fam = [(label, v) for label, v in verdicts if v.exceedance is not None]
+def family_steps(verdicts: Sequence[tuple[str, tuple[object, str], V.Verdict]], *, slower: bool = True
+                 ) -> list[FamilyStep]:
+    """The report's family (``verdict.family``: each question's wall clock a primary, its device clock a secondary
+    after it) laid out as the graphical procedure runs it (Bretz et al. 2009, Algorithm 1): at each step the verdict
+    with the smallest p over its share of the level is set aside, its adjusted p the running maximum of those
+    ratios, and its share passed along the graph's edges (``verdict._graph``). ``verdicts``: (label, (question,
+    clock), verdict) of the family, read after the correction. The shares are replayed here to be shown; a test
+    holds every adjusted p to the verdict's own (``p_slower_adjusted`` / ``p_faster_adjusted``)."""
+    fam = [(label, q, v) for label, q, v in verdicts if v.p_tests]
     m = len(fam)
-    order = sorted(range(m), key=lambda i: (fam[i][1].p_slower if slower else fam[i][1].p_faster))
-    rows, run = [], 0.0
-    for rank, i in enumerate(order, 1):
-        label, v = fam[i]
+    if m == 0:
+        return []
+    p = [v.p_slower if slower else v.p_faster for _, _, v in fam]
+    if m == 1:
+        w, g = np.ones(1), np.zeros((1, 1))
+    else:
+        w, g = V._graph([q for _, q, _ in fam], m)
+    left, rows, floor = list(range(m)), [], 0.0
+    while left:
+        ratio = [p[j] / w[j] if w[j] > 0 else math.inf for j in left]
+        i = left[int(np.argmin(ratio))]
+        floor = max(floor, min(1.0, min(ratio)))
+        label, (question, clock), v = fam[i]
         test = v.slower_by if slower else v.faster_by
-        p_v = v.p_slower if slower else v.p_faster
-        run = max(run, min(1.0, (m - rank + 1) * p_v))
-        rows.append(HolmRow(label, test, v.p_of(test, slower), V.weights(v.short, v.design).get(test, 1.0), p_v, rank,
-                            m - rank + 1, run))
+        rows.append(FamilyStep(len(rows) + 1, label, clock, clock == V.PRIMARY_CLOCK or not any(
+            q2 == question and c2 == V.PRIMARY_CLOCK for _, (q2, c2), _ in fam), test, v.p_of(test, slower),
+            V.weights(v.short, v.design).get(test, 1.0), p[i], float(w[i]), floor))
+        left.remove(i)
+        w2, g2 = w.copy(), np.zeros_like(g)
+        for a in left:
+            w2[a] = w[a] + w[i] * g[i, a]
+            for b in left:
+                den = 1.0 - g[a, i] * g[i, a]
+                if a != b and den > 0:
+                    g2[a, b] = (g[a, b] + g[a, i] * g[i, b]) / den
+        w2[i] = 0.0
+        w, g = w2, g2
     return rows

@@ -22,6 +22,7 @@ from kts_helpers.run.capacity import check_capacity
 from kts_helpers.run.corun import Judge
 from kts_helpers.run.environment import detect_environment, resolve_device
 from kts_helpers.run.logformat import AppLine, parse_line
+from kts_helpers.run.looks import BlockJudge
 from kts_helpers.run.params import backend_options_from_env
 from kts_helpers.run.probe import CPU_REFUSAL, PROBE_PROFILE, size_hog, with_hog_size
 from kts_helpers.run.runs import DEFAULT_ROOT, Run, create_run, find_run
@@ -144,7 +145,8 @@ def run_calibration(run: Run, *, progress: bool = True, backend: Backend | None 
 
 
 def run_kind(run: Run, kind: str, *, progress: bool = True, backend: Backend | None = None,
-             skip_failed: bool = False, judge: Judge | None = None) -> list[ScenarioResult]:
+             skip_failed: bool = False, judge: Judge | None = None,
+             block_judge: BlockJudge | None = None) -> list[ScenarioResult]:
     """Run the scenarios of one notebook that have not run yet, in spec order: "baseline" the alone scenarios
     before the first shared one, "shared" everything from there on -- the shared blocks and the alone blocks
     between and after them (the bracketed design, ``spec._bracketed``; repeats likewise alternate), so alone is
@@ -152,7 +154,8 @@ def run_kind(run: Run, kind: str, *, progress: bool = True, backend: Backend | N
     one set of warm workers per mode). A run of one block a side runs as before: every alone scenario,
     then every shared one. ``skip_failed``: also leave out those that failed; their logs stay as they are.
     ``judge`` answers the interim looks of a shared scenario (``analyse.sequential.VerdictJudge``; none: every
-    tenant times on)."""
+    tenant times on); ``block_judge`` the looks of ``blocks=auto`` (``analyse.blockseq.BlocksJudge``; none: the
+    run takes its whole budget)."""
     if kind not in ("baseline", "shared", "all"):
         raise SpecError(f"unknown scenario kind {kind!r}; choose baseline or shared (or all)")
     m = run.read()
@@ -164,11 +167,11 @@ def run_kind(run: Run, kind: str, *, progress: bool = True, backend: Backend | N
             else m.scenarios)
     if m.spec.resolved.get("design_kind") == "warm":  # warm tenants: the blocks of a mode in one session
         pending = [s for s in mine if s.kind in ("baseline", "shared", "control")
-                   and (m.record(s.name) is None or m.record(s.name).status not in done)]
+                   and (m.record(s.name) is None or m.record(s.name).status not in done + ("skipped",))]
         if not hasattr(backend, "run_warm"):
             raise SpecError(f"run {run.run_id} has the warm design, which the {backend.name} backend cannot run")
         return backend.run_warm(run, pending, timeout_s=m.spec.timeout_s, block_s=float(m.spec.resolved["block_s"]),
-                                progress=progress, pad_limit_s=m.spec.pad_limit_s)
+                                progress=progress, pad_limit_s=m.spec.pad_limit_s, block_judge=block_judge)
     for scenario in mine:
         record = m.record(scenario.name)
         if scenario.kind not in ("baseline", "shared") or (record is not None and record.status in done):
@@ -182,11 +185,12 @@ def run_experiment(params: dict[str, Any] | ExperimentParams, **kwargs: Any) -> 
     """Everything the three run notebooks do, in one call (the CLI's ``run``, the smoke test, each scale-out cell)."""
     progress = kwargs.get("progress", True)
     judge = kwargs.pop("judge", None)
+    block_judge = kwargs.pop("block_judge", None)
     run, spec, _env = setup_run(params, **kwargs)
     # the warm design in one pass: one set of warm workers per sharing mode, not one more for the first alone round
     kinds = ("all",) if spec.resolved.get("design_kind") == "warm" else ("baseline", "shared")
     for kind in kinds:
-        run_kind(run, kind, progress=progress, backend=kwargs.get("backend"), judge=judge)
+        run_kind(run, kind, progress=progress, backend=kwargs.get("backend"), judge=judge, block_judge=block_judge)
     return run
 
 

@@ -54,6 +54,7 @@ class RunManifest:
     calibration: dict[str, Any] = field(default_factory=dict)
     records: dict[str, ScenarioRecord] = field(default_factory=dict)
     error: str = ""
+    looks: tuple[dict[str, Any], ...] = ()  # blocks=auto: each look, in order (``runs.Run.record_look``)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], *, run_id: str = "") -> RunManifest:
@@ -62,7 +63,7 @@ class RunManifest:
                    created_at=str(d.get("created_at") or ""), format_version=int(d.get("format_version", 1)),
                    environment=dict(d.get("environment") or {}), calibration=dict(d.get("calibration") or {}),
                    records={n: ScenarioRecord.from_dict(n, r) for n, r in (d.get("scenarios") or {}).items()},
-                   error=str(d.get("error") or ""))
+                   error=str(d.get("error") or ""), looks=tuple(d.get("looks") or ()))
 
     # -- what ran
     @property

@@ -99,8 +99,18 @@ class Run:
             states = [m["scenarios"].get(n, {}).get("status") for n in names]
             if any(s == "failed" for s in states):
                 m["status"] = "failed"
-            elif states and all(s == "complete" for s in states):
+            elif states and all(s in SETTLED for s in states) and "complete" in states:
                 m["status"] = "complete"
+            m["updated_at"] = _now()
+            atomic_write_json(self.manifest_path, m)
+            return m
+
+    def record_look(self, look: dict[str, Any]) -> dict[str, Any]:
+        """Append one ``blocks=auto`` look (its mode, blocks, level, verdicts decided, and what it did) to the
+        manifest's ``looks`` list."""
+        with self._locked():
+            m = self.manifest()
+            m.setdefault("looks", []).append(look)
             m["updated_at"] = _now()
             atomic_write_json(self.manifest_path, m)
             return m
@@ -157,6 +167,10 @@ class Run:
 
     def scenario_status(self, scenario: str) -> str | None:
         return self.manifest().get("scenarios", {}).get(scenario, {}).get("status")
+
+
+# a scenario's settled states: it ran, or ``blocks=auto`` decided before it and it never needed to (``skipped``)
+SETTLED = ("complete", "skipped")
 
 
 def _now() -> str:

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from kts_helpers.errors import SpecError
-from kts_helpers.run.looks import look_counts
+from kts_helpers.run.looks import BUDGET_FACTOR, block_looks, budget_words, look_counts
 from kts_helpers.run.probe import (
     CPU_REFUSAL,
     HOG,
@@ -148,7 +148,7 @@ class ExperimentParams:
     timeout_s: float | None = None
     pad_limit_s: float | None = None  # how long a finished tenant may pad for slower ones (None: timeout_s)
     repeats: int = 1
-    blocks: int | None = None  # the design: shared in this many blocks between alone blocks (None: the profile's)
+    blocks: int | str | None = None  # shared in this many blocks between alone blocks; "auto" (warm: until decided)
     sharing: tuple[str, ...] = ("timeslice",)
     mps_thread_percentage: int | dict[str, int] | None = None  # one for all, or per workload
     matrix: bool = False
@@ -417,6 +417,9 @@ def _blocks(r: dict[str, Any], params: ExperimentParams) -> int:
     the blocks came from the profile, and is refused when asked for explicitly; ``resolved["design"]`` says which.
     """
     asked = params.blocks is not None
+    if _is_auto(params.blocks):
+        raise SpecError("blocks=auto adds blocks while the run goes on, which only the warm design can: set "
+                        "design=warm (the GPU profiles' default), or a number of blocks")
     b = int(params.blocks if asked else r.get("blocks", 0))
     autos = [k for k in ("iterations", "iterations_fft", "iterations_gemm", "iterations_llm") if _is_auto(r.get(k))]
     clash = (f"repeats={params.repeats}" if params.repeats > 1 else f"{autos[0]}=auto" if autos else
@@ -465,14 +468,26 @@ def _warm(r: dict[str, Any], params: ExperimentParams) -> bool:
                             f"tenants in closed loop; {clash} does not allow it")
         r["design_kind"] = "fresh"
         return False
-    b = int(params.blocks if params.blocks is not None else WARM_BLOCKS)
+    asked_b = params.blocks if params.blocks is not None else WARM_BLOCKS
+    block_s = float(params.block_s or r.get("block_s") or WARM_BLOCK_S)
+    plain = "; then one plain alone block per tenant, without the MPS server" if "timeslice" not in params.sharing \
+        else ""
+    if _is_auto(asked_b):
+        schedule = block_looks()
+        r.update(design_kind="warm", blocks=schedule[-1], block_s=block_s,
+                 blocks_auto={"looks": list(schedule), "budget_factor": BUDGET_FACTOR, "first": schedule[0]},
+                 design=f"warm tenants, {budget_words(schedule)}; each block at least {block_s:g} s and its share "
+                        f"of the iterations over {schedule[0]} blocks" + plain)
+        return True
+    try:
+        b = int(asked_b)
+    except (TypeError, ValueError):
+        raise SpecError(f"blocks must be a whole number or auto, got {asked_b!r}") from None
     if b < 1:
         raise SpecError(f"design=warm needs blocks >= 1, got {b}")
-    r.update(design_kind="warm", blocks=b, block_s=float(params.block_s or r.get("block_s") or WARM_BLOCK_S),
+    r.update(design_kind="warm", blocks=b, block_s=block_s,
              design=f"warm tenants: {b + 1} alone rounds around {b} shared blocks per sharing mode, each block "
-                    f"at least {float(params.block_s or r.get('block_s') or WARM_BLOCK_S):g} s and its share of "
-                    "the iterations" + ("; then one plain alone block per tenant, without the MPS server"
-                                        if "timeslice" not in params.sharing else ""))
+                    f"at least {block_s:g} s and its share of the iterations" + plain)
     return True
 
 
@@ -492,8 +507,10 @@ def _warm_blocks(tenants: list[TenantSpec], params: ExperimentParams, r: dict[st
     (``backends.local.LocalBackend.run_warm``).
     """
     b = int(r["blocks"])
+    per = int((r.get("blocks_auto") or {}).get("first") or b)  # blocks=auto: each block the size of the first look's
 
     def share(t: TenantSpec, k: int) -> TenantSpec:
+        k = min(k, per + (k - b))  # alone: per + 1, shared: per
         return replace(t, iterations=max(1, math.ceil(t.iterations / k)), mps_thread_percentage=None)
 
     out: list[ScenarioSpec] = []

@@ -21,6 +21,7 @@ from typing import Any
 
 from kts_helpers.errors import BackendError, KtsError, TenantFailed
 from kts_helpers.fsutil import write_new
+from kts_helpers.run.backends.autoblocks import AutoBlocks
 from kts_helpers.run.backends.base import ScenarioResult, TenantResult
 from kts_helpers.run.backends.procs import (
     EXIT_REASONS,
@@ -40,6 +41,7 @@ from kts_helpers.run.corun import (
     LookAnswer,
 )
 from kts_helpers.run.environment import WORKER, detect_environment, resolve_device
+from kts_helpers.run.looks import BlockJudge
 from kts_helpers.run.mps import MpsDaemon
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec, TenantSpec
@@ -106,9 +108,13 @@ class LocalBackend:
             record_outcome(run, scenario, self.name, status, started, results, reason, extra)
 
     def run_warm(self, run: Run, scenarios: list[ScenarioSpec], *, timeout_s: float, block_s: float,
-                 progress: bool = True, pad_limit_s: float | None = None) -> list[ScenarioResult]:
+                 progress: bool = True, pad_limit_s: float | None = None,
+                 block_judge: BlockJudge | None = None) -> list[ScenarioResult]:
         """Run blocks of the warm design in order, one warm session per run of consecutive blocks of one sharing
-        mode (``backends.warm``): each tenant's worker starts once per session and serves every block of it."""
+        mode (``backends.warm``): each tenant's worker starts once per session and serves every block of it. Under
+        ``blocks=auto`` the session looks after each look's alone round (``backends.autoblocks``; ``block_judge``
+        reads the verdicts) and leaves out the blocks it no longer needs."""
+        auto = run.read().spec.resolved.get("blocks_auto")
         results: list[ScenarioResult] = []
         i = 0
         while i < len(scenarios):
@@ -124,8 +130,15 @@ class LocalBackend:
             with WarmSession(self, run, mode, list(tenants.values()), timeout_s=timeout_s, block_s=block_s,
                              pad_limit_s=timeout_s if pad_limit_s is None else pad_limit_s,
                              progress=progress) as session:
-                for s in group:
+                looks = (AutoBlocks(run, mode, auto, block_judge, self.name, progress)
+                         if auto and any(s.kind == "shared" for s in group) else None)
+                for k, s in enumerate(group):
+                    if looks is not None and looks.skips(s):
+                        looks.skip(s)
+                        continue
                     results.append(session.run_block(s))
+                    if looks is not None:
+                        looks.after(s, group[k + 1] if k + 1 < len(group) else None)
         return results
 
     def _tenant_env(self, tenant: TenantSpec, barrier: Path, sharing_env: dict[str, str | None], *, pad: bool,

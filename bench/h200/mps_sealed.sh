@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issue 51's sealed runs: a serving decode next to a full-size training step under MPS, warm design, at the kit's
+# defaults but for the iteration count (about a minute and a half a run). Made before the planner's MPS model reads
+# kernel lengths, and scored once after it: nobody tunes the model on them. The tenants are a user's factories
+# (examples/serve_and_train.py, random weights from configs, nothing downloaded). Each run goes to
+# $OUT/runs/<label>, comes back as one tarball $OUT/<label>.tgz, its wall time in $OUT/times.tsv. Nothing here
+# changes a GPU setting; the MPS daemon is the kit's own (a private pipe folder, always quit).
+#   bash bench/h200/mps_sealed.sh                          # both pairs (the default)
+#   bash bench/h200/mps_sealed.sh gpt2-vit                 # GPT-2 medium decode next to ViT-B/16 training
+#   bash bench/h200/mps_sealed.sh whisper-convnext         # Whisper-small-style decode next to ConvNeXt-T training
+# A CPU check of the same path (tiny models, timeslice since MPS needs a GPU, a few iterations):
+#   DEVICE=cpu SHARING=timeslice ITERATIONS=12 EXTRA="--set blocks=2 --set block_s=0.2" bash bench/h200/mps_sealed.sh
+set -uo pipefail
+OUT=${OUT:-/tmp/kts-out}
+DEVICE=${DEVICE:-cuda}
+SHARING=${SHARING:-mps}
+ITERATIONS=${ITERATIONS:-200}  # 25 iterations (200 decode steps) a shared block; alone blocks 22
+EXTRA=${EXTRA:-}
+mkdir -p "$OUT/runs"
+export PYTHONUNBUFFERED=1
+if ! python3 -c 'import transformers' 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$PWD/examples:$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the tenants' module, as a user puts it
+F=serve_and_train
+run() {  # label, then kts run arguments
+  local label=$1; shift
+  local t0; t0=$(date +%s.%N)
+  # shellcheck disable=SC2086 # EXTRA is a list of arguments
+  python3 -m kts_helpers run --device "$DEVICE" --root "$OUT/runs" --run-id "$label" --label "$label" --quiet \
+    --profile article --set sharing="$SHARING" --set iterations="$ITERATIONS" "$@" $EXTRA > "$OUT/$label.out" 2>&1
+  local rc=$?
+  echo -e "$label\t$rc\t$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")" | tee -a "$OUT/times.tsv"
+  tail -3 "$OUT/$label.out"
+  (cd "$OUT/runs" && tar czf "$OUT/$label.tgz" "$label" && rm -rf "$label")  # each run back whole, even if a later one is cut off
+}
+if command -v nvidia-smi > /dev/null; then
+  GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oE 'H[0-9]+' | tr A-Z a-z)  # the card
+  nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.max.sm,memory.used --format=csv > "$OUT/gpu.csv" 2>&1
+fi
+GPU=${GPU:-$DEVICE}
+[ $# -gt 0 ] || set -- gpt2-vit whisper-convnext
+for what in "$@"; do
+  case $what in
+    gpt2-vit)         run "$GPU-$(date +%F)-sealed-mps-gpt2-vit" --set workloads=$F:make_gpt2_decode,$F:make_vit_train ;;
+    whisper-convnext) run "$GPU-$(date +%F)-sealed-mps-whisper-convnext" \
+                        --set workloads=$F:make_whisper_decode,$F:make_convnext_train ;;
+    *) echo "unknown run $what" ;;
+  esac
+done
+rmdir "$OUT/runs" 2>/dev/null || true

@@ -1,0 +1,205 @@
+"""Under MPS a tenant waits for the rest of a neighbour's kernel in flight, not its op (issue 51).
+
+The faults these tests exist to catch: a training step of a thousand short kernels taken as one filler kernel of
+the step's length (a serving decode next to it waited a whole step: predicted 3x too slow on the H100); the kernel
+record read wrongly (its bins' full share, its calls, the profiled wall instead of the timed one); a profile without
+the record guessed at instead of bounded; the planner refusing MPS on a GPU without a time-slice probe.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kts_helpers.errors import RunError
+from kts_helpers.plan import capacity as cap
+from kts_helpers.plan import engine, mps, traits
+
+REF = Path(__file__).resolve().parents[1] / "data" / "reference"
+VALIDATION = REF.parent / "validation"
+
+
+def _record(bins: list[list]) -> dict:
+    return {"n": sum(b[1] for b in bins), "hist": bins}
+
+
+def test_the_kernel_record_gives_each_bins_filling_kernels_per_ms_of_the_timed_op():
+    """Per bin: n x full share kernels of the bin's mean length, over the profiled calls' op time at the timed pace;
+    bins that never fill the SMs block no one; the tenant's full share is the kernel-time-weighted one."""
+    phases = {"step": {"calls": 10, "kernels_per_op": 100, "busy_ms": 6.0, "wall_ms": 35.0, "sm_share": 0.9,
+                       "fill_share": 0.0,
+                       "kernels": _record([[0.004, 600, 1.2, 50.0, 0.0], [0.016, 300, 3.0, 60.0, 0.5],
+                                           [0.128, 100, 5.8, 80.0, 1.0]])}}
+    blocking, full = traits.kernel_blocking(phases, {"step": 20.0})  # timed alone wall 20 ms (profiled: slower)
+    assert [pair for pair in blocking] == [pytest.approx((0.01, 300 * 0.5 / 200.0)),
+                                           pytest.approx((0.058, 100 / 200.0))]
+    assert full == pytest.approx((3.0 * 0.5 + 5.8) / 10.0)
+    t = traits.traits_from_profile({"phases": phases}, {"step": 20.0})
+    assert t.kernel_record and not t.fills_gpu and t.blocking == blocking and t.unknown_block_share == 0.0
+    # a bin whose fill the trace could not say, or a phase without the record: not known, and not guessed
+    unknown = {"step": {**phases["step"], "kernels": _record([[0.016, 300, 3.0, None, None]])}}
+    assert traits.kernel_blocking(unknown, {"step": 20.0}) == (None, None)
+    errored = {"step": {**phases["step"], "kernels": {"error": "TypeError: grid"}}}
+    t = traits.traits_from_profile({"phases": errored}, {"step": 20.0})
+    assert t.kernel_record is False and t.blocking == () and t.unknown_block_share == pytest.approx(t.mps_weight)
+
+
+def test_a_kernels_wait_is_its_rest_when_arrivals_are_rare_and_at_most_the_kernel_when_dense():
+    d, per_ms = 0.05, 4.0
+    assert mps.kernel_wait(d, per_ms, 0.01) == pytest.approx(per_ms * 0.01 * d * d / 2, rel=1e-3)  # rate x d^2 / 2
+    assert mps.kernel_wait(d, per_ms, 1e6) == pytest.approx(per_ms * d, rel=1e-4)  # the whole kernel, no more
+    assert mps.kernel_wait(d, per_ms, 0.0) == 0.0  # a tenant that launches nothing waits for nothing
+    x = 20.0 * d
+    assert mps.kernel_wait(d, per_ms, 20.0) == pytest.approx(per_ms * (d - (1 - math.exp(-x)) / 20.0))
+    two = [mps.MpsTenant("a", 1.0, 0.0, kernel_rate=20.0),
+           mps.MpsTenant("b", 1.0, 0.0, blocking=((d, per_ms),)), mps.MpsTenant("c", 1.0, 0.0, blocking=((d, 30.0),))]
+    assert mps.kernel_waits(two, [1.0, 1.0, 1.0], 0, (0, 1)) == pytest.approx(mps.kernel_wait(d, per_ms, 20.0))
+    assert mps.kernel_waits(two, [1.0, 0.5, 1.0], 0, (0, 1)) == 0.0  # a thread cap leaves SMs free
+    dense = [replace(two[0], kernel_rate=1e4), *two[1:]]  # 1.7 ms of filling kernels a ms: more than there is
+    assert mps.kernel_waits(dense, [1.0, 1.0, 1.0], 0, (0, 1, 2)) == mps.MAX_WAIT_SHARE  # never all of its time
+
+
+def _tenant(name: str, op_ms: float, n: int = 120, **tr) -> engine.AloneProfile:
+    its = tuple((engine.Op(op_ms, 0.05, 0.0, "op"),) for _ in range(n))
+    base = {"kernels": 1, "busy_share": 1.0, "sm_need": 1.0, "source": "profile", "kernel_record": True} | tr
+    base.setdefault("mps_weight", base["sm_need"] * base["busy_share"])
+    return engine.AloneProfile(name, name, its, traits=traits.TenantTraits(**base))
+
+
+# a serving decode (485 short kernels in 8.5 ms, GPU busy a quarter of it) next to a training step of 1000 kernels
+# whose filling ones hold the SMs 20 us each, 15 of them per ms of its step
+DECODE = dict(kernels=485, busy_share=0.24, sm_need=0.62)
+TRAIN = dict(kernels=1000, busy_share=0.6, sm_need=0.92, blocking=((0.02, 15.0),))
+
+
+def _p50(sc: engine.Scenario, who: str) -> float:
+    rows = engine.simulate_once(sc, engine.GpuModel.mps_only("test"), 0, vary=False, duration_ms=3_000.0)
+    return float(np.median(rows[rows["tenant"] == who]["wall_ms"]))
+
+
+def test_a_decode_next_to_a_training_step_waits_the_rest_of_its_kernels_not_a_step():
+    decode, train = _tenant("decode", 8.5, **DECODE), _tenant("train", 30.0, **TRAIN)
+    got = _p50(engine.Scenario("s", (decode, train), (100, 100), "mps"), "decode")
+    no_waits = _p50(engine.Scenario("s", (decode, replace(train, traits=replace(train.traits, blocking=()))),
+                                    (100, 100), "mps"), "decode")
+    rate = 485 / 8.55  # its kernels per ms of its op
+    w = 15.0 * (0.02 - (1 - math.exp(-rate * 0.02)) / rate)
+    assert got == pytest.approx(no_waits / (1 - w), rel=0.01)  # its op makes no progress w of its time
+    assert 8.5 < no_waits < got < 1.5 * 8.55
+    # the step as one filler kernel (the model before issue 51): the decode waits a whole step each op
+    whole = replace(train, traits=replace(train.traits, fills_gpu=True, blocking=()))
+    assert _p50(engine.Scenario("s", (decode, whole), (100, 100), "mps"), "decode") > 2.5 * got
+
+
+def test_a_neighbour_without_the_kernel_record_widens_the_interval_to_its_bound_and_moves_no_point():
+    gpu = engine.GpuModel.mps_only("test")
+    decode = _tenant("decode", 8.5, n=60, **DECODE)
+    known = _tenant("train", 30.0, n=60, **{**TRAIN, "blocking": ()})
+    unknown = replace(known, traits=replace(known.traits, kernel_record=False))
+    share = unknown.traits.unknown_block_share
+    assert share == pytest.approx(0.92 * 0.6)
+
+    def rows(t: engine.AloneProfile, sharing: str = "mps", pct: float = 100.0) -> dict:
+        sc = engine.Scenario("s", (decode, replace(t, thread_pct=pct)), (60, 60), sharing)
+        return {p.tenant: p for p in engine.predict(sc, gpu, replicates=3) if p.metric == "wall"}
+
+    a, b = rows(known), rows(unknown)
+    assert (b["decode"].p50_ms, b["decode"].p99_ms, b["decode"].p99_lo) == (a["decode"].p50_ms, a["decode"].p99_ms,
+                                                                             a["decode"].p99_lo)
+    assert b["decode"].p99_hi == pytest.approx(a["decode"].p99_hi / (1 - share))
+    assert b["decode"].p50_hi == pytest.approx(a["decode"].p50_hi / (1 - share))
+    assert b["train"].p99_hi == a["train"].p99_hi  # its own kernels are no wait for itself
+    capped = rows(unknown, "mps-limited", 50.0)  # a thread cap leaves SMs free: nothing to bound
+    assert capped["decode"].p99_hi == rows(known, "mps-limited", 50.0)["decode"].p99_hi
+
+
+def test_mps_needs_no_time_slice_probe_and_time_slicing_says_it_does(monkeypatch):
+    gpu = engine.GpuModel.mps_only("NVIDIA H100 80GB HBM3")
+    assert not gpu.has_probe and "MPS only" in gpu.multi_rule
+    sc = engine.Scenario("s", (_tenant("a", 2.0), _tenant("b", 3.0)), (50, 50), "mps")
+    assert engine.predict(sc, gpu, replicates=2)
+    with pytest.raises(RunError, match="no time-slice probe for NVIDIA H100 80GB HBM3"):
+        engine.predict(replace(sc, sharing="timeslice"), gpu, replicates=2)
+    monkeypatch.setattr(cap, "SETTLE_REPLICATES", 2)
+    mix = cap.profiles_of_run(REF / "h200-2026-11-30-article")
+    answer = cap.capacity(mix, cap.parse_goals({"fft": 1.0}, None, ["fft", "gemm"]), gpu, max_n=2, replicates=2)
+    assert answer.modes == ("mps",) and {r.mode for r in answer.rows} == {"mps"}
+    assert "timeslice: not asked (no time-slice probe" in answer.table()
+    assert answer.to_dict()["breaks_first"].keys() == {"mps"}
+
+
+def test_kts_plan_on_a_gpu_without_a_probe_names_what_is_missing_in_one_line(tmp_path, capsys):
+    """A time-sliced run on a GPU no probe measured: one line naming the missing probe (it used to fail the same way
+    before MPS could be planned without one)."""
+    from kts_helpers.cli import main
+    from kts_helpers.plan.timeslice import SimTenant
+    from kts_helpers.teaching.synthetic import write_sim_run
+
+    run = write_sim_run(tmp_path / "r", [SimTenant("fft", 0.4, 30.0), SimTenant("gemm", 3.0, 0.0)], 2.0,
+                        duration_ms=1_000)
+    assert main(["plan", "--from-run", str(run), "--replicates", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "no time-slice probe" in err[-1] and "MPS needs none" in err[-1]
+    assert any("MPS only" in ln for ln in err)  # and the planner's note says so before it tries
+
+
+def test_the_plan_names_the_profiles_without_a_kernel_record_and_not_the_warm_designs_plain_blocks():
+    """The committed real-model runs were profiled before the kernel record: under MPS the planner says, per tenant,
+    that its kernels' hold on the SMs is unknown (bounded, not guessed). The warm design's plain alone blocks (no
+    MPS server, no profile) are no fallback: the tenant's profiled blocks predict it."""
+    from kts_helpers.plan import inputs
+
+    warm = inputs.load_plan_input(REF / "h200-2026-12-04-rm-warm-mps", gpu=False)
+    lines = warm.kernel_notes()
+    assert {ln.split(":")[0] for ln in lines} == {"llama-decode", "bert", "resnet"}
+    assert all("no kernel-level record" in ln and "not a guess" in ln for ln in lines)
+    assert lines == [ln for ln in warm.notes() if "kernel-level" in ln]  # an uncapped MPS run: said
+    # time-sliced only, the same tenants: not said (kernel lengths are read under MPS only)
+    from types import SimpleNamespace
+
+    ts = replace(warm, manifest=SimpleNamespace(scenarios=[SimpleNamespace(kind=sc.kind, sharing="timeslice")
+                                                           for sc in warm.manifest.scenarios]))
+    assert ts.kernel_notes() == lines and not any("kernel-level" in ln for ln in ts.notes())
+    # a run with the record (issue 51's H100 runs; their alone blocks only): nothing unknown, no fallback named
+    sealed = inputs.load_plan_input(VALIDATION / "h100-2026-12-06-sealed-mps-gpt2-vit")
+    assert any(k[0].endswith("-plain") and p.traits is None for k, p in sealed.alone.items())
+    assert sealed.fallbacks() == [] and sealed.kernel_notes() == []
+    assert sealed.notes() == ["no time-slice probe for NVIDIA H100 80GB HBM3: MPS only (time-slicing needs one: "
+                              "kts probe, or --probe)"]
+    vit = sealed.alone[("baseline-mps-vit-train-r1", "vit-train")].traits
+    assert vit.kernel_record and not vit.fills_gpu and vit.kernels > 500 and vit.blocking
+    assert max(d for d, _ in vit.blocking) < 1.0  # its kernels hold the SMs for well under a ms, not a step
+
+
+@pytest.mark.all_references  # a warm run loaded and predicted block by block: 4-5 s; make test-all
+def test_each_shared_block_is_scored_against_its_own_measurement(monkeypatch):
+    """Issue 51 scored its runs block by block: each shared block's prediction (from the alone blocks on its two
+    sides) against that block's own co-running iterations, not the run's pooled ones; the runs are found under
+    data/validation as well as data/reference."""
+    from kts_helpers.analyse.load import load_run
+    from kts_helpers.analyse.summary import summarize_frame
+    from kts_helpers.plan import validation as v
+
+    name = "h100-2026-12-06-sealed-mps-gpt2-vit"
+    run = v.run_dir_of(name)
+    assert run == VALIDATION / name and v.run_dir_of("no-such-run") is None
+    assert v.run_dir_of("h200-2026-11-30-article") == REF / "h200-2026-11-30-article"
+    data = load_run(run)  # once (2 s): the check reads the same run
+    monkeypatch.setattr(v, "load_run", lambda _path: data)
+    checks = v.block_checks(run, False, replicates=2)
+    assert len({c.scenario for c in checks}) == 8 and len(checks) == 24
+    its = data.iterations
+    r3 = its[(its["scenario"] == "shared-mps-r3") & (its["tenant"] == "gpt2-decode") & (its["phase"] == "decode")]
+    c = next(c for c in checks if (c.scenario, c.tenant, c.predicted.phase) == ("shared-mps-r3", "gpt2-decode",
+                                                                                 "decode"))
+    assert len(r3) >= 200 and c.measured_p50 == pytest.approx(float(np.median(r3["wall_ms"])), rel=0.02)
+    pooled = summarize_frame(its, "wall")
+    pooled_p50 = float(pooled[(pooled["kind"] == "shared") & (pooled["tenant"] == "gpt2-decode")
+                              & (pooled["phase"] == "decode")]["p50_ms"].iloc[0])
+    assert len({round(x.measured_p50, 6) for x in checks if x.tenant == "gpt2-decode" and x.predicted.phase == "decode"}
+               - {round(pooled_p50, 6)}) == 8  # each block its own measurement, none the pooled one
+    assert c.n_tenants == 2 and c.predicted.scenario == "shared-mps-r3"
