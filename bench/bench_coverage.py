@@ -54,7 +54,7 @@ def _wide(args: argparse.Namespace) -> None:
                                                    "bootstrap_reps": args.wide_bootstrap_reps,
                                                    "seconds": round(t1 - t0, 1), "cells": [c.to_dict() for c in cells]})
     (out / "coverage-wide.md").write_text(
-        f"Coverage on the wider grid (issue 19), {args.wide_reps} series per cell ({args.wide_bootstrap_reps} for the "
+        f"Coverage on the wider grid, {args.wide_reps} series per cell ({args.wide_bootstrap_reps} for the "
         f"bootstrap rows); an open side counts as covering; judged at n >= 800 (n = 300 in brackets); "
         f"{t1 - t0:.0f} s.\n\n{table}\n")
     print(table)

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                             "seconds": round(seconds, 1), "rows": [r.to_dict() for r in rows]})
     table = driftgrid.markdown(rows)
     out.with_suffix(".md").write_text(
-        f"The verdict under drift between blocks (issue 30), `python -m bench.bench_drift --reps {args.reps} "
+        f"The verdict under drift between blocks, `python -m bench.bench_drift --reps {args.reps} "
         f"--report-reps {args.report_reps}` (seed {args.seed}; {seconds:.0f} s on {args.jobs} processes): {args.reps} "
         f"runs per verdict row, {args.report_reps} reports per report row, a report row counting the reports with at "
         f"least one verdict of that reading; drift: each block's level times exp(N(0, sd)); hiccups: "

@@ -30,7 +30,7 @@ def wide() -> None:
     atomic_write_json(REF / f"{STEM}-coverage-wide.json", {"reps": reps, "seed": seed, "bootstrap_reps": boot,
                                                            "seconds": round(dt, 1), "cells": [c.to_dict() for c in cells]})
     atomic_write_text(REF / f"{STEM}-coverage-wide.md",
-                      f"Coverage on the wider grid (issue 19), {reps} series per cell ({boot} for the bootstrap rows); an "
+                      f"Coverage on the wider grid, {reps} series per cell ({boot} for the bootstrap rows); an "
                       f"open side counts as covering; judged at n >= 800 (n = 300 in brackets); {dt:.0f} s.\n\n"
                       f"{coverage.wide_markdown(cells)}\n")
     print(f"coverage-wide: {dt:.0f} s")

@@ -1,41 +1,37 @@
-"""Rewrite every generated reference table in the README and the docs from the committed runs.
+"""Rewrite every block of the README and the docs generated from the committed runs: the one command to run after a
+change to the verdict, to the tables' words, or to ``HEADLINE_RUN``.
 
-Run: ``python -m bench.regen_reference_tables [NAME ...]`` (default: every ``<!-- reference-table:NAME:start -->``
-block). Each block is ``present.reference.reference_markdown(data/reference/NAME)``, the same call
-``tests/test_readme.py`` checks it against; run this after a change to the verdict or the tables' words.
+Run: ``python -m bench.regen_reference_tables [KIND-or-NAME ...]`` (default: every block ``present.docblocks``
+writes -- each ``reference-table:RUN``, the README's ``headline``, the verdict page's ``verdict-example:WORD`` and
+``holm-example``). Each block is ``present.docblocks.render(kind, arg)``, the same call ``tests/test_readme.py``
+checks it against. The pages generated from the code rather than the runs (parameters, command line, modules) are
+``make docs``' (``python -m kts_helpers.docref --write``).
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
-from kts_helpers.present.reference import reference_markdown
+from kts_helpers.present import docblocks
 
 REPO = Path(__file__).resolve().parents[1]
-BLOCK = re.compile(r"(<!-- reference-table:(\S+):start -->\n)(.*?)(\n<!-- reference-table:\2:end -->)", re.S)
+
+
+def pages() -> list[Path]:
+    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 
 
 def main(argv: list[str] | None = None) -> int:
     only = set(argv if argv is not None else sys.argv[1:])
-    cache: dict[str, str] = {}
-    for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
+    cache: dict = {}
+    for page in pages():
         text = page.read_text()
-
-        def table(m: re.Match) -> str:
-            name = m.group(2)
-            if only and name not in only:
-                return m.group(0)
-            if name not in cache:
-                cache[name] = reference_markdown(REPO / "data" / "reference" / name)
-                print(f"{name}: regenerated", flush=True)
-            return m.group(1) + cache[name] + m.group(4)
-
-        new = BLOCK.sub(table, text)
+        new = docblocks.rewrite(text, only or None, cache)
         if new != text:
             page.write_text(new)
-            print(f"{page.relative_to(REPO)}: rewritten")
+            print(f"{page.relative_to(REPO)}: rewritten", flush=True)
+    print(f"{len(cache)} blocks regenerated", flush=True)
     return 0
 
 

@@ -103,7 +103,9 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``present.notebook`` — what the notebooks call (their door to run and analyse) and display helpers
 * ``present.pipeline`` — papermill runs the notebooks, nbconvert renders the report
 * ``present.html`` — HTML rendering and ``report/index.html``
-* ``present.reference`` — the README's reference tables
+* ``present.reference`` — the README's reference tables; ``HEADLINE_RUN``, the run of the design ``make report`` runs
+* ``present.verdictline`` — a verdict in one line: its word and the number that decided it; the Holm steps
+* ``present.docblocks`` — every docs block generated from committed runs, by name (``bench.regen_reference_tables``)
 * ``present.progress`` — the progress line ``make report`` prints while its notebooks run the experiment
 
 **teaching** — the lesson (``make teach``), reading runs through the analyse wing:

@@ -34,8 +34,14 @@ PROFILE_DEVICE = {"article": "cuda", "saturating": "cuda", "probe": "cuda", "cpu
 
 
 def _code(value: object) -> str:
+    """A value as a table cell shows it: in code, "—" for none, "empty" for an empty string (an empty code span
+    would open one that runs on to the next backtick and break the row)."""
     if value is None:
         return "—"
+    if value == "":
+        return "empty"
+    if isinstance(value, bool):
+        value = str(value).lower()  # as --set takes it
     if isinstance(value, (list, tuple)):
         value = ",".join(map(str, value))
     if isinstance(value, float) and value.is_integer():
@@ -51,6 +57,8 @@ def _profile_values() -> dict[str, dict[str, object]]:
         spec = resolve(params, PROFILE_DEVICE.get(name, "cuda"))
         values = {f.name: getattr(params, f.name) for f in fields(ExperimentParams)}
         values.update({k: v for k, v in spec.resolved.items() if k in values})
+        # the resolved ``design`` is the design's description; the parameter's value is its kind (what --set takes)
+        values["design"] = spec.resolved.get("design_kind") or "fresh"
         values["profile"] = name
         out[name] = values
     return out

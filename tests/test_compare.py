@@ -462,8 +462,8 @@ def test_every_table_and_the_index_name_an_llm_phase():
     table = pd.DataFrame(rows)
     data = SimpleNamespace(run=SimpleNamespace(run_id="r"), manifest=SimpleNamespace(
         created_at="t", device="cuda", device_name="H200", profile="article", label="", status="complete"))
-    assert headline_entry(data, table)["headline"] == ("llm (prefill) · shared-all: 1.20x, degraded; "
-                                                       "llm (decode) · shared-all: 1.30x, degraded")
+    assert headline_entry(data, table)["headline"] == ("llm (prefill) · shared-all: degraded; "
+                                                       "llm (decode) · shared-all: degraded")
     assert forest_frame(table)["tenant"].tolist() == ["llm (prefill) · shared-all", "llm (decode) · shared-all"]
     assert headline(table)["tenant"].tolist() == ["llm (prefill)", "llm (decode)"]
 

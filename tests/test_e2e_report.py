@@ -230,3 +230,75 @@ def test_make_report_run_leaves_the_run_untouched(rendered: dict, tmp_path: Path
     assert res.stderr == ""
     assert _digest(run_dir) == before
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".json"] == [f"{run_dir.name}.json"]
+
+
+def test_the_report_reads_each_verdict_in_one_line_with_its_why_one_click_away(rendered: dict) -> None:
+    """The summary, the headline table and the index give each verdict's word with the number that decided it
+    (``verdictline.decided_by``), the derivation sits in a <details> under the table, and the sample-size note
+    names the effective samples and the one rule (issue 53)."""
+    from html import escape
+
+    from kts_helpers.analyse.intervals import add_all_intervals
+    from kts_helpers.analyse.load import load_run
+    from kts_helpers.analyse.rules import MIN_CORUNNING
+    from kts_helpers.analyse.summary import summarize_run
+    from kts_helpers.present import verdictline
+
+    data = load_run(rendered["run_dir"])
+    table = add_all_intervals(summarize_run(data), data.iterations)
+    html = rendered["html"].read_text()
+    index = (rendered["reports"] / "index.html").read_text()
+    summary = _summary(html)
+    for r in table[(table["kind"] == "shared") & table["metric"].isin(["wall", "device"])].itertuples():
+        line = verdictline.decided_by(r.verdict)
+        assert f"verdict {r.verdict.reading} ({line})" in summary.replace("&lt;", "<"), (r.tenant, r.metric)
+        assert escape(line) in html
+        if r.metric == "wall":
+            assert escape(f"{r.tenant}: {verdictline.one_line(r.verdict)}") in index
+    assert html.count("<details><summary>Why: how each verdict above was decided") == 2  # wall and device tables
+    assert "662" not in html and f"needs {MIN_CORUNNING} effective samples" in html
+
+
+def _sample(text: str, command: str) -> list[str]:
+    """The lines of a page's ```text block that shows ``$ <command>``, the command line first."""
+    return next(b for b in re.findall(r"```text\n(.*?)```", text, re.S) if b.startswith(f"$ {command}")).splitlines()
+
+
+def _shape(line: str) -> str:
+    """A printed line less what differs between runs: the report's path, scenario names, times, numbers, and each
+    verdict with the number that decided it."""
+    line = re.sub(r"\S*/report/\S+\.html", "<report>", line)
+    line = re.sub(r"kts: (?!every )\S+ \(scenario", "kts: <scenario> (scenario", line)
+    line = re.sub(r"(\d+ min )?\d+ s\b", "<time>", line)
+    line = re.sub(r"verdict [a-z][^(]*\((?:[^()]|\([^()]*\))*\)", "verdict <verdict>", line)
+    return re.sub(r"-?\d[\d,]*(\.\d+)?", "N", line)
+
+
+def test_the_quickstart_shows_what_a_run_prints(rendered: dict) -> None:
+    """The sample output of `make report` in the README and on the home page is what this test's run printed: the
+    command make echoes, the progress lines (their forms from the run and from the kit's own formatter), the last
+    line and the report's path; and the summary line quoted has the form of the run's own."""
+    from html import unescape
+
+    from kts_helpers.present import progress
+
+    err, out = rendered["stderr"].splitlines(), rendered["stdout"].splitlines()
+    formats = [progress.progress_line(progress.Progress("calibration", 1, 8, None, None, 0.0), 3.0),
+               progress.progress_line(progress.Progress("shared-r1", 3, 8, 982, 1000, 0.5), 60.0)]
+    can = {_shape(ln) for ln in err + out + formats}
+    must = {_shape(err[-1]), _shape(out[-1])}
+    assert "every scenario done after" in err[-1]
+    echo = subprocess.run(["make", "-n", "--no-print-directory", "-o", ".venv/.kts-installed", "report"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60).stdout.splitlines()[0]
+    summary = " ".join(unescape(_summary(rendered["html"].read_text())).split())
+    theirs = re.search(r"fft : median wall latency .*? throughput changed by -?[\d.]+ %\.", summary).group(0)
+    theirs = re.sub(r"\s+([:,;.)])", r"\1", theirs.replace("( ", "("))
+    for page in (REPO / "README.md", REPO / "docs" / "index.md"):
+        text = page.read_text()
+        lines = _sample(text, "make report")
+        assert lines[1] == echo, page.name
+        shapes = [_shape(ln) for ln in lines[2:]]
+        assert [s for s in shapes if s not in can] == [] and must <= set(shapes), page.name
+        quote = text.split("**What to look at first.**", 1)[1].split("\n\n", 2)[1]
+        ours = " ".join(quote.replace("> ", "").replace("*", "").split())
+        assert _shape(ours) == _shape(theirs), (page.name, ours, theirs)

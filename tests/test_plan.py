@@ -800,3 +800,23 @@ def test_a_step_whose_kernels_are_all_launched_is_not_held_by_a_later_gemm_kerne
     gemm = MpsTenant("gemm", 5.0, 100.0, fills_gpu=True)
     rows = simulate_mps([a, b, gemm], 50.0, 0, offsets_ms=[0.0, 0.0, 1.5])
     assert rows[rows["tenant"] == "a"].iloc[0]["wall_ms"] == pytest.approx(2.0, abs=1e-6)
+
+
+def _plan_sample(page: Path) -> list[str]:
+    import re
+
+    return next(b for b in re.findall(r"```text\n(.*?)```", page.read_text(), re.S)
+                if b.startswith("$ .venv/bin/kts plan")).splitlines()
+
+
+def test_the_quickstarts_plan_output_is_what_kts_plan_prints(article_capacity: cap.CapacityAnswer) -> None:
+    """The README's and the home page's sample of ``kts plan --capacity`` is this answer's table line for line
+    ("…" marks rows left out): N = 1..4 of its 8, each N's scenarios drawing from their own seeds, so they print the
+    same at the default --max-n 8; its header, goal and answers all shown."""
+    table = article_capacity.table().splitlines()
+    for page in (REPO / "README.md", REPO / "docs" / "index.md"):
+        lines = _plan_sample(page)
+        assert lines[0] == "$ .venv/bin/kts plan --capacity --from-run data/reference/h200-2026-11-30-article --slo fft=1.0"
+        shown = [ln for ln in lines[1:] if ln != "…" and not ln.startswith("kts plan: ")]
+        assert shown and [ln for ln in shown if ln not in table] == [], page.name
+        assert table[0] in shown and [ln for ln in table if ln.startswith(("goal", "largest")) and ln not in shown] == []

@@ -67,6 +67,11 @@ def test_a_run_without_profiles_falls_back_and_says_so(capsys):
     assert all(p.traits is None for p in inp.alone.values())
     lines = inp.fallbacks()
     assert any("fft (baseline-fft): no profile" in ln and "'fft'" in ln for ln in lines)
+    for page in (REPO / "README.md", REPO / "docs" / "index.md"):  # the quickstart's sample shows these notes
+        sample = next(b for b in re.findall(r"```text\n(.*?)```", page.read_text(), re.S)
+                      if b.startswith("$ .venv/bin/kts plan"))
+        assert [ln for ln in sample.splitlines() if ln.startswith("kts plan: ")] == [
+            f"kts plan: {ln}" for ln in inp.notes() + inp.fallbacks() + inp.profile_warnings()], page.name
     main(["plan", "--from-run", str(ARTICLE), "--replicates", "2"])
     assert "kts plan: fft (baseline-fft): no profile in its alone run" in capsys.readouterr().err
 

@@ -85,3 +85,18 @@ def test_a_report_page_has_a_title_of_its_own(tmp_path: Path) -> None:
     html = render_html(src, tmp_path / "run-1.html", title="kts report: run-1").read_text()
     assert html.count("<title>") == 1 and "<title>kts report: run-1</title>" in html and "<title>Notebook" not in html
     assert "<title>kts: run-2</title>" in render_html(src, tmp_path / "run-2.html").read_text()
+
+
+def test_the_logs_are_read_through_the_line_contract(tmp_path: Path) -> None:
+    """The line's layout has one home (``run.logformat``): a line it rejects (a field short, a non-number where the
+    iteration sits) counts for nothing here either, and a v1 line (the article's tool) counts as its parser reads it."""
+    run = _run(tmp_path, {"baseline-fft/fft": 10})
+    log = run / "logs" / "baseline-fft" / "fft.log"
+    with log.open("a") as f:
+        f.write("KTS_APP,v2,fft,fft,99,op,1,1,2\n")  # two fields short: not a line of the contract
+        f.write("KTS_APP,v2,fft,fft,98,op,1,1,2,0.1,0.1,extra\n")  # one too many
+    watcher = progress.RunWatcher(run)
+    assert watcher.read().done == 10
+    with log.open("a") as f:
+        f.write("KTS_APP,v1,FFT,11,1,2,0.1,op\n")  # v1: iteration 11
+    assert watcher.read().done == 12

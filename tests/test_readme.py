@@ -22,9 +22,67 @@ def test_readme_reference_tables_match_the_committed_runs() -> None:
                                                      "h200-2026-12-02-saturating-blocks",
                                                      "h200-2026-12-03-saturating-mps-blocks",
                                                      "h200-2026-12-03-four-tenants-blocks",
-                                                     "h200-2026-12-06-rm-warm-ts-24"}
+                                                     "h200-2026-12-06-rm-warm-ts-24", "h200-2026-12-04-article-warm"}
     for name, block in blocks:
         assert block == reference_markdown(REPO / "data" / "reference" / name), name
+
+
+def test_every_block_generated_from_the_runs_is_current() -> None:
+    """Every block ``present.docblocks`` writes (the README's headline, the verdict page's examples, forms and Holm
+    example, the results page's one-screen summary) is what it writes now: after the verdict changes, one command
+    (``python -m bench.regen_reference_tables``) brings every page back, and this test says which block is stale."""
+    from kts_helpers.present import docblocks
+
+    stale, kinds = [], set()
+    for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
+        text = page.read_text()
+        for kind, arg, body in docblocks.blocks(text):
+            kinds.add(kind)
+            if kind != "reference-table" and body != docblocks.render(kind, arg, text):  # tables: the test above
+                stale.append(f"{page.relative_to(REPO)}: {kind}:{arg}")
+    assert stale == [], "run python -m bench.regen_reference_tables"
+    assert kinds == set(docblocks.GENERATORS)  # every generator has its block somewhere
+
+
+def test_the_headline_is_the_article_profile_in_the_design_make_report_runs() -> None:
+    """The README's GPU table is the committed run of the article profile in the design that profile resolves to
+    today; when the profile moves on (a new default design or block count), this fails with what to do."""
+    from kts_helpers.present.reference import HEADLINE_RUN, headline_mismatch
+
+    readme = (REPO / "README.md").read_text()
+    first = re.search(r"<!-- (headline|reference-table:\S+):start -->", readme).group(1)
+    assert first == "headline" and f"`data/reference/{HEADLINE_RUN}`" in readme
+    assert headline_mismatch() is None, headline_mismatch()
+    for other in ("h200-2026-12-06-rm-warm-ts-24", "h200-2026-11-30-article"):  # another design: what to do
+        assert "bash bench/h200/warm_batch.sh headline" in headline_mismatch(other)
+
+
+def test_every_make_report_claim_names_the_headline_run() -> None:
+    """A page that says a run is what `make report` runs names the headline run; older runs are named by their
+    design (the results page's headings, ``reference.design_name``)."""
+    from kts_helpers.present.docblocks import BLOCK
+    from kts_helpers.present.reference import DESIGN_NAMES, HEADLINE_RUN, design_name
+
+    claims = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
+        for line in BLOCK.sub("", page.read_text()).splitlines():
+            if re.search(r"`make report`('s)? (now )?runs?\b(?! on a GPU now)|as `make report` runs it|that `make report` now",
+                         line) and "h200-" in line:
+                claims.append(line)
+    assert [c for c in claims if HEADLINE_RUN not in c] == []
+    page = (REPO / "docs" / "results" / "reference.md").read_text()
+    heading = ""
+    wrong = []
+    for line in page.splitlines():
+        if line.startswith(("## ", "### ")):
+            heading = line.lower() if line.startswith("### ") else line.lower()
+        m = re.match(r"<!-- reference-table:(\S+):start -->", line)
+        if m:
+            name = design_name(REPO / "data" / "reference" / m.group(1))
+            key = {"one alone block": ("one alone block", "one block")}.get(name, (name.split()[0],))
+            if not any(k in heading for k in key):
+                wrong.append(f"{m.group(1)} ({name}) under {heading!r}")
+    assert wrong == [] and set(DESIGN_NAMES.values()) >= {design_name(REPO / "data" / "reference" / HEADLINE_RUN)}
 
 
 def test_readme_documents_both_commands_and_the_line_format() -> None:
@@ -36,13 +94,11 @@ def test_readme_documents_both_commands_and_the_line_format() -> None:
 
 
 def _shared_rows(name: str) -> dict[tuple[str, str, str], object]:
-    """(tenant, sharing, clock) -> the summary row of a committed reference, by the report's own computation."""
-    from kts_helpers.analyse.intervals import add_all_intervals
-    from kts_helpers.analyse.load import load_run
-    from kts_helpers.analyse.summary import summarize_run
+    """(tenant, sharing, clock) -> the summary row of a committed reference, by the report's own computation (the
+    table the generated blocks are made from, computed once per process: ``reference.analysed``)."""
+    from kts_helpers.present.reference import analysed
 
-    data = load_run(REPO / "data" / "reference" / name)
-    table = add_all_intervals(summarize_run(data), data.iterations, n_resamples=200)
+    _, table = analysed(REPO / "data" / "reference" / name)
     shared = table[table["kind"] == "shared"]
     return {(r.tenant, r.sharing, r.metric): r for r in shared.itertuples()}
 
@@ -304,3 +360,50 @@ def test_readme_design_cost_on_cpu_is_the_committed_measurement() -> None:
     assert said == (135, 105)
     assert "the cpu-quick run took 135 s from calibration to its last block against 105 s one block a side" in \
         " ".join(README.split())
+
+
+def _reference_runs() -> list[str]:
+    return list(dict.fromkeys(re.findall(r"<!-- reference-table:(\S+):start -->", README)))
+
+
+def test_each_verdict_line_is_its_deciding_test_and_never_contradicts_its_word() -> None:
+    """Over every committed run with a table in the docs: a decided verdict's line opens with its deciding test's
+    number in that test's unit, the number that sized the word agrees with the word (at least 1 + margin for
+    "degraded", below it for "small slowdown", and the mirror images), and the line is at most 25 words."""
+    from kts_helpers.analyse import verdict as V
+    from kts_helpers.present import verdictline
+    from kts_helpers.present.reference import analysed
+
+    unit = {"level": "median ×", "DF": "DF ", "collided": "collided ", "collided median": "collided median ",
+            "tail": "tail ", "block tail": "tail shape ×"}
+    bad, seen = [], set()
+    for name in _reference_runs():
+        _, table = analysed(REPO / "data" / "reference" / name)
+        if table is None:
+            continue
+        for v in table["verdict"].dropna():
+            line = verdictline.decided_by(v)
+            if len(line.split()) > 25:
+                bad.append(f"{name}: {len(line.split())} words: {line}")
+            slower, faster = v.reading in V.slower_readings(), v.reading in V.faster_readings()
+            if not (slower or faster):
+                continue
+            test = v.slower_by if slower else v.faster_by
+            seen.add(test)
+            sized = re.search(r"sized by (?:DF |the median ×)([\d.]+)$", line)
+            number = float(sized.group(1)) if sized else float(re.match(r"\D*?([\d.]+)", line).group(1))
+            big = number >= 1.1 if slower else number <= 0.9
+            if not line.startswith(unit[test]) or big != (v.reading in (V.DEGRADED, V.FASTER)):
+                bad.append(f"{name}: {v.reading} by {test}: {line}")
+    assert bad == []
+    assert seen >= {"level", "collided", "tail"}  # the forms the committed runs decide by
+
+
+def test_a_verdict_in_the_readme_table_reads_in_at_most_25_words_with_its_why_one_click_away() -> None:
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"<!-- headline:start -->(.*?)<!-- headline:end -->", readme, re.S).group(1)
+    header, *rows = [r for r in block.splitlines() if r.startswith("| ")]
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    cells = [dict(zip(cols, (c.strip() for c in r.strip("|").split("|")), strict=True)) for r in rows]
+    assert cells and all(len(f"{c['verdict']} {c['decided by']}".split()) <= 25 for c in cells)
+    assert '<details markdown="1"><summary>Why' in block and block.count("\n- **") == len(cells) // 2

@@ -485,7 +485,7 @@ def test_the_independent_tools_are_the_projects_own():
     """The copies in tests/independent are the originals in ../shared/tools, where that folder sits beside the
     checkout (a clean clone has only the copies, which is why they are here)."""
     names = sorted(p.name for p in INDEPENDENT.glob("*.py"))
-    assert names == ["corunning.py", "tailcount.py"]
+    assert names == ["alone_vs_alone.py", "corunning.py", "tailcount.py"]
     if SHARED_TOOLS.is_dir():
         for name in names:
             assert (INDEPENDENT / name).read_bytes() == (SHARED_TOOLS / name).read_bytes(), name

@@ -43,17 +43,31 @@ def bad_step(torch, device, params):
 '''
 
 
+def docs_factory() -> tuple[str, str]:
+    """(file name, source) of the factory the workloads guide shows: its ```python block that opens with the file's
+    name as a comment, exactly as a reader would copy it."""
+    import re
+
+    page = (REPO / "docs" / "guide" / "workloads.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if re.match(r"# \w+\.py\n", b)]
+    return block.split("\n", 1)[0][2:], block
+
+
 @pytest.fixture(scope="module")
 def outside(tmp_path_factory):
-    """A folder outside the repository holding the example factory, bad factories and an entry point."""
+    """A folder outside the repository holding the example factory, the docs' factory, bad factories and an entry
+    point."""
     root = tmp_path_factory.mktemp("outside")
     shutil.copy(REPO / "examples" / "my_tenants.py", root / "my_tenants.py")
+    name, source = docs_factory()
+    (root / name).write_text(source)
     (root / "bad_tenants.py").write_text(textwrap.dedent(BAD))
     (root / "broken_import.py").write_text("import no_such_dependency_kts\n")
     dist = root / "kts_example_tenants-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kts-example-tenants\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[kts.workloads]\nmlp = my_tenants:make_mlp_server\n")
+    # the entry point names the docs' factory: one worker runs both (an entry point, and the page's code as a tenant)
+    (dist / "entry_points.txt").write_text(f"[kts.workloads]\nmlp = {name[:-3]}:make_matmul\n")
     return root
 
 
@@ -111,10 +125,21 @@ def test_example_factory_runs_from_a_folder_outside_the_repository(runs):
     assert prof["memory"]["rss_peak_mib"] > 0
 
 
+def test_the_factory_the_docs_show_runs_as_a_tenant_from_outside_the_repository(runs):
+    """The workloads guide's factory, copied as a reader would (``from kts_worker import Workload``), timed by the
+    worker started from a folder outside the repository."""
+    assert docs_factory()[0] == "my_factory.py"
+    rc, stdout, stderr = runs["entry-point"]  # its entry point names the page's factory (``outside``)
+    assert rc == 0, stderr
+    p = parse_bytes(stdout.encode())
+    assert p.n == 3 and p.malformed == 0 and p.frame["phase"].unique().tolist() == ["matmul"]
+    assert p.meta[0]["workload_name"] == "matmul" and p.meta[0]["flops_per_op"] == 2.0 * 32**3
+
+
 def test_entry_point_names_a_factory(runs):
     rc, stdout, stderr = runs["entry-point"]
     assert rc == 0, stderr
-    assert parse_bytes(stdout.encode()).meta[0]["workload_name"] == "mlp-server"
+    assert parse_bytes(stdout.encode()).meta[0]["workload_name"] == "matmul"  # my_factory:make_matmul
 
 
 def test_a_bad_factory_stops_the_worker_in_one_line_naming_the_tenant(runs):
@@ -135,8 +160,8 @@ def test_a_bad_factory_stops_the_worker_in_one_line_naming_the_tenant(runs):
     ("bad_tenants:wrong_type", "the factory returned int, not a Workload"),
     ("bad_tenants:bad_step", "must return (phase, callable) pairs"),
     ("conv", "unknown workload 'conv'"),
-    ("mlp", None),  # the entry point
-    ("my_tenants:make_mlp_server", None),
+    ("mlp", "matmul"),  # the entry point (the docs' factory)
+    ("my_tenants:make_mlp_server", "mlp-server"),
 ])
 def test_every_kind_of_bad_factory_is_one_line(outside, monkeypatch, name, needle):
     import kts_workload
@@ -144,8 +169,8 @@ def test_every_kind_of_bad_factory_is_one_line(outside, monkeypatch, name, needl
 
     monkeypatch.syspath_prepend(str(outside))
     params = {"size": 8, "seed": 0, "device_type": "cpu"}
-    if needle is None:
-        assert kts_workload.build_workload(name, torch, torch.device("cpu"), params).name == "mlp-server"
+    if needle in ("matmul", "mlp-server"):  # a good factory: the name of what it built
+        assert kts_workload.build_workload(name, torch, torch.device("cpu"), params).name == needle
         return
     with pytest.raises(kts_workload.WorkloadError) as exc:
         kts_workload.build_workload(name, torch, torch.device("cpu"), params)

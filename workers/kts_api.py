@@ -32,7 +32,8 @@ PAD_PHASE = "pad"
 
 # ----------------------------------------------------------------------------- the workload API
 # A tenant's workload is built once per worker by a *factory*: ``factory(torch, device, params) -> Workload``.
-# This API is stable (documented in README.md, "Bring your own workload"; examples/ holds a factory):
+# This API is stable (documented in docs/guide/workloads.md, whose factory imports ``from kts_worker import Workload``,
+# the same class; examples/ holds a factory):
 #
 # * ``torch``: the imported torch module; ``device``: the ``torch.device`` the worker runs on (cuda or cpu);
 # * ``params``: a dict: ``size`` (the run's matrix size), ``seed``, ``device_type`` ("cuda"/"cpu"), and the run's
@@ -43,7 +44,7 @@ PAD_PHASE = "pad"
 #   synchronize) and prints one line per pair. Allocate in the factory, not in the callables.
 #
 # A workload is named in ``workloads=`` as a built-in name (``fft``, ``gemm``, ``llm``, ``noop``; the real
-# architectures ``llama-decode``, ``bert``, ``vit``, ``train-step`` from ``kts_models.py``), as
+# architectures ``llama-decode``, ``bert``, ``vit``, ``resnet``, ``train-step`` from ``kts_models.py``), as
 # ``package.module:factory`` (imported from the worker's ``PYTHONPATH``), or as the name of an entry point in
 # the group ``kts.workloads``. The kit keeps the harness: barrier, lead-in, padding, three clocks, looks, GPU
 # identity, MPS. ``--check`` builds the workload and checks it without timing anything (the runner's pre-flight).

@@ -31,7 +31,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the siblings, wherever the worker is started from
 
-from kts_api import META_TAG, WorkloadError, record_line  # noqa: E402
+from kts_api import META_TAG, Workload, WorkloadError, record_line  # noqa: E402
+
+# The documented import of a user's factory (docs/guide/workloads.md): ``from kts_worker import Workload``. The class
+# lives in kts_api; this module names it too, so a factory written to the docs keeps working wherever the worker runs
+# (its folder is on sys.path there).
+__all__ = ["Workload", "WorkloadError", "main"]
 from kts_autostop import StopRule  # noqa: E402
 from kts_builtin import DEFAULT_SLEEP_MS  # noqa: E402
 from kts_harness import (  # noqa: E402

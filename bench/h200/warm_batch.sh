@@ -4,6 +4,8 @@
 # tarball, $OUT/<label>.tgz. Nothing here changes a GPU setting; MPS daemons are the kit's own (private pipe folders, always quit).
 #   bash bench/h200/warm_batch.sh rm-fresh-ts rm-warm-ts       # the real-model mix, both designs, time-slicing
 #   bash bench/h200/warm_batch.sh rm-warm-ts-24                # the same mix in 24 shared blocks (the blocks plan's check)
+#   bash bench/h200/warm_batch.sh headline                     # the article profile at its defaults: the README's next
+#                                                                headline run (kts_helpers/present/reference.py, HEADLINE_RUN)
 set -uo pipefail
 OUT=${OUT:-/tmp/kts-out}
 mkdir -p "$OUT/runs"
@@ -32,6 +34,7 @@ for what in "$@"; do
     rm-warm-ts)  run h200-2026-12-04-rm-warm-ts --profile article $RM ;;
     rm-warm-mps) run h200-2026-12-04-rm-warm-mps --profile article $RM --set sharing=mps ;;
     article)     run h200-2026-12-04-article-warm --profile article ;;
+    headline)    run $GPU-$(date +%F)-article-headline --profile article ;;  # whatever design and blocks it resolves to
     rm-warm-ts-24*)  run $GPU-$(date +%F)-$what --profile article $RMW --set blocks=24 --set iterations=150 ;;
     rm-warm-mps-24*) run $GPU-$(date +%F)-$what --profile article $RMW --set blocks=24 --set iterations=150 --set sharing=mps ;;
     *) echo "unknown run $what" ;;

@@ -20,7 +20,7 @@ included* (padding runs the same operation at the same cadence: its load is as r
 two host epoch stamps enclose the neighbour's launch and its ``cuda.synchronize()``, so the GPU work lies
 inside them (CUDA events give a duration, no absolute GPU time); the window overstates the GPU's busy time by
 the launch and sync overhead (tens of µs), which can only add borderline collisions. The same definition
-as ``shared/tools/tailcount.py`` (the independent count), so the counts agree.
+as ``tests/independent/tailcount.py`` (the independent count), so the counts agree.
 
 The interval for the share (:func:`share_interval`): Wilson's score interval at an effective sample size
 n / tau, tau the larger of (a) Geyer's initial-positive-sequence sum of the indicator's autocorrelations and

@@ -18,10 +18,11 @@ from kts_helpers.analyse.rules import (
     df_reading,
     jitter,
     quantile,
+    sample_note,
     series_groups,
     throughput_change,
 )
-from kts_helpers.analyse.summary import VERDICT_COLUMNS, baseline_row, verdict_columns
+from kts_helpers.analyse.summary import VERDICT_COLUMNS, VERDICT_OBJECT, baseline_row, verdict_columns
 
 CI_COLUMNS = ("p50_lo", "p50_hi", "p95_lo", "p95_hi", "p99_lo", "p99_hi", "jitter_lo", "jitter_hi", "df_lo", "df_hi",
               "throughput_change", "throughput_change_lo", "throughput_change_hi",
@@ -36,6 +37,7 @@ def _put(out: pd.DataFrame, i: object, stat: str, est: Estimate) -> None:
 def _write_verdict(out: pd.DataFrame, i: object, v: verdict.Verdict) -> None:
     for col, value in verdict_columns(v).items():
         out.at[i, col] = value
+    out.at[i, VERDICT_OBJECT] = v  # the object itself, for what present/ words from its fields (never published)
 
 
 def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_resamples: int = 2000,
@@ -59,7 +61,7 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
     flags = per_block("collided")
     starts = per_block("start_ns")
     probes = per_block("host_probe_ms")
-    for col in CI_COLUMNS + VERDICT_COLUMNS:
+    for col in CI_COLUMNS + VERDICT_COLUMNS + (VERDICT_OBJECT,):
         if col not in out:
             out[col] = np.nan if col.endswith(("_lo", "_hi")) else None
     slo = slo_ms or {}
@@ -91,7 +93,7 @@ def add_intervals(table: pd.DataFrame, frame: pd.DataFrame, metric: str, *, n_re
         if jit is not None:
             _put(out, i, "jitter", Estimate.of(jit))
         if not verdicts_only:
-            out.at[i, "sample_note"] = stats.sample_size_warning(len(x), 0.99, ess=ess)
+            out.at[i, "sample_note"] = sample_note(len(x), ess)
         if shared_ratio:
             base = baseline_row(out, row)
             alone = (samples[(base["kind"], base["group"], base["sharing"], base["tenant"], base["phase"])]

@@ -80,7 +80,7 @@ def mark_overlap(frame: pd.DataFrame, *, clip: bool = True) -> pd.DataFrame:
     Computed from the raw logs, padding lines included and before any trimming: a shared scenario's
     window is [latest first start, earliest last end] over its tenants' lines, and only iterations
     entirely inside it count as shared. Baseline scenarios are all "inside". (The same rule as
-    ``shared/tools/corunning.py``, the independent check.)
+    ``tests/independent/corunning.py``, the independent check.)
     """
     out = frame.copy()
     out["in_overlap"] = True
@@ -99,7 +99,7 @@ def in_flight(launch_ns: np.ndarray, op_start_ns: np.ndarray, op_end_ns: np.ndar
     """For each launch instant, whether it lies inside some operation's closed [start, end]: a collision.
 
     Those two host stamps enclose a neighbour's launch and its synchronize, so its GPU work lies inside them
-    (``collisions`` says why the same definition as ``shared/tools/tailcount.py``)."""
+    (``collisions`` says why the same definition as ``tests/independent/tailcount.py``)."""
     launch = np.asarray(launch_ns, np.int64)
     if len(op_start_ns) == 0:
         return np.zeros(len(launch), bool)
@@ -150,6 +150,21 @@ def min_corunning_samples(q: float = 0.99, confidence: float = 0.95) -> int:
 
 
 MIN_CORUNNING = min_corunning_samples()
+# The one sample-size rule the report and every docs page quote, word for word (a test holds them to it).
+SAMPLE_SIZE_RULE = (f"A p99 has a two-sided 95 % interval only from {MIN_CORUNNING} effective samples (n / τ, τ from "
+                    f"how its slow iterations cluster; 0.99^{MIN_CORUNNING} < 0.025): below that its upper bound is "
+                    f"open, and slow iterations in a few bursts can keep it open above.")
+
+
+def sample_note(n: int, ess: float | None = None, q: float = 0.99) -> str | None:
+    """The report's sample-size note for a series by ``SAMPLE_SIZE_RULE``, naming the effective samples (n / τ, the
+    p99 interval's own) that decide; None where there are enough."""
+    eff = float(n) if ess is None or ess != ess else min(float(n), ess)
+    if eff >= MIN_CORUNNING:
+        return None
+    held = f"{n} samples, {eff:.0f} effective (n / τ)" if eff < n - 0.5 else f"{n} samples"
+    return (f"{held}: a p{100 * q:g}'s two-sided 95 % interval needs {MIN_CORUNNING} effective samples, so its upper "
+            "bound is open")
 
 
 def df_reading(n_shared: int, wording: str | None) -> str:

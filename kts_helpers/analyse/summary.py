@@ -36,6 +36,9 @@ VERDICT_COLUMNS = ("reading", "reading_detail", "iterations_needed", "blocks_nee
                    "slow_ratio", "slow_ratio_lo", "slow_ratio_hi", "collided_n", "collided_slow", "collided_p",
                    "contrast_n", "contrast_clear_n", "contrast_slow", "contrast_p", "contrast_ms", "contrast_ms_lo",
                    "contrast_ms_hi", "drift_sd", "drift_blocks", "p_slower", "p_faster", "family")
+# The shared rows' ``verdict.Verdict`` itself, kept in the table for present/'s words (``present.verdictline``: the
+# number that decided it); an object, not a value, so ``public_table`` leaves it out of every file.
+VERDICT_OBJECT = "verdict"
 
 
 def verdict_columns(v: verdict.Verdict) -> dict[str, object]:
@@ -131,6 +134,8 @@ def public_table(table: pd.DataFrame) -> pd.DataFrame:
     verdicts issue's alias of ``reading``, comes just before it. The one place the two forms meet."""
     cols: dict[str, object] = {}
     for c in table.columns:
+        if c == VERDICT_OBJECT:
+            continue
         stat = c[:-3]
         if c.endswith("_hi") and f"{stat}_lo" in table:
             continue

@@ -500,11 +500,12 @@ def validation_markdown(checks: list[Check], *, reasons: dict[tuple[str, str, st
                         latest: tuple[str, ...] = LATEST_HOLDOUT, flag: str = "tuned on it?",
                         flagged: str = "runs used to tune", unflagged: str = "runs not used to tune",
                         latest_label: str = "the latest sealed holdout alone (scored after the model's last change)",
-                        more: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> str:
+                        more: tuple[tuple[str, tuple[str, ...]], ...] = (), heading: str = "###") -> str:
     """The README's validation table, the score against the target, and the misses with their reasons (``more``:
-    further (label, runs) whose score is given apart)."""
+    further (label, runs) whose score is given apart), each under a ``heading`` of its own (the page's table of
+    contents and search land on them)."""
     reasons = MISS_REASONS if reasons is None else reasons
-    lines = [f"| run (config) | {flag} | sharing | tenants | tenant | phase | predicted p50 [PI] (ms) | "
+    lines = [f"{heading} Every tenant row", "", f"| run (config) | {flag} | sharing | tenants | tenant | phase | predicted p50 [PI] (ms) | "
              "predicted p99 [PI] (ms) | measured p50 / p99 (ms) | hit? |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for c in checks:
@@ -513,7 +514,7 @@ def validation_markdown(checks: list[Check], *, reasons: dict[tuple[str, str, st
                      f"{c.tenant} | {p.phase} | {p.p50_ms:.2f} {_iv(p.p50_lo, p.p50_hi)} | "
                      f"{p.p99_ms:.2f} {_iv(p.p99_lo, p.p99_hi)} | {c.measured_p50:.2f} / {c.measured_p99:.2f} | "
                      f"{'hit' if c.hit else 'miss'} |")
-    lines.append("")
+    lines += ["", f"{heading} Hit rates", ""]
     unseen = [c for c in checks if not c.tuned]
     by_mode = [(f"{unflagged}, {mode}", [c for c in unseen if c.sharing == mode])
                for mode in dict.fromkeys(c.sharing for c in unseen)]
@@ -527,8 +528,7 @@ def validation_markdown(checks: list[Check], *, reasons: dict[tuple[str, str, st
         lines.append(f"- {label}: {hits} of {len(group)} tenant rows hit ({share}; target ≥ 80 %)")
     misses = [c for c in checks if not c.hit]
     if misses:
-        lines.append("")
-        lines.append("Misses (numbers, then why):")
+        lines += ["", f"{heading} Misses, each with its reason", ""]
         for c in misses:
             why = reasons.get(miss_key(c), "not yet explained")
             lines.append(f"- {c.run} {c.scenario} {c.tenant} ({c.predicted.phase}): {c.why()}. Why: {why}")
@@ -572,7 +572,8 @@ def readme_markdown(runs: tuple[tuple[str, bool], ...] = VALIDATION_RUNS, root: 
     text = validation_markdown(validation_checks(runs, root))
     pair, multi = (root / name for name in PROBE_RUNS)
     if (pair / "manifest.json").exists() and (multi / "manifest.json").exists():
-        text += "\n\nThe multi-context probe (" + multi.name + ") against the round robin:\n\n"
+        text += ("\n\n### The multi-context probe against the round robin\n\nThe multi-context probe (" + multi.name
+                 + ") against the round robin:\n\n")
         gpu = gpu_model_from_probe(str(pair), "")
         checks = multi_context_checks(multi, gpu.quantum_ms.value, gpu.switch_ms.value, gpu.slice_timer)
         text += multi_context_markdown(checks)
@@ -594,17 +595,19 @@ def real_model_markdown(runs: tuple[tuple[str, bool], ...] = REAL_MODEL_RUNS, ro
     """The real-model block: the same rule and table, its own runs, reasons and score (``checks``: already made)."""
     sealed = tuple(name for name, seen in runs if not seen)
     checks = validation_checks(runs, root) if checks is None else checks
-    return validation_markdown(checks, reasons=REAL_MISS_REASONS, latest=tuple(r for r in REAL_AFTER_TEARDOWN
-                                                                               if r in sealed),
-                               flag="seen before the freeze?", flagged="runs seen before the freeze",
-                               unflagged="sealed runs",
-                               latest_label="sealed runs measured after the CUPTI teardown (alone baselines the "
-                                            "profiler no longer slows)",
-                               more=(("issue 51's sealed H100 MPS runs (a serving decode next to a training step; "
-                                      "scored once, after the kernel-length model's freeze at 45962a8)",
-                                      tuple(r for r in KERNEL_SEALED if r in sealed)),)
-                               ) + "\n\nIssue 51's sealed runs block by block (the issue's unit):\n\n" + "\n".join(
-        block_lines(tuple(r for r in KERNEL_SEALED if r in sealed), root)) + "\n\n" + alone_profiles_markdown(runs, root)
+    table = validation_markdown(checks, reasons=REAL_MISS_REASONS, latest=tuple(r for r in REAL_AFTER_TEARDOWN
+                                                                                if r in sealed),
+                                flag="seen before the freeze?", flagged="runs seen before the freeze",
+                                unflagged="sealed runs",
+                                latest_label="sealed runs measured after the CUPTI teardown (alone baselines the "
+                                             "profiler no longer slows)",
+                                more=(("[issue 51](../changelog.md#issue-51)'s sealed H100 MPS runs (a serving decode "
+                                       "next to a training step; scored once, after the kernel-length model's freeze "
+                                       "at 45962a8)", tuple(r for r in KERNEL_SEALED if r in sealed)),),
+                                heading="####")
+    blocks = "\n".join(block_lines(tuple(r for r in KERNEL_SEALED if r in sealed), root))
+    return (f"{table}\n\n[Issue 51](../changelog.md#issue-51)'s sealed runs block by block (the issue's unit):\n\n"
+            f"{blocks}\n\n{alone_profiles_markdown(runs, root)}")
 
 
 def alone_profiles_markdown(runs: tuple[tuple[str, bool], ...] = REAL_MODEL_RUNS, root: Path = REFERENCE_ROOT) -> str:

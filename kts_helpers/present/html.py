@@ -55,7 +55,8 @@ def _when(created_at: object) -> str:
 
 
 def write_index(report_dir: str | os.PathLike = "report") -> Path:
-    """report/index.html: one row per rendered report (run id, date, device, profile, headline DF), newest first."""
+    """report/index.html: one row per rendered report (run id, date, device, profile, label, each tenant's
+    wall-time verdict in one line), newest first."""
     report_dir = Path(report_dir)
     entries = []
     for p in report_dir.glob("*.json"):
@@ -81,7 +82,7 @@ table{{border-collapse:collapse;width:100%}}td,th{{border-bottom:1px solid #ddd;
 vertical-align:top;overflow-wrap:break-word}}th{{background:#f4f4f4;overflow-wrap:normal}}</style></head>
 <body><h1>kts: GPU time-slicing contention reports</h1>{newest}
 <table><thead><tr><th>run</th><th>created</th><th>device</th><th>profile</th><th>label</th>
-<th>headline (wall-time DF, p99)</th></tr></thead><tbody>
+<th>headline: each tenant's wall-time verdict, decided by</th></tr></thead><tbody>
 {rows}
 </tbody></table></body></html>
 """

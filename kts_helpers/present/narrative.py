@@ -17,7 +17,7 @@ from kts_helpers.analyse.blockseq import LOOKS, nominal_alphas
 from kts_helpers.analyse.coverage import committed_p99_coverage
 from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.load import RunData
-from kts_helpers.analyse.rules import MIN_CORUNNING
+from kts_helpers.analyse.rules import MIN_CORUNNING, SAMPLE_SIZE_RULE
 from kts_helpers.analyse.summary import shared_pairs
 from kts_helpers.analyse.verdict import (
     DEFAULT_MARGIN,
@@ -32,6 +32,7 @@ from kts_helpers.analyse.verdict import (
     small_faster,
     small_slower,
 )
+from kts_helpers.present import verdictline
 from kts_helpers.present.tables import fmt_ci
 from kts_helpers.run.workloads import KIT_WORKLOADS, REAL_MODELS
 
@@ -70,15 +71,13 @@ def summary_paragraph(data: RunData, table: pd.DataFrame) -> str:
         a, s = a.iloc[0], s.iloc[0]
         d = dev[(dev["tenant"] == tenant) & (dev["kind"] == "shared") & (dev["group"] == s["group"])]
         dev_df = d["df"].iloc[0] if not d.empty else float("nan")
-        reading = s.get("reading")
-        verdict = f" ({esc(reading)})" if isinstance(reading, str) else ""
         clock = "CUDA events" if data.on_gpu else "the operation's own time"
-        device_part = (f"measured by device time ({clock}) alone the factor would be {_fmt(dev_df)}×, and "
-                       if data.two_clocks else "")
+        device_part = (f"by device time ({clock}) DF {_fmt(dev_df)}{_verdict_words(d.iloc[0])}; "
+                       if data.two_clocks and not d.empty else "")
         sentences.append(
             f"**{esc(tenant)}**: median wall latency {_fmt(a['p50_ms'])} ms alone vs {_fmt(s['p50_ms'])} ms shared, "
-            f"p99 {_fmt(a['p99_ms'])} → {_fmt(s['p99_ms'])} ms, a wall-time degradation factor of "
-            f"**{_fmt(s['df'])}×**{verdict}; {device_part}throughput changed by "
+            f"p99 {_fmt(a['p99_ms'])} → {_fmt(s['p99_ms'])} ms, a wall-time degradation factor (DF) of "
+            f"**{_fmt(s['df'])}×**{_verdict_words(s)}; {device_part}throughput changed by "
             f"{_fmt(100 * (s['throughput_per_s'] / a['throughput_per_s'] - 1), 1)} %.")
     n_tenants = wall[wall["kind"] == "shared"]["tenant"].nunique()
     if data.on_gpu:
@@ -91,6 +90,16 @@ def summary_paragraph(data: RunData, table: pd.DataFrame) -> str:
     if not sentences:
         return lead + "\n\nThis run has no pair of alone and shared measurements to compare yet."
     return lead + "\n\n" + "\n\n".join(f"- {s}" for s in sentences)
+
+
+def _verdict_words(row: pd.Series) -> str:
+    """", verdict *degraded* (collided 22 of 25 ...)": the word and the number that decided it
+    (``verdictline.decided_by``), so a DF beside the word never stands in for the test that decided."""
+    v = row.get("verdict")
+    if v is not None:
+        return f", verdict *{esc(v.reading)}* ({esc(verdictline.decided_by(v))})"
+    reading = row.get("reading")
+    return f" ({esc(reading)})" if isinstance(reading, str) else ""
 
 
 def cpu_lead(data: RunData, n_tenants: int) -> str:
@@ -165,7 +174,8 @@ def sample_size(table: pd.DataFrame) -> str:
     by_note: dict[str, list[str]] = {}
     for r in notes.itertuples():
         by_note.setdefault(str(r.sample_note), []).append(f"{r.tenant} ({r.group})")
-    return "**Sample size.** " + " ".join(f"{esc(', '.join(who))}: {esc(note)}." for note, who in by_note.items())
+    return f"**Sample size.** {esc(SAMPLE_SIZE_RULE)} " + " ".join(f"{esc(', '.join(who))}: {esc(note)}."
+                                                                for note, who in by_note.items())
 
 
 def _names(tenants: list[str]) -> str:
@@ -299,7 +309,7 @@ def verdict_rule_text(margin: float = DEFAULT_MARGIN) -> str:
             f"{pct(one['collided'] + one['collided median'])} (p ≤ {collided_alpha(design='one block, timestamps'):g} "
             f"for their tail). A slowdown whose size is at least 1 + {margin:g} reads *degraded*, a smaller one "
             f"*{small_slower(margin)}*; the mirror images read *faster when shared* and *{small_faster(margin)}*, "
-            f"never beside a p99 that rose; evidence both ways reads *inconclusive*. *{no_change(margin)}* when two "
+            f"never beside a p99 that rose; evidence both ways reads *inconclusive*; each table gives the number that decided (*decided by*). *{no_change(margin)}* when two "
             f"one-sided tests put the block-paired median within ±{100 * margin:g} % of alone, the tail's shape moved "
             f"neither way and the p99 stayed within the margin too (DF inside it, neither p99 tail test reading a "
             f"change) -- with one or three alone blocks, when the shared p99 itself is within the margin (tail "
@@ -323,9 +333,9 @@ def _intervals_text(n_resamples: int | None, method: str | None) -> str:
                 "`scipy.stats.quantile_test`), taken at the effective sample size n / τ (the upper one rounded out to "
                 "whole effective samples), where τ and its degrees of freedom come from the exceedance indicator at and around the quantile — how often and in what "
                 "clusters the series exceeds it — not from the bulk's drift; so they hold for autocorrelated, "
-                "bursty iterations. Where the data hold no bound at 95 % (a two-sided interval of a p99 needs "
-                f"{MIN_CORUNNING} effective samples), the tables say \"≥ x; no upper bound\" instead of printing "
-                "one that is too tight. DF, jitter and the throughput change combine two such intervals (MOVER on "
+                f"bursty iterations. {SAMPLE_SIZE_RULE} Where the data hold no bound, the tables say \"≥ x; no upper "
+                "bound at E effective of n = N\" (E the effective samples that decided) instead of printing one "
+                "that is too tight. DF, jitter and the throughput change combine two such intervals (MOVER on "
                 "the log scale; the throughput's from Student-t intervals of the means)." + _coverage_text() +
                 " The bootstrap stays available (`make report SET=interval=bootstrap`).")
     return (f"Intervals are 95 % percentile **{method}** bootstrap intervals from {n_resamples:,} resamples, "

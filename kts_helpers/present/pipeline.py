@@ -24,7 +24,7 @@ from kts_helpers.analyse.summary import write_summary
 from kts_helpers.analyse.verdicts import verdict_table
 from kts_helpers.errors import KtsError
 from kts_helpers.fsutil import atomic_write_json
-from kts_helpers.present import progress
+from kts_helpers.present import progress, verdictline
 from kts_helpers.present.html import render_html, write_index
 from kts_helpers.run.environment import probe_torch, resolve_device
 from kts_helpers.run.params import split_analysis, split_for_notebook
@@ -161,17 +161,17 @@ def write_entry(report_dir: Path, run_path: Path, html_path: Path, build: Path,
 
 
 def headline_entry(data: Any, table: Any) -> dict[str, Any]:
-    """What the index shows for a run: id, date, device, profile, the wall-time DFs of the shared tenants."""
+    """What the index shows for a run: id, date, device, profile, and per shared tenant its wall-time verdict in one
+    line -- the word and the number that decided it (``verdictline.one_line``), never a DF beside a word another
+    test decided."""
     m = data.manifest
     shared = table[(table["kind"] == "shared") & (table["metric"] == "wall")]
     parts = []
-    for r in shared.itertuples():
-        reading = r.reading
-        if r.df != r.df:
-            parts.append(f"{series_label(r.tenant, r.phase)}: {reading}")
-            continue
-        where = "" if r.group == "shared" else f" · {r.group}"
-        parts.append(f"{series_label(r.tenant, r.phase)}{where}: {r.df:.2f}x, {reading}")
+    for _, r in shared.iterrows():
+        where = "" if r["group"] == "shared" else f" · {r['group']}"
+        v = r.get("verdict")
+        parts.append(f"{series_label(r['tenant'], r['phase'])}{where}: "
+                     f"{verdictline.one_line(v) if v is not None else r['reading']}")
     return {"run_id": data.run.run_id, "created_at": m.created_at, "device": m.device,
             "device_name": m.device_name, "profile": m.profile, "label": m.label, "status": m.status,
             "headline": "; ".join(parts) or "no shared scenario"}

@@ -3,10 +3,11 @@
 Why here and why by watching files: papermill runs the experiment inside a kernel whose output the terminal never
 sees, so for minutes ``make report`` printed nothing. The run directory already says everything a reader wants to
 know: the manifest lists the scenarios with their planned iterations and marks each one complete, and every tenant's
-log gains one ``KTS_APP`` line per timed iteration. A thread in the calling process reads them every few seconds
-and prints which scenario runs, how many iterations it has done and about how long is left; the runner itself is
-not touched. Time left is the elapsed time scaled by the share done, each scenario weighted by its planned length
-(iterations x (sleep + 1 ms) of its longest tenant): rough for the first scenario, close by the shared one.
+log gains one ``KTS_APP`` line per timed iteration, read through ``run.logformat.parse_line`` (the line's one
+home). A thread in the calling process reads them every few seconds and prints which scenario runs, how many
+iterations it has done and about how long is left; the runner itself is not touched. Time left is the elapsed time
+scaled by the share done, each scenario weighted by its planned length (iterations x (sleep + 1 ms) of its longest
+tenant): rough for the first scenario, close by the shared one.
 
 On a terminal the line is rewritten in place; elsewhere (a CI log) a new line is printed every ``every_s``.
 """
@@ -22,6 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
+
+from kts_helpers.run.logformat import AppLine, parse_line
 
 
 @dataclass
@@ -61,11 +64,10 @@ class RunWatcher:
         state.offset += len(chunk)
         lines = (state.rest + chunk).split(b"\n")
         state.rest = lines.pop()
-        for line in lines:
-            parts = line.split(b",")
-            if len(parts) > 5 and parts[0] == b"KTS_APP" and parts[1] == b"v2" and parts[5] != b"pad":
-                with contextlib.suppress(ValueError):
-                    state.done = max(state.done, int(parts[4]) + 1)
+        for line in lines:  # the line's layout has one home (run.logformat): a malformed line counts for nothing
+            rec = parse_line(line)
+            if isinstance(rec, AppLine) and not rec.padding:
+                state.done = max(state.done, rec.iteration + 1)
         return state.done
 
     def read(self) -> Progress | None:

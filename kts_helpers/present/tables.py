@@ -16,11 +16,15 @@ import pandas as pd
 from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.rules import series_label
 from kts_helpers.analyse.summary import baseline_row
+from kts_helpers.present import verdictline
 
 
-def fmt_ci(est: Estimate, digits: int = 3, *, n: int | None = None, scale: float = 1.0, unit: str = "") -> str:
-    """"v [lo, hi]", or "v [≥ lo; no upper bound at n = N]" where the data hold no upper bound (and the
-    mirror for a lower one), "v" without an interval, "—" without a value: how every table shows a number."""
+def fmt_ci(est: Estimate, digits: int = 3, *, n: int | None = None, scale: float = 1.0, unit: str = "",
+           ess: float | None = None) -> str:
+    """"v [lo, hi]", or "v [≥ lo; no upper bound at 310 effective of n = 800]" where the data hold no upper bound
+    (and the mirror for a lower one), "v" without an interval, "—" without a value: how every table shows a number.
+    ``ess``: the effective sample size the interval was taken at (n / τ), the count that decides whether a bound
+    exists (``rules.SAMPLE_SIZE_RULE``)."""
     v = est.value
     if v is None or v != v:
         return "—"
@@ -32,7 +36,8 @@ def fmt_ci(est: Estimate, digits: int = 3, *, n: int | None = None, scale: float
     if not ci:
         return f(v)
     lo, hi = ci
-    at = f" at n = {n}" if n else ""
+    eff = ess is not None and ess == ess and n is not None and ess < n - 0.5
+    at = f" at {ess:.0f} effective of n = {n}" if n and eff else f" at n = {n}" if n else ""
     if lo is not None and hi is not None:
         return f"{f(v)} [{f(lo)}, {f(hi)}]"
     if lo is not None:
@@ -74,7 +79,8 @@ def fmt_contrast(r: pd.Series | dict) -> str:
 
 def headline(table: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
     """The report's headline table: one row per tenant and scenario group, numbers with their intervals and,
-    on shared rows, the verdict and the estimand that decided it."""
+    on shared rows, the verdict's word and the number that decided it (``verdictline``); its derivation follows
+    the table, folded (``verdictline.why_details``)."""
     t = table[table["metric"] == metric]
     rows = []
     for _, r in t.iterrows():
@@ -82,19 +88,20 @@ def headline(table: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
         change = (r["throughput_per_s"] / base["throughput_per_s"] - 1 if base is not None else float("nan"))
         shared = r["kind"] == "shared"
         n = int(r["n"])
-        reading = r.get("reading_detail") or r.get("reading")
+        v = r.get("verdict")
         rows.append({
             "tenant": series_label(r["tenant"], r["phase"]),
             "scenario group": r["group"], "sharing": r["sharing"], "n": r["n"],
             "p50 ms [95% CI]": fmt_ci(Estimate.from_row(r, "p50", "p50_ms"), n=n),
             "p95 ms [95% CI]": fmt_ci(Estimate.from_row(r, "p95", "p95_ms"), n=n),
-            "p99 ms [95% CI]": fmt_ci(Estimate.from_row(r, "p99", "p99_ms"), n=n),
+            "p99 ms [95% CI]": fmt_ci(Estimate.from_row(r, "p99", "p99_ms"), n=n, ess=r.get("ess")),
             "jitter p99/p50": fmt_ci(Estimate.from_row(r, "jitter"), n=n),
             "throughput change [95% CI]": fmt_ci(replace(Estimate.from_row(r, "throughput_change"), value=change), 1,
                                                  scale=100, unit=" %"),
             "DF [95% CI]": fmt_ci(Estimate.from_row(r, "df")) if shared else "—",
             "slow iterations [95% CI]": fmt_slow(r) if shared else "—",
-            "verdict": (reading or "—") if shared else "—",
+            "verdict": (r.get("reading") or "—") if shared else "—",
+            "decided by": verdictline.decided_by(v) if shared and v is not None else "—",
             "same moment: collided vs clear launches": fmt_contrast(r) if shared else "—",
         })
     return pd.DataFrame(rows)

@@ -19,8 +19,8 @@ PARAMS: dict[str, str] = {
     "backend": "How tenants are started: `local` (processes on this host) or `kubernetes` (one Indexed Job per "
                "scenario on a GPU node; see the Kubernetes guide).",
     "workloads": "The tenants, comma-separated, 1 to 4: `fft`, `gemm`, `llm`, `llama-decode`, `bert`, `vit`, "
-                 "`train-step`, a factory `package.module:function`, or a `kts.workloads` entry point. A name given "
-                 "twice becomes two tenants (`fft-1`, `fft-2`).",
+                 "`resnet`, `train-step`, a factory `package.module:function`, or a `kts.workloads` entry point. A "
+                 "name given twice becomes two tenants (`fft-1`, `fft-2`).",
     "iterations": "Timed iterations per tenant in each scenario, or `auto`: time until the p99's 95 % interval lies "
                   "within ±`auto_rel_width`, or a cap is reached.",
     "matrix_size": "Sets `fft_size` and `gemm_size` at once (an explicit `fft_size` or `gemm_size` still wins).",

@@ -35,7 +35,7 @@ from kts_helpers.run.probe import (
 from kts_helpers.run.probe import DEFAULTS as PROBE_DEFAULTS
 from kts_helpers.run.probe import MULTI as MULTI_DEFAULTS
 from kts_helpers.run.profiles import PROFILES, WARM_BLOCK_S, WARM_BLOCKS, default_profile
-from kts_helpers.run.workloads import base_name, unknown_workloads
+from kts_helpers.run.workloads import KIT_WORKLOADS, REAL_MODELS, base_name, unknown_workloads
 
 WORKLOAD_KINDS = ("fft", "gemm", "llm", "noop")
 SHARING_MODES = ("timeslice", "mps", "mps-limited")  # mps-limited: MPS + CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
@@ -628,8 +628,9 @@ def extended(t: TenantSpec, factor: float) -> TenantSpec:
 def _validate(r: dict[str, Any], p: ExperimentParams) -> None:
     bad = unknown_workloads(r["workloads"], local=p.backend == "local")
     if bad:
-        raise SpecError(f"unknown workload(s) {bad}; choose from fft, gemm, llm, llama-decode, bert, vit, train-step, "
-                        "a factory as package.module:function, or a kts.workloads entry point")
+        named = ", ".join([w for w in KIT_WORKLOADS if w != "noop"] + list(REAL_MODELS))
+        raise SpecError(f"unknown workload(s) {bad}; choose from {named}, a factory as package.module:function, "
+                        "or a kts.workloads entry point")
     names = set(r["workloads"]) | {base_name(w) for w in r["workloads"]}
     for key in ("sleep_ms", "workload_params"):
         extra = sorted(set(getattr(p, key) or {}) - names)
