@@ -19,7 +19,8 @@ F=serve_and_train
 run() {  # label, then kts run arguments
   local label=$1; shift
   local t0; t0=$(date +%s.%N)
-  python3 -m kts_helpers run --device cuda --root "$OUT/runs" --run-id "$label" --label "$label" "$@" \
+  # shellcheck disable=SC2086 # EXTRA: more kts run arguments, e.g. EXTRA="--set iterations=300"
+  python3 -m kts_helpers run --device cuda --root "$OUT/runs" --run-id "$label" --label "$label" "$@" ${EXTRA:-} \
     > "$OUT/$label.out" 2> "$OUT/$label.err"
   local rc=$?
   echo -e "$label\t$rc\t$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")" | tee -a "$OUT/times.tsv"
