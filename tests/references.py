@@ -93,8 +93,10 @@ MIN_CHARTS = 7
 
 # The sections under "Beyond the article" (their titles) that belong to a kind: a reference of the kind shows
 # it, and a reference shows none of them without its kind. Collisions and Capacity belong to no kind (every GPU
-# run of co-running tenants shows them, a probe no Capacity); a section in neither list is a new kind to add here.
-COMMON_SECTIONS = ("Collisions: the physical cause of the tail", "Capacity")
+# run of co-running tenants shows them, a probe no Capacity), nor does the device time's split by the GPU's idle
+# state (shown where a tenant's shared launches fall on both sides of 100 ms since a neighbour ran: the data's, not
+# the design's); a section in neither list is a new kind to add here.
+COMMON_SECTIONS = ("Collisions: the physical cause of the tail", "Capacity", "Device time and the GPU's idle state")
 KIND_SECTIONS = {
     "sharing modes": "Sharing modes side by side",
     "matrix": "Contention matrix",

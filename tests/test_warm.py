@@ -43,21 +43,30 @@ def _spec(device: str = "cuda", **params):
 
 # -- the layout ------------------------------------------------------------------------------------------------
 def test_the_gpu_profiles_alternate_many_blocks_per_mode_with_mps_alone_blocks_of_their_own():
+    """blocks=auto (issue 52): the spec plans the most blocks the looks may reach (24 shared, 25 alone rounds per
+    mode), each the size of the first look's 8; the run leaves out what it does not need (``backends.autoblocks``)."""
     spec = _spec(profile="article", sharing="timeslice,mps")
     names = [s.name for s in spec.scenarios]
-    assert spec.resolved["design_kind"] == "warm" and spec.resolved["blocks"] == 8
+    assert spec.resolved["design_kind"] == "warm" and spec.resolved["blocks"] == 24
+    assert spec.resolved["blocks_auto"] == {"looks": [8, 12, 16, 20, 24], "budget_factor": 1.5, "first": 8}
+    assert "blocks=auto" in spec.resolved["design"] and "at most 24" in spec.resolved["design"]
     ts = names[: names.index("control-fft-absent") + 1]
     assert ts[:6] == ["baseline-fft-r1", "baseline-gemm-r1", "shared-r1", "baseline-fft-r2", "baseline-gemm-r2",
                       "shared-r2"]
-    assert ts[-3:] == ["baseline-fft-r9", "baseline-gemm-r9", "control-fft-absent"]
+    assert ts[-3:] == ["baseline-fft-r25", "baseline-gemm-r25", "control-fft-absent"]
     mps = [s for s in spec.scenarios if s.sharing == "mps"]
     assert [s.name for s in mps][:3] == ["baseline-mps-fft-r1", "baseline-mps-gemm-r1", "shared-mps-r1"]
-    assert sum(s.kind == "shared" for s in mps) == 8 and sum(s.kind == "baseline" for s in mps) == 18
+    assert sum(s.kind == "shared" for s in mps) == 24 and sum(s.kind == "baseline" for s in mps) == 50
     assert sum(s.kind == "control" for s in spec.scenarios) == 1  # once per run
-    # each block holds at least its share of the side's iterations: 800 alone over 9, shared over 8
+    # each block holds at least the first look's share of the side's iterations: 800 alone over 9, shared over 8
     assert {t.iterations for s in spec.scenarios if s.kind == "baseline" for t in s.tenants} == {89}
     assert {t.iterations for s in spec.scenarios if s.kind == "shared" for t in s.tenants} == {100}
-    assert [s.repeat for s in spec.scenarios if s.name.startswith("shared-r")] == list(range(8))
+    assert [s.repeat for s in spec.scenarios if s.name.startswith("shared-r")] == list(range(24))
+    fixed = _spec(profile="article", blocks=8)  # a fixed count still works, without looks
+    assert fixed.resolved["blocks"] == 8 and "blocks_auto" not in fixed.resolved
+    assert sum(s.kind == "shared" for s in fixed.scenarios) == 8
+    with pytest.raises(SpecError, match="blocks=auto .* only the warm design"):
+        _spec(profile="article", design="fresh", blocks="auto")
 
 
 @pytest.mark.parametrize("extra, clash", [
@@ -84,7 +93,8 @@ def test_design_and_block_s_are_checked():
     with pytest.raises(SpecError, match="block_s must be > 0"):
         _spec(profile="article", block_s=0)
     assert _spec(profile="article", block_s=3.5).resolved["block_s"] == 3.5
-    assert _spec("cpu", profile="cpu-quick").resolved.get("design_kind") != "warm"  # CPU profiles: asked for only
+    assert _spec("cpu", profile="cpu-quick").resolved.get("design_kind") == "warm"  # the quickstart too (issue 52)
+    assert _spec("cpu", profile="tiny").resolved.get("design_kind") != "warm"  # the tests' profile: asked for only
 
 
 def test_a_tenant_has_one_name_for_its_sleep_and_parameters():
