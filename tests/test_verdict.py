@@ -309,26 +309,34 @@ def test_a_report_is_one_family_holm_over_its_verdicts() -> None:
 
 
 def test_a_tenants_device_clock_is_its_wall_clocks_secondary_in_the_family() -> None:
-    """Issue 52: two tenants x two clocks. Plain Holm halves every tenant's level for a second reading of the same
-    change (4 x p); the graph gives each wall clock half the level (2 x p) and hands a decided wall clock's weight to
-    its own device clock, so a device reading needs its tenant's wall one and then costs nothing more. Fails with
-    Holm over all four, or with the device clocks as primaries."""
+    """Issue 52: two tenants x two clocks. Plain Holm spends a second share of the level on a second reading of the
+    same change (3 x p at its second step); the graph gives each question half the level, 80 % of it on the wall
+    clock, and hands a decided wall clock's weight to its own device clock, which then costs nothing more. A
+    device clock keeps 20 % of its question's share, so a strong device reading decides where its wall clock did
+    not. Fails with Holm over all four, or with the device clocks as full primaries."""
     from dataclasses import replace
 
     sh, al = _pair(C.lognormal(), C.lognormal(scale=2.0), 800, 91)
     v = V.decide(sh, al)
     at = lambda p: replace(v, p_slower=p, p_faster=1.0)  # noqa: E731
     q = [("a", "wall"), ("a", "device"), ("b", "wall"), ("b", "device")]
-    fam = V.family([at(0.012), at(0.012), at(0.5), at(0.001)], q)
-    assert [f.p_slower_adjusted for f in fam[:2]] == [pytest.approx(0.024), pytest.approx(0.024)]
-    assert fam[0].reading in V.slower_readings() and fam[1].reading in V.slower_readings()
-    holm = V.family([at(0.012), at(0.012), at(0.5), at(0.001)])  # plain Holm: 3 x 0.012 = 0.036 > 0.025
+    fam = V.family([at(0.012), at(0.012), at(0.5), at(0.0011)], q)
+    # b's device clock decides first (0.0011 / 0.1) and hands half of its 0.1 to each wall clock: a's holds 0.45
+    assert fam[3].p_slower_adjusted == pytest.approx(0.011)
+    assert fam[0].p_slower_adjusted == pytest.approx(0.012 / 0.45) and fam[0].reading == V.INCONCLUSIVE
+    strong = V.family([at(0.009), at(0.012), at(0.5), at(0.0011)], q)
+    assert strong[0].reading in V.slower_readings() and strong[1].reading in V.slower_readings()
+    # a's device clock inherits a's wall weight: 0.1 + 0.45, less nothing: 0.012 / 0.55
+    assert strong[1].p_slower_adjusted == pytest.approx(0.012 / 0.55)
+    holm = V.family([at(0.009), at(0.012), at(0.5), at(0.0011)])  # plain Holm: 3 x 0.009 = 0.027 > 0.025
     assert holm[0].reading == V.INCONCLUSIVE
-    # b's device p of 0.001 decides nothing while b's wall clock (0.5) does not: the fixed sequence
-    assert fam[3].reading == V.INCONCLUSIVE and fam[3].p_slower_adjusted >= 0.5
+    # b's device p of 0.0011 decides with its own 20 % (0.1 x 0.025 = 0.0025) though b's wall clock (0.5) does not
+    assert strong[3].reading in V.slower_readings() and strong[2].reading == V.INCONCLUSIVE
     # the graph with equal weights and no secondaries is Holm
     w, g = V._graph(None, 4)
     assert V._graph_adjusted([0.01, 0.02, 0.03, 0.5], w, g) == pytest.approx([0.04, 0.06, 0.06, 0.5])
+    w, g = V._graph(q, 4)
+    assert w.sum() == pytest.approx(1.0) and np.allclose(g.sum(axis=1), 1.0)
 
 
 def test_drift_between_blocks_is_measured_and_one_block_takes_the_prior() -> None:
