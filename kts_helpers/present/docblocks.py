@@ -25,6 +25,7 @@ from kts_helpers.analyse import verdict as V
 from kts_helpers.analyse.rules import series_label
 from kts_helpers.present import verdictline
 from kts_helpers.present.reference import (
+    HEADLINE_PENDING,
     HEADLINE_RUN,
     REFERENCE_ROOT,
     analysed,
@@ -49,8 +50,9 @@ def slug(word: str) -> str:
 def headline_markdown() -> str:
     """The README's GPU table: the headline run, named with its design, and its generated table."""
     run = REFERENCE_ROOT / HEADLINE_RUN
+    pending = f" **Not yet current:** {HEADLINE_PENDING}" if HEADLINE_PENDING else ""
     return (f"From `data/reference/{HEADLINE_RUN}`, the article profile in the {design_name(run)} that `make report` "
-            f"runs on a GPU:\n\n{reference_markdown(run)}")
+            f"runs on a GPU.{pending}\n\n{reference_markdown(run)}")
 
 
 def _shared_rows(run: str) -> list[tuple[str, str, tuple[object, str], V.Verdict]]:
