@@ -737,7 +737,10 @@ class FakeCluster:
         from kts_helpers.run.backends.kubernetes import KubernetesBackend
 
         cfg = client.Configuration(host=str(self.km.url).rstrip("/"))
-        opts: dict[str, Any] = {"namespace": self.ns, "image": "kts-worker:test", "start_delay_s": 8.0,
+        # the start delay covers the go's delay (``go_delay``: up to 5.25 fake s, or 0.53 real s on a real-time clock,
+        # where every second of it is a second of the test)
+        opts: dict[str, Any] = {"namespace": self.ns, "image": "kts-worker:test",
+                                "start_delay_s": 3.0 if self.clock.realtime else 8.0,
                                 "poll_s": 0.1, "schedule_timeout_s": 3.0, "cleanup_timeout_s": 10.0,
                                 "lease_wait_s": 20.0, "clock": self.clock}
         opts.update(kwargs)
