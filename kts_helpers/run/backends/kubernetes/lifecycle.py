@@ -410,6 +410,8 @@ class ScenarioRun:
                 self.stop_padding()
                 return Failure(next(t for t, p in self.live.watch.tenants.items() if not p.timed_done), None, overrun)
             if outcome.state == "complete" or all(st.done for st in states.values()):
+                if self.stop_asked is not None and not self.jobs_deleted:  # they stopped on the word: the Jobs go now,
+                    self.delete_jobs(grace_s=STOP_GRACE_S)  # while the logs are collected (the GPU is free again)
                 return None
             guarded = self._guard(job, outcome.state, states, go_mono is not None, now)
             if guarded is not None:
