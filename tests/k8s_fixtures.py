@@ -679,7 +679,7 @@ class FakeCluster:
 
     def pods_in(self, namespace: str) -> dict[str, dict[str, Any]]:
         return {key[2]: obj.raw for key, obj in list(self.km.objects.items())
-                if key[0] == "v1/pods" and key[1] == namespace and not obj.deleted}
+                if is_resource(key[0], "v1/pods") and key[1] == namespace and not obj.deleted}
 
     async def add_device_plugin(self, node: str, version: str) -> None:
         """The NVIDIA device plugin's DaemonSet pod on ``node`` (its image carries the version)."""
@@ -723,10 +723,10 @@ class FakeCluster:
 
     def live(self, resource: str) -> dict[str, dict[str, Any]]:
         return {key[2]: obj.raw for key, obj in list(self.km.objects.items())
-                if key[0] == resource and not obj.deleted}
+                if is_resource(key[0], resource) and not obj.deleted}
 
     def deleted(self, resource: str) -> set[str]:
-        return {key[2] for key, obj in list(self.km.objects.items()) if key[0] == resource and obj.deleted}
+        return {key[2] for key, obj in list(self.km.objects.items()) if is_resource(key[0], resource) and obj.deleted}
 
     def requests(self, method: str, resource: str) -> list[Any]:
         return [r for r in list(self.km.log) if r.method == method.upper() and r.resource == resource]
@@ -737,7 +737,10 @@ class FakeCluster:
         from kts_helpers.run.backends.kubernetes import KubernetesBackend
 
         cfg = client.Configuration(host=str(self.km.url).rstrip("/"))
-        opts: dict[str, Any] = {"namespace": self.ns, "image": "kts-worker:test", "start_delay_s": 8.0,
+        # the start delay covers the go's delay (``go_delay``: up to 5.25 fake s, or 0.53 real s on a real-time clock,
+        # where every second of it is a second of the test)
+        opts: dict[str, Any] = {"namespace": self.ns, "image": "kts-worker:test",
+                                "start_delay_s": 3.0 if self.clock.realtime else 8.0,
                                 "poll_s": 0.1, "schedule_timeout_s": 3.0, "cleanup_timeout_s": 10.0,
                                 "lease_wait_s": 20.0, "clock": self.clock}
         opts.update(kwargs)
@@ -804,7 +807,7 @@ class FakeCluster:
         they were queued (their creation, whole seconds here; ties in creation order)."""
         out = []
         for seq, (key, obj) in enumerate(list(self.km.objects.items())):
-            if key[0] != "v1/pods" or obj.deleted or (obj.raw.get("spec") or {}).get("nodeName"):
+            if not is_resource(key[0], "v1/pods") or obj.deleted or (obj.raw.get("spec") or {}).get("nodeName"):
                 continue
             ns, name, pod = key[1], key[2], obj.raw
             if name in self.terminated or name in self.terminating:
@@ -857,7 +860,7 @@ class FakeCluster:
             lower = []
             for key, obj in list(self.km.objects.items()):
                 p = obj.raw
-                if key[0] != "v1/pods" or obj.deleted or key[2] in self.terminated or o_phase(p) in (
+                if not is_resource(key[0], "v1/pods") or obj.deleted or key[2] in self.terminated or o_phase(p) in (
                         "Succeeded", "Failed") or p.get("spec", {}).get("nodeName") != name:
                     continue
                 gpus = sum(int(v) for c in p["spec"].get("containers") or []
@@ -1421,7 +1424,7 @@ class FakeCluster:
         scheduler counts every extended resource by its name)."""
         used = 0
         for key, obj in list(self.km.objects.items()):
-            if key[0] != "v1/pods" or obj.deleted:
+            if not is_resource(key[0], "v1/pods") or obj.deleted:
                 continue
             pod = obj.raw
             if pod.get("spec", {}).get("nodeName") != node:
@@ -1437,7 +1440,7 @@ class FakeCluster:
         """CPU (cores), memory (bytes) and pods requested on ``node`` by pods bound there that have not ended."""
         out = {"cpu": 0.0, "memory": 0.0, "pods": 0.0}
         for key, obj in list(self.km.objects.items()):
-            if key[0] != "v1/pods" or obj.deleted:
+            if not is_resource(key[0], "v1/pods") or obj.deleted:
                 continue
             pod = obj.raw
             if pod.get("spec", {}).get("nodeName") != node:
@@ -1620,7 +1623,7 @@ class FakeExporter:
         """(namespace, pod) of every running pod on the node holding a GPU replica, in the kubelet's order."""
         out = []
         for key, obj in sorted(list(self.cluster.km.objects.items()), key=lambda kv: str(kv[0][1:])):
-            if key[0] != "v1/pods" or obj.deleted:
+            if not is_resource(key[0], "v1/pods") or obj.deleted:
                 continue
             pod = obj.raw
             if pod.get("spec", {}).get("nodeName") != self.node:
@@ -1718,6 +1721,20 @@ def qos_class(spec: dict[str, Any]) -> str:
     if guaranteed and any(k not in limits or limits[k] != v for k, v in requests.items()):
         guaranteed = False
     return "Guaranteed" if guaranteed and len(requests) == len(limits) else "Burstable"
+
+
+_RESOURCE_IS: dict[tuple[int, str], tuple[Any, bool]] = {}
+
+
+def is_resource(ref: Any, resource: str) -> bool:
+    """``ref == resource`` for a key of kmock's object store, remembered per reference object: kmock's reference
+    compares with a string through typing-protocol ``isinstance`` checks (about 0.1 ms each), which made listing the
+    store the emulator's main cost (the reference is kept beside its answer, so its id is never reused)."""
+    k = (id(ref), resource)
+    hit = _RESOURCE_IS.get(k)
+    if hit is None:
+        hit = _RESOURCE_IS[k] = (ref, ref == resource)
+    return hit[1]
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

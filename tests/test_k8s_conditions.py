@@ -445,16 +445,16 @@ async def test_46_placeholders_fit_where_tenant_sized_ones_would_not(cluster: Fa
 
 async def test_placeholders_the_node_has_no_room_for_fail_fast_by_the_schedulers_reason(cluster: FakeCluster,
                                                                                        tmp_path: Path) -> None:
-    """The same 48-replica node with room for 20 pods only (a kubelet's ``maxPods``: "Too many pods" from
-    NodeResourcesFit ``fitsRequest``): the placeholders, however small, cannot all be placed. The run ends within
-    a minute naming the placeholder and the scheduler's reason, and says what to do. Fails with an emulator that
-    counts GPUs only (the run then passes unseen), or without the placeholders' Pending check (a 30-minute
-    hang)."""
-    cluster.add_node(_no_gfd_node(48, pods="20"))
+    """A 24-replica node without feature discovery and room for 12 pods only (a kubelet's ``maxPods``: "Too many
+    pods" from NodeResourcesFit ``fitsRequest``): the 22 placeholders, however small, cannot all be placed. The run
+    ends within a minute naming the placeholder and the scheduler's reason, and says what to do. Fails with an
+    emulator that counts GPUs only (the run then passes unseen), or without the placeholders' Pending check (a
+    30-minute hang)."""
+    cluster.add_node(_no_gfd_node(24, pods="12"))
     run, spec = make_run(tmp_path)
     t0 = cluster.clock.t
     with pytest.raises(BackendError, match=r"placeholder \S+ stayed Pending for \d+ s: 0/1 nodes are available: 1 "
-                                           r"Too many pods\..*no room for 46 placeholders"):
+                                           r"Too many pods\..*no room for 22 placeholders"):
         await run_scenario(cluster.backend(schedule_timeout_s=300.0), run, spec.scenario("shared"), 120.0)
     assert cluster.clock.t - t0 < 60.0
 

@@ -166,7 +166,7 @@ def test_notebooks_run_on_kubernetes_and_report_layered_waits(emulator: Emulator
 
     html_path = build_report(
         {"backend": "kubernetes", "profile": "tiny", "iterations": 5, "calibrate_iterations": 0, "timeout_s": 60,
-         "backend_options": {"start_delay_s": 5.0, "poll_s": 0.1, "schedule_timeout_s": 5.0,
+         "backend_options": {"start_delay_s": 3.0, "poll_s": 0.1, "schedule_timeout_s": 5.0,
                              "cleanup_timeout_s": 5.0, "dcgm_interval_ms": 100}},
         runs_root=runs, report_dir=reports, notebooks_dir=REPO / "notebooks", cwd=REPO)
 

@@ -128,40 +128,41 @@ def test_a_pod_stopped_from_outside_is_disrupted_whatever_its_exit_code() -> Non
 
 
 @pytest.mark.parametrize("launcher", ["kit", "no-handler"])
-async def test_placeholders_end_within_2_s_of_their_delete(cluster: FakeCluster, tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch, launcher: str) -> None:
-    """The placeholders sleep as PID 1 of their containers, which Linux delivers no default-action signal: the
-    kit's launcher handles SIGTERM (exit 143 at once) and its pods' grace period is 1 s, so every placeholder ends
-    within 2 s of the SIGTERM its delete brings. The emulator's kubelet sends SIGTERM and, for a process that
-    ignores it, SIGKILL after ``terminationGracePeriodSeconds``: exit 137 (the old launcher: no handler and the
-    tenants' 30 s). Fails on the old launcher and grace period (30 s, then 137, each scenario's clean-up waiting)."""
-    from kts_helpers.run.backends.kubernetes import jobs, lifecycle
+async def test_placeholders_end_within_2_s_of_their_delete(cluster: FakeCluster, launcher: str) -> None:
+    """A placeholder sleeps as PID 1 of its container, which Linux delivers no default-action signal (man 7
+    pid_namespaces: only signals it has a handler for, SIGKILL and SIGSTOP from an ancestor namespace aside): the
+    kit's placeholder pod (``jobs.build_hold_job``: the launcher catches SIGTERM, exit 143 at once, and a 1 s grace
+    period) ends within 2 s of the SIGTERM its delete brings. The emulator's kubelet sends SIGTERM and, to a process
+    that ignores it, SIGKILL after ``terminationGracePeriodSeconds``: exit 137 (the old launcher, without a handler,
+    with the tenants' 30 s). Fails on the old launcher and grace period (30 s, then 137: every scenario's clean-up
+    waited for them)."""
+    from k8s_fixtures import ts
 
+    from kts_helpers.run.backends.kubernetes.jobs import LAUNCHER, build_hold_job, build_scenario_job
+    from kts_helpers.run.spec import ExperimentParams, resolve
+
+    scenario = resolve(ExperimentParams(profile="tiny", workloads=("fft", "gemm"), backend="kubernetes"),
+                       "cuda").scenario("shared")
+    pod_spec = build_hold_job(build_scenario_job(run_id="r", scenario=scenario, namespace="kts", image="i",
+                                                 node="gpu-1"), 2, 2)["spec"]["template"]["spec"]
     if launcher == "no-handler":  # the old launcher and the tenants' grace period
-        old = jobs.LAUNCHER.replace("signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))\n", "")
-        monkeypatch.setattr(jobs, "LAUNCHER", old)
-        monkeypatch.setattr(jobs, "PLACEHOLDER_GRACE_S", 30)
-        real = lifecycle.build_hold_job
-
-        def hold_job(*a: Any, **k: Any) -> dict:
-            body = real(*a, **k)
-            for c in body["spec"]["template"]["spec"]["containers"]:
-                c["command"] = ["python", "-u", "-c", old]
-            body["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 30
-            return body
-
-        monkeypatch.setattr(lifecycle, "build_hold_job", hold_job)
-    cluster.add_node(gpu_node("gpu-1"))
-    run, spec = make_run(tmp_path)
-    await run_scenario(cluster.backend(cleanup_timeout_s=60.0), run, spec.scenario("shared"), 120.0)
-    holders = [p for p in cluster.sigterm_at if "-hold-" in p]
-    assert len(holders) == 2, (cluster.sigterm_at, cluster.exit_codes)
-    ended = {p: (cluster.exited_at[p] - cluster.sigterm_at[p]) for p in holders}
-    codes = {p: cluster.exit_codes[p] for p in holders}
+        pod_spec["containers"][0]["command"][-1] = LAUNCHER.replace(
+            "signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))\n", "")
+        pod_spec["terminationGracePeriodSeconds"] = 30
+    pod_spec.pop("priorityClassName", None)
+    pod_spec["nodeName"] = "gpu-1"
+    await cluster._http("post", "/api/v1/namespaces/kts/pods", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hold-0", "namespace": "kts"}, "spec": pod_spec,
+        "status": {"phase": "Running", "containerStatuses": [{"name": "worker", "state": {"running": {
+            "startedAt": ts(cluster.clock.t)}}}]}})
+    await cluster._kill("hold-0")  # the delete's SIGTERM
+    await until(lambda: "hold-0" in cluster.exit_codes)
+    ended = cluster.exited_at["hold-0"] - cluster.sigterm_at["hold-0"]
     if launcher == "kit":
-        assert all(s <= 2.0 for s in ended.values()) and set(codes.values()) == {143}, (ended, codes)
+        assert ended <= 2.0 and cluster.exit_codes["hold-0"] == 143, ended
     else:
-        assert all(s >= 30.0 for s in ended.values()) and set(codes.values()) == {137}, (ended, codes)
+        assert ended >= 30.0 and cluster.exit_codes["hold-0"] == 137, ended
+    await until(lambda: "hold-0" in cluster.deleted(PODS))  # the kubelet removes the pod once its container ended
 
 
 # ------------------------------------------------------------------------------ the emulator's scheduler

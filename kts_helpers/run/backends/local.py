@@ -51,6 +51,7 @@ from kts_helpers.run.telemetry import TelemetrySampler, read_status
 
 POLL_S = 0.1
 STOP_GRACE_S = 30.0  # SIGTERM -> the worker finishes its iteration; SIGKILL only if it hangs
+STOP_WORD_S = 5.0  # after the stop file, how long the workers have to end on it before they get a SIGTERM
 
 
 class LocalBackend:
@@ -238,8 +239,13 @@ class LocalBackend:
             if all(p.poll() is not None for p in procs.values()):
                 return {n: p.returncode for n, p in procs.items()}
             if pad and watch.ready_to_stop():
-                # the word first (a ``stop`` file: the workers end padding with 0 on it, never on a SIGTERM alone)
+                # the word (a ``stop`` file: the workers end padding with 0 on it, never on a SIGTERM alone), then
+                # time to act on it: a SIGTERM that reaches a worker already exiting on the word (its handlers gone
+                # with the interpreter) would kill it (-15); only a worker still running after that is signalled
                 (looks.barrier / "stop").write_text("")
+                end = time.monotonic() + STOP_WORD_S
+                while any(p.poll() is None for p in procs.values()) and time.monotonic() < end:
+                    time.sleep(0.01)
                 stop_all(procs, grace_s=STOP_GRACE_S)
                 for name, follower in followers.items():
                     watch.feed(name, follower.read())

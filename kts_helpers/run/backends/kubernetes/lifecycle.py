@@ -187,6 +187,7 @@ class ScenarioRun:
         self.hold_since: dict[str, float] = {}  # placeholder-side waits: "admission", "pods" -> since (monotonic)
         self.stop_asked: float | None = None  # when the kit asked the padding tenants to stop (monotonic)
         self.jobs_deleted = False
+        self.replaced = False  # a tenant's pod was replaced by a new one (an eviction undone by re-admission)
 
     def say(self, text: str) -> None:
         if self.progress:
@@ -351,6 +352,10 @@ class ScenarioRun:
             job, pods, raw = self.snapshot()
             now = self.clock.monotonic()
             states = {t: pod_state(pods.get(t)) for t in self.tenants}
+            # a tenant's pod replaced (Kueue's eviction and re-admission): seen before ``follow`` takes the new pod
+            self.replaced = self.replaced or any(
+                t in self.live.streams and t in pods and pods[t]["metadata"].get("name") != self.live.streams[t].pod
+                for t in self.tenants)
             self.live.follow(self.api, pods, states, self.b.poll_s, self.clock)
             if go_mono is None and self.poll_barrier(pods):
                 go_mono = now
@@ -375,7 +380,11 @@ class ScenarioRun:
             if evicted:
                 return Failure(self.tenants[0], None, evicted)
             if outcome.state == "failed":  # the Job controller is stopping the other tenants already
-                t = next((t for t, st in states.items() if st.failed), self._open(states))
+                # the tenant whose own end failed the Job, else the first that did not finish on its own (one the
+                # controller's SIGTERM ended, exit 143, counts as unfinished: a deadline names no culprit)
+                killed = {t for t, st in states.items() if st.exit_code == 143 and not disruption(pods.get(t))}
+                t = next((t for t, st in states.items() if st.failed and t not in killed),
+                         next((t for t, st in states.items() if not st.done or t in killed), self.tenants[0]))
                 why = f"Job {self.name} failed ({outcome.text})"
                 if states[t].failed:
                     why += f"; pod {self._pod_name(pods, t)}: {states[t].reason}{self.b.hint(states[t].reason)}"
@@ -401,6 +410,8 @@ class ScenarioRun:
                 self.stop_padding()
                 return Failure(next(t for t, p in self.live.watch.tenants.items() if not p.timed_done), None, overrun)
             if outcome.state == "complete" or all(st.done for st in states.values()):
+                if self.stop_asked is not None and not self.jobs_deleted:  # they stopped on the word: the Jobs go now,
+                    self.delete_jobs(grace_s=STOP_GRACE_S)  # while the logs are collected (the GPU is free again)
                 return None
             guarded = self._guard(job, outcome.state, states, go_mono is not None, now)
             if guarded is not None:
@@ -545,8 +556,8 @@ class ScenarioRun:
         suspended, to be admitted again later with fresh pods. Their logs would mix two admissions, so the
         scenario stops here, named as what it is. A client that looked away meanwhile finds the Job running
         again with a tenant's pod replaced, and the reason only in the Workload's eviction record."""
-        replaced = any(t in self.live.streams and (pods.get(t) or {}).get("metadata", {}).get("name")
-                       != self.live.streams[t].pod for t in self.tenants)  # gone, or a new pod
+        replaced = self.replaced or any(t in self.live.streams and (pods.get(t) or {}).get("metadata", {}).get(
+            "name") != self.live.streams[t].pod for t in self.tenants)  # gone, or a new pod
         if not self.queue or not ((state == "suspended" and self.admitted_once) or replaced
                                   or any(st.failed for st in states.values())):
             return ""
