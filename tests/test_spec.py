@@ -102,10 +102,12 @@ def test_the_fresh_design_brackets_shared_blocks_with_alone_blocks():
     assert [t.iterations for t in spec.scenario("shared-r2").tenants] == [400, 400]
     assert spec.scenario("baseline-fft-r3").tenants[0].iterations == 267
     assert [s.repeat for s in spec.scenarios if s.name.startswith("baseline-fft")] == [0, 1, 2]
-    kept = _resolve("cpu", profile="cpu-quick", repeats=2)  # the profile's blocks give way to repeats, and say so
+    kept = _resolve("cpu", profile="cpu-quick", repeats=2)  # the profile's design gives way to repeats, and says so
     assert kept.resolved["design"] == "one block a side (repeats=2)" and kept.resolved["blocks"] == 0
     with pytest.raises(SpecError, match="blocks=2"):
         _resolve("cpu", profile="cpu-quick", repeats=2, blocks=2)
+    kept = _resolve("cpu", profile="saturating", repeats=2)  # a GPU profile with blocks of its own: the same words
+    assert kept.resolved["design"] == "one block a side (repeats=2)"
 
 
 @pytest.mark.parametrize("profile", ["article", "cpu-quick", "tiny", "saturating"])
@@ -119,7 +121,7 @@ def test_profiles_resolve_to_their_table(profile):
     names = [s.name for s in spec.scenarios]
     blocks = spec.resolved["blocks"] if warm else 2
     assert names[: 3 * blocks + 2] == (
-        ["baseline-fft", "baseline-gemm", "shared"] if not PROFILES[profile].get("blocks") else
+        ["baseline-fft", "baseline-gemm", "shared"] if not (warm or PROFILES[profile].get("blocks")) else
         [n for b in range(1, blocks + 2) for n in (f"baseline-fft-r{b}", f"baseline-gemm-r{b}", f"shared-r{b}")][:-1])
 
 

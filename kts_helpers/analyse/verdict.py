@@ -213,6 +213,7 @@ class Verdict:
     p_tests: tuple[tuple[str, float, float], ...] = ()  # (test, p slower, p faster): each test's own p-values
     shape_tests: tuple[str, ...] = ()  # the tests of the tail's shape (each block scaled to its median), not its level
     notes: tuple[str, ...] = ()  # what the design left out (an empty block), said beside the reading
+    grouped_tail: B.BlockTest | None = None  # the bracketed design's tail shape, block by block (``blocks.grouped``)
 
     @property
     def decided(self) -> bool:
@@ -1016,7 +1017,8 @@ def decide(shared_runs: Sequence[np.ndarray], alone_runs: Sequence[np.ndarray], 
                          faster_evidence=tuple(t for _, _, t in less), slower_by=more[0][1],
                          faster_by=less[0][1] if less else "", within=(up, down), within_text=within_text,
                          short=short, usable=usable, method=method, design=design, blocks=bp, p_tests=tuple(tests),
-                         shape_tests=("block tail",) + (("tail",) if slo_ms is None else ()), notes=notes, **common),
+                         shape_tests=("block tail",) + (("tail",) if slo_ms is None else ()), notes=notes,
+                         grouped_tail=gt if shape is gt else None, **common),
                  p_slower, p_faster, 1)
 
 
@@ -1056,25 +1058,31 @@ def effect_size(v: Verdict, *, slower: bool) -> float:
     return max(d, v.level) if slower else min(d, v.level)
 
 
-def _blocks_plan(bt: B.BlockPair, alpha: float, weight: float, family: int, margin: float) -> tuple[str, int | None]:
+def _blocks_plan(bt: B.BlockPair, alpha: float, weight: float, family: int, margin: float,
+                 p99_held: bool = True, df: float = math.nan) -> tuple[str, int | None]:
     """What an inconclusive block verdict asks for: more shared blocks, not longer ones, and about how many
-    (``blocks.blocks_to_decide`` for each median reading at the median test's level after its weight, the
-    Bonferroni over the two readings and Holm's first step, the fewer of the two; ``blocks_to_bound`` for "no
-    change" where the effect measured is inside the margin), taking the effect measured as true. Returns (words,
-    blocks or None)."""
+    (``blockplan.blocks_to_decide`` for each median reading at the median test's level after its weight, the
+    Bonferroni over the two readings and the family's first step, the fewer of the two; ``blocks_to_bound`` for "no
+    change" where the effect measured is inside the margin), an assurance over what the run knows. A bound plan is
+    offered only where the p99 is held to the margin (``p99_held``): "no change" needs it too, and more blocks of a
+    median already inside the margin do not move DF (the warm article's GEMM: "about 3 blocks would decide" at 8,
+    its median 1.000x and its DF 1.15). Returns (words, blocks or None)."""
     words = "; more shared blocks would decide, not longer ones"
     test = bt.local or bt.median  # "no change" reads the local pairing's interval where it exists (``within``)
     level = alpha * weight / (2 * family if bt.local is not None else family)
     each = [n for n in (BP.blocks_to_decide(x, level) for x in (bt.median, bt.local) if x is not None) if n]
     slower = min(each) if each else None  # the stronger of the two readings decides (``BlockPair.level_p``)
-    same = BP.blocks_to_bound(test, margin, alpha)
+    same = BP.blocks_to_bound(test, margin, alpha) if p99_held else None
     sd = f"sd {100 * test.resid_sd:.0f} % per shared block against its neighbours"
     if slower is not None and (same is None or slower <= same):
         return (f"{words} (about {slower}: blocks={slower} decides a {test.ratio:.2f}x effect at this drift, {sd}, "
-                f"4 runs in 5 if the effect measured is the true one)"), slower
+                f"4 runs in 5 over what the run knows of the effect and the drift)"), slower
     if same is not None:
         return (f"{words} (about {same}: blocks={same} puts a {test.ratio:.2f}x effect within ±{100 * margin:g} % "
-                f"at this drift, {sd}, 4 runs in 5 if the effect measured is the true one)"), same
+                f"at this drift, {sd}, 4 runs in 5 over what the run knows of the effect and the drift)"), same
+    if not p99_held and abs(math.log(test.ratio)) < math.log1p(margin):
+        return (f"; the median is inside ±{100 * margin:g} %, but \"no change\" also needs the p99 there (DF "
+                f"{df:.2f}), which more blocks of the same tail do not promise"), None
     return (f"{words}, though no practical number ({BP.MOST_BLOCKS} or fewer) decides an effect of the size measured "
             f"({test.ratio:.2f}x) at this drift ({sd})"), None
 
@@ -1135,7 +1143,8 @@ def _read(v: Verdict, p_slower: float, p_faster: float, family: int) -> Verdict:
         other = v.faster_evidence[0] if side else v.slower_evidence[0]
         shape = (f"; its tail's shape {'narrower' if side else 'wider'} relative to its median ({other}), {p95} "
                  f"{'slower' if side else 'faster'}")
-    if slower and math.isfinite(effect_size(v, slower=True)) and effect_size(v, slower=True) <= 1:
+    if (slower and v.slower_by in v.shape_tests and math.isfinite(effect_size(v, slower=True))
+            and effect_size(v, slower=True) <= 1):
         # a slowdown only the tail's shape reads (each block scaled to a median that fell) while the median and the p99
         # both fell is no slowdown: the warm article's FFT by device time read "small slowdown" sized 0.95
         return replace(v, reading=INCONCLUSIVE, rule="the estimands disagree", missing=(
@@ -1177,7 +1186,9 @@ def _read(v: Verdict, p_slower: float, p_faster: float, family: int) -> Verdict:
                    f"faster{tail}; "
                    f"no test decides at the report's level (p = {p_slower:.2g} slower, {p_faster:.2g} faster{by}) nor "
                    f"puts the median and p95 within ±{100 * m:g} % ({v.within_text})")
-        plan, need = _blocks_plan(bt, alpha, weights(v.short, v.design).get("level", 1.0), family, m)
+        held = v.usable and 1 - m < d.estimate < 1 + m
+        plan, need = _blocks_plan(bt, alpha, weights(v.short, v.design).get("level", 1.0), family, m, held,
+                                  d.estimate)
         return replace(v, reading=INCONCLUSIVE, rule="nothing decides", missing=missing + nor + drift_words + plan,
                        iterations_needed=None, blocks_needed=need, **base)
     if v.short:

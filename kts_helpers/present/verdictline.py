@@ -112,11 +112,11 @@ def _tail(v: V.Verdict, slower: bool) -> str:
     if ex is None:
         return "tail —"
     s = min(ex.steps, key=lambda t: t.p_more if slower else t.p_less)
-    return f"tail {s.shared_count} of {ex.shared.n} vs {s.alone_count} of {ex.alone.n} alone beyond the {s.label}"
+    return f"tail {s.shared_count}/{ex.shared.n} vs {s.alone_count}/{ex.alone.n} alone beyond the {s.label}"
 
 
 def _block_tail(v: V.Verdict, slower: bool) -> str:
-    t = v.blocks.tail if v.blocks is not None else None
+    t = v.blocks.tail if v.blocks is not None else v.grouped_tail
     if t is None:
         return "tail shape —"
     lo, hi = t.interval(v.confidence)

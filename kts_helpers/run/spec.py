@@ -434,7 +434,8 @@ def _blocks(r: dict[str, Any], params: ExperimentParams) -> int:
         r["design"] = f"one block a side ({clash})"
         b = 0
     else:
-        r["design"] = (f"{b + 1} alone blocks around {b} shared blocks" if b else "one block a side")
+        fallback = f" ({r['warm_fallback']})" if r.get("warm_fallback") and not b else ""
+        r["design"] = (f"{b + 1} alone blocks around {b} shared blocks" if b else f"one block a side{fallback}")
     r["blocks"] = b
     return b
 
@@ -467,6 +468,7 @@ def _warm(r: dict[str, Any], params: ExperimentParams) -> bool:
             raise SpecError(f"design=warm needs the local backend, a fixed count, one repeat and two or more "
                             f"tenants in closed loop; {clash} does not allow it")
         r["design_kind"] = "fresh"
+        r["warm_fallback"] = clash  # the profile's warm design gave way: ``_blocks`` says why
         return False
     asked_b = params.blocks if params.blocks is not None else WARM_BLOCKS
     block_s = float(params.block_s or r.get("block_s") or WARM_BLOCK_S)
