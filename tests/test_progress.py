@@ -100,3 +100,24 @@ def test_the_logs_are_read_through_the_line_contract(tmp_path: Path) -> None:
     with log.open("a") as f:
         f.write("KTS_APP,v1,FFT,11,1,2,0.1,op\n")  # v1: iteration 11
     assert watcher.read().done == 12
+
+
+def test_blocks_auto_counts_only_the_blocks_its_looks_reach() -> None:
+    """Issue 52: a blocks=auto run plans 24 shared blocks a mode and usually runs 8; the progress line counts the
+    first look's blocks until a look is recorded, then those up to the last look its budget reaches, or the look
+    that stopped the mode (it read "scenario 6 of 75 ... about 7 min 35 s left" for an 80 s quickstart)."""
+    from kts_helpers.present.progress import _within_looks
+
+    planned = [{"name": f"baseline-a-r{k + 1}", "kind": "baseline", "sharing": "timeslice", "repeat": k}
+               for k in range(25)]
+    planned += [{"name": f"shared-r{k + 1}", "kind": "shared", "sharing": "timeslice", "repeat": k} for k in range(24)]
+    planned.append({"name": "control-a-absent", "kind": "control", "sharing": "timeslice", "repeat": 24})
+    auto = {"looks": [8, 12, 16, 20, 24], "first": 8}
+    m = {"spec": {"scenarios": planned, "resolved": {"blocks_auto": auto}}}
+    assert len(_within_looks(m)) == 9 + 8 + 1
+    m["looks"] = [{"sharing": "timeslice", "blocks": 8, "stop": False, "schedule": [8, 12]}]
+    assert len(_within_looks(m)) == 13 + 12 + 1
+    m["looks"] = [{"sharing": "timeslice", "blocks": 8, "stop": True, "schedule": [8, 12]}]
+    assert len(_within_looks(m)) == 9 + 8 + 1
+    m["spec"]["resolved"] = {}  # a fixed design: every planned scenario
+    assert len(_within_looks(m)) == len(planned)

@@ -75,7 +75,7 @@ class RunWatcher:
             manifest = json.loads((self.run_path / "manifest.json").read_text())
         except (OSError, ValueError):
             return None
-        planned = manifest.get("spec", {}).get("scenarios", [])
+        planned = _within_looks(manifest)
         status = manifest.get("scenarios", {})
         if not planned:
             return None
@@ -106,6 +106,29 @@ class RunWatcher:
                                first_pending + 1, len(planned), None, None, share)
         current.fraction = share
         return current
+
+
+def _within_looks(manifest: dict) -> list[dict]:
+    """The planned scenarios, less the blocks ``blocks=auto`` will not run: before its first look, those past the
+    first look's blocks (most runs stop there); after it, those past the last look its budget reaches (the
+    manifest's ``looks``), or past the look that stopped the mode. Without it the line counted all 24 blocks a mode
+    may take and read "scenario 6 of 75 ... about 7 min 35 s left" for a quickstart that ended 80 s later."""
+    planned = manifest.get("spec", {}).get("scenarios", [])
+    auto = manifest.get("spec", {}).get("resolved", {}).get("blocks_auto")
+    if not auto:
+        return planned
+    cap = {}
+    for mode in {sc.get("sharing") for sc in planned}:
+        mine = [lk for lk in manifest.get("looks") or [] if lk.get("sharing") == mode]
+        cap[mode] = (int(auto.get("first") or auto["looks"][0]) if not mine else
+                     int(mine[-1]["blocks"]) if mine[-1].get("stop") else int((mine[0].get("schedule") or
+                                                                              auto["looks"])[-1]))
+
+    def kept(sc: dict) -> bool:
+        b = cap.get(sc.get("sharing"))
+        return b is None or not ((sc.get("kind") == "shared" and sc.get("repeat", 0) >= b)
+                                 or (sc.get("kind") == "baseline" and sc.get("repeat", 0) > b))
+    return [sc for sc in planned if kept(sc)]
 
 
 def _duration(seconds: float) -> str:
