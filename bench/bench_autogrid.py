@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from kts_helpers.analyse import autogrid as A
@@ -42,6 +42,11 @@ def specs(reps: int) -> list[dict]:
     out.append(dict(measures="power", shape="linear", sd=0.05, reps=reps, seed=seed + 5, effect=1.15))
     out.append(dict(measures="power, fixed 8 blocks", shape="level", sd=0.02, reps=reps, seed=seed + 4, host=HOST,
                     effect=1.15, fixed_blocks=8))
+    # the looks a real GPU run's budget reached (H100, 2026-12-06: 1.5x a first look of 170-230 s reaches 12 blocks)
+    out.append(dict(measures="false alarm, looks at 8 and 12", shape="level", sd=0.02, reps=reps, seed=seed + 6,
+                    host=HOST, schedule=(8, 12)))
+    out.append(dict(measures="power, looks at 8 and 12", shape="level", sd=0.02, reps=reps, seed=seed + 4, host=HOST,
+                    effect=1.15, schedule=(8, 12)))
     return out
 
 
@@ -59,10 +64,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--only", default="", help="run only the cells whose 'measures' contains this text")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
+    cells = [c for c in specs(args.reps) if args.only in c["measures"]]
     with ProcessPoolExecutor(args.jobs) as pool:
-        done = list(pool.map(_one, specs(args.reps)))
+        futures = [pool.submit(_one, kw) for kw in cells]
+        for n, fut in enumerate(as_completed(futures), 1):  # a long grid shows each cell as it lands
+            print(f"[{time.perf_counter() - t0:.0f} s] cell {n}/{len(cells)}: {fut.result()['dict']}",
+                  file=sys.stderr, flush=True)
+        done = [f.result() for f in futures]
     rows = [d["row"] for d in done]
     table = A.markdown(rows)
     text = (f"`python -m bench.bench_autogrid --reps {args.reps}` ({time.perf_counter() - t0:.0f} s, {args.jobs} "

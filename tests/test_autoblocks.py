@@ -91,6 +91,23 @@ def test_the_budget_fixes_the_reachable_looks_at_the_first_and_ends_the_run_ther
     assert run.looks[0]["schedule"] == [8, 12, 16]
 
 
+def test_a_first_look_that_takes_time_to_read_still_goes_on_to_the_looks_the_budget_reaches(clock) -> None:
+    """Two H100 runs (the real-model mix, and a GPT-2 + ViT mix under MPS) fixed their looks at (8, 12), then stopped
+    at 8 undecided: the budget check took the first look's whole time (set-up included) over 8 blocks as the pace,
+    which projects the next look to exactly 1.5x the first, so any reading time at all ended the run. Here the
+    set-up is 80 s, a block 20 s, the reading 3 s: 12 blocks are reachable (333 s of 380) and must run."""
+
+    def judge(run, mode, blocks, schedule):
+        clock["t"] += 3.0  # reading the verdicts takes time on a real host
+        return L.BlockLook(blocks, 0.01, 7, 8)
+
+    ran, run = _drive(judge, clock, per_block_s=20.0, setup_s=80.0)
+    assert run.looks[0]["schedule"] == [8, 12]
+    assert [lk["blocks"] for lk in run.looks] == [8, 12] and not run.looks[0]["stop"]
+    assert "shared-r12" in ran and "shared-r13" not in ran
+    assert "the last look the budget reaches (12" in run.looks[-1]["why"]
+
+
 def test_without_a_judge_the_run_takes_its_budget(clock) -> None:
     ran, run = _drive(None, clock, per_block_s=1.0, setup_s=100.0)
     assert [lk["blocks"] for lk in run.looks] == [8, 12, 16, 20, 24] and run.looks[0]["words"] == "no judge here"

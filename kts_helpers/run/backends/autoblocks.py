@@ -75,8 +75,12 @@ class AutoBlocks:
         elif blocks >= self.schedule[-1]:
             stop, why = True, (f"the last look the budget reaches ({self.schedule[-1]} shared blocks, 1.5x the "
                                f"{self.first_s or elapsed:.0f} s the first look took)")
-        elif not within_budget(self.schedule, blocks, self.first_s or elapsed, elapsed,
-                               before - (self.t_first or before), now - before):
+        elif blocks > self.schedule[0] and not within_budget(self.schedule, blocks, self.first_s or elapsed,
+                                                             elapsed, before - (self.t_first or before),
+                                                             now - before):
+            # at the first look the schedule was just cut to what the budget reaches (``reachable``); asking
+            # ``within_budget`` there too, with the first look's whole time (set-up included) as its pace, stopped
+            # every run whose first reading took any time (two H100 runs stopped at 8 of a reachable 12)
             stop, why = True, (f"the next look would end past {1.5 * (self.first_s or elapsed):.0f} s, the budget "
                                f"(1.5x the {self.first_s or elapsed:.0f} s the first look took)")
         else:
