@@ -826,8 +826,8 @@ class KubernetesBackend:
             pod = (sr.live.last_pods.get(t) or {}).get("metadata", {}).get("name")
             log, err = run.log_path(scenario.name, t), run.stderr_path(scenario.name, t)
             with contextlib.suppress(Exception):
-                if not log.exists():
-                    write_new(log, stream.data() if stream is not None else b"")
+                if not log.exists():  # finish(0): what was streamed, and the stream ends with its connection
+                    write_new(log, stream.finish(0.0) if stream is not None else b"")
                 if not err.exists():
                     write_new(err, f"# kts kubernetes backend: scenario {scenario.name}, tenant {t}\npod: {pod}\n"
                                    "outcome: interrupted (SIGTERM): the Jobs' deletion was issued, not waited "
