@@ -127,7 +127,7 @@ def test_a_pod_stopped_from_outside_is_disrupted_whatever_its_exit_code() -> Non
     assert pod_state(succeeded).failed  # a phase without container statuses reads the same
 
 
-@pytest.mark.parametrize("launcher", ["kit", "no-handler"])
+@pytest.mark.parametrize("launcher", ["kit", "probe", "no-handler"])
 async def test_placeholders_end_within_2_s_of_their_delete(cluster: FakeCluster, launcher: str) -> None:
     """A placeholder sleeps as PID 1 of its container, which Linux delivers no default-action signal (man 7
     pid_namespaces: only signals it has a handler for, SIGKILL and SIGSTOP from an ancestor namespace aside): the
@@ -143,8 +143,13 @@ async def test_placeholders_end_within_2_s_of_their_delete(cluster: FakeCluster,
 
     scenario = resolve(ExperimentParams(profile="tiny", workloads=("fft", "gemm"), backend="kubernetes"),
                        "cuda").scenario("shared")
-    pod_spec = build_hold_job(build_scenario_job(run_id="r", scenario=scenario, namespace="kts", image="i",
-                                                 node="gpu-1"), 2, 2)["spec"]["template"]["spec"]
+    job = build_scenario_job(run_id="r", scenario=scenario, namespace="kts", image="i", node="gpu-1")
+    pod_spec = build_hold_job(job, 2, 2)["spec"]["template"]["spec"]
+    if launcher == "probe":  # the replica probe: the scenario's Job cut to one sleeping pod, same launcher, 1 s grace
+        from kts_helpers.run.backends.kubernetes.replica_probe import probe_job
+        pod_spec = probe_job(job, "nvidia.com/gpu")["spec"]["template"]["spec"]
+        assert pod_spec["terminationGracePeriodSeconds"] == 1  # a SIGKILL 1 s after the SIGTERM at worst
+        assert any("kts_placeholder" in c and "signal.SIGTERM" in c for c in pod_spec["containers"][0]["command"])
     if launcher == "no-handler":  # the old launcher and the tenants' grace period
         pod_spec["containers"][0]["command"][-1] = LAUNCHER.replace(
             "signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))\n", "")
@@ -158,7 +163,7 @@ async def test_placeholders_end_within_2_s_of_their_delete(cluster: FakeCluster,
     await cluster._kill("hold-0")  # the delete's SIGTERM
     await until(lambda: "hold-0" in cluster.exit_codes)
     ended = cluster.exited_at["hold-0"] - cluster.sigterm_at["hold-0"]
-    if launcher == "kit":
+    if launcher in ("kit", "probe"):
         assert ended <= 2.0 and cluster.exit_codes["hold-0"] == 143, ended
     else:
         assert ended >= 30.0 and cluster.exit_codes["hold-0"] == 137, ended
