@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -121,3 +122,29 @@ def test_blocks_auto_counts_only_the_blocks_its_looks_reach() -> None:
     assert len(_within_looks(m)) == 9 + 8 + 1
     m["spec"]["resolved"] = {}  # a fixed design: every planned scenario
     assert len(_within_looks(m)) == len(planned)
+
+
+def test_the_last_line_is_the_final_reading_even_when_a_reading_fails_or_the_loop_is_late(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quickstart's last stderr line must be "every scenario done ...": on a loaded 2-core host it once ended on
+    the loop's stale "30 of 30 iterations" line instead. The final reading is tried again when it reads nothing,
+    and the loop's reading, late or not, never follows it (one show at a time)."""
+    run = _run(tmp_path, {"baseline-fft/fft": 50})
+    done = progress.Progress("analysis", 3, 3, None, None, 1.0)
+    stale = progress.Progress("shared", 3, 3, 30, 30, 0.9)
+    calls = {"main": 0}
+
+    def read(self: progress.RunWatcher) -> progress.Progress | None:
+        if threading.current_thread().name == "kts-progress":
+            time.sleep(0.05)
+            return stale
+        calls["main"] += 1
+        return None if calls["main"] == 1 else done  # the first final reading fails (a manifest not there)
+
+    monkeypatch.setattr(progress.RunWatcher, "read", read)
+    out = io.StringIO()
+    with progress.watch(run, stream=out, interval_s=0.01, every_s=0.0):
+        time.sleep(0.2)
+    lines = out.getvalue().splitlines()
+    assert lines[-1].startswith("kts: every scenario done after"), lines[-3:]
+    assert calls["main"] == 2

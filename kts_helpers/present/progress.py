@@ -151,6 +151,9 @@ def progress_line(p: Progress, elapsed_s: float) -> str:
     return what
 
 
+FINAL_TRIES = 5
+
+
 @contextlib.contextmanager
 def watch(run_path: str | Path, *, stream: TextIO | None = None, interval_s: float = 2.0,
           every_s: float = 30.0) -> Iterator[RunWatcher]:
@@ -160,22 +163,29 @@ def watch(run_path: str | Path, *, stream: TextIO | None = None, interval_s: flo
     watcher = RunWatcher(Path(run_path))
     stop = threading.Event()
     start = time.monotonic()
-    state = {"width": 0, "last": "", "printed": -every_s}
+    state = {"width": 0, "last": "", "printed": -every_s, "closed": False}
+    lock = threading.Lock()  # the watcher's incremental reads and the stream: one show at a time, the final one last
 
-    def show(final: bool = False) -> None:
-        p = watcher.read()
-        if p is None:
-            return
-        line = progress_line(p, time.monotonic() - start)
-        now = time.monotonic()
-        if tty:
-            out.write("\r" + line.ljust(state["width"]) + ("\n" if final else ""))
-            state["width"] = len(line)
-        elif line != state["last"] and (final or now - state["printed"] >= every_s):
-            out.write(line + "\n")
-            state["printed"] = now
-        state["last"] = line
-        out.flush()
+    def show(final: bool = False) -> bool:
+        """One reading and, if due, its line; False when nothing could be read."""
+        with lock:
+            if state["closed"]:  # the final line is out: a late reading of the loop's never follows it
+                return True
+            p = watcher.read()
+            if p is None:
+                return False
+            line = progress_line(p, time.monotonic() - start)
+            now = time.monotonic()
+            if tty:
+                out.write("\r" + line.ljust(state["width"]) + ("\n" if final else ""))
+                state["width"] = len(line)
+            elif line != state["last"] and (final or now - state["printed"] >= every_s):
+                out.write(line + "\n")
+                state["printed"] = now
+            state["last"] = line
+            state["closed"] = final
+            out.flush()
+            return True
 
     def loop() -> None:
         while not stop.wait(interval_s):
@@ -189,5 +199,8 @@ def watch(run_path: str | Path, *, stream: TextIO | None = None, interval_s: flo
     finally:
         stop.set()
         thread.join(timeout=5)
-        with contextlib.suppress(Exception):
-            show(final=True)
+        for _ in range(FINAL_TRIES):  # the last line is the one a user reads: a reading that failed is tried again
+            with contextlib.suppress(Exception):
+                if show(final=True):
+                    break
+            time.sleep(0.2)
