@@ -181,8 +181,9 @@ def watch(run_path: str | Path, *, stream: TextIO | None = None, interval_s: flo
                 state["width"] = len(line)
             elif line != state["last"] and (final or now - state["printed"] >= every_s):
                 out.write(line + "\n")
-                state["printed"] = now
-            state["last"] = line
+                state["printed"], state["last"] = now, line  # the last line *printed*: a reading held back
+                # by every_s is no reason to hold back the final line (a loaded host's loop read "every scenario
+                # done" before the notebooks' kernel was gone, and the final line was never printed)
             state["closed"] = final
             out.flush()
             return True
