@@ -13,8 +13,10 @@ prints about 120 bytes a line: at 1000 iterations/s that is ~7 MiB a minute, so 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import threading
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +30,19 @@ from kts_helpers.run.corun import CoRunWatch
 from kts_helpers.run.logformat import AppLine, parse_line
 
 # --------------------------------------------------------------------------- pod logs, live
+
+_LIVE: weakref.WeakSet[PodLogStream] = weakref.WeakSet()
+
+
+@atexit.register
+def _end_streams(timeout_s: float = 1.0) -> None:
+    """At interpreter exit, every stream still following a pod stops with its connection: a daemon thread still
+    inside urllib3 while the interpreter finalizes can abort the process (SIGABRT after a run's last line)."""
+    live = list(_LIVE)
+    for stream in live:
+        stream._finishing.set()
+    for stream in live:
+        stream.done.wait(timeout_s / max(len(live), 1))
 
 class PodLogStream:
     """Follows one pod's log while it runs (a thread), so no line is lost when the pod is stopped and gone.
@@ -55,6 +70,7 @@ class PodLogStream:
         self.done = threading.Event()
         self.error = ""
         self._thread = threading.Thread(target=self._main, name=f"kts-log-{pod}", daemon=True)
+        _LIVE.add(self)
         self._thread.start()
 
     def _main(self) -> None:
