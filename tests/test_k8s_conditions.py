@@ -370,6 +370,7 @@ def test_sigterm_issues_the_deletes_writes_the_record_and_gives_the_lease_back_w
     monkeypatch.setattr(NodeLease, "release", released)
     monkeypatch.setattr(jobs, "STOP_GRACE_S", 5)  # the tenants' grace period: the SIGKILL of a stuck fft comes sooner
     old = signal.signal(signal.SIGTERM, previous)
+    earlier = set(threading.enumerate())  # other tests' streams in this process are not this one's
     try:
         with EmulatorThread() as emu:
             emu.call(lambda fc: fc.add_node(gpu_node("gpu-1")))
@@ -398,7 +399,7 @@ def test_sigterm_issues_the_deletes_writes_the_record_and_gives_the_lease_back_w
             assert all(j["metadata"].get("deletionTimestamp") for j in emu.call(lambda fc: fc.live(JOBS)).values())
         # the log streams were told to end: none follows (or retries) a deleted pod after the cluster is gone -- a
         # daemon thread still in urllib3 at interpreter exit aborted the test process (SIGABRT) in 2 of 5 runs
-        streams = [t for t in threading.enumerate() if t.name.startswith("kts-log-")]
+        streams = [t for t in threading.enumerate() if t.name.startswith("kts-log-") and t not in earlier]
         for t in streams:
             t.join(5.0)
         assert not [t.name for t in streams if t.is_alive()]

@@ -66,7 +66,9 @@ def test_what_the_kernel_process_writes_outside_its_cells_goes_to_its_log(tmp_pa
     _execute(src, tmp_path / "out.ipynb", {}, tmp_path)
     out, err = capfd.readouterr()
     assert (out, err) == ("", "")
-    assert (tmp_path / "out.kernel.log").read_text() == "the kernel process itself\n"
+    # the line written, first; a loaded host may add the shutdown race's ZMQ traceback after it, which is what the
+    # log is for (it stays off the terminal: the assertion above)
+    assert (tmp_path / "out.kernel.log").read_text().startswith("the kernel process itself\n")
     # a quiet kernel leaves no log behind
     _execute(_notebook(tmp_path, "x"), tmp_path / "quiet.ipynb", {}, tmp_path)
     assert not (tmp_path / "quiet.kernel.log").exists()
