@@ -256,7 +256,8 @@ def test_the_report_reads_each_verdict_in_one_line_with_its_why_one_click_away(r
         if r.metric == "wall":
             assert escape(f"{r.tenant}: {verdictline.one_line(r.verdict)}") in index
     assert html.count("<details><summary>Why: how each verdict above was decided") == 2  # wall and device tables
-    assert "662" not in html and f"needs {MIN_CORUNNING} effective samples" in html
+    # the old rule's number, as a number: pandas' random table ids ("T_66623") may hold the digits
+    assert not re.search(r"(?<!\w)662(?!\w)", html) and f"needs {MIN_CORUNNING} effective samples" in html
 
 
 def _sample(text: str, command: str) -> list[str]:
