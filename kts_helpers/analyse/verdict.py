@@ -50,7 +50,7 @@ splitting them would spread the rule over modules that each state half of it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -1288,20 +1288,19 @@ def _graph(questions: Sequence[tuple[object, str]] | None, m: int) -> tuple[np.n
     return w, g
 
 
-def _graph_adjusted(p: Sequence[float], w: np.ndarray, g: np.ndarray) -> list[float]:
-    """Adjusted p-values of the sequentially rejective graphical procedure (Bretz, Maurer, Brannath and Posch 2009,
-    Algorithm 1; the adjusted form of Bretz et al. 2011): reject the hypothesis with the smallest p / weight, hand
-    its weight along its edges, update the graph, repeat. With equal weights and a complete graph it is Holm."""
-    n = len(p)
+def graph_steps(p: Sequence[float], w: np.ndarray, g: np.ndarray) -> Iterator[tuple[int, float, float]]:
+    """The sequentially rejective graphical procedure (Bretz, Maurer, Brannath and Posch 2009, Algorithm 1), step by
+    step: set aside the hypothesis with the smallest p / weight, hand its weight along its edges, update the graph,
+    repeat. Yields (its index, its adjusted p: the running maximum of those ratios, capped at 1, the weight it was
+    read at). With equal weights and a complete graph it is Holm."""
     w, g = np.array(w, np.float64), np.array(g, np.float64)
-    left = list(range(n))
-    adj = [1.0] * n
+    left = list(range(len(p)))
     floor = 0.0
     while left:
         ratio = [p[j] / w[j] if w[j] > 0 else math.inf for j in left]
         i = left[int(np.argmin(ratio))]
         floor = max(floor, min(1.0, min(ratio)))
-        adj[i] = floor
+        yield i, floor, float(w[i])
         left.remove(i)
         w2, g2 = w.copy(), np.zeros_like(g)
         for a in left:
@@ -1312,6 +1311,13 @@ def _graph_adjusted(p: Sequence[float], w: np.ndarray, g: np.ndarray) -> list[fl
                     g2[a, b] = (g[a, b] + g[a, i] * g[i, b]) / den
         w2[i] = 0.0
         w, g = w2, g2
+
+
+def _graph_adjusted(p: Sequence[float], w: np.ndarray, g: np.ndarray) -> list[float]:
+    """Adjusted p-values of the graphical procedure (``graph_steps``; the adjusted form of Bretz et al. 2011)."""
+    adj = [1.0] * len(p)
+    for i, adjusted, _ in graph_steps(p, w, g):
+        adj[i] = adjusted
     return adj
 
 

@@ -253,24 +253,11 @@ def family_steps(verdicts: Sequence[tuple[str, tuple[object, str], V.Verdict]], 
         w, g = np.ones(1), np.zeros((1, 1))
     else:
         w, g = V._graph([q for _, q, _ in fam], m)
-    left, rows, floor = list(range(m)), [], 0.0
-    while left:
-        ratio = [p[j] / w[j] if w[j] > 0 else math.inf for j in left]
-        i = left[int(np.argmin(ratio))]
-        floor = max(floor, min(1.0, min(ratio)))
+    rows: list[FamilyStep] = []
+    for i, floor, share in V.graph_steps(p, w, g):
         label, (question, clock), v = fam[i]
         test = v.slower_by if slower else v.faster_by
         rows.append(FamilyStep(len(rows) + 1, label, clock, clock == V.PRIMARY_CLOCK or not any(
             q2 == question and c2 == V.PRIMARY_CLOCK for _, (q2, c2), _ in fam), test, v.p_of(test, slower),
-            V.weights(v.short, v.design).get(test, 1.0), p[i], float(w[i]), floor))
-        left.remove(i)
-        w2, g2 = w.copy(), np.zeros_like(g)
-        for a in left:
-            w2[a] = w[a] + w[i] * g[i, a]
-            for b in left:
-                den = 1.0 - g[a, i] * g[i, a]
-                if a != b and den > 0:
-                    g2[a, b] = (g[a, b] + g[a, i] * g[i, b]) / den
-        w2[i] = 0.0
-        w, g = w2, g2
+            V.weights(v.short, v.design).get(test, 1.0), p[i], share, floor))
     return rows
