@@ -23,7 +23,8 @@ def test_readme_reference_tables_match_the_committed_runs() -> None:
                                                      "h200-2026-12-02-saturating-blocks",
                                                      "h200-2026-12-03-saturating-mps-blocks",
                                                      "h200-2026-12-03-four-tenants-blocks",
-                                                     "h200-2026-12-06-rm-warm-ts-24", "h200-2026-12-04-article-warm"}
+                                                     "h200-2026-12-06-rm-warm-ts-24", "h200-2026-12-04-article-warm",
+                                                     "h100-2026-12-06-article-headline"}
     for name, block in blocks:
         assert block == reference_markdown(REPO / "data" / "reference" / name), name
 

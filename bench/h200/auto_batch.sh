@@ -6,6 +6,7 @@
 # always quit).
 #   bash bench/h200/auto_batch.sh rm-fixed8 rm-auto        # llama-decode + BERT + ResNet-50, time-slicing
 #   bash bench/h200/auto_batch.sh mps-gpt2-vit             # a user's GPT-2 decode next to ViT-B/16 training, MPS
+#   bash bench/h200/auto_batch.sh mps-whisper-convnext     # a Whisper-style decode next to ConvNeXt-T training, MPS
 set -uo pipefail
 OUT=${OUT:-/tmp/kts-out}
 mkdir -p "$OUT/runs"
@@ -37,6 +38,8 @@ for what in "$@"; do
     rm-auto)      run "$GPU-$(date +%F)-rm-auto" --profile article $RM ;;
     mps-gpt2-vit) run "$GPU-$(date +%F)-mps-gpt2-vit-auto" --profile article --set sharing=mps \
                     --set workloads=$F:make_gpt2_decode,$F:make_vit_train ;;
+    mps-whisper-convnext) run "$GPU-$(date +%F)-mps-whisper-convnext-auto" --profile article --set sharing=mps \
+                    --set workloads=$F:make_whisper_decode,$F:make_convnext_train ;;
     *) echo "unknown run $what" ;;
   esac
 done

@@ -8,6 +8,7 @@
 #   bash bench/h200/mps_sealed.sh                          # both pairs (the default)
 #   bash bench/h200/mps_sealed.sh gpt2-vit                 # GPT-2 medium decode next to ViT-B/16 training
 #   bash bench/h200/mps_sealed.sh whisper-convnext         # Whisper-small-style decode next to ConvNeXt-T training
+#   bash bench/h200/mps_sealed.sh gpt2-convnext whisper-vit  # the second seal (2026-12-06): the pairs crossed
 # A CPU check of the same path (tiny models, timeslice since MPS needs a GPU, a few iterations):
 #   DEVICE=cpu SHARING=timeslice ITERATIONS=12 EXTRA="--set blocks=2 --set block_s=0.2" bash bench/h200/mps_sealed.sh
 set -uo pipefail
@@ -45,6 +46,9 @@ for what in "$@"; do
     gpt2-vit)         run "$GPU-$(date +%F)-sealed-mps-gpt2-vit" --set workloads=$F:make_gpt2_decode,$F:make_vit_train ;;
     whisper-convnext) run "$GPU-$(date +%F)-sealed-mps-whisper-convnext" \
                         --set workloads=$F:make_whisper_decode,$F:make_convnext_train ;;
+    gpt2-convnext)    run "$GPU-$(date +%F)-sealed-mps-gpt2-convnext" \
+                        --set workloads=$F:make_gpt2_decode,$F:make_convnext_train ;;
+    whisper-vit)      run "$GPU-$(date +%F)-sealed-mps-whisper-vit" --set workloads=$F:make_whisper_decode,$F:make_vit_train ;;
     *) echo "unknown run $what" ;;
   esac
 done

@@ -35,7 +35,7 @@ from kts_helpers.present.reference import (
 
 # Where the verdict page looks for an example of each word: the headline run first, then the other runs in the
 # warm design, then the bracketed design, then the one-block runs (``reference.design_name``).
-EXAMPLE_RUNS = (HEADLINE_RUN, "h200-2026-12-06-rm-warm-ts-24", "h200-2026-12-02-article-blocks",
+EXAMPLE_RUNS = (HEADLINE_RUN, "h200-2026-12-04-article-warm", "h200-2026-12-06-rm-warm-ts-24", "h200-2026-12-02-article-blocks",
                 "h200-2026-12-02-saturating-blocks", "h200-2026-12-03-saturating-mps-blocks",
                 "h200-2026-12-03-four-tenants-blocks", "h200-2026-11-30-article", "h200-2026-12-02-article",
                 "h200-2026-11-30-saturating", "h200-2026-11-30-four-tenants")
