@@ -169,7 +169,7 @@ REAL_MODEL_RUNS: tuple[tuple[str, bool], ...] = (
 KERNEL_SEALED = ("h100-2026-12-06-sealed-mps-gpt2-vit", "h100-2026-12-06-sealed-mps-whisper-convnext")
 # where validation runs live that are not reference runs: committed for the table, outside what every test of the
 # suite reads (data/reference: each reference runs through the report's analysis in make test)
-VALIDATION_ROOT = REFERENCE_ROOT.parent / "validation"
+VALIDATION_ROOT = REFERENCE_ROOT.parent / "validation"  # also the verdict's fresh GPU runs (present.docblocks.AUTO_RUNS)
 # The real-model runs whose alone baselines are free of the profiler (CUPTI detached after it): the honest test of
 # the model on real models, scored apart from the sealed runs before them.
 REAL_AFTER_TEARDOWN = ("h200-2026-12-03-rm-cupti-llama-train", "h200-2026-12-03-rm-cupti-bert-vit-llama",

@@ -12,7 +12,9 @@ command. The blocks sit between ``<!-- KIND[:ARG]:start -->`` and ``<!-- KIND[:A
   it in ``EXAMPLE_RUNS`` (the current design first), its one line and its derivation;
 * ``verdict-forms`` -- the forms a verdict's line takes (``FORMS``), each with a committed run's own line;
 * ``reference-summary`` -- a results page's one-screen summary: each run with a table there, its design, its verdicts;
-* ``holm-example`` -- the report's family correction on the headline run, step by step (``verdictline.family_steps``).
+* ``holm-example`` -- the report's family correction on the headline run, step by step (``verdictline.family_steps``);
+* ``auto-runs`` -- the real-model GPU runs at the kit's defaults (``AUTO_RUNS``, under ``data/validation``): their
+  looks, how many verdicts decided, alone against alone and the host covariate's balance (``auto_runs_markdown``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Callable
 
 from kts_helpers.analyse import verdict as V
 from kts_helpers.analyse.rules import series_label
+from kts_helpers.plan.validation import VALIDATION_ROOT
 from kts_helpers.present import verdictline
 from kts_helpers.present.reference import (
     HEADLINE_PENDING,
@@ -39,6 +42,10 @@ EXAMPLE_RUNS = (HEADLINE_RUN, "h200-2026-12-04-article-warm", "h200-2026-12-06-r
                 "h200-2026-12-02-saturating-blocks", "h200-2026-12-03-saturating-mps-blocks",
                 "h200-2026-12-03-four-tenants-blocks", "h200-2026-11-30-article", "h200-2026-12-02-article",
                 "h200-2026-11-30-saturating", "h200-2026-11-30-four-tenants")
+# Real models on the GPU at the kit's defaults (`blocks=auto`), fresh runs the verdict was never tuned on (issue 52):
+# committed under data/validation (outside the references every test renders), read by ``auto_runs_markdown``
+AUTO_RUNS = ("h100-2026-12-06-rm-auto", "h100-2026-12-06-mps-gpt2-vit-auto",
+             "h100-2026-12-06-mps-whisper-convnext-auto")
 BLOCK = re.compile(r"(<!-- ([\w-]+)(?::(\S+))?:start -->\n)(.*?)(\n<!-- \2(?::\3)?:end -->)", re.S)
 
 
@@ -183,6 +190,35 @@ def holm_markdown(run: str = HEADLINE_RUN) -> str:
     return "\n".join(out)
 
 
+def auto_runs_markdown(runs: tuple[str, ...] = AUTO_RUNS) -> str:
+    """One row per run of ``AUTO_RUNS``: its card, its mix, the looks ``blocks=auto`` took and what each decided, the
+    verdicts decided in the end, alone against alone (loud readings of all), and the host probe's balance (rows the
+    verdicts adjusted for of all). Every number from the run's data by the report's own computation."""
+    from kts_helpers.analyse import design  # the report's design checks; loaded here only
+
+    lines = ["| run | card | sharing | looks (shared blocks: verdicts decided, seconds into the run) | verdicts decided "
+             "| by wall time | alone against alone: loud | host probe balanced (adjusted for) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name in runs:
+        data, table = analysed(VALIDATION_ROOT / name)
+        env = data.manifest.environment
+        card = f"{env.get('gpu_name', '?')} `{str(env.get('gpu_uuid', ''))[:12]}`"
+        rows = table[(table["kind"] == "shared") & table["verdict"].notna()] if table is not None else table
+        verdicts = list(rows["verdict"]) if rows is not None else []
+        looks = "; ".join(f"{lk['blocks']}: {lk['decided']} of {lk['verdicts']}, {lk['elapsed_s']:.0f} s"
+                          for lk in data.manifest.looks)
+        aa = design.alone_against_alone(data)
+        hb = design.host_balance(data)
+        sharing = ", ".join(dict.fromkeys(str(t) for t in rows["sharing"])) if rows is not None else ""
+        wall = "; ".join(f"{series_label(r['tenant'], r['phase'])} *{r['verdict'].reading}*"
+                         for _, r in rows[rows["metric"] == "wall"].iterrows()) if rows is not None else ""
+        lines.append(f"| `{name}` | {card} | {sharing} | {looks or 'fixed blocks'} | "
+                     f"{sum(v.decided for v in verdicts)} of {len(verdicts)} | {wall} | "
+                     f"{int(aa['loud'].sum()) if len(aa) else 0} of {len(aa)} | "
+                     f"{int(hb['adjusted'].sum()) if len(hb) else 0} of {len(hb)} |")
+    return "\n".join(lines)
+
+
 def reference_summary(page: str) -> str:
     """A results page's one-screen summary: each run with a table on the page (its ``reference-table`` blocks, in
     order), its design, and its verdicts by wall time, the word only."""
@@ -200,6 +236,7 @@ GENERATORS: dict[str, Callable[[str | None, str], str]] = {
     "holm-example": lambda arg, page: holm_markdown(),
     "verdict-forms": lambda arg, page: verdict_forms(),
     "reference-summary": lambda arg, page: reference_summary(page),
+    "auto-runs": lambda arg, page: auto_runs_markdown(),
 }
 
 
