@@ -84,10 +84,10 @@ def representatives(runs: list[Path] = REFERENCES) -> dict[str, Path]:
     return out
 
 
-# What every reference's report shows (the page's words; every reference is an H200 run with NVML telemetry),
-# and the charts it draws at least.
+# What every reference's report shows (the page's words; every reference is a GPU run with NVML telemetry, its card
+# named as its manifest records it), and the charts it draws at least.
 REPORT_NEEDLES = ("Headline table", "device time", "Clocks and telemetry", "Overlap window", "Environment",
-                  "NVIDIA H200", "Caveats", "The distribution of the wait per tenant")
+                  "Caveats", "The distribution of the wait per tenant")
 REPORT_NEVER = ("No GPU telemetry", "a process that is not one of its tenants")
 MIN_CHARTS = 7
 
@@ -167,7 +167,8 @@ def report_problems(text: str, sections: list[str], run_dir: Path) -> list[str]:
     """What a reference's report lacks or holds wrongly (empty: nothing): ``text``, all it says; ``sections``, the
     titles of its sections."""
     kinds = features(run_dir)
-    problems = [f"missing: {n!r}" for n in REPORT_NEEDLES if n not in text]
+    card = open_run(run_dir).read().environment.get("gpu_name") or "NVIDIA H200"
+    problems = [f"missing: {n!r}" for n in (*REPORT_NEEDLES, card) if n not in text]
     problems += [f"present: {n!r}" for n in REPORT_NEVER if n in text]
     for kind, title in KIND_SECTIONS.items():
         if kind in kinds and title not in sections:

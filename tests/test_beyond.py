@@ -49,6 +49,17 @@ def test_matrix_scenarios_and_sections(matrix_run: Path) -> None:
     assert any("LLM-like" in t for t in titles)
 
 
+def test_every_timed_iteration_of_every_pair_and_of_the_open_loop_co_ran(matrix_run: Path) -> None:
+    """The matrix's four shared scenarios, open-loop arrivals in each: every timed iteration co-ran with every
+    neighbour, judged from the raw logs only (``conftest.corunning_fractions``, not the kit's analysis)."""
+    from conftest import corunning_fractions
+
+    got = corunning_fractions(matrix_run)
+    assert {k.split("/")[0] for k in got} == {"shared-fft+gemm", "shared-fft+llm", "shared-gemm+llm", "shared-all"}
+    for series, (timed, corunning, _pads) in got.items():
+        assert timed > 0 and corunning == timed, f"{series}: {corunning}/{timed} timed iterations co-ran"
+
+
 def test_open_loop_latency_counts_from_intended_arrival(matrix_run: Path) -> None:
     data = load_run(matrix_run)
     fft = data.iterations[data.iterations["workload"] == "fft"]

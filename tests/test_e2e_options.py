@@ -41,9 +41,11 @@ FULL_RENDER = "mps"
 pytestmark = pytest.mark.e2e
 
 
-# "llm" (fft,llm) is make test-all's only: its checks are the four-tenants run's (fft,fft,gemm,llm: a closed-loop LLM
-# in a plain shared scenario, the same assertions) and the matrix run's (shared-fft+llm), both in make test.
-ALL_ONLY = {"llm"}
+# make test-all's only: "llm" (fft,llm), whose checks are the four-tenants run's (fft,fft,gemm,llm: a closed-loop LLM
+# in a plain shared scenario, the same assertions); "matrix" and "open-loop", whose runs test_beyond makes in make
+# test through the same run_experiment call (its matrix and its Poisson arrivals), with their sections and co-running
+# checked there; the options' own report cells are the same code for every option (``analysis_cells``).
+ALL_ONLY = {"llm", "matrix", "open-loop"}
 
 
 @pytest.mark.parametrize("option", [pytest.param(o, marks=pytest.mark.all_references if o in ALL_ONLY else ())

@@ -22,6 +22,7 @@ from kts_helpers.plan import capacity as cap
 from kts_helpers.plan import engine
 from kts_helpers.plan import inputs as plan_inputs
 from kts_helpers.plan.validation import END, START, readme_block, readme_markdown
+from kts_helpers.run.runs import open_run
 from kts_helpers.teaching.model import SimTenant
 from kts_helpers.teaching.synthetic import write_sim_multi_probe, write_sim_probe, write_sim_run
 
@@ -94,6 +95,15 @@ def test_from_run_runs_on_every_committed_reference(name: str, capsys: pytest.Ca
 
     code = main(["plan", "--from-run", str(REF / name), "--format", "json", "--replicates", "2"])
     out, err = capsys.readouterr()
+    manifest = open_run(REF / name).read()
+    probed = {open_run(r).read().environment.get("gpu_name") for r in REF.iterdir()
+              if (r / "manifest.json").exists() and open_run(r).read().profile == "probe"}
+    card = manifest.environment.get("gpu_name")
+    if card not in probed and not any(s.sharing.startswith("mps") for s in manifest.scenarios if s.kind == "shared"):
+        # time-slicing only, on a card no committed probe measured: one clear refusal that names the card and the fix
+        assert code == 2 and out == "", err
+        assert f"no time-slice probe for {card}" in err and "kts probe" in err
+        return
     assert code == 0, err
     rows = json.loads(out)
     assert rows and all({"scenario", "tenant", "metric", "phase", "p50_ms", "p99_ms", "p99_lo", "p99_hi"} <= set(r)

@@ -451,7 +451,9 @@ class Drift:
 # Left out likewise: the real-model mix of h200-2026-12-04-rm-fresh-ts, h200-2026-12-04-rm-warm-ts and
 # h200-2026-12-04-rm-warm-mps (BERT and ResNet-50 moved 5-10 ms between alone blocks with the host; the warm design
 # measures its own drift from 9 alone blocks a mode), and the same mix in 24 shared blocks,
-# h200-2026-12-06-rm-warm-ts-24.
+# h200-2026-12-06-rm-warm-ts-24; and the article profile at blocks=auto on an H100, h100-2026-12-06-article-headline
+# (its FFT's alone medians 0.35-0.50 ms, sd of log 0.10: a block after a longer idle GPU runs the short op slower;
+# above the GPU-bound kind's 4.5 %, which a one-block run of such a tenant on that card would then understate).
 # Since issue 43 the allowance follows the tenant's kind (``prior.PRIORS``: GPU-bound 4.5 %, host-bound 14.5 %, each
 # with the degrees of freedom of the population it was measured on); this is the host-bound one, the allowance of
 # a tenant whose kind is not known.

@@ -289,7 +289,7 @@ _TS_WAITS = ("slower shared under time-slicing than predicted ({pct}; under MPS 
 _HIDDEN_WAITS = ("over-predicted: measured {measured} ms, {pct} on its alone {alone} ms, where the model said {predicted}: "
                  "it has each kernel wait the rest of {neighbour} SM-filling kernels on the op's path, but the op is "
                  "launch-bound (its kernels busy {busy} of it alone), so a kernel that waits on the GPU mostly waits "
-                 "inside the host's gap before the next launch; the model lacks that overlap (issue 51 stays open on it)")
+                 "inside the host's gap before the next launch; the model lacks that overlap")
 REAL_MISS_REASONS: dict[tuple[str, str, str, str], str] = {
     ("h200-2026-12-02-rm-llama-train", "shared", "llama-decode", "prefill"):
         _HOST_DRIFT.format(busy="6 %", alone="29.0 ms"),

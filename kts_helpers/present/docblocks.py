@@ -23,6 +23,7 @@ import math
 import re
 from collections.abc import Callable
 
+from kts_helpers.analyse import design
 from kts_helpers.analyse import verdict as V
 from kts_helpers.analyse.rules import series_label
 from kts_helpers.plan.validation import VALIDATION_ROOT
@@ -194,8 +195,6 @@ def auto_runs_markdown(runs: tuple[str, ...] = AUTO_RUNS) -> str:
     """One row per run of ``AUTO_RUNS``: its card, its mix, the looks ``blocks=auto`` took and what each decided, the
     verdicts decided in the end, alone against alone (loud readings of all), and the host probe's balance (rows the
     verdicts adjusted for of all). Every number from the run's data by the report's own computation."""
-    from kts_helpers.analyse import design  # the report's design checks; loaded here only
-
     lines = ["| run | card | sharing | looks (shared blocks: verdicts decided, seconds into the run) | verdicts decided "
              "| by wall time | alone against alone: loud | host probe balanced (adjusted for) |",
              "|---|---|---|---|---|---|---|---|"]
