@@ -5,6 +5,7 @@ by block, and the analysis' mode-matched alone blocks."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import threading
@@ -480,6 +481,13 @@ def test_the_idle_neighbour_control_flags_only_a_change_beyond_5_percent_its_int
     assert design.Control(**tail, p50_absent=1.0, drift=0.0, p50_ratio_lo=0.98, p50_ratio_hi=1.02).flagged
     few = {**tail, "n_idle": 89, "n_absent": 89}  # a p99 of 89 iterations is its largest one or two: not read
     assert not design.Control(**few, p50_absent=1.0, drift=0.0, p50_ratio_lo=0.98, p50_ratio_hi=1.02).flagged
+    # an unbounded median interval (the H100 headline's FFT, 89 autocorrelated samples a side): the control shows
+    # nothing, and its words say so instead of "no difference"
+    blind = design.Control(**few, p50_absent=0.97, drift=0.0, p50_ratio_lo=0.0, p50_ratio_hi=math.inf)
+    assert not blind.flagged and not blind.bounded
+    assert "not shown either way" in blind.words and "no difference" not in blind.words
+    seen = design.Control(**few, p50_absent=0.97, drift=0.0, p50_ratio_lo=0.95, p50_ratio_hi=0.99)
+    assert seen.bounded and "no difference beyond 5 %" in seen.words
 
 
 def test_alone_against_alone_reads_the_alternating_alone_blocks_through_the_verdict(tmp_path):

@@ -68,9 +68,23 @@ class Control:
         return any(c > math.log1p(MARGIN) and c > self.drift for c in beyond)
 
     @property
+    def bounded(self) -> bool:
+        """Whether the median ratio's interval is bounded both ways: an autocorrelated series of a few dozen samples
+        gives its median no order-statistic bound, and then the control cannot show a change of the median."""
+        return self.p50_ratio_lo > 0 and math.isfinite(self.p50_ratio_hi)
+
+    @property
     def words(self) -> str:
-        what = ("**differs**: a resident idle neighbour changed this tenant's alone time beyond the run's own drift; "
-                "read its alone blocks with care" if self.flagged else "no difference beyond 5 % and the run's drift")
+        if self.flagged:
+            what = ("**differs**: a resident idle neighbour changed this tenant's alone time beyond the run's own "
+                    "drift; read its alone blocks with care")
+        elif self.bounded:
+            what = "no difference beyond 5 % and the run's drift"
+        else:  # the point ratio is all there is: say so rather than claim what no interval holds
+            what = ("not shown either way: the median ratio's interval is unbounded at this size (autocorrelated "
+                    "samples), and the p99 is not read below "
+                    f"{TAIL_MIN_N} a side" if min(self.n_idle, self.n_absent) < TAIL_MIN_N else
+                    "no difference beyond 5 % at the p99; the median ratio's interval is unbounded at this size")
         return (f"{self.tenant} ({self.phase}, {self.clock}): neighbours idle p50 {self.p50_idle:.3f} / p99 "
                 f"{self.p99_idle:.3f} ms (n = {self.n_idle}), absent {self.p50_absent:.3f} / {self.p99_absent:.3f} ms "
                 f"(n = {self.n_absent}): {self.p50_ratio:.3f}x / {self.p99_ratio:.3f}x; consecutive alone blocks "
