@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from kts_helpers.errors import RunError
@@ -82,7 +83,10 @@ def _p50(sc: engine.Scenario, who: str) -> float:
 
 
 def test_a_decode_next_to_a_training_step_waits_the_rest_of_its_kernels_not_a_step():
-    decode, train = _tenant("decode", 8.5, **DECODE), _tenant("train", 30.0, **TRAIN)
+    """Its GPU work waits the rest of the neighbour's filling kernels (a share w of its time): where that work is the
+    op (a GPU-heavy step, no host slack to hide it in), the op takes 1 / (1 - w) longer; never a whole step."""
+    heavy = dict(DECODE, busy_share=0.9)  # the same kernels, busy 90 % of its op: a GPU-bound step
+    decode, train = _tenant("decode", 8.5, **heavy), _tenant("train", 30.0, **TRAIN)
     got = _p50(engine.Scenario("s", (decode, train), (100, 100), "mps"), "decode")
     no_waits = _p50(engine.Scenario("s", (decode, replace(train, traits=replace(train.traits, blocking=()))),
                                     (100, 100), "mps"), "decode")
@@ -93,6 +97,53 @@ def test_a_decode_next_to_a_training_step_waits_the_rest_of_its_kernels_not_a_st
     # the step as one filler kernel (the model before issue 51): the decode waits a whole step each op
     whole = replace(train, traits=replace(train.traits, fills_gpu=True, blocking=()))
     assert _p50(engine.Scenario("s", (decode, whole), (100, 100), "mps"), "decode") > 2.5 * got
+
+
+def test_a_launch_bound_decode_hides_its_gpu_slowdown_in_its_hosts_slack_until_it_runs_out():
+    """A decode whose kernels keep the GPU busy a quarter of its op keeps launching while its kernels wait or run
+    slower: the op takes max(its alone time, its GPU work at the shared speed), min(1, rate / busy) (``mps.op_speed``),
+    not its host time plus the stretched GPU work (the H100's GPT-2 decode next to ConvNeXt-T training: 1.04x
+    measured, 1.6x by the sum). Where the stretched GPU work outgrows the slack the op follows it."""
+    decode, train = _tenant("decode", 8.5, **DECODE), _tenant("train", 30.0, **TRAIN)
+    sc = engine.Scenario("s", (decode, train), (100, 100), "mps")
+    assert _p50(sc, "decode") == pytest.approx(8.55, rel=0.005)  # alone: 8.5 ms + 0.05 ms host overhead
+    rates = mps.running_rates([mps.MpsTenant("d", 8.5, 0.0, weight=0.62 * 0.24, sm_need=0.62, host_share=0.76,
+                                             kernel_rate=485 / 8.55),
+                               mps.MpsTenant("t", 30.0, 0.0, weight=0.92 * 0.6, sm_need=0.92, host_share=0.4,
+                                             blocking=((0.02, 15.0),))], [1.0, 1.0], set(), (0, 1))
+    assert rates[0] < 0.9 and mps.op_speed(rates[0], 0.24) == 1.0  # slowed on the GPU, hidden in the slack
+    # the sum (the host part plus the GPU part at that rate) said 1 / (0.76 + 0.24 / rate): 5-20 % slower
+    assert 1.0 / (0.76 + 0.24 / rates[0]) < 0.99
+    # a neighbour whose filling kernels hold the SMs most of the time: the decode's GPU work outgrows its slack
+    hog = _tenant("hog", 30.0, **dict(TRAIN, blocking=((0.5, 1.8),)))
+    slow = _p50(engine.Scenario("s", (decode, hog), (100, 100), "mps"), "decode")
+    assert slow > 1.5 * 8.55
+    assert mps.op_speed(0.5, 1.0) == 0.5 and mps.op_speed(0.5, 0.4) == 1.0 and mps.op_speed(0.2, 0.4) == 0.5
+
+
+def test_each_phase_hides_its_slowdown_in_its_own_slack():
+    """A speech server's encode (long kernels, the GPU busy 80 % of it) and decode (short ones, 20 %) in one loop:
+    next to a training step the encode slows and the decode does not. One host share for both (their calls-weighted
+    mean) says neither: the H100's Whisper encode next to ViT-B/16 training ran 1.38x, predicted 1.00x that way."""
+    its = tuple((engine.Op(15.0, 0.05, 0.0, "encode"),) + (engine.Op(6.0, 0.05, 0.0, "decode"),) * 8
+                for _ in range(40))
+    tr = traits.TenantTraits(kernels=330, busy_share=0.3, mps_weight=0.6 * 0.3, sm_need=0.6, source="profile",
+                             kernel_record=True, phase_busy=(("encode", 0.8), ("decode", 0.2)))
+    assert tr.phase_host_shares == (("encode", pytest.approx(0.2)), ("decode", pytest.approx(0.8)))
+    speech = engine.AloneProfile("speech", "speech", its, traits=tr)
+    train = _tenant("train", 30.0, **dict(TRAIN, busy_share=0.85))
+    gpu = engine.GpuModel.mps_only("test")
+
+    def p50(t: engine.AloneProfile, phase: str) -> float:
+        rows = engine.simulate_once(engine.Scenario("s", (t, train), (40, 100), "mps"), gpu, 0, vary=False,
+                                    duration_ms=3_000.0)
+        return float(np.median(rows[(rows["tenant"] == "speech") & (rows["phase"] == phase)]["wall_ms"]))
+
+    assert p50(speech, "encode") > 1.15 * 15.05 and p50(speech, "decode") == pytest.approx(6.05, rel=0.005)
+    pooled = replace(speech, traits=replace(tr, phase_busy=()))  # the tenant's one host share, 0.7, for both
+    assert p50(pooled, "encode") == pytest.approx(15.05, rel=0.005)
+    with pytest.raises(mps.SimError, match="phase_host_shares"):
+        mps.check_tenants([mps.MpsTenant("x", 1.0, 0.0, phase_host_shares=(("op", 1.0),))], 100.0)
 
 
 def test_a_neighbour_without_the_kernel_record_widens_the_interval_to_its_bound_and_moves_no_point():
@@ -203,3 +254,44 @@ def test_each_shared_block_is_scored_against_its_own_measurement(monkeypatch):
     assert len({round(x.measured_p50, 6) for x in checks if x.tenant == "gpt2-decode" and x.predicted.phase == "decode"}
                - {round(pooled_p50, 6)}) == 8  # each block its own measurement, none the pooled one
     assert c.n_tenants == 2 and c.predicted.scenario == "shared-mps-r3"
+
+
+def _probed_blocks(shared_probes: list[float], alone_probes: list[float]) -> pd.DataFrame:
+    """One tenant's iterations in the bracketed design: alone blocks r1..rK+1 around shared r1..rK (20 each)."""
+    rows = []
+    for kind, probes in (("baseline", alone_probes), ("shared", shared_probes)):
+        for rep, probe in enumerate(probes, 1):
+            name = f"baseline-mps-d-r{rep}" if kind == "baseline" else f"shared-mps-r{rep}"
+            rows += [{"scenario": name, "kind": kind, "repeat": rep, "sharing": "mps", "tenant": "d",
+                      "phase": "decode", "host_probe_ms": probe, "wall_ms": 8.0} for _ in range(20)]
+    return pd.DataFrame(rows)
+
+
+def test_each_shared_block_is_predicted_at_the_host_speed_it_met(monkeypatch):
+    """A launch-bound step is as fast as its host, and the H100 hosts switch speed between blocks: a shared block
+    whose host probe ran 1.5x slower than in its two alone neighbours is predicted at that speed (slope 0.8: the
+    alone blocks' own), not charged to the GPU model -- and nothing is adjusted where sharing moved the probe."""
+    from types import SimpleNamespace
+
+    from kts_helpers.analyse import design
+    from kts_helpers.plan import validation as v
+
+    data = SimpleNamespace(iterations=_probed_blocks([0.09, 0.06], [0.06, 0.06, 0.06]))
+    balance = pd.DataFrame([{"sharing": "mps", "tenant": "d", "phase": "decode", "adjusted": True, "wall_slope": 0.8}])
+    monkeypatch.setattr(design, "host_balance", lambda _data: balance)
+    f = v.host_speed_factors(data)
+    assert f[("shared-mps-r1", "d", "decode")] == pytest.approx(1.5 ** 0.8)
+    assert f[("shared-mps-r2", "d", "decode")] == pytest.approx(1.0)
+    # the neighbours are the block's own two (r2 against alone r2 and r3), not the run's alone median
+    data2 = SimpleNamespace(iterations=_probed_blocks([0.06, 0.06], [0.06, 0.03, 0.03]))
+    assert v.host_speed_factors(data2)[("shared-mps-r2", "d", "decode")] == pytest.approx(2.0 ** 0.8)
+    p = engine.Prediction("shared-mps-r1", "d", "d", "wall", "decode", "mps", 100, 8.0, 7.0, 9.0, 12.0, 10.0, 14.0,
+                          math.nan, math.nan, math.nan, math.nan)
+    q = v.at_host_speed([p], f)[0]
+    assert (q.p50_ms, q.p50_lo, q.p99_ms, q.p99_hi) == pytest.approx(tuple(x * 1.5 ** 0.8 for x in (8, 7, 12, 14)))
+    # a slope above 1 (the two-state host's mixtures) is held to 1: a wall follows its host at most in proportion
+    monkeypatch.setattr(design, "host_balance", lambda _data: balance.assign(wall_slope=3.0))
+    assert v.host_speed_factors(data)[("shared-mps-r1", "d", "decode")] == pytest.approx(1.5)
+    # sharing moved the probe: the verdict's rule, not adjusted
+    monkeypatch.setattr(design, "host_balance", lambda _data: balance.assign(adjusted=False))
+    assert v.host_speed_factors(data) == {}

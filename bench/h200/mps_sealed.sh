@@ -9,6 +9,8 @@
 #   bash bench/h200/mps_sealed.sh gpt2-vit                 # GPT-2 medium decode next to ViT-B/16 training
 #   bash bench/h200/mps_sealed.sh whisper-convnext         # Whisper-small-style decode next to ConvNeXt-T training
 #   bash bench/h200/mps_sealed.sh gpt2-convnext whisper-vit  # the second seal (2026-12-06): the pairs crossed
+#   bash bench/h200/mps_sealed.sh llama-vit gpt2-train llama-convnext  # the third seal (2026-12-06, later): the
+#       kit's own Llama server next to a user's training steps, a user's GPT-2 server next to the kit's Llama training
 # A CPU check of the same path (tiny models, timeslice since MPS needs a GPU, a few iterations):
 #   DEVICE=cpu SHARING=timeslice ITERATIONS=12 EXTRA="--set blocks=2 --set block_s=0.2" bash bench/h200/mps_sealed.sh
 set -uo pipefail
@@ -49,6 +51,10 @@ for what in "$@"; do
     gpt2-convnext)    run "$GPU-$(date +%F)-sealed-mps-gpt2-convnext" \
                         --set workloads=$F:make_gpt2_decode,$F:make_convnext_train ;;
     whisper-vit)      run "$GPU-$(date +%F)-sealed-mps-whisper-vit" --set workloads=$F:make_whisper_decode,$F:make_vit_train ;;
+    llama-vit)        run "$GPU-$(date +%F)-sealed-mps-llama-vit" --set workloads=llama-decode,$F:make_vit_train ;;
+    gpt2-train)       run "$GPU-$(date +%F)-sealed-mps-gpt2-train" --set workloads=$F:make_gpt2_decode,train-step ;;
+    llama-convnext)   run "$GPU-$(date +%F)-sealed-mps-llama-convnext" \
+                        --set workloads=llama-decode,$F:make_convnext_train ;;
     *) echo "unknown run $what" ;;
   esac
 done

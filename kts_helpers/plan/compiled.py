@@ -172,7 +172,7 @@ def timeslice_loop(q, cs, duration, periodic, idle_resets, switch_after_idle, nk
     return rows
 
 
-def mps_loop(duration, fillers, busy_share, offsets, op_kernel, op_gap, base, count, rates, known, state_f,
+def mps_loop(duration, fillers, busy_share, offsets, op_kernel, op_gap, op_slack, base, count, rates, known, state_f,
              state_i, nxt, rem, has, arrival, iteration, waits, queued, drawn, op_of,
              out_i, out_op, out_arrival, out_end):
     """``mps.simulate_mps``'s loop for drawn operations, resumable: its state lives in the arrays passed in (``state_f``:
@@ -188,6 +188,7 @@ def mps_loop(duration, fillers, busy_share, offsets, op_kernel, op_gap, base, co
     rows = state_i[0]
     ended = np.zeros(n, np.bool_)
     starting = np.zeros(n, np.bool_)
+    speed = np.zeros(n)
     while True:
         mask = 0
         for i in range(n):
@@ -206,7 +207,9 @@ def mps_loop(duration, fillers, busy_share, offsets, op_kernel, op_gap, base, co
         first = True
         for i in range(n):
             if mask >> i & 1:
-                v = t + rem[i] / rates[mask, i]
+                r = rates[mask, i] / op_slack[op_of[i]]  # ``mps.op_speed``
+                speed[i] = 1.0 if r > 1.0 else r
+                v = t + rem[i] / speed[i]
                 if first or v < t_done:
                     t_done = v
                     first = False
@@ -223,7 +226,7 @@ def mps_loop(duration, fillers, busy_share, offsets, op_kernel, op_gap, base, co
         for i in range(n):
             ended[i] = False
             if mask >> i & 1:
-                rem[i] -= rates[mask, i] * (te - t)
+                rem[i] -= speed[i] * (te - t)
                 o = op_of[i]
                 work = op_kernel[o]
                 if rem[i] <= 1e-9 * work:
@@ -310,7 +313,7 @@ def warm() -> None:
     out_i, out_f = np.empty(1, np.int64), np.empty(1)
     timeslice_loop(2.0, 0.1, 1.0, True, True, False, one_i, one_f, np.zeros(1), one_f, one_f, np.zeros(1, np.int64),
                    one_i, out_i, out_i, out_f, out_f, out_f)
-    mps_loop(1.0, one_b, one_f, np.zeros(1), one_f, one_f, np.zeros(1, np.int64), one_i, np.ones((2, 1)),
+    mps_loop(1.0, one_b, one_f, np.zeros(1), one_f, one_f, one_f, np.zeros(1, np.int64), one_i, np.ones((2, 1)),
              np.ones(2, np.bool_), np.zeros(1), np.zeros(3, np.int64), np.zeros(1), np.zeros(1), np.zeros(1, np.bool_),
              np.zeros(1), np.zeros(1, np.int64), np.zeros((1, 1), np.bool_), np.zeros(1, np.bool_),
              np.zeros(1, np.int64), np.zeros(1, np.int64), out_i, out_i, out_f, out_f)

@@ -511,7 +511,7 @@ def simulate_once(sc: Scenario, gpu: GpuModel, seed: int, *, vary: bool = True, 
     # that fill the SMs (``plan.mps.kernel_waits``)
     tenants = [MpsTenant(t.name, k, g, weight=tr.mps_weight, thread_pct=c, sm_need=tr.sm_need,
                          fills_gpu=tr.fills_gpu, busy_share=b, host_share=tr.host_share,
-                         kernel_rate=tr.kernels / w, blocking=tr.blocking)
+                         kernel_rate=tr.kernels / w, blocking=tr.blocking, phase_host_shares=tr.phase_host_shares)
                for t, k, g, c, b, tr, w in zip(sc.tenants, mean_k, mean_gap, caps, busy, traits, mean_wall, strict=True)]
     return simulate_mps(tenants, duration, seed, draws=draws, ops=ops)  # random phases: see ``common_start``
 

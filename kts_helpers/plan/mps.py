@@ -42,10 +42,22 @@ neighbour that launches ``kernel_rate`` kernels per ms of its own op the time fr
 of them to that kernel's end: d - (1 - exp(-rate d)) / rate (the mean rest d / 2 of each arrival where arrivals
 are rare against d; at most d, the whole kernel, where they are dense: the later ones queue behind the first in
 its stream). Summed over the neighbours in flight (uncapped: a thread cap leaves SMs free) that is a share W of the
-time in which the tenant's op makes no progress: its op takes 1 / (1 - W) longer (:func:`kernel_waits`). On its
-op's critical path, like the GPU part of the host-time term below (the op is its host part plus its GPU part): the
-waits are GPU time. Where a neighbour's kernel lengths are unknown (a profile without the record) the engine widens
-the prediction interval instead (``plan.engine.unknown_waits``).
+time in which the tenant's GPU work makes no progress: its GPU work takes 1 / (1 - W) longer (:func:`kernel_waits`).
+Where a neighbour's kernel lengths are unknown (a profile without the record) the engine widens the prediction
+interval instead (``plan.engine.unknown_waits``).
+
+The host's slack (issue 51, the third round): a launch-bound op is paced by the host thread that launches its
+kernels; its kernels keep the GPU busy only ``1 - h`` of its alone time (``h``: its host share, measured per phase by
+its profile) and the GPU idles between them. When they run slower or wait for a neighbour's kernel, the host goes on
+launching, the stream queues them, and they catch up in the idle time that follows. So the op takes the longer of
+its alone time and its GPU work at the shared speed: its speed is min(1, r / (1 - h)) for a GPU rate r (the fluid
+share over its SM need, less the waits: :func:`running_rates`; :func:`op_speed`), where the model before took the
+host part plus the stretched GPU part, 1 / (h + (1 - h) / r). Why: on the H100 GPT-2-medium's decode step next to
+ViT-B/16 or ConvNeXt-T training (485 kernels in 8.3-8.9 ms, the GPU busy 22-24 % of it) ran 1.04x its alone time
+and its prefill 1.04-1.08x, where the sum said 1.36-1.73x; a Whisper-style decode (busy 16-19 %) ran 1.03x next to
+ViT, and its encode (busy 56-70 %, little slack) 1.38x. The max is the bound for slack spread evenly through the op;
+slack bunched between bursts of long kernels hides less. A tenant without a profile has no host share and no
+change: its speed is r, as before.
 """
 
 from __future__ import annotations
@@ -88,9 +100,9 @@ class MpsTenant:
     kernel time its kernels keep the GPU busy (how fast its queued kernels run once the boundary comes).
 
     ``host_share``: the share of its op that is host time between its kernels (the planner's measured 1 - busy
-    share; 0: all GPU work, the lesson's and the unprofiled tenants' case). Only the GPU part runs at the fluid
-    share's speed: an op at speed r on the GPU takes host + GPU / r, so its rate is 1 / (h + (1 - h) / r)
-    (:func:`op_rate`). That speed is its share while its kernels are in flight, claiming ``weight / (1 - h)`` (its
+    share; 0: all GPU work, the lesson's and the unprofiled tenants' case); ``phase_host_shares`` each phase's own.
+    Only the GPU part runs at the fluid share's speed, and the host's slack hides it (the module's docstring,
+    :func:`op_speed`). That speed is its share while its kernels are in flight, claiming ``weight / (1 - h)`` (its
     SM need) against the others' time-averaged ``weight`` (a neighbour's kernels are in flight only its busy share
     of the time, so a neighbour sees this tenant's averaged weight too). Why: llama-decode's step next to a
     training step under MPS measured 19-21 ms on the H200 (alone 24.7-29.0), where stretching the whole step by
@@ -111,6 +123,9 @@ class MpsTenant:
     host_share: float = 0.0
     kernel_rate: float = 0.0  # kernels it launches per ms of its op: how often it meets a neighbour's kernel
     blocking: tuple[tuple[float, float], ...] = ()  # its kernels that fill the SMs: (ms, how many per ms of its op)
+    # each phase's own host share, where its profile measured it (an encode of long kernels next to a decode of
+    # short ones: one host share for both says neither); a phase not listed has ``host_share``
+    phase_host_shares: tuple[tuple[str, float], ...] = ()
 
 
 MPS_TENANT_RULES = (*TENANT_RULES, ("weight", lambda v: v > 0, "> 0"),
@@ -142,18 +157,13 @@ def kernel_waits(tenants: Sequence[MpsTenant], caps: Sequence[float], i: int, ru
     return min(w, MAX_WAIT_SHARE)
 
 
-def op_rate(gpu_rate: float, host_share: float) -> float:
-    """How fast an op progresses when its GPU part runs at ``gpu_rate`` and its host part (``host_share`` of it)
-    at its own speed: 1 / (h + (1 - h) / r). The host part is not slowed by a GPU neighbour."""
-    if host_share <= 0.0 or gpu_rate >= 1.0:
-        return gpu_rate
-    return 1.0 / (host_share + (1.0 - host_share) / gpu_rate)
-
-
 def check_tenants(tenants: Sequence[MpsTenant], duration_ms: float) -> list[MpsTenant]:
     """The tenants as a list, or a SimError naming the first invalid parameter."""
     tenants = checked_tenants(tenants, MpsTenant, "simulate_mps", MPS_TENANT_RULES)
     for t in tenants:
+        if not all(isinstance(h, float | int) and 0 <= h < 1 for _, h in t.phase_host_shares):
+            raise SimError(f"tenant {t.name!r}: phase_host_shares must be (phase, share in [0, 1)) pairs, got "
+                           f"{t.phase_host_shares}")
         if not all(math.isfinite(d) and d > 0 and math.isfinite(k) and k >= 0 for d, k in t.blocking):
             raise SimError(f"tenant {t.name!r}: blocking must be (length ms > 0, per ms >= 0) pairs, got {t.blocking}")
     if not (math.isfinite(duration_ms) and duration_ms > 0):
@@ -182,9 +192,10 @@ def shares(weights: Sequence[float], caps: Sequence[float]) -> list[float]:
 
 def running_rates(tenants: Sequence[MpsTenant], caps: Sequence[float], fillers: set[int],
                   running: tuple[int, ...]) -> dict[int, float]:
-    """How fast each running tenant's op progresses (``running``: those with a kernel in flight, not queued behind a
-    filler): the fluid shares (:func:`shares`), its SM need and its host time (:func:`op_rate`), less the time it
-    waits for the rest of its neighbours' kernels that fill the SMs (:func:`kernel_waits`)."""
+    """How fast each running tenant's *GPU work* progresses (``running``: those with a kernel in flight, not queued
+    behind a filler): the fluid shares (:func:`shares`) over its SM need, less the time it waits for the rest of its
+    neighbours' kernels that fill the SMs (:func:`kernel_waits`). Its op's own speed at that GPU speed depends on how
+    much of the op is host time (:func:`op_speed`, per op: its phase's host share)."""
     out: dict[int, float] = {}
     # fillers and the others do not share SMs (one waits for the other's boundary): two fluid pools
     for group in ((tuple(i for i in running if i in fillers), tuple(i for i in running if i not in fillers))
@@ -195,11 +206,25 @@ def running_rates(tenants: Sequence[MpsTenant], caps: Sequence[float], fillers: 
             h = tenants[i].host_share
             if h > 0.0:  # its GPU part: its kernels in flight, claiming as such against the others' average
                 got[k] = shares([w / (1.0 - h) if j == k else w for j, w in enumerate(weights)], group_caps)[k]
-            out[i] = op_rate(min(1.0, got[k] / tenants[i].sm_need), h)
+            out[i] = min(1.0, got[k] / tenants[i].sm_need)
     if any(t.blocking for t in tenants):
         for i in running:
             out[i] *= 1.0 - kernel_waits(tenants, caps, i, running)
     return out
+
+
+def op_speed(gpu_rate: float, slack: float) -> float:
+    """How fast an op progresses when its GPU work runs at ``gpu_rate`` (:func:`running_rates`) and its kernels keep
+    the GPU busy ``slack`` (= 1 - its host share) of its alone time: min(1, rate / slack). The module's docstring
+    (the host's slack) says why; with no host part (``slack`` 1) it is the GPU rate itself."""
+    r = gpu_rate / slack
+    return 1.0 if r > 1.0 else r
+
+
+def phase_slack(tenant: MpsTenant, phase: str | None) -> float:
+    """1 - the host share of ``tenant``'s op of ``phase`` (its own phase's where measured, else the tenant's)."""
+    h = next((v for ph, v in tenant.phase_host_shares if ph == phase), tenant.host_share)
+    return 1.0 - h
 
 
 def simulate_mps(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURATION_MS, seed: int = 0,
@@ -226,6 +251,7 @@ def simulate_mps(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURA
     iteration = [0] * n
     waits_for: list[set[int]] = [set() for _ in range(n)]  # the fillers whose kernel in flight it queues behind
     queued = [False] * n  # all its kernels are queued (it waited a boundary): a new filler kernel cannot block it
+    slack = [phase_slack(tn, None) for tn in tenants]  # of the op in flight: 1 - its phase's host share
     rows: list[tuple] = []
     rates: dict[tuple[int, ...], dict[int, float]] = {}  # the rates depend only on who is in flight
 
@@ -244,9 +270,10 @@ def simulate_mps(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURA
     t = 0.0
     while True:
         active = tuple(i for i in range(n) if rem[i] is not None and not waits_for[i])
-        rate = rates.get(active)
-        if rate is None:
-            rate = rates[active] = rates_of(active)
+        gpu_rate = rates.get(active)
+        if gpu_rate is None:
+            gpu_rate = rates[active] = rates_of(active)
+        rate = {i: op_speed(gpu_rate[i], slack[i]) for i in active}
         t_done = min((t + rem[i] / rate[i] for i in active), default=inf)  # type: ignore[operator]
         t_arr = min((nxt[i] for i in range(n) if rem[i] is None), default=inf)
         te = min(t_done, t_arr)
@@ -281,6 +308,7 @@ def simulate_mps(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURA
             if draws is not None:
                 op[i] = draws[i]()
             rem[i], arrival[i], nxt[i], queued[i] = float(work_of(i)), nxt[i], inf, False
+            slack[i] = phase_slack(tenants[i], None if op[i] is None else op[i].phase)  # type: ignore[union-attr]
         for i in starting:
             if i in fillers:  # kernels launched from now on queue behind this one: still launching, or arriving
                 for j in range(n):  # (one arriving at the same instant goes first)
@@ -313,6 +341,7 @@ def _compiled_ops(tenants: Sequence[MpsTenant], loops: Any, ahead: tuple[OpArray
     n = len(tenants)
     is_filler = np.array([i in fillers for i in range(n)], np.bool_)
     busy = np.array([t.busy_share for t in tenants], float)
+    slack = _op_slack(tenants, ahead[0], ahead[1], ahead[2])
     key = tuple((t.weight, c, t.sm_need, t.host_share, i in fillers, t.kernel_rate, t.blocking)
                 for i, (t, c) in enumerate(zip(tenants, caps, strict=True)))
     if key not in _RATES:  # what the rates depend on: every replicate of a scenario shares them
@@ -330,7 +359,7 @@ def _compiled_ops(tenants: Sequence[MpsTenant], loops: Any, ahead: tuple[OpArray
         out = [np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size), np.empty(size)]
         while True:
             rows = loops.mps_loop(float(duration_ms), is_filler, busy, np.asarray(offsets, float), ops.kernel_ms,
-                                  ops.gap_ms, base, count, rates, known, state_f, state_i, *state, *out)
+                                  ops.gap_ms, slack, base, count, rates, known, state_f, state_i, *state, *out)
             if rows != loops.NEED_RATES:
                 break
             mask = int(state_i[2])
@@ -342,8 +371,19 @@ def _compiled_ops(tenants: Sequence[MpsTenant], loops: Any, ahead: tuple[OpArray
             break
         horizon *= 2.0
         ahead = drawn_ahead(draws, horizon)  # type: ignore[assignment]
+        slack = _op_slack(tenants, ahead[0], ahead[1], ahead[2])  # type: ignore[index]
     who, at, arrival, end = (a[:rows] for a in out)
     return SimOps.of_loop(tenants, ops, who, at, arrival, arrival, end)
+
+
+def _op_slack(tenants: Sequence[MpsTenant], ops: OpArrays, base: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Each drawn op's slack (:func:`phase_slack`: 1 - its phase's host share), one flat array like ``ops``."""
+    out = np.empty(len(ops.kernel_ms))
+    for i, t in enumerate(tenants):
+        lo, hi = int(base[i]), int(base[i] + count[i])
+        names, at = np.unique(ops.phase[lo:hi].astype(str), return_inverse=True)
+        out[lo:hi] = np.array([phase_slack(t, str(ph)) for ph in names])[at]
+    return out
 
 
 def mps_degradation(tenants: Sequence[MpsTenant], duration_ms: float = DEFAULT_DURATION_MS,

@@ -129,12 +129,20 @@ class TenantTraits:
     # its kernels that fill the SMs: (length ms, how many per ms of its op at its alone pace), from the kernel record
     blocking: tuple[tuple[float, float], ...] = ()
     kernel_record: bool | None = None  # the profile held the kernel-level record (None: no profile)
+    # each phase's own busy share (its kernel time over its timed alone wall): an encode of long kernels and a decode
+    # of short ones in one op loop have different host shares, which ``busy_share`` (calls-weighted) averages away
+    phase_busy: tuple[tuple[str, float], ...] = ()
 
     @property
     def host_share(self) -> float:
         """The op's share that is host time, which no GPU neighbour slows: measured (1 - busy share) for a
         profiled tenant; 0 without a profile (no measured split: the fallbacks' validated behaviour)."""
         return 1.0 - self.busy_share if self.source == "profile" else 0.0
+
+    @property
+    def phase_host_shares(self) -> tuple[tuple[str, float], ...]:
+        """Each profiled phase's host share (1 - its busy share); empty without a profile (``host_share``)."""
+        return tuple((ph, 1.0 - b) for ph, b in self.phase_busy) if self.source == "profile" else ()
 
     @property
     def unknown_block_share(self) -> float:
@@ -172,6 +180,8 @@ def traits_from_profile(profile: Mapping[str, Any], alone_wall_p50: Mapping[str,
     busy = sum(calls[ph] * float(v.get("busy_ms") or 0.0) for ph, v in phases.items())
     wall = sum(calls[ph] * float(alone_wall_p50[ph]) for ph in phases)
     busy_share = min(max(busy / wall if wall > 0 else 1.0, MIN_BUSY), 1.0)
+    phase_busy = tuple((ph, min(max(float(v.get("busy_ms") or 0.0) / float(alone_wall_p50[ph]), MIN_BUSY), 1.0))
+                       for ph, v in phases.items() if float(alone_wall_p50[ph]) > 0)
     weighted = [(float(v["sm_share"]), float(v.get("busy_ms") or 0.0) * calls[ph]) for ph, v in phases.items()
                 if v.get("sm_share") is not None]
     kt = sum(w for _, w in weighted)
@@ -190,7 +200,7 @@ def traits_from_profile(profile: Mapping[str, Any], alone_wall_p50: Mapping[str,
     return TenantTraits(kernels=n, busy_share=busy_share, mps_weight=sm_need * busy_share, sm_need=sm_need,
                         fills_gpu=fills_gpu, source="profile",
                         blocking=() if fills_gpu or blocking is None else blocking,
-                        kernel_record=blocking is not None)
+                        kernel_record=blocking is not None, phase_busy=phase_busy)
 
 
 def kernel_blocking(phases: Mapping[str, Mapping[str, Any]], alone_wall_p50: Mapping[str, float]

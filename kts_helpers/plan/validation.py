@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kts_helpers.analyse.load import load_run
+from kts_helpers.analyse.load import RunData, load_run
 from kts_helpers.analyse.logparse import parse_file
 from kts_helpers.analyse.profiles import profile_rows
 from kts_helpers.analyse.rules import scenario_group
@@ -397,13 +397,59 @@ def measured_wall(run_dir: str | os.PathLike) -> pd.DataFrame:
     return table[table["kind"] == "shared"][["group", "tenant", "phase", "n", "p50_ms", "p99_ms"]]
 
 
+def host_speed_factors(data: RunData) -> dict[tuple[str, str, str], float]:
+    """Per shared block, tenant and phase: the host speed that block met against the alone blocks its prediction is
+    drawn from (``plan.inputs.alone_for``: the same tenant's blocks rK and rK+1 of its mode), as a factor on the wall
+    clock -- exp(slope x (log probe shared - mean log probe alone)), the slope the alone blocks' own (wall median per
+    host probe, ``analyse.blocks.balance``), held to [0, 1] (a wall cannot follow the host more than in proportion).
+
+    Why: a launch-bound tenant is as fast as the host thread that launches it, and the H100 hosts switch between two
+    speeds from one block to the next (a GPT-2 decode step 8.7 ms alone at probe 0.060 ms, 14.3 ms in a shared block
+    at 0.076-0.102 ms). A prediction drawn from alone blocks at one speed, scored against a shared block at another,
+    charges the host's change to the GPU model. Only where the run's balance check finds the probe balanced between
+    alone and shared blocks (sharing did not move it): the verdict's own rule, so no part of sharing's effect is
+    adjusted away (``analyse.design.host_balance``). Empty where no tenant probed, or the blocks do not alternate."""
+    from kts_helpers.analyse.design import host_balance  # the verdict's balance check: one rule for both
+
+    bal = host_balance(data)
+    if bal.empty:
+        return {}
+    it = data.iterations
+    it = it[(it["phase"] != PAD_PHASE) & (it["host_probe_ms"] > 0)]
+    out: dict[tuple[str, str, str], float] = {}
+    for row in bal.itertuples():
+        if not row.adjusted or not math.isfinite(row.wall_slope):
+            continue
+        slope = min(max(float(row.wall_slope), 0.0), 1.0)
+        mine = it[(it["sharing"] == row.sharing) & (it["tenant"] == row.tenant) & (it["phase"] == row.phase)]
+        level = {rep: math.log(float(g["host_probe_ms"].median()))
+                 for rep, g in mine[mine["kind"] == "baseline"].groupby("repeat")}
+        for (scenario, rep), g in mine[mine["kind"] == "shared"].groupby(["scenario", "repeat"]):
+            near = [level[r] for r in (rep, rep + 1) if r in level]
+            if near:
+                out[(str(scenario), str(row.tenant), str(row.phase))] = math.exp(
+                    slope * (math.log(float(g["host_probe_ms"].median())) - float(np.mean(near))))
+    return out
+
+
+def at_host_speed(predictions: list[Prediction], factors: dict[tuple[str, str, str], float]) -> list[Prediction]:
+    """Each shared block's wall-clock prediction at the host speed that block met (:func:`host_speed_factors`)."""
+    out = []
+    for p in predictions:
+        f = factors.get((p.scenario, p.tenant, p.phase), 1.0)
+        out.append(p if f == 1.0 else replace(p, p50_ms=p.p50_ms * f, p50_lo=p.p50_lo * f, p50_hi=p.p50_hi * f,
+                                              p99_ms=p.p99_ms * f, p99_lo=p.p99_lo * f, p99_hi=p.p99_hi * f))
+    return out
+
+
 def check_run(run_dir: str | os.PathLike, tuned: bool, *, replicates: int = DEFAULT_REPLICATES) -> list[Check]:
-    """Every shared tenant's wall clock of a run: predicted (from alone logs) against measured."""
+    """Every shared tenant's wall clock of a run: predicted (from alone logs, each block at the host speed it met:
+    :func:`host_speed_factors`) against measured."""
     run_dir = Path(run_dir)
     inp = load_plan_input(run_dir)
     predictions = [p for p in predict_input(inp, replicates=replicates) if p.metric == "wall"]
     if is_bracketed(inp.manifest):
-        predictions = pooled_blocks(predictions)
+        predictions = pooled_blocks(at_host_speed(predictions, host_speed_factors(load_run(run_dir))))
     measured = measured_wall(run_dir).set_index(["group", "tenant", "phase"])
     sizes: dict[str, set[str]] = {}
     for p in predictions:
@@ -428,12 +474,12 @@ def block_checks(run_dir: str | os.PathLike, tuned: bool, *, replicates: int = D
     of that minute, which the pooled one averages out."""
     run_dir = Path(run_dir)
     inp = load_plan_input(run_dir)
-    its = load_run(run_dir).iterations
+    data = load_run(run_dir)
+    its = data.iterations
     out = []
     tables: dict[str, pd.DataFrame] = {}
-    for p in predict_input(inp, replicates=replicates):
-        if p.metric != "wall":
-            continue
+    wall = [p for p in predict_input(inp, replicates=replicates) if p.metric == "wall"]
+    for p in at_host_speed(wall, host_speed_factors(data)) if is_bracketed(inp.manifest) else wall:
         if p.scenario not in tables:  # this block's shared iterations, as the report would measure a one-block run
             t = summarize_frame(its[(its["scenario"] == p.scenario) | (its["kind"] != "shared")], "wall")
             tables[p.scenario] = t[t["kind"] == "shared"]
