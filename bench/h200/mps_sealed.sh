@@ -45,15 +45,15 @@ GPU=${GPU:-$DEVICE}
 [ $# -gt 0 ] || set -- gpt2-vit whisper-convnext
 for what in "$@"; do
   case $what in
-    gpt2-vit)         run "$GPU-$(date +%F)-sealed-mps-gpt2-vit" --set workloads=$F:make_gpt2_decode,$F:make_vit_train ;;
-    whisper-convnext) run "$GPU-$(date +%F)-sealed-mps-whisper-convnext" \
+    gpt2-vit)         run "$GPU-$(date +%F)-sealed-$SHARING-gpt2-vit" --set workloads=$F:make_gpt2_decode,$F:make_vit_train ;;
+    whisper-convnext) run "$GPU-$(date +%F)-sealed-$SHARING-whisper-convnext" \
                         --set workloads=$F:make_whisper_decode,$F:make_convnext_train ;;
-    gpt2-convnext)    run "$GPU-$(date +%F)-sealed-mps-gpt2-convnext" \
+    gpt2-convnext)    run "$GPU-$(date +%F)-sealed-$SHARING-gpt2-convnext" \
                         --set workloads=$F:make_gpt2_decode,$F:make_convnext_train ;;
-    whisper-vit)      run "$GPU-$(date +%F)-sealed-mps-whisper-vit" --set workloads=$F:make_whisper_decode,$F:make_vit_train ;;
-    llama-vit)        run "$GPU-$(date +%F)-sealed-mps-llama-vit" --set workloads=llama-decode,$F:make_vit_train ;;
-    gpt2-train)       run "$GPU-$(date +%F)-sealed-mps-gpt2-train" --set workloads=$F:make_gpt2_decode,train-step ;;
-    llama-convnext)   run "$GPU-$(date +%F)-sealed-mps-llama-convnext" \
+    whisper-vit)      run "$GPU-$(date +%F)-sealed-$SHARING-whisper-vit" --set workloads=$F:make_whisper_decode,$F:make_vit_train ;;
+    llama-vit)        run "$GPU-$(date +%F)-sealed-$SHARING-llama-vit" --set workloads=llama-decode,$F:make_vit_train ;;
+    gpt2-train)       run "$GPU-$(date +%F)-sealed-$SHARING-gpt2-train" --set workloads=$F:make_gpt2_decode,train-step ;;
+    llama-convnext)   run "$GPU-$(date +%F)-sealed-$SHARING-llama-convnext" \
                         --set workloads=llama-decode,$F:make_convnext_train ;;
     *) echo "unknown run $what" ;;
   esac
