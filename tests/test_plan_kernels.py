@@ -273,12 +273,11 @@ def test_each_shared_block_is_predicted_at_the_host_speed_it_met(monkeypatch):
     alone blocks' own), not charged to the GPU model -- and nothing is adjusted where sharing moved the probe."""
     from types import SimpleNamespace
 
-    from kts_helpers.analyse import design
     from kts_helpers.plan import validation as v
 
     data = SimpleNamespace(iterations=_probed_blocks([0.09, 0.06], [0.06, 0.06, 0.06]))
     balance = pd.DataFrame([{"sharing": "mps", "tenant": "d", "phase": "decode", "adjusted": True, "wall_slope": 0.8}])
-    monkeypatch.setattr(design, "host_balance", lambda _data: balance)
+    monkeypatch.setattr(v, "host_balance", lambda _data: balance)
     f = v.host_speed_factors(data)
     assert f[("shared-mps-r1", "d", "decode")] == pytest.approx(1.5 ** 0.8)
     assert f[("shared-mps-r2", "d", "decode")] == pytest.approx(1.0)
@@ -290,8 +289,8 @@ def test_each_shared_block_is_predicted_at_the_host_speed_it_met(monkeypatch):
     q = v.at_host_speed([p], f)[0]
     assert (q.p50_ms, q.p50_lo, q.p99_ms, q.p99_hi) == pytest.approx(tuple(x * 1.5 ** 0.8 for x in (8, 7, 12, 14)))
     # a slope above 1 (the two-state host's mixtures) is held to 1: a wall follows its host at most in proportion
-    monkeypatch.setattr(design, "host_balance", lambda _data: balance.assign(wall_slope=3.0))
+    monkeypatch.setattr(v, "host_balance", lambda _data: balance.assign(wall_slope=3.0))
     assert v.host_speed_factors(data)[("shared-mps-r1", "d", "decode")] == pytest.approx(1.5)
     # sharing moved the probe: the verdict's rule, not adjusted
-    monkeypatch.setattr(design, "host_balance", lambda _data: balance.assign(adjusted=False))
+    monkeypatch.setattr(v, "host_balance", lambda _data: balance.assign(adjusted=False))
     assert v.host_speed_factors(data) == {}

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kts_helpers.analyse.design import host_balance  # the verdict's balance check: one rule for both
 from kts_helpers.analyse.load import RunData, load_run
 from kts_helpers.analyse.logparse import parse_file
 from kts_helpers.analyse.profiles import profile_rows
@@ -403,8 +404,6 @@ def host_speed_factors(data: RunData) -> dict[tuple[str, str, str], float]:
     charges the host's change to the GPU model. Only where the run's balance check finds the probe balanced between
     alone and shared blocks (sharing did not move it): the verdict's own rule, so no part of sharing's effect is
     adjusted away (``analyse.design.host_balance``). Empty where no tenant probed, or the blocks do not alternate."""
-    from kts_helpers.analyse.design import host_balance  # the verdict's balance check: one rule for both
-
     bal = host_balance(data)
     if bal.empty:
         return {}
