@@ -385,10 +385,11 @@ class Check:
         return "; ".join(parts)
 
 
-def measured_wall(run_dir: str | os.PathLike) -> pd.DataFrame:
-    """The report's wall-clock p50/p99 per shared scenario, tenant and phase (co-running iterations only)."""
+def measured_wall(run: str | os.PathLike | RunData) -> pd.DataFrame:
+    """The report's wall-clock p50/p99 per shared scenario, tenant and phase (co-running iterations only); ``run``:
+    its directory, or the run already loaded."""
 
-    table = summarize_frame(load_run(run_dir).iterations, "wall")
+    table = summarize_frame((run if isinstance(run, RunData) else load_run(run)).iterations, "wall")
     return table[table["kind"] == "shared"][["group", "tenant", "phase", "n", "p50_ms", "p99_ms"]]
 
 
@@ -440,10 +441,11 @@ def check_run(run_dir: str | os.PathLike, tuned: bool, *, replicates: int = DEFA
     :func:`host_speed_factors`) against measured."""
     run_dir = Path(run_dir)
     inp = load_plan_input(run_dir)
+    data = load_run(run_dir)  # once: the host's speed per block and the measured side
     predictions = [p for p in predict_input(inp, replicates=replicates) if p.metric == "wall"]
     if is_bracketed(inp.manifest):
-        predictions = pooled_blocks(at_host_speed(predictions, host_speed_factors(load_run(run_dir))))
-    measured = measured_wall(run_dir).set_index(["group", "tenant", "phase"])
+        predictions = pooled_blocks(at_host_speed(predictions, host_speed_factors(data)))
+    measured = measured_wall(data).set_index(["group", "tenant", "phase"])
     sizes: dict[str, set[str]] = {}
     for p in predictions:
         sizes.setdefault(p.scenario, set()).add(p.tenant)
