@@ -377,9 +377,9 @@ def test_the_profile_detaches_cupti_and_measures_what_it_left(monkeypatch):
     monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
     calls = {"n": 0}
 
-    def op():  # the profile leaves this tenant slower: 1 ms an op before it, 3 ms after
-        calls["n"] += 1
-        time.sleep(0.001 if calls["n"] <= 3 else 0.003)  # 3 timed before; the profiled and after ones slower
+    def op():  # the profile leaves this tenant slower: 5 ms an op before it, 15 ms after (a sleep overshoots by up
+        calls["n"] += 1  # to ~0.7 ms on a loaded 2-core machine: a 1 ms sleep's ratio read 1.6 for 1.0 there)
+        time.sleep(0.005 if calls["n"] <= 3 else 0.015)  # 3 timed before; the profiled and after ones slower
 
     prof = kts_profile.profile_workload(torch, torch.device("cpu"), lambda: [("op", op)], 3)
     assert seen == ["1"]
