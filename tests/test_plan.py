@@ -96,10 +96,8 @@ def test_from_run_runs_on_every_committed_reference(name: str, capsys: pytest.Ca
     code = main(["plan", "--from-run", str(REF / name), "--format", "json", "--replicates", "2"])
     out, err = capsys.readouterr()
     manifest = open_run(REF / name).read()
-    probed = {open_run(r).read().environment.get("gpu_name") for r in REF.iterdir()
-              if (r / "manifest.json").exists() and open_run(r).read().profile == "probe"}
     card = manifest.environment.get("gpu_name")
-    if card not in probed and not any(s.sharing.startswith("mps") for s in manifest.scenarios if s.kind == "shared"):
+    if not engine.committed_probes(card)[0] and not any(s.sharing.startswith("mps") for s in manifest.scenarios if s.kind == "shared"):
         # time-slicing only, on a card no committed probe measured: one clear refusal that names the card and the fix
         assert code == 2 and out == "", err
         assert f"no time-slice probe for {card}" in err and "kts probe" in err
@@ -119,6 +117,23 @@ def test_the_committed_probe_of_the_runs_gpu_is_the_default() -> None:
     gpu = engine.gpu_model_for(REF / "h200-2026-11-30-article")
     assert gpu.source == pair and gpu.slice_timer == "switch-in"
     assert 2.1 < gpu.quantum_ms.value < 2.4 and 0.1 < gpu.switch_ms.value < 0.2  # ms, not s or us
+
+
+def test_a_probe_committed_beside_the_validation_runs_is_found_newest_first(tmp_path: Path, monkeypatch) -> None:
+    """Committed probes are looked for under data/reference and data/validation (a card no reference used, such as
+    the H100 of issue 51's runs, keeps its probe beside them, out of every reference test), the newest by name
+    first across both."""
+    ref, val = tmp_path / "reference", tmp_path / "validation"
+    assert engine.PROBE_ROOTS == (engine.REFERENCE_ROOT, engine.VALIDATION_ROOT)
+    newer = write_sim_probe(val / "a-2026-12-02-probe", 2.0, 0.1, seed=1)
+    card = str(open_run(newer).read().environment["gpu_name"])
+    ref.mkdir()
+    monkeypatch.setattr(engine, "PROBE_ROOTS", (ref, val))
+    assert engine.gpu_model_for_name(card).source == str(newer)  # only under the second root
+    older = write_sim_probe(ref / "a-2026-12-01-probe", 2.0, 0.1, seed=2)
+    assert engine.committed_probes(card, (ref, val)) == (str(newer), "")  # by name across roots, not root by root
+    assert engine.committed_probes(card, (ref,)) == (str(older), "")
+    assert engine.committed_probes("another card", (ref, val)) == ("", "")
 
 
 def test_a_run_without_shared_scenarios_or_a_probe_is_one_clear_error(tmp_path: Path) -> None:

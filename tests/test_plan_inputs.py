@@ -33,7 +33,7 @@ def opens(monkeypatch):
     """Count ``runs.open_run`` per resolved directory, wherever a module imported it. The committed-probe search
     (``engine.committed_probes``) opens every reference once per process and caches its answer; it is searched
     before counting, so the count is the planner's own opens whatever test ran first in this process."""
-    engine.committed_probes("NVIDIA H200", engine.REFERENCE_ROOT, "")
+    engine.committed_probes("NVIDIA H200", engine.PROBE_ROOTS, "")
     counts: dict[str, int] = {}
     real = runs.open_run
 

@@ -219,8 +219,8 @@ def test_the_plan_names_the_profiles_without_a_kernel_record_and_not_the_warm_de
     sealed = inputs.load_plan_input(VALIDATION / "h100-2026-12-06-sealed-mps-gpt2-vit")
     assert any(k[0].endswith("-plain") and p.traits is None for k, p in sealed.alone.items())
     assert sealed.fallbacks() == [] and sealed.kernel_notes() == []
-    assert sealed.notes() == ["no time-slice probe for NVIDIA H100 80GB HBM3: MPS only (time-slicing needs one: "
-                              "kts probe, or --probe)"]
+    assert sealed.notes() == []  # the H100's probe is committed beside the runs (data/validation): nothing missing
+    assert sealed.gpu.has_probe and Path(sealed.gpu.source).name == "h100-2026-12-06-probe"
     vit = sealed.alone[("baseline-mps-vit-train-r1", "vit-train")].traits
     assert vit.kernel_record and not vit.fills_gpu and vit.kernels > 500 and vit.blocking
     assert max(d for d, _ in vit.blocking) < 1.0  # its kernels hold the SMs for well under a ms, not a step

@@ -18,7 +18,8 @@ GPU_PROFILE = {
     "device": "cuda", "cost_s": 7.5, "cupti_teardown": True, "memory": {"peak_mib": 4338.0},
     "residue": {"prefill": 1.01, "decode": 0.99},
     "phases": {"prefill": {"kernels_per_op": 663, "busy_ms": 3.76, "sm_share": 0.91, "busy_share": 0.09},
-               "decode": {"kernels_per_op": 679, "busy_ms": 1.91, "sm_share": 0.44, "busy_share": 0.05}},
+               "decode": {"kernels_per_op": 679, "busy_ms": 1.91, "sm_share": 0.44, "busy_share": 0.05,
+                          "host_syncs": 2.0}},
 }
 
 
@@ -32,6 +33,8 @@ def test_rows_put_each_phase_against_its_timed_wall():
     assert rows["decode"]["busy_share"] == pytest.approx(1.91 / 19.1)
     assert rows["decode"]["sm_share"] == 0.44 and rows["decode"]["residue"] == 0.99
     assert rows["decode"]["cupti_detached"] is True and rows["decode"]["peak_mib"] == 4338.0
+    # the host's waits mid-op (profile version 3): the phase's own; a profile before the count has none (NaN, not 0)
+    assert rows["decode"]["host_syncs"] == 2.0 and np.isnan(rows["prefill"]["host_syncs"])
     # a phase the profile never saw keeps its timed numbers and no profile numbers
     other = profiles.profile_rows(GPU_PROFILE, {"embed": np.array([1.0])})[0]
     assert other["wall_p50_ms"] == 1.0 and np.isnan(other["kernels_per_op"]) and np.isnan(other["residue"])

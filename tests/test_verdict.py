@@ -426,6 +426,7 @@ def test_the_word_follows_the_estimand_that_decided() -> None:
     assert big.reading == V.FASTER and big.faster_by in ("DF", "level", "tail")
 
 
+@pytest.mark.all_references  # every committed run with alone blocks loaded: 45 s; make test-all (a reference added)
 def test_the_prior_drift_is_the_largest_spread_of_the_committed_alone_blocks() -> None:
     """``PRIOR_DRIFT_SD`` is what bench.bench_drift_prior measures on every committed run with alone blocks."""
     from bench import bench_drift_prior as B

@@ -291,6 +291,44 @@ def test_profile_attributes_kernels_to_their_call_by_correlation():
     assert op["top_kernels"][0] == {"name": "gemm", "calls": 2, "total_ms": pytest.approx(0.065)}
 
 
+def test_profile_counts_the_hosts_waits_for_the_device_inside_an_op():
+    """A sync mid-op (``.item()``: a scalar read and the runtime's stream sync) drains the op's queue before its next
+    launch; under time-slicing a neighbour then takes the GPU for its slice. The profile counts each such wait once
+    (the scalar read and its sync are one), and not the harness's own sync after the op's last launch."""
+    events, calls = _trace()
+    assert kts_profile.summarize_trace(events, calls, sm_count=132)["op"]["host_syncs"] == 0
+    events += [  # call 0: a read between its two launches (5 us, 10 us), and the harness's sync at its end
+        {"cat": "cpu_op", "name": "aten::_local_scalar_dense", "ts": 7.0, "dur": 2.5},
+        {"cat": "cuda_runtime", "name": "cudaStreamSynchronize", "ts": 8.0, "dur": 1.5},
+        {"cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": 90.0, "dur": 5.0},
+        {"cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": 230.0, "dur": 5.0},  # call 1: at its end
+    ]
+    op = kts_profile.summarize_trace(events, calls, sm_count=132)["op"]
+    assert (op["host_syncs"], op["host_syncs_max"]) == (0.5, 1)  # p50 of 1 and 0
+    events.append({"cat": "cuda_driver", "name": "cuStreamSynchronize", "ts": 205.0, "dur": 2.0})  # before 210
+    op = kts_profile.summarize_trace(events, calls, sm_count=132)["op"]
+    assert (op["host_syncs"], op["host_syncs_max"]) == (1.0, 1)
+
+
+def test_profile_counts_host_reads_on_cpu():
+    """The same count on CPU, where CI runs it: the operator that reads a device scalar, followed by more work."""
+    import torch
+
+    x = torch.randn(32, 32)
+
+    def read_mid_op():
+        y = x @ x
+        return y @ x if y.sum().item() > -1e30 else y
+
+    read = kts_profile.profile_workload(torch, torch.device("cpu"), lambda: [("op", read_mid_op)], 2)["phases"]["op"]
+    plain = kts_profile.profile_workload(torch, torch.device("cpu"), lambda: [("op", lambda: (x @ x) @ x)],
+                                         2)["phases"]["op"]
+    assert (read["host_syncs"], plain["host_syncs"]) == (1.0, 0.0)
+    tail = kts_profile.profile_workload(torch, torch.device("cpu"), lambda: [("op", lambda: (x @ x).sum().item())],
+                                        2)["phases"]["op"]
+    assert tail["host_syncs"] == 0.0  # a read at the op's end drains nothing the op still launches
+
+
 H100_SM = {"threads": 2048, "registers": 65536, "shared_memory": 233472, "blocks": None}
 
 

@@ -15,7 +15,11 @@ Per phase the summary holds (times in ms, p50 over the profiled calls unless nam
 * ``calls``, ``kernels_per_op`` (device kernels; on CPU top-level operators), ``kernel_ms`` (one kernel's
   duration), ``busy_ms`` (the op's kernel time), ``wall_ms`` (launch to completion, synchronised),
   ``busy_share`` (busy / wall: 1 = the GPU never idles during the op), ``launch_gap_ms`` (idle time between two
-  consecutive kernels of one op);
+  consecutive kernels of one op), ``host_syncs`` and ``host_syncs_max`` (p50 and max per op of the host's waits
+  for the device *followed by more launches of the same op*: ``SYNCS`` on a GPU, ``HOST_READ`` on CPU; the
+  harness's own sync at the op's end is not one). Why: each such wait drains the op's queue mid-op, and under
+  time-slicing a neighbour with work then takes the GPU for its slice, where an op whose kernels stay queued waits
+  at most once;
 * ``grid_blocks`` (p50 and max thread blocks per kernel), ``sm_share`` (kernel-time-weighted mean of
   min(1, blocks / SMs): the share of the SMs its grids can occupy), ``fill_share`` (the share of kernel time in
   kernels of at least ``FILL_WAVES`` waves: they keep every SM busy for their whole length);
@@ -46,6 +50,7 @@ profiler run slower than timed ones (CUPTI adds to every launch): ``busy_ms`` is
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import sys
@@ -54,7 +59,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 
-PROFILE_VERSION = 2  # 2: the per-kernel record (``kernels``)
+PROFILE_VERSION = 3  # 2: the per-kernel record (``kernels``); 3: the host's waits mid-op (``host_syncs``)
 FILL_WAVES = 2.0  # a kernel of at least two waves of thread blocks keeps every SM busy (cuBLAS' large GEMMs)
 MARK = "kts_phase"
 LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx",
@@ -63,6 +68,11 @@ LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaun
 # GEMMs on CUDA 13, cuDNN's attention); reading the runtime's only missed every GEMM of BERT on the H200 (69 of 154
 # kernels an op, 0.6 of 1.9 ms busy)
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+# the host waiting for the device inside an op: a runtime or driver call that blocks until the GPU's queue drains
+# (``.item()``, a bool of a tensor, a copy to the host); on CPU, the operator that reads a device scalar on a GPU
+SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+         "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "cuMemcpyDtoH_v2")
+HOST_READ = "aten::_local_scalar_dense"
 TEARDOWN_ENV = "TEARDOWN_CUPTI"  # Kineto detaches CUPTI when the profiler stops only if this is "1"
 RESIDUE_S = 1.0  # seconds of timed iterations before and after the profile, to measure what it left behind
 
@@ -219,12 +229,21 @@ def summarize_trace(events: list[dict], calls: list[tuple[str, int]], sm_count: 
         return None
 
     corr_owner: dict[int, str] = {}
+    last_launch: dict[str, float] = {}  # per call: when its last launch began (host clock)
+    sync_ends: dict[bool, dict[str, list[float]]] = {True: {}, False: {}}  # per device kind, per call: when each
+    # of the host's waits for the device ended (a GPU trace has both a scalar read and its sync: one is counted)
     for e in events:
         if e.get("cat") in LAUNCH_CATEGORIES and e.get("name") in LAUNCHES:
             who = owner(float(e["ts"]))
             c = (e.get("args") or {}).get("correlation")
             if who is not None and c is not None:
                 corr_owner[int(c)] = who
+                last_launch[who] = max(last_launch.get(who, -math.inf), float(e["ts"]))
+        elif (on_gpu := e.get("cat") in LAUNCH_CATEGORIES and e.get("name") in SYNCS) or (
+                e.get("cat") == "cpu_op" and e.get("name") == HOST_READ):
+            who = owner(float(e["ts"]))
+            if who is not None:
+                sync_ends[on_gpu].setdefault(who, []).append(float(e["ts"]) + float(e.get("dur", 0.0)))
     per_call: dict[str, list[dict]] = {name: [] for name in marks}
     gpu = False
     for e in events:
@@ -242,6 +261,7 @@ def summarize_trace(events: list[dict], calls: list[tuple[str, int]], sm_count: 
                 continue  # nested in an operator already counted
             end_of_top[who] = float(e["ts"]) + float(e.get("dur", 0.0))
             per_call[who].append(e)
+            last_launch[who] = max(last_launch.get(who, -math.inf), float(e["ts"]))
     phases: dict[str, dict[str, list]] = {}
     for phase, index in calls:
         name = f"{MARK}:{phase}:{index}"
@@ -251,7 +271,8 @@ def summarize_trace(events: list[dict], calls: list[tuple[str, int]], sm_count: 
         got = sorted(per_call.get(name, []), key=lambda e: float(e["ts"]))
         kernels = [e for e in got if e.get("cat") in ("kernel", "cpu_op")]
         acc = phases.setdefault(phase, {k: [] for k in ("n", "busy", "wall", "share", "gap", "kms", "blocks",
-                                                        "smw", "fill", "names", "each")})
+                                                        "smw", "fill", "names", "each", "syncs")})
+        acc["syncs"].append(sum(end <= last_launch.get(name, -math.inf) for end in sync_ends[gpu].get(name, [])))
         busy = sum(float(e.get("dur", 0.0)) for e in got) / 1e3
         wall = (hi - lo) / 1e3
         acc["n"].append(len(kernels))
@@ -283,7 +304,7 @@ def summarize_trace(events: list[dict], calls: list[tuple[str, int]], sm_count: 
         out[phase] = {
             "calls": len(acc["n"]), "kernels_per_op": _p50(acc["n"]), "kernel_ms": _p50(acc["kms"]),
             "busy_ms": _p50(acc["busy"]), "wall_ms": _p50(acc["wall"]), "busy_share": _p50(acc["share"]),
-            "launch_gap_ms": _p50(acc["gap"]),
+            "launch_gap_ms": _p50(acc["gap"]), "host_syncs": _p50(acc["syncs"]), "host_syncs_max": max(acc["syncs"]),
             "grid_blocks": {"p50": _p50(acc["blocks"]), "max": max(acc["blocks"])} if acc["blocks"] else None,
             "sm_share": round(sum(s * d for s, d in acc["smw"]) / total, 6) if total > 0 else None,
             "fill_share": round(sum(d for f, d in acc["fill"] if f) / total, 6) if total > 0 else None,

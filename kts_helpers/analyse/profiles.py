@@ -42,6 +42,7 @@ def profile_rows(profile: Mapping[str, Any], walls: Mapping[str, np.ndarray]) ->
             "busy_ms": float(busy) if busy is not None else float("nan"),
             "busy_share": float(busy) / p50 if busy is not None and p50 > 0 else float("nan"),
             "sm_share": float(ph["sm_share"]) if ph.get("sm_share") is not None else float("nan"),
+            "host_syncs": float(ph["host_syncs"]) if ph.get("host_syncs") is not None else float("nan"),  # v3 on
             "peak_mib": float(memory.get("peak_mib", memory.get("rss_peak_mib", float("nan")))),
             "cost_s": float(profile.get("cost_s", float("nan"))),
             "cupti_detached": (bool(profile.get("cupti_teardown")) if gpu else None),

@@ -77,6 +77,9 @@ from kts_helpers.run.probe import MULTI_PREFIX
 from kts_helpers.run.runs import Run, open_run
 
 REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "data" / "reference"
+# committed runs outside the references (validation runs, probes of cards no reference used): not rendered by make test
+VALIDATION_ROOT = REFERENCE_ROOT.parent / "validation"
+PROBE_ROOTS = (REFERENCE_ROOT, VALIDATION_ROOT)  # where committed probes are looked for
 MODES = ("timeslice", "mps", "mps-limited")
 DEFAULT_REPLICATES = 39  # the fewest whose minimum and maximum make a 95 % interval: prediction_interval
 LEVEL = 0.95
@@ -314,12 +317,12 @@ def _gpu_name(run: Run) -> str:
 
 
 @lru_cache(maxsize=8)
-def committed_probes(gpu_name: str, root: Path = REFERENCE_ROOT, skip: str = "") -> tuple[str, str]:
-    """(pair probe, multi-context probe or "") committed for this GPU model, newest first (``skip``: a run already
-    loaded, e.g. the one being planned, which is not opened again)."""
+def committed_probes(gpu_name: str, roots: tuple[Path, ...] = PROBE_ROOTS, skip: str = "") -> tuple[str, str]:
+    """(pair probe, multi-context probe or "") committed for this GPU model under ``roots``, newest first by run name
+    (``skip``: a run already loaded, e.g. the one being planned, which is not opened again)."""
 
     pair = multi = ""
-    for d in sorted(root.glob("*"), reverse=True):
+    for d in sorted((d for root in roots for d in root.glob("*")), key=lambda d: d.name, reverse=True):
         if not (d / "manifest.json").exists() or (skip and d.resolve() == Path(skip).resolve()):
             continue
         try:
@@ -348,13 +351,13 @@ def gpu_model_for_name(gpu: str, probe: str | os.PathLike | None = None,
     """The GPU model for a GPU model's name (a run's ``gpu_name``): the given probe(s), else the committed ones
     (``loaded``: the run already open, skipped in the search). Without any probe: an error, or with ``mps_only``
     the model MPS needs (:meth:`GpuModel.mps_only`)."""
-    found_pair, found_multi = committed_probes(gpu, REFERENCE_ROOT, loaded) if gpu else ("", "")
+    found_pair, found_multi = committed_probes(gpu, PROBE_ROOTS, loaded) if gpu else ("", "")
     pair = str(probe) if probe else found_pair
     if not pair and mps_only:
         return GpuModel.mps_only(gpu)
     if not pair:
         who = gpu or "the run's GPU"
-        raise RunError(f"no time-slice probe for {who} under {REFERENCE_ROOT}; "
+        raise RunError(f"no time-slice probe for {who} under {' or '.join(map(str, PROBE_ROOTS))}; "
                        "give one with --probe (make one with: kts probe)")
     if multi is None:
         multi = found_multi

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from kts_helpers.analyse import design
 from kts_helpers.analyse import verdict as V
 from kts_helpers.analyse.rules import series_label
-from kts_helpers.plan.validation import VALIDATION_ROOT
+from kts_helpers.plan.engine import VALIDATION_ROOT
 from kts_helpers.present import verdictline
 from kts_helpers.present.reference import (
     HEADLINE_PENDING,
@@ -202,15 +202,17 @@ def auto_runs_markdown(runs: tuple[str, ...] = AUTO_RUNS) -> str:
         data, table = analysed(VALIDATION_ROOT / name)
         env = data.manifest.environment
         card = f"{env.get('gpu_name', '?')} `{str(env.get('gpu_uuid', ''))[:12]}`"
-        rows = table[(table["kind"] == "shared") & table["verdict"].notna()] if table is not None else table
-        verdicts = list(rows["verdict"]) if rows is not None else []
+        verdicts, sharing, wall = [], "", ""
+        if table is not None:  # None for a probe run
+            rows = table[(table["kind"] == "shared") & table["verdict"].notna()]
+            verdicts = list(rows["verdict"])
+            sharing = ", ".join(dict.fromkeys(str(t) for t in rows["sharing"]))
+            wall = "; ".join(f"{series_label(r['tenant'], r['phase'])} *{r['verdict'].reading}*"
+                             for _, r in rows[rows["metric"] == "wall"].iterrows())
         looks = "; ".join(f"{lk['blocks']}: {lk['decided']} of {lk['verdicts']}, {lk['elapsed_s']:.0f} s"
                           for lk in data.manifest.looks)
         aa = design.alone_against_alone(data)
         hb = design.host_balance(data)
-        sharing = ", ".join(dict.fromkeys(str(t) for t in rows["sharing"])) if rows is not None else ""
-        wall = "; ".join(f"{series_label(r['tenant'], r['phase'])} *{r['verdict'].reading}*"
-                         for _, r in rows[rows["metric"] == "wall"].iterrows()) if rows is not None else ""
         lines.append(f"| `{name}` | {card} | {sharing} | {looks or 'fixed blocks'} | "
                      f"{sum(v.decided for v in verdicts)} of {len(verdicts)} | {wall} | "
                      f"{int(aa['loud'].sum()) if len(aa) else 0} of {len(aa)} | "

@@ -241,7 +241,8 @@ def profiles_section(data: RunData) -> Section | None:
     notes = "\n".join(f"* {w}" for w in profiles.warnings(t))
     shown = t.rename(columns={"wall_p50_ms": "timed p50 (ms)", "wall_p99_ms": "timed p99 (ms)",
                               "kernels_per_op": "kernels per op", "busy_ms": "kernel time per op (ms)",
-                              "busy_share": "GPU-busy share", "sm_share": "SM share", "peak_mib": "peak MiB",
+                              "busy_share": "GPU-busy share", "sm_share": "SM share",
+                              "host_syncs": "host waits mid-op", "peak_mib": "peak MiB",
                               "cost_s": "profiling cost (s)", "cupti_detached": "CUPTI detached",
                               "residue": "after / before profile"})
     return Section("### Each tenant measured alone (its profile)\n\nBefore its timed iterations each alone worker "
@@ -249,7 +250,10 @@ def profiles_section(data: RunData) -> Section | None:
                    "launches, their time on the device, the share of the SMs their grids occupy and the memory it "
                    "holds. The GPU-busy share is the kernels' time over the *timed* p50: a launch-bound tenant (a "
                    "small share) is as fast as the host that launches it, and the planner splits each operation "
-                   "into host and GPU time by it. The last two columns say whether the profile left anything on the "
+                   "into host and GPU time by it. The host's waits mid-op count how often an operation waited for "
+                   "the device and then launched more (a `.item()`, a copy to the host; the p50 per operation, n/a "
+                   "for a profile older than this count): each drains its queue, and under time-slicing a neighbour "
+                   "with work then holds the GPU for its slice. The last two columns say whether the profile left anything on the "
                    "timed iterations that followed it in the same process: CUPTI detached after it (a profile that left "
                    "it attached slowed every later launch), and the p50 just after the profile over just before it, a "
                    "hint only: two ~1 s windows of a host that drifts (0.6-1.8 on the H200 with CUPTI detached)." + (f"\n\n{notes}" if notes else ""),
