@@ -156,6 +156,9 @@ def test_a_run_finds_the_committed_probe_of_its_gpu_and_the_probe_says_which_sli
     assert reference.matching_probe(root / "h200-2026-11-30-article", root).name == "h200-2026-11-30-probe"
     assert reference.matching_probe(root / "h200-2026-11-30-probe", root) is None  # a probe is its own probe
     assert reference.matching_probe(EXAMPLE, root) is None  # no GPU named: nothing to match
+    # a card no reference probed keeps its probe beside the validation runs: the H100's, for the H100's reference
+    h100 = reference.matching_probe(root / "h100-2026-12-06-article-headline", root)
+    assert h100 == REPO / "data" / "validation" / "h100-2026-12-06-probe"
     timers = measured.slice_timers(root / "h200-2026-11-30-probe", duration_ms=30_000)
     by = timers.pivot(index="quantile", columns="source", values="wait_ms")
     gap = {s: (by[s] - by["measured"]).abs().mean() for s in ("simulated, switch-in", "simulated, contention")}

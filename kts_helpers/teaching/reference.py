@@ -23,7 +23,7 @@ from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.load import load_run, read_manifest
 from kts_helpers.analyse.probe import MULTI_PREFIX, PROBE_PROFILE
 from kts_helpers.errors import RunError
-from kts_helpers.plan.engine import MPS_WEIGHTS_TUNED_ON
+from kts_helpers.plan.engine import MPS_WEIGHTS_TUNED_ON, committed_probes
 from kts_helpers.present.tables import fmt_ci
 from kts_helpers.teaching import memo
 from kts_helpers.teaching.mps import weight_for_share
@@ -69,13 +69,18 @@ def mode_references(root: str | os.PathLike = REFERENCE_ROOT) -> list[Path]:
 
 def matching_probe(run_dir: str | os.PathLike, root: str | os.PathLike = REFERENCE_ROOT) -> Path | None:
     """The newest committed probe of the run's GPU model (same device name), or None: its quantum and switch
-    cost are the best the lesson knows for a run that cannot be fitted itself."""
+    cost are the best the lesson knows for a run that cannot be fitted itself. The planner's search
+    (``plan.engine.committed_probes``): under ``root`` and the validation folder beside it, where a card no
+    reference used keeps its probe (the H100's)."""
     manifest = read_manifest(run_dir)
     name = manifest.device_name
     if not name or manifest.profile == PROBE_PROFILE:  # a probe run is its own probe
         return None
-    same = [d for d in reference_dirs(root, probes=True) if read_manifest(d).device_name == name]
-    return same[-1] if same else None
+    base = Path(root)
+    reference_dirs(base, probes=True)  # a root that is not a folder is an error, as for the references
+    roots = tuple(r for r in (base, base.parent / "validation") if r.is_dir())
+    pair, _multi = committed_probes(name, roots)
+    return Path(pair) if pair else None
 
 
 def sharing_modes(run_dirs: list[str | os.PathLike] | list[Path], *, n_resamples: int = 1000) -> pd.DataFrame:
