@@ -288,6 +288,8 @@ def test_a_missing_references_folder_is_an_error_not_an_empty_lesson(tmp_path: P
         reference.reference_dirs(tmp_path / "no-such")
     with pytest.raises(RunError, match="does not exist"):
         reference.lesson_references(tmp_path / "no-such")
+    with pytest.raises(RunError, match="references folder .*no-such does not exist"):  # the lesson's probe search too
+        reference.matching_probe(REPO / "data" / "reference" / "h200-2026-11-30-article", tmp_path / "no-such")
     assert reference.reference_dirs(tmp_path) == []  # an existing folder without runs: really none
 
 

@@ -23,7 +23,7 @@ from kts_helpers.analyse.estimate import Estimate
 from kts_helpers.analyse.load import load_run, read_manifest
 from kts_helpers.analyse.probe import MULTI_PREFIX, PROBE_PROFILE
 from kts_helpers.errors import RunError
-from kts_helpers.plan.engine import MPS_WEIGHTS_TUNED_ON, committed_probes
+from kts_helpers.plan.engine import MPS_WEIGHTS_TUNED_ON, VALIDATION_ROOT, committed_probes
 from kts_helpers.present.tables import fmt_ci
 from kts_helpers.teaching import memo
 from kts_helpers.teaching.mps import weight_for_share
@@ -34,15 +34,21 @@ MODE_COLUMNS = ["reference", "tenant", "phase", "mode", "clock", "thread_pct", "
                 "p99_lo", "p99_hi", "df", "df_lo", "df_hi", "reading"]
 
 
+def references_folder(root: str | os.PathLike) -> Path:
+    """``root`` as a folder, or a one-line error: a mistyped path must not read as "no references"."""
+    base = Path(root)
+    if not base.is_dir():
+        raise RunError(f"references folder {root} does not exist (give it from here or from the repository root)")
+    return base
+
+
 def reference_dirs(root: str | os.PathLike = REFERENCE_ROOT, *, probes: bool = False) -> list[Path]:
     """Committed reference runs under ``root`` (sorted): experiments, or with ``probes=True`` time-slice probes.
 
     A ``root`` that is not a folder is an error, not "no references": a mistyped path (or one read from the
     wrong folder) would otherwise drop the measured numbers from the lesson without a word.
     """
-    base = Path(root)
-    if not base.is_dir():
-        raise RunError(f"references folder {root} does not exist (give it from here or from the repository root)")
+    base = references_folder(root)
     out = []
     for d in sorted(p for p in base.iterdir() if (p / "manifest.json").is_file()):
         m = read_manifest(d)
@@ -76,9 +82,8 @@ def matching_probe(run_dir: str | os.PathLike, root: str | os.PathLike = REFEREN
     name = manifest.device_name
     if not name or manifest.profile == PROBE_PROFILE:  # a probe run is its own probe
         return None
-    base = Path(root)
-    reference_dirs(base, probes=True)  # a root that is not a folder is an error, as for the references
-    roots = tuple(r for r in (base, base.parent / "validation") if r.is_dir())
+    base = references_folder(root)
+    roots = tuple(r for r in (base, base.parent / VALIDATION_ROOT.name) if r.is_dir())
     pair, _multi = committed_probes(name, roots)
     return Path(pair) if pair else None
 
