@@ -62,16 +62,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os.environ.pop("KTS_CACHE_DIR", None)
 
 
-# The files that take longest (seconds summed over their tests, measured on 2 busy cores with ``--durations=0``),
-# run first: with ``--dist loadfile`` xdist hands out whole files in collection order (``loadscopereorder`` off,
-# above), and a long file drawn last leaves the other worker idle at the end (longest first is the classic greedy
-# schedule). Files not named keep their order after. Re-measure when a file's share changes much.
-LONGEST_FIRST = ("test_e2e_references.py", "test_e2e_options.py", "test_plan.py", "test_reference_runs.py",
-                 "test_teaching_notebook.py", "test_lab_browser.py", "test_looks.py", "test_e2e_report.py",
-                 "test_k8s_notebooks.py", "test_collisions.py", "test_beyond.py", "test_readme.py",
-                 "test_k8s_resume.py", "test_probe.py", "test_verdict.py", "test_local_backend.py",
-                 "test_workloads.py", "test_corun.py", "test_k8s_backend.py", "test_stopping.py", "test_simulate.py",
-                 "test_stats_coverage.py", "test_worker.py")
+# The files that take longest (seconds summed over their tests, measured on 2 busy cores with ``--durations=0``,
+# last on 2026-12-07) run first: with ``--dist loadfile`` xdist hands out whole files in collection order
+# (``loadscopereorder`` off, above), and a long file drawn last leaves the other worker idle at the end (longest
+# first is the classic greedy schedule). Files not named keep their order after. Re-measure when a file's share
+# changes much.
+LONGEST_FIRST = ("test_e2e_references.py", "test_teaching_notebook.py", "test_e2e_report.py", "test_e2e_options.py",
+                 "test_warm.py", "test_reference_runs.py", "test_looks.py", "test_lab_browser.py", "test_workloads.py",
+                 "test_k8s_notebooks.py", "test_verdict.py", "test_k8s_resume.py", "test_plan.py", "test_probe.py",
+                 "test_readme.py", "test_corun.py", "test_collisions.py", "test_k8s_backend.py",
+                 "test_local_backend.py", "test_stats_coverage.py", "test_docs.py", "test_beyond.py",
+                 "test_k8s_conditions.py", "test_stopping.py", "test_runs.py", "test_k8s_guard.py", "test_blocks.py",
+                 "test_worker.py", "test_simulate.py", "test_host_covariate.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
