@@ -350,6 +350,36 @@ def test_the_validation_rows_of_a_few_runs_are_the_generators() -> None:
     assert [ln for ln in lines if ln not in block] == []
 
 
+def test_the_locked_gemms_reason_is_what_the_run_measured() -> None:
+    """hold2-llm-2gemm's misses say why from its logs: the two GEMMs of one cadence ran locked (within 2 ms) for its
+    first 46 of 300 cycles at the model's wall (6.0 ms against 5.85 predicted), then apart to the end (3.9 ms); the
+    decode steps that met the locked pair waited both slices (p99 5.80 ms). The reasons' numbers come from here."""
+    from kts_helpers.analyse.load import load_run
+    from kts_helpers.plan.validation import MISS_REASONS
+
+    it = load_run(engine.REFERENCE_ROOT / "h200-2026-12-01-hold2-llm-2gemm").iterations
+    shared = it[(it["kind"] == "shared") & (it["sharing"] == "timeslice")]
+    g1, g2 = (shared[shared["tenant"] == t].sort_values("iteration") for t in ("gemm-1", "gemm-2"))
+    offset = (g1["intended_ns"].to_numpy() - g2["intended_ns"].to_numpy()) / 1e6
+    locked = np.abs(offset) < 2.0
+    assert len(offset) == 300 and locked[:46].all() and not locked[46:].any()
+    for g in (g1, g2):
+        wall = g["wall_ms"].to_numpy()
+        assert round(float(np.median(wall[locked])), 1) == 6.0 and round(float(np.median(wall[~locked])), 1) == 3.9
+    swap = g1["wall_ms"].to_numpy()[37] - g2["wall_ms"].to_numpy()[37]
+    assert offset[37] < 0 < offset[38] and round(float(swap), 1) == 1.5
+    windows = np.sort(np.column_stack([shared.loc[shared["tenant"].str.startswith("gemm"), c].to_numpy()
+                                       for c in ("start_ns", "end_ns")]), axis=0)
+    decode = shared[(shared["tenant"] == "llm") & (shared["phase"] == "decode")]
+    decode = decode[decode["intended_ns"] < g1["intended_ns"].to_numpy()[46]]
+    met = [bool(((windows[:, 0] < e) & (windows[:, 1] > s)).any()) for s, e in zip(decode["start_ns"], decode["end_ns"],
+                                                                                  strict=True)]
+    waited = decode["wall_ms"].to_numpy()[met]
+    assert len(waited) == 83 and round(float(np.quantile(waited, 0.99)), 2) == 5.80
+    said = " ".join(v for k, v in MISS_REASONS.items() if k[0] == "h200-2026-12-01-hold2-llm-2gemm")
+    assert all(n in said for n in ("46 of 300", "6.0 ms", "3.9 ms", "1.5 ms", "83 steps", "5.80 ms"))
+
+
 @pytest.mark.all_references  # every validation run re-scored: minutes; make test-all
 def test_the_readme_validation_table_is_generated_from_the_runs() -> None:
     text = VALIDATION_PAGE.read_text()

@@ -229,10 +229,13 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
         "model has the FFT's tail at its alone tail; on the H200 about 1 in 50 launches waited longer behind the "
         "LLM and the other FFT (as in the matrix run's FFT + LLM pair); cause not established",
     ("h200-2026-12-01-hold2-llm-2gemm", "shared", "gemm-1", "op"):
-        "the two GEMMs of one 60 ms cadence did not stay locked next to the LLM (wall p5/p50/p90 2.9/4.0/5.5 ms): "
-        "the LLM's steps between them shift their phases; the common start holds them at the locked 5.9 ms",
+        "the two GEMMs of one 60 ms cadence ran locked (within 2 ms of each other) for the first 46 of 300 cycles, "
+        "wall p50 6.0 ms there as the model's 5.85; then the lock broke (at cycle 37 gemm-1 ran 1.5 ms longer than "
+        "gemm-2 and their order swapped) and never formed again: p50 3.9 ms after, the GEMMs apart (the model's "
+        "own apart state, started 3 ms apart, gives 3.6). The model starts them together and never leaves the lock",
     ("h200-2026-12-01-hold2-llm-2gemm", "shared", "gemm-2", "op"):
-        "as gemm-1: drifted out of the lock the model's common start keeps (p50 4.1 measured, 5.8 predicted)",
+        "as gemm-1: locked for the first 46 cycles (p50 6.0 ms), apart after (3.9 ms); the model keeps the lock "
+        "(p50 4.1 measured, 5.8 predicted)",
     ("h200-2026-11-30-val-fft-2gemm", "shared", "fft", "op"):
         "the FFT locked at the worst phase (measured p50 3.63 ~ p99 3.71: a full slice and switches behind both "
         "GEMMs); the model draws the lock phase, so its p50 (2.52) sits mid-slice, the measured one far above",
@@ -257,11 +260,12 @@ MISS_REASONS: dict[tuple[str, str, str, str], str] = {
         "when a GEMM kernel is in flight at its arrival or arrives within its 0.36 ms of launches, rarer than on "
         "the H200",
     ("h200-2026-12-01-hold2-llm-2gemm", "shared", "llm", "decode"):
-        "p99 over-predicted (5.66 vs 3.82 ms): the model holds the two GEMMs of one cadence locked back to back "
-        "(common start) and the decode step waits both; on the H200 they drifted apart (the GEMM rows)",
+        "p99 over-predicted (5.66 vs 3.82 ms): the model keeps the two GEMMs locked (the gemm-1 row) and a decode "
+        "step that meets them waits both slices; on the H200 the 83 steps that met them while they were locked "
+        "reached that wait (p99 5.80 ms), but the lock held for 46 of the 300 cycles",
     ("h200-2026-12-01-hold2-llm-2gemm", "shared", "llm", "prefill"):
         "as decode: the GEMMs the model keeps locked put the prefill's p99 at 6.19 ms (interval [5.14, 6.80]); "
-        "measured 4.32",
+        "measured 4.32, with the lock held for 46 of the 300 cycles",
     ("h200-2026-11-30-repeats", "shared-r1", "fft", "op"):
         "p50 1.47 vs 1.98 ms (-26 %), inside its own interval [0.78, 2.66]: next to the saturating GEMM the FFT's "
         "median is its lock phase against the 2.2 ms slices, which each replicate draws; the point (the "
