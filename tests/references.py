@@ -84,18 +84,16 @@ def representatives(runs: list[Path] = REFERENCES) -> dict[str, Path]:
     return out
 
 
-
-def combination_representatives(runs: list[Path] = REFERENCES, rendered: frozenset[Path] | None = None) -> list[Path]:
+def combination_representatives(runs: list[Path], rendered: frozenset[Path]) -> list[Path]:
     """One reference of each combination of kinds (``features``) that no rendered reference shows: the earliest by
     name. Why: ``make test`` checks these without a notebook (test_reference_runs), so every mix of features a
     committed run has goes through the analysis on every change; the references that repeat a combination are
     analysed under ``make test-all`` (the data changes only when a reference is added)."""
-    shown = set(representatives(runs).values()) if rendered is None else set(rendered)
-    seen = {features(r) for r in shown}
+    seen = {features(r) for r in rendered}
     out = []
     for r in sorted(runs):
         f = features(r)
-        if r not in shown and f not in seen:
+        if r not in rendered and f not in seen:
             seen.add(f)
             out.append(r)
     return out
