@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -236,6 +237,32 @@ async def test_a_placeholder_that_stops_mid_run_fails_the_scenario(cluster: Fake
     with pytest.raises(BackendError, match=r"placeholder .* stopped holding its replica of the GPU .*mid-run"):
         await _run(cluster.backend(), run, spec.scenario("shared"))
     await task
+
+
+def test_a_placeholder_gone_with_its_job_failed_is_named_as_the_placeholders_stop() -> None:
+    """Deterministic form of a race the test above met once on a loaded CI machine: the watch's first look after
+    a placeholder's deletion found its pod already gone and its Job already failed (``BackoffLimitExceeded``, the
+    Job controller's answer to that pod). The cause is named (the placeholder, mid-run), the Job's end beside it.
+    Fails when the Job's state is read before the placeholders' pods."""
+    from types import SimpleNamespace
+
+    from kts_helpers.run.backends.kubernetes.lifecycle import ScenarioRun
+
+    failed = {"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                                         "message": "Job has reached the specified backoff limit"}]}}
+    sr = SimpleNamespace(placeholders=2, stop_asked=None, live=SimpleNamespace(stopped_ns=None), hold_job=failed,
+                         hold_seen=True, hold_name="kts-x-shared-hold", tenants=["fft", "gemm"], queue="",
+                         holders={2: {"metadata": {"name": "hold-0"}, "status": {"phase": "Running"}}},
+                         holder_names={2: "hold-0", 3: "hold-1"}, hold_since={}, b=SimpleNamespace(poll_s=1.0))
+    sr._lost_holder = lambda: ScenarioRun._lost_holder(sr)
+    why = ScenarioRun.placeholder_failure(sr, "running", True, 0.0)
+    assert why is not None and why.tenant is None
+    assert re.match(r"placeholder hold-1 stopped holding its replica of the GPU mid-run \(gone\).*; its Job "
+                    r"kts-x-shared-hold then failed \(.*backoff limit", why.reason), why.reason
+    sr.hold_job = {"status": {}}
+    assert ScenarioRun.placeholder_failure(sr, "running", True, 0.0).reason.startswith("placeholder hold-1 ")
+    sr.holders[3] = {"metadata": {"name": "hold-1"}, "status": {"phase": "Running"}}
+    assert ScenarioRun.placeholder_failure(sr, "running", True, 0.0) is None  # both held: nothing to say
 
 
 @pytest.mark.parametrize("scenario", ["shared", "baseline-fft"])

@@ -498,6 +498,10 @@ class ScenarioRun:
                                                    "could be placed on the measured GPU; the scenario must run again")
         h = job_outcome(hold)
         if h.state in ("failed", "complete"):
+            lost = self._lost_holder() if released else None
+            if lost:  # the pod's stop caused the Job's end: named first, whichever of the two the watch saw first
+                return Failure(None, None, f"{lost}; its Job {self.hold_name} then "
+                                           f"{'failed' if h.state == 'failed' else 'completed'} ({h.text})")
             return Failure(None, None, f"the placeholders' Job {self.hold_name} "
                                        f"{'failed' if h.state == 'failed' else 'completed'} ({h.text}) before the "
                                        "scenario ended: the measured GPU's other replicas are no longer all held")
@@ -529,14 +533,18 @@ class ScenarioRun:
                                                "held")
         else:
             self.hold_since.pop("pods", None)
-        if released:
-            for idx in range(len(self.tenants), len(self.tenants) + self.placeholders):
-                pod, held = self.holders.get(idx), self.holder_names.get(idx)
-                if pod is None or (pod.get("metadata") or {}).get("name") != held:
-                    return Failure(None, None, f"placeholder {held or f'index {idx}'} stopped holding its replica of "
-                                               f"the GPU mid-run ({'replaced by a new pod' if pod else 'gone'}): other "
-                                               "pods could be placed on the measured GPU; the scenario must run again")
-        return None
+        lost = self._lost_holder() if released else None
+        return Failure(None, None, lost) if lost else None
+
+    def _lost_holder(self) -> str:
+        """After the barrier: a placeholder whose pod is gone or replaced since the start, said as the failure."""
+        for idx in range(len(self.tenants), len(self.tenants) + self.placeholders):
+            pod, held = self.holders.get(idx), self.holder_names.get(idx)
+            if pod is None or (pod.get("metadata") or {}).get("name") != held:
+                return (f"placeholder {held or f'index {idx}'} stopped holding its replica of the GPU mid-run "
+                        f"({'replaced by a new pod' if pod else 'gone'}): other pods could be placed on the measured "
+                        "GPU; the scenario must run again")
+        return ""
 
     def _hold_eviction(self) -> str:
         """Kueue evicting the placeholders' (or the whole gang's) Workload, named, where a queue is used."""
