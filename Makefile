@@ -41,6 +41,10 @@ help: ## list the targets
 	@echo "             IMAGE=$(IMAGE) K8S_CONTEXT K8S_NAMESPACE K8S_NODE_SELECTOR K8S_QUEUE K8S_RUNTIME_CLASS"
 	@echo "             K8S_ALLOCATION_POLICY KTS_DCGM_URL (kubernetes); KTS_BROWSER=<chrome> (make test)"
 
+# rfc3987-syntax (jupyter-events asks for jsonschema[format-nongpl]) is removed once installed: jsonschema imports it
+# where present and it compiles a Lark grammar on import, 1.1 s of the 1.6 s every process that imports altair or
+# nbformat spends (each report's kernels, papermill, nbconvert); the kit validates no "iri" format, pip check stays
+# clean, and jsonschema skips that one format without it.
 $(STAMP): pyproject.toml
 	@set -e; \
 	$(PY) -c 'import venv, ensurepip' 2>/dev/null || { \
@@ -58,6 +62,7 @@ $(STAMP): pyproject.toml
 	  $(PYTHON) -m pip install -q $(TORCH_CPU) $(TORCH_CPU_INDEX); \
 	fi; \
 	$(PYTHON) -m pip install -q -e '.[dev,lab,docs]'; \
+	$(PYTHON) -m pip uninstall -y -q rfc3987-syntax 2>/dev/null || true; \
 	$(PYTHON) -m ipykernel install --sys-prefix --name kts --display-name "Python (kts)" >/dev/null; \
 	touch $(STAMP)
 

@@ -66,6 +66,17 @@ def test_pipeline_writes_run_summary_and_report(rendered: dict) -> None:
     assert all(r["df"] > 0 for r in shared_wall)
     assert all("df" not in r for r in rows if r["kind"] == "baseline")
     assert (build / "summary.csv").read_text().startswith("kind,group,")
+    # the index's line: left by the analysis notebook (the report's own verdicts), the same as computed afresh
+    from kts_helpers.analyse.load import load_run
+    from kts_helpers.analyse.verdicts import verdict_table
+    from kts_helpers.present.html import ENTRY_FILE, headline_entry
+
+    entry = json.loads((rendered["reports"] / f"{run_dir.name}.json").read_text())
+    data = load_run(run_dir)
+    assert json.loads((build / ENTRY_FILE).read_text()) == headline_entry(data, verdict_table(data))
+    assert {k: v for k, v in entry.items() if k not in ("html", "rendered_at")} == headline_entry(
+        data, verdict_table(data))
+    assert entry["headline"].startswith(("fft", "gemm")) and entry["html"] == rendered["html"].name
     html = rendered["html"].read_text()
     assert "data:image/svg+xml" in html
     assert 'src="http' not in html and 'href="http' not in html.replace('href="https://github', "")

@@ -9,8 +9,11 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
+from kts_helpers.analyse.rules import series_label
 from kts_helpers.fsutil import atomic_write_text
+from kts_helpers.present import verdictline
 
 _EXTERNAL = re.compile(r"<script[^>]+src=\"https?://[^\"]*\"[^>]*>\s*</script>|<link[^>]+href=\"https?://[^\"]*\"[^>]*>",
                        re.I)
@@ -52,6 +55,26 @@ def _when(created_at: object) -> str:
     non-breaking so a narrow column breaks it between date and time, never inside the date."""
     m = re.fullmatch(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d)[\d:.]*(?:\+00:00|Z)", str(created_at or ""))
     return f"{m.group(1).replace('-', chr(0x2011))} {m.group(2)} UTC" if m else str(created_at or "")
+
+
+ENTRY_FILE = "index-entry.json"  # a report build's index line, left by the analysis notebook (``write_entry``)
+
+
+def headline_entry(data: Any, table: Any) -> dict[str, Any]:
+    """What the index shows for a run: id, date, device, profile, and per shared tenant its wall-time verdict in one
+    line -- the word and the number that decided it (``verdictline.one_line``), never a DF beside a word another
+    test decided."""
+    m = data.manifest
+    shared = table[(table["kind"] == "shared") & (table["metric"] == "wall")]
+    parts = []
+    for _, r in shared.iterrows():
+        where = "" if r["group"] == "shared" else f" · {r['group']}"
+        v = r.get("verdict")
+        parts.append(f"{series_label(r['tenant'], r['phase'])}{where}: "
+                     f"{verdictline.one_line(v) if v is not None else r['reading']}")
+    return {"run_id": data.run.run_id, "created_at": m.created_at, "device": m.device,
+            "device_name": m.device_name, "profile": m.profile, "label": m.label, "status": m.status,
+            "headline": "; ".join(parts) or "no shared scenario"}
 
 
 def write_index(report_dir: str | os.PathLike = "report") -> Path:

@@ -26,9 +26,12 @@ from kts_helpers.analyse.summary import (
     most_affected,
     overlap_counts,
     summarize_frame,
+    write_summary,
 )
 from kts_helpers.analyse.verdicts import verdict_table
 from kts_helpers.errors import RunError
+from kts_helpers.fsutil import atomic_write_json
+from kts_helpers.present.html import ENTRY_FILE, headline_entry
 from kts_helpers.present.tables import fmt_ci, forest_frame, headline
 from kts_helpers.run import experiment
 from kts_helpers.run.environment import REPO_ROOT
@@ -124,6 +127,16 @@ def analyse(run_dir: str | os.PathLike, *, clip: bool = True, trim: int = 0, war
         untrimmed = verdict_table(raw, **opts)
         effect = trim_effect(table, untrimmed)
     return Analysis(data, table, main_table, main_iterations, effect)
+
+
+def save_summary(a: Analysis, out_dir: str | os.PathLike) -> None:
+    """The report build's summary tables (``summary.csv``/``.json``: wall and device) and the index's line for the
+    run (``html.ENTRY_FILE``), from the verdicts this report shows: the index can never say other than the report,
+    and ``pipeline.build_report`` does not parse the logs and compute the verdicts a second time."""
+    out = Path(out_dir)
+    table = a.table[a.table["metric"].isin(("wall", "device"))]
+    write_summary(table, out)
+    atomic_write_json(out / ENTRY_FILE, headline_entry(a.data, table))
 
 
 def metrics(data: RunData) -> tuple[str, ...]:

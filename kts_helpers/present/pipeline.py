@@ -10,6 +10,7 @@ is computed here from the data, not read back from a file a notebook wrote.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from pathlib import Path
@@ -19,13 +20,12 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets.config import Config
 
 from kts_helpers.analyse.load import load_run
-from kts_helpers.analyse.rules import series_label
 from kts_helpers.analyse.summary import write_summary
 from kts_helpers.analyse.verdicts import verdict_table
 from kts_helpers.errors import KtsError
 from kts_helpers.fsutil import atomic_write_json
-from kts_helpers.present import progress, verdictline
-from kts_helpers.present.html import render_html, write_index
+from kts_helpers.present import progress
+from kts_helpers.present.html import ENTRY_FILE, headline_entry, render_html, write_index
 from kts_helpers.run.environment import probe_torch, resolve_device
 from kts_helpers.run.params import split_analysis, split_for_notebook
 from kts_helpers.run.runs import DEFAULT_ROOT, new_run_id, open_run
@@ -129,7 +129,7 @@ def build_report(params: dict[str, Any], *, run_dir: str | os.PathLike | None = 
             for name in NOTEBOOKS[1:3]:
                 _execute(nb_dir / name, build / name, {"run_dir": str(run_path)}, workdir)
     _execute(nb_dir / NOTEBOOKS[3], build / NOTEBOOKS[3],
-             {"run_dir": str(run_path), "static_charts": True, **analysis}, workdir)
+             {"run_dir": str(run_path), "static_charts": True, "summary_dir": str(build), **analysis}, workdir)
     html_path = render_html(build / NOTEBOOKS[3], report_dir / f"{run_id}.html", title=f"kts report: {run_id}")
     write_entry(report_dir, run_path, html_path, build, analysis)
     write_index(report_dir)
@@ -148,30 +148,19 @@ def build_teaching(parameters: dict[str, Any] | None = None, *, report_dir: str 
 
 def write_entry(report_dir: Path, run_path: Path, html_path: Path, build: Path,
                 analysis: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The index's line for a run, and the derived tables, computed from the run's data."""
-    opts = dict(analysis or {})
-    data = load_run(run_path)
-    table = verdict_table(data, method=opts.get("ci_method", "order"), margin=opts.get("margin", 0.10),
-                          slo_ms=opts.get("slo_ms"))
-    write_summary(table, build)
-    entry = {**headline_entry(data, table), "html": html_path.name,
-             "rendered_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    atomic_write_json(report_dir / f"{data.run.run_id}.json", entry)
+    """The index's line for a run. The analysis notebook left it in ``build`` with the summary tables, from the
+    very verdicts the report shows (``notebook.save_summary``); without it (a notebook of an older kit) they are
+    computed here from the run's data, as they were before (2-3 s a report: the logs parsed again)."""
+    saved = build / ENTRY_FILE
+    if saved.exists():
+        entry = json.loads(saved.read_text())
+    else:
+        opts = dict(analysis or {})
+        data = load_run(run_path)
+        table = verdict_table(data, method=opts.get("ci_method", "order"), margin=opts.get("margin", 0.10),
+                              slo_ms=opts.get("slo_ms"))
+        write_summary(table, build)
+        entry = headline_entry(data, table)
+    entry = {**entry, "html": html_path.name, "rendered_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    atomic_write_json(report_dir / f"{entry['run_id']}.json", entry)
     return entry
-
-
-def headline_entry(data: Any, table: Any) -> dict[str, Any]:
-    """What the index shows for a run: id, date, device, profile, and per shared tenant its wall-time verdict in one
-    line -- the word and the number that decided it (``verdictline.one_line``), never a DF beside a word another
-    test decided."""
-    m = data.manifest
-    shared = table[(table["kind"] == "shared") & (table["metric"] == "wall")]
-    parts = []
-    for _, r in shared.iterrows():
-        where = "" if r["group"] == "shared" else f" · {r['group']}"
-        v = r.get("verdict")
-        parts.append(f"{series_label(r['tenant'], r['phase'])}{where}: "
-                     f"{verdictline.one_line(v) if v is not None else r['reading']}")
-    return {"run_id": data.run.run_id, "created_at": m.created_at, "device": m.device,
-            "device_name": m.device_name, "profile": m.profile, "label": m.label, "status": m.status,
-            "headline": "; ".join(parts) or "no shared scenario"}
