@@ -7,14 +7,17 @@ key), of the input directories' files and of the arguments, so a stored result i
 give. Nothing is ever stale: a changed byte is a new file.
 
 Where: ``$KTS_CACHE_DIR``, else ``$XDG_CACHE_HOME/kts``, else ``~/.cache/kts``. A folder that cannot be written,
-or a stored file that cannot be read, only means computing again: callers never fail on the cache.
+or a stored file that cannot be read, only means computing again: callers never fail on the cache. Two processes
+that miss the same result at once compute it once (``computing``): the second waits for the first and reads it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,3 +46,25 @@ def key(dirs: Iterable[str | os.PathLike], **arguments: object) -> str:
         _digest_files(h, d, (p for p in d.rglob("*") if p.is_file() and not p.name.startswith(".")))
     h.update(repr(sorted(arguments.items())).encode())
     return h.hexdigest()[:32]
+
+
+@contextlib.contextmanager
+def computing(path: Path) -> Iterator[None]:
+    """Held while ``path`` is computed: an exclusive lock on ``<path>.lock``, so a second process that missed the same
+    result waits, then finds it stored (read it again inside). Why: the test suite's renders of the lesson, on two
+    workers, each computed its MPS table at once (tens of seconds each on two busy cores). A folder where no lock can
+    be made holds none: the result is computed as before."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path.with_name(path.name + ".lock"), "a")  # noqa: SIM115 - held across the yield
+    except OSError:
+        yield
+        return
+    with fh:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fh, fcntl.LOCK_UN)

@@ -136,3 +136,33 @@ def test_the_gpu_model_is_stored_as_read_and_read_again_when_a_probe_byte_change
     assert len(reads) == 2 and len(list(cache.glob("gpu-model-*.json"))) == 2
     (cache / "gpu-model-x.json").write_text("{")  # a store cut short is not a model: nothing fails
     assert engine._stored_model("x", str(probe), "") is None
+
+
+def _compute_slowly(runs: list[Path], calls: Path, out: Path) -> None:
+    """One process of the test below: the table through the cache, its compute counted in ``calls``."""
+    import time
+
+    def compute() -> pd.DataFrame:
+        with open(calls, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        time.sleep(1.5)  # long enough for the other process to miss the cache meanwhile
+        return pd.DataFrame({"reference": ["run-a"], "df": [1.0 / 3.0]})
+
+    memo.table("t", runs, compute, n_resamples=100).to_json(out)
+
+
+def test_two_processes_that_miss_at_once_compute_once(cache: Path, tmp_path: Path) -> None:
+    """The second process waits for the first's table and reads it (``diskcache.computing``): on two busy test
+    workers the lesson's renders each computed the MPS table, tens of seconds each. Fails without the lock."""
+    import multiprocessing
+
+    runs, calls = _runs(tmp_path), tmp_path / "calls"
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_compute_slowly, args=(runs, calls, tmp_path / f"out-{i}.json")) for i in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert len(calls.read_text().splitlines()) == 1
+    assert (tmp_path / "out-0.json").read_text() == (tmp_path / "out-1.json").read_text()

@@ -266,9 +266,13 @@ def gpu_model_from_probe(probe_dir: str, multi_dir: str = "") -> GpuModel:
     stored = _stored_model(key, probe_dir, multi_dir)
     if stored is not None:
         return stored
-    model = _read_model(probe_dir, multi_dir)
-    with contextlib.suppress(OSError):  # a folder that cannot be written only means reading the probes next time
-        atomic_write_json(diskcache.cache_dir() / f"gpu-model-{key}.json", _model_to_json(model))
+    with diskcache.computing(diskcache.cache_dir() / f"gpu-model-{key}.json"):  # another process reading the probes
+        stored = _stored_model(key, probe_dir, multi_dir)
+        if stored is not None:
+            return stored
+        model = _read_model(probe_dir, multi_dir)
+        with contextlib.suppress(OSError):  # a folder that cannot be written only means reading the probes next time
+            atomic_write_json(diskcache.cache_dir() / f"gpu-model-{key}.json", _model_to_json(model))
     return model
 
 
