@@ -4,7 +4,9 @@
 -> 03-analysis with the same parameters; ``run_dir=...`` re-analyses an existing (e.g. committed
 reference) run without re-running it. Executed notebooks and derived tables (summary.csv/json) go to
 ``report/build/<run>/<time>/``: nothing is written into a run directory by the analysis. The index entry
-is computed here from the data, not read back from a file a notebook wrote.
+comes from the verdicts the report itself shows: 03-analysis writes it into this build's own fresh folder
+(``summary_dir``, ``notebook.save_summary``), so it cannot be stale or another run's, and the logs are not parsed a
+second time for it.
 """
 
 from __future__ import annotations
