@@ -294,3 +294,65 @@ def test_each_shared_block_is_predicted_at_the_host_speed_it_met(monkeypatch):
     # sharing moved the probe: the verdict's rule, not adjusted
     monkeypatch.setattr(v, "host_balance", lambda _data: balance.assign(adjusted=False))
     assert v.host_speed_factors(data) == {}
+
+
+def test_the_hosts_waits_mid_op_are_read_per_phase_and_bound_the_time_sliced_wall_not_its_point():
+    """A profile (version 3) that counts host waits for the device mid-op (``host_syncs``): under time-slicing each
+    can wait a slice and a switch of each neighbour, which the simulator does not count. The upper bounds grow by
+    exactly syncs x neighbours x (quantum + switch) at the probe's upper bounds; the point, the lower bounds, an op
+    without such waits, an older profile (not counted) and MPS stay as they were; ``kts plan`` says so. Fails when
+    the profile's field is not read, when the bound is charged where none was counted, or to the point."""
+    phases = {ph: {"calls": 10, "kernels_per_op": 150, "busy_ms": 2.0, "wall_ms": 7.0, "sm_share": 0.9,
+                   "fill_share": 0.3, "host_syncs": n} for ph, n in (("prefill", 1.0), ("decode", 0.0))}
+    t = traits.traits_from_profile({"phases": phases}, {"prefill": 6.0, "decode": 6.0})
+    assert t.phase_syncs == (("prefill", 1.0), ("decode", 0.0)) and t.syncs_of("prefill") == 1.0
+    old = traits.traits_from_profile({"phases": {ph: {k: v for k, v in p.items() if k != "host_syncs"}
+                                                 for ph, p in phases.items()}}, {"prefill": 6.0, "decode": 6.0})
+    assert old.phase_syncs is None and old.syncs_of("prefill") == 0.0  # version 2: not counted, not guessed
+
+    q, cs = engine.Estimate3(2.0, 1.9, 2.2), engine.Estimate3(0.2, 0.15, 0.25)
+    gpu = replace(engine.GpuModel.mps_only("test"), quantum_ms=q, switch_ms=cs, slice_timer="switch-in",
+                  source="probe")
+    assert gpu.has_probe
+    syncing = _tenant("bert", 6.0, n=80, kernels=150, busy_share=0.28, phase_syncs=(("op", 2.0),))
+    plain = replace(syncing, traits=replace(syncing.traits, phase_syncs=(("op", 0.0),)))
+    others = (_tenant("resnet", 4.0, n=80, busy_share=0.9), _tenant("llama", 3.0, n=80, kernels=60, busy_share=0.2))
+
+    def walls(t: engine.AloneProfile, sharing: str = "timeslice") -> dict:
+        sc = engine.Scenario("s", (t, *others), (80, 80, 80), sharing)
+        assert engine.sync_waits(sc, gpu) == ({("bert", "op"): 2.0 * 2 * (2.2 + 0.25)}
+                                              if sharing == "timeslice" and t is syncing else {})
+        return {p.tenant: p for p in engine.predict(sc, gpu, replicates=3) if p.metric == "wall"}
+
+    a, b = walls(plain), walls(syncing)
+    bound = 2.0 * 2 * (2.2 + 0.25)
+    assert (b["bert"].p50_ms, b["bert"].p99_ms, b["bert"].p50_lo, b["bert"].p99_lo) == (
+        a["bert"].p50_ms, a["bert"].p99_ms, a["bert"].p50_lo, a["bert"].p99_lo)
+    assert b["bert"].p99_hi == pytest.approx(a["bert"].p99_hi + bound)
+    assert b["bert"].p50_hi == pytest.approx(a["bert"].p50_hi + bound)
+    assert b["resnet"].p99_hi == a["resnet"].p99_hi  # its neighbours' own waits are theirs
+    m_a, m_b = walls(plain, "mps"), walls(syncing, "mps")
+    assert m_b["bert"].p99_hi == m_a["bert"].p99_hi  # MPS: no slices to wait for
+
+
+def test_kts_plan_names_the_host_waits_mid_op_under_time_slicing_only():
+    from types import SimpleNamespace
+
+    from kts_helpers.plan import inputs
+
+    prof = _tenant("bert", 6.0, n=10, phase_syncs=(("op", 1.0),))
+    q = engine.Estimate3(2.0, 1.9, 2.2)
+    gpu = replace(engine.GpuModel.mps_only("test"), quantum_ms=q, switch_ms=q, slice_timer="switch-in",
+                  source="probe")
+
+    def plan_input(sharing: str, model: engine.GpuModel) -> inputs.PlanInput:
+        scenarios = [SimpleNamespace(kind="baseline", sharing="timeslice"), SimpleNamespace(kind="shared",
+                                                                                             sharing=sharing)]
+        return inputs.PlanInput("r", "r", SimpleNamespace(scenarios=scenarios), "test",
+                                {("baseline-bert", "bert"): prof}, model)
+
+    (line,) = plan_input("timeslice", gpu).sync_notes()
+    assert line.startswith("bert (op): its host waits for the GPU 1 time(s)") and "not a guess" in line
+    assert line in plan_input("timeslice", gpu).notes()
+    assert not any("host waits" in ln for ln in plan_input("mps", gpu).notes())
+    assert not any("host waits" in ln for ln in plan_input("timeslice", engine.GpuModel.mps_only("test")).notes())

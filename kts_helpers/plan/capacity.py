@@ -282,7 +282,7 @@ def predict_all(scenarios: Sequence[Scenario], gpu: GpuModel, *, replicates: int
         stats[i].extend(part)
     for sc, st in zip(scenarios, stats, strict=True):
         memo[id(sc)] = st
-    return [summarize(sc, st) for sc, st in zip(scenarios, stats, strict=True)]
+    return [summarize(sc, st, gpu) for sc, st in zip(scenarios, stats, strict=True)]
 
 
 def _cores(workers: int | None) -> int:

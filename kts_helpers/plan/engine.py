@@ -545,6 +545,32 @@ def unknown_waits(sc: Scenario) -> dict[str, float]:
     return out
 
 
+def sync_waits(sc: Scenario, gpu: GpuModel | None) -> dict[tuple[str, str], float]:
+    """Per (tenant, phase), the ms by which its predicted wall's upper bounds grow under time-slicing for the host's
+    waits for the device in the middle of its op (the profile's ``host_syncs``, ``kts_profile`` version 3); 0 where
+    it counted none, or where no probe bounds them.
+
+    Why: the simulator has a launch-bound op keep launching while it waits for the GPU (``plan.timeslice``), so a
+    wait hides inside its launches. A host that reads a result mid-op (``.item()``, a mask check, a copy to the
+    host) stops launching until its queued kernels have run, and while a neighbour holds the GPU that wait shows
+    in its wall. How long is not modelled; it is bounded: a context that waits gets the GPU within one slice and a
+    switch of each other context with work (the round robin the multi-context probe measured, ``GpuModel``), so
+    each such wait adds at most (neighbours) x (quantum + switch), at the probe's upper bounds. The point counts
+    none (what the simulator says); the interval reaches up to the bound, and ``kts plan`` says so
+    (``inputs.PlanInput.sync_notes``). MPS has no slices to wait for: 0."""
+    out: dict[tuple[str, str], float] = {}
+    if sc.sharing != "timeslice" or gpu is None or not gpu.has_probe:
+        return out
+    q, cs = (e.hi if math.isfinite(e.hi) else e.value for e in (gpu.quantum_ms, gpu.switch_ms))
+    others = len(sc.tenants) - 1
+    for t in sc.tenants:
+        for phase in t.phases:
+            syncs = t.traits.syncs_of(phase) if t.traits is not None else 0.0
+            if syncs > 0 and others > 0:
+                out[(t.name, phase)] = syncs * others * (q + cs)
+    return out
+
+
 def prediction_interval(values: np.ndarray, level: float = LEVEL, *, log: bool = True) -> tuple[float, float]:
     """Where one more run's statistic falls with probability ``level``, from ``m`` simulated runs of it.
 
@@ -639,17 +665,19 @@ def replicate_stats(sc: Scenario, gpu: GpuModel, seed: int, replicates: Sequence
 def predict(sc: Scenario, gpu: GpuModel, *, replicates: int = DEFAULT_REPLICATES, seed: int = 0
             ) -> list[Prediction]:
     """Each tenant's wall and device p50/p99 (and wait, share above threshold) with prediction intervals."""
-    return summarize(sc, replicate_stats(sc, gpu, seed, range(replicates)))
+    return summarize(sc, replicate_stats(sc, gpu, seed, range(replicates)), gpu)
 
 
-def summarize(sc: Scenario, stats: Sequence[ReplicateStats]) -> list[Prediction]:
-    """The predictions (medians and prediction intervals) from the replicates' statistics, in replicate order."""
+def summarize(sc: Scenario, stats: Sequence[ReplicateStats], gpu: GpuModel | None = None) -> list[Prediction]:
+    """The predictions (medians and prediction intervals) from the replicates' statistics, in replicate order
+    (``gpu``: the model they were simulated with, which bounds the waits the simulator leaves out: :func:`sync_waits`)."""
     per: dict[tuple[str, str, str], list[tuple[float, float, float, float]]] = {}
     for rep in stats:
         for key, values in rep.items():
             per.setdefault(key, []).append(values)
     out = []
     unknown = unknown_waits(sc)
+    syncs = sync_waits(sc, gpu)
     for t, n in zip(sc.tenants, sc.n, strict=True):
         thr = sc.thresholds_ms.get(t.name)
         for phase in t.phases:
@@ -665,6 +693,8 @@ def summarize(sc: Scenario, stats: Sequence[ReplicateStats]) -> list[Prediction]
                 p99_lo, p99_hi = widened(float(med[1]), p99_lo, p99_hi, sd99)
                 if metric == "wall":  # its neighbours' kernel lengths unknown: as slow as they can make it
                     p50_hi, p99_hi = p50_hi * unknown[t.name], p99_hi * unknown[t.name]
+                    extra = syncs.get((t.name, phase), 0.0)  # its host's waits mid-op: up to their bound
+                    p50_hi, p99_hi = p50_hi + extra, p99_hi + extra
                 share_lo, share_hi = prediction_interval(finite[:, 2], log=False)
                 threshold = thr if thr is not None else float(np.quantile(t.column("wall_ms", phase), 0.99))
                 out.append(Prediction(sc.name, t.name, t.workload, metric, phase, sc.sharing, int(n),

@@ -75,7 +75,23 @@ class PlanInput:
             out.append(f"no time-slice probe for {self.gpu_name or 'this GPU'}: MPS only (time-slicing needs one: "
                        "kts probe, or --probe)")
         uncapped = any(s.kind == "shared" and s.sharing == "mps" for s in self.manifest.scenarios)
-        return out + (self.kernel_notes() if uncapped else [])  # a thread cap leaves SMs free: no wait to bound
+        sliced = any(s.kind == "shared" and s.sharing == "timeslice" for s in self.manifest.scenarios)
+        return (out + (self.kernel_notes() if uncapped else [])  # a thread cap leaves SMs free: no wait to bound
+                + (self.sync_notes() if sliced and self.gpu is not None and self.gpu.has_probe else []))
+
+    def sync_notes(self) -> list[str]:
+        """One line per tenant and phase whose profile counted host waits for the device mid-op: under
+        time-slicing each can wait for its neighbours' slices, which the simulator does not count; its predicted
+        wall reaches up to that bound (``plan.engine.sync_waits``), not a guess."""
+        seen: dict[tuple[str, str], float] = {}
+        for (_scenario, tenant), p in self.alone.items():
+            for phase, n in (p.traits.phase_syncs or ()) if p.traits is not None else ():
+                if n > 0:
+                    seen.setdefault((tenant, phase), n)
+        return [f"{tenant} ({phase}): its host waits for the GPU {n:g} time(s) in the middle of each op (profile "
+                f"host_syncs); under time-slicing each such wait can last up to a slice and a switch of each neighbour, "
+                f"which the simulator does not count: its predicted wall's upper bounds reach that far, not a guess"
+                for (tenant, phase), n in seen.items()]
 
     def kernel_notes(self) -> list[str]:
         """One line per tenant whose profile lacks the kernel-level record (made before ``kts_profile`` version 2):

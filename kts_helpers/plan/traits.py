@@ -132,6 +132,13 @@ class TenantTraits:
     # each phase's own busy share (its kernel time over its timed alone wall): an encode of long kernels and a decode
     # of short ones in one op loop have different host shares, which ``busy_share`` (calls-weighted) averages away
     phase_busy: tuple[tuple[str, float], ...] = ()
+    # each phase's host waits for the device mid-op (the profile's ``host_syncs``, p50 per op; version 3); None where
+    # the profile did not count them (made before version 3)
+    phase_syncs: tuple[tuple[str, float], ...] | None = None
+
+    def syncs_of(self, phase: str) -> float:
+        """The host's waits for the device in the middle of one op of ``phase`` (0 where none were counted)."""
+        return dict(self.phase_syncs or ()).get(phase, 0.0)
 
     @property
     def host_share(self) -> float:
@@ -197,10 +204,12 @@ def traits_from_profile(profile: Mapping[str, Any], alone_wall_p50: Mapping[str,
     # an op of one kernel that fills the SMs queues its neighbours at its end (simulated exactly); an op of many
     # kernels holds the SMs one kernel at a time (``blocking``)
     fills_gpu = n == 1 and full_share >= FILL_SHARE and busy_share >= BUSY_FILLS
+    syncs = tuple((ph, float(v["host_syncs"])) for ph, v in phases.items() if v.get("host_syncs") is not None)
     return TenantTraits(kernels=n, busy_share=busy_share, mps_weight=sm_need * busy_share, sm_need=sm_need,
                         fills_gpu=fills_gpu, source="profile",
                         blocking=() if fills_gpu or blocking is None else blocking,
-                        kernel_record=blocking is not None, phase_busy=phase_busy)
+                        kernel_record=blocking is not None, phase_busy=phase_busy,
+                        phase_syncs=syncs if len(syncs) == len(phases) else None)
 
 
 def kernel_blocking(phases: Mapping[str, Mapping[str, Any]], alone_wall_p50: Mapping[str, float]
