@@ -7,6 +7,9 @@
 #   bash bench/h200/auto_batch.sh rm-fixed8 rm-auto        # llama-decode + BERT + ResNet-50, time-slicing
 #   bash bench/h200/auto_batch.sh mps-gpt2-vit             # a user's GPT-2 decode next to ViT-B/16 training, MPS
 #   bash bench/h200/auto_batch.sh mps-whisper-convnext     # a Whisper-style decode next to ConvNeXt-T training, MPS
+#   bash bench/h200/auto_batch.sh rm-syncs                 # the mix short (100 iterations, 2 blocks, about a minute):
+#       its alone profiles (kts_profile v3) count each tenant's host waits mid-op (host_syncs: BERT's on CUDA is
+#       what plan.engine.sync_waits bounds), when the session's device time is short
 set -uo pipefail
 OUT=${OUT:-/tmp/kts-out}
 mkdir -p "$OUT/runs"
@@ -36,6 +39,7 @@ for what in "$@"; do
   case $what in
     rm-fixed8)    run "$GPU-$(date +%F)-rm-fixed8" --profile article $RM --set blocks=8 ;;
     rm-auto)      run "$GPU-$(date +%F)-rm-auto" --profile article $RM ;;
+    rm-syncs)     run "$GPU-$(date +%F)-rm-syncs" --profile article $RM --set iterations=100 --set blocks=2 ;;
     mps-gpt2-vit) run "$GPU-$(date +%F)-mps-gpt2-vit-auto" --profile article --set sharing=mps \
                     --set workloads=$F:make_gpt2_decode,$F:make_vit_train ;;
     mps-whisper-convnext) run "$GPU-$(date +%F)-mps-whisper-convnext-auto" --profile article --set sharing=mps \
