@@ -8,7 +8,7 @@ give. Nothing is ever stale: a changed byte is a new file.
 
 Where: ``$KTS_CACHE_DIR``, else ``$XDG_CACHE_HOME/kts``, else ``~/.cache/kts``. A folder that cannot be written,
 or a stored file that cannot be read, only means computing again: callers never fail on the cache. Two processes
-that miss the same result at once compute it once (``computing``): the second waits for the first and reads it.
+that miss the same result at once compute it once (``stored_or_computed``): the second waits for the first and reads it.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ import contextlib
 import fcntl
 import hashlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 PACKAGE = Path(__file__).resolve().parent
+T = TypeVar("T")
 
 
 def cache_dir() -> Path:
@@ -48,12 +49,28 @@ def key(dirs: Iterable[str | os.PathLike], **arguments: object) -> str:
     return h.hexdigest()[:32]
 
 
+def stored_or_computed(path: Path, read: Callable[[Path], T | None], compute: Callable[[], T],
+                       write: Callable[[Path, T], None]) -> T:
+    """The result stored at ``path`` (``read`` gives None where it is absent or unreadable), else ``compute()``,
+    stored by ``write`` (an ``OSError`` there only means computing next time). Two processes that miss it at once
+    compute it once: an exclusive lock on ``<path>.lock`` is held while it is computed, and the second reads it
+    again inside. Why: the test suite's renders of the lesson, on two workers, each computed its MPS table at once
+    (tens of seconds each on two busy cores). A folder where no lock can be made holds none."""
+    found = read(path)
+    if found is not None:
+        return found
+    with _locked(path):
+        found = read(path)
+        if found is not None:
+            return found
+        value = compute()
+        with contextlib.suppress(OSError):  # a read-only home: the caller still gets its result
+            write(path, value)
+    return value
+
+
 @contextlib.contextmanager
-def computing(path: Path) -> Iterator[None]:
-    """Held while ``path`` is computed: an exclusive lock on ``<path>.lock``, so a second process that missed the same
-    result waits, then finds it stored (read it again inside). Why: the test suite's renders of the lesson, on two
-    workers, each computed its MPS table at once (tens of seconds each on two busy cores). A folder where no lock can
-    be made holds none: the result is computed as before."""
+def _locked(path: Path) -> Iterator[None]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fh = open(path.with_name(path.name + ".lock"), "a")  # noqa: SIM115 - held across the yield

@@ -452,7 +452,7 @@ def test_every_table_and_the_index_name_an_llm_phase():
 
     import pandas as pd
 
-    from kts_helpers.present.pipeline import headline_entry
+    from kts_helpers.present.html import headline_entry
     from kts_helpers.present.tables import forest_frame, headline
 
     rows = [{"kind": "shared", "metric": "wall", "tenant": "llm", "workload": "llm", "phase": ph, "group": "shared-all", "df": df,

@@ -135,7 +135,7 @@ def test_the_gpu_model_is_stored_as_read_and_read_again_when_a_probe_byte_change
     engine.gpu_model_from_probe.cache_clear()
     assert len(reads) == 2 and len(list(cache.glob("gpu-model-*.json"))) == 2
     (cache / "gpu-model-x.json").write_text("{")  # a store cut short is not a model: nothing fails
-    assert engine._stored_model("x", str(probe), "") is None
+    assert engine._stored_model(cache / "gpu-model-x.json", str(probe), "") is None
 
 
 def _compute_slowly(runs: list[Path], calls: Path, out: Path) -> None:
@@ -152,7 +152,7 @@ def _compute_slowly(runs: list[Path], calls: Path, out: Path) -> None:
 
 
 def test_two_processes_that_miss_at_once_compute_once(cache: Path, tmp_path: Path) -> None:
-    """The second process waits for the first's table and reads it (``diskcache.computing``): on two busy test
+    """The second process waits for the first's table and reads it (``diskcache.stored_or_computed``): on two busy test
     workers the lesson's renders each computed the MPS table, tens of seconds each. Fails without the lock."""
     import multiprocessing
 

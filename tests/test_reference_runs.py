@@ -31,7 +31,7 @@ from references import (
 )
 
 from kts_helpers.analyse.summary import write_summary
-from kts_helpers.present.pipeline import headline_entry
+from kts_helpers.present.html import headline_entry
 
 
 @pytest.fixture

@@ -38,7 +38,6 @@ that uses it, and inputs, one scenario and a run's scenarios stay one module, th
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -262,18 +261,10 @@ def gpu_model_from_probe(probe_dir: str, multi_dir: str = "") -> GpuModel:
     (``_stored_model``), keyed by the probes' bytes and the kit's source, so a stored model is the one reading
     the probes now would give, to the bit."""
 
-    key = _model_key(probe_dir, multi_dir)
-    stored = _stored_model(key, probe_dir, multi_dir)
-    if stored is not None:
-        return stored
-    with diskcache.computing(diskcache.cache_dir() / f"gpu-model-{key}.json"):  # another process reading the probes
-        stored = _stored_model(key, probe_dir, multi_dir)
-        if stored is not None:
-            return stored
-        model = _read_model(probe_dir, multi_dir)
-        with contextlib.suppress(OSError):  # a folder that cannot be written only means reading the probes next time
-            atomic_write_json(diskcache.cache_dir() / f"gpu-model-{key}.json", _model_to_json(model))
-    return model
+    return diskcache.stored_or_computed(
+        diskcache.cache_dir() / f"gpu-model-{_model_key(probe_dir, multi_dir)}.json",
+        lambda path: _stored_model(path, probe_dir, multi_dir), lambda: _read_model(probe_dir, multi_dir),
+        lambda path, model: atomic_write_json(path, _model_to_json(model)))
 
 
 def _model_key(probe_dir: str, multi_dir: str) -> str:
@@ -287,10 +278,10 @@ def _model_to_json(m: GpuModel) -> dict[str, Any]:
             "busy_share": m.busy_share}
 
 
-def _stored_model(key: str, probe_dir: str, multi_dir: str) -> GpuModel | None:
-    """The stored model for ``key`` (its paths are this call's), or None when absent or unreadable."""
+def _stored_model(path: Path, probe_dir: str, multi_dir: str) -> GpuModel | None:
+    """The model stored at ``path`` (its probe paths are this call's), or None when absent or unreadable."""
     try:
-        d = json.loads((diskcache.cache_dir() / f"gpu-model-{key}.json").read_text())
+        d = json.loads(path.read_text())
         est = {k: Estimate3(*(np.float64(d[k][f]) for f in ("value", "lo", "hi"))) for k in ("quantum_ms", "switch_ms")}
         return GpuModel(est["quantum_ms"], est["switch_ms"], str(probe_dir), d["slice_timer"],
                         {(length, int(k)): np.asarray(w, float) for length, k, w in d["multi_waits"]},

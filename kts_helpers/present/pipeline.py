@@ -21,13 +21,10 @@ from typing import Any
 from jupyter_client.manager import AsyncKernelManager
 from traitlets.config import Config
 
-from kts_helpers.analyse.load import load_run
-from kts_helpers.analyse.summary import write_summary
-from kts_helpers.analyse.verdicts import verdict_table
 from kts_helpers.errors import KtsError
 from kts_helpers.fsutil import atomic_write_json
 from kts_helpers.present import progress
-from kts_helpers.present.html import ENTRY_FILE, headline_entry, render_html, write_index
+from kts_helpers.present.html import ENTRY_FILE, render_html, write_index
 from kts_helpers.run.environment import probe_torch, resolve_device
 from kts_helpers.run.params import split_analysis, split_for_notebook
 from kts_helpers.run.runs import DEFAULT_ROOT, new_run_id, open_run
@@ -133,7 +130,7 @@ def build_report(params: dict[str, Any], *, run_dir: str | os.PathLike | None = 
     _execute(nb_dir / NOTEBOOKS[3], build / NOTEBOOKS[3],
              {"run_dir": str(run_path), "static_charts": True, "summary_dir": str(build), **analysis}, workdir)
     html_path = render_html(build / NOTEBOOKS[3], report_dir / f"{run_id}.html", title=f"kts report: {run_id}")
-    write_entry(report_dir, run_path, html_path, build, analysis)
+    write_entry(report_dir, html_path, build)
     write_index(report_dir)
     return html_path
 
@@ -148,21 +145,14 @@ def build_teaching(parameters: dict[str, Any] | None = None, *, report_dir: str 
     return render_html(executed, report_dir / "teaching-timeslice.html", title="kts lesson: time-slicing, MPS, waiting")
 
 
-def write_entry(report_dir: Path, run_path: Path, html_path: Path, build: Path,
-                analysis: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The index's line for a run. The analysis notebook left it in ``build`` with the summary tables, from the
-    very verdicts the report shows (``notebook.save_summary``); without it (a notebook of an older kit) they are
-    computed here from the run's data, as they were before (2-3 s a report: the logs parsed again)."""
+def write_entry(report_dir: Path, html_path: Path, build: Path) -> dict[str, Any]:
+    """The index's line for a run, as the analysis notebook left it in ``build`` (``notebook.save_summary``: the
+    very verdicts the report shows), with the page's name and the time it was rendered."""
     saved = build / ENTRY_FILE
-    if saved.exists():
-        entry = json.loads(saved.read_text())
-    else:
-        opts = dict(analysis or {})
-        data = load_run(run_path)
-        table = verdict_table(data, method=opts.get("ci_method", "order"), margin=opts.get("margin", 0.10),
-                              slo_ms=opts.get("slo_ms"))
-        write_summary(table, build)
-        entry = headline_entry(data, table)
-    entry = {**entry, "html": html_path.name, "rendered_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if not saved.exists():
+        raise KtsError(f"{build / NOTEBOOKS[3]} left no index line ({ENTRY_FILE}): a notebook without the "
+                       "summary_dir parameter; render with the kit's own notebooks/")
+    entry = {**json.loads(saved.read_text()), "html": html_path.name,
+             "rendered_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     atomic_write_json(report_dir / f"{entry['run_id']}.json", entry)
     return entry

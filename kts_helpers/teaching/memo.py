@@ -19,28 +19,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from kts_helpers.diskcache import cache_dir, computing, key
+from kts_helpers.diskcache import cache_dir, key, stored_or_computed
 from kts_helpers.fsutil import atomic_write_bytes
 
 
 def table(name: str, run_dirs: list[Path], compute: Callable[[], pd.DataFrame], **arguments: object) -> pd.DataFrame:
     """``compute()``, or the table it gave before for the same files, source and arguments."""
-    path = cache_dir() / f"{name}-{key(run_dirs, **arguments)}.parquet"
-    stored = _read(path)
-    if stored is not None:
-        return stored
-    with computing(path):  # another process computing the same table: wait for it, then read what it stored
-        stored = _read(path)
-        if stored is not None:
-            return stored
-        frame = compute()
-        try:
-            buf = io.BytesIO()
-            frame.to_parquet(buf, index=False)
-            atomic_write_bytes(path, buf.getvalue())
-        except OSError:
-            pass  # a read-only home: the lesson still gets its table
-    return frame
+    return stored_or_computed(cache_dir() / f"{name}-{key(run_dirs, **arguments)}.parquet", _read, compute, _write)
 
 
 def _read(path: Path) -> pd.DataFrame | None:
@@ -48,3 +33,9 @@ def _read(path: Path) -> pd.DataFrame | None:
         return pd.read_parquet(path)
     except Exception:  # noqa: BLE001 - absent, unreadable or cut short: compute it
         return None
+
+
+def _write(path: Path, frame: pd.DataFrame) -> None:
+    buf = io.BytesIO()
+    frame.to_parquet(buf, index=False)
+    atomic_write_bytes(path, buf.getvalue())
