@@ -314,3 +314,14 @@ def test_the_quickstart_shows_what_a_run_prints(rendered: dict) -> None:
         quote = text.split("**What to look at first.**", 1)[1].split("\n\n", 2)[1]
         ours = " ".join(quote.replace("> ", "").replace("*", "").split())
         assert _shape(ours) == _shape(theirs), (page.name, ours, theirs)
+
+
+def test_a_build_without_the_notebooks_index_line_is_one_clear_error(tmp_path: Path) -> None:
+    """03-analysis of another kit (no ``summary_dir``) leaves no index line: one line naming the file, nothing
+    written to the index."""
+    from kts_helpers.errors import KtsError
+    from kts_helpers.present.pipeline import write_entry
+
+    with pytest.raises(KtsError, match=r"left no index line \(index-entry.json\).*kit's own notebooks"):
+        write_entry(tmp_path / "report", tmp_path / "r.html", tmp_path / "build")
+    assert not (tmp_path / "report").exists()
