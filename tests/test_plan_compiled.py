@@ -42,12 +42,14 @@ def plain(draws):
     return [lambda d=d: d() for d in draws]
 
 
-def iterations(seed: int, n: int, kernel_ms: float, gap_ms: float, ops: int = 1) -> tuple[tuple[Op, ...], ...]:
-    """n made-up alone iterations of ``ops`` operations each (two phases where more than one)."""
+def iterations(seed: int, n: int, kernel_ms: float, gap_ms: float, ops: int = 1,
+               shares: tuple[float, float] = (0.0, 0.0)) -> tuple[tuple[Op, ...], ...]:
+    """n made-up alone iterations of ``ops`` operations each (two phases where more than one; ``shares``: the
+    first op's and the others' own busy shares, 0: the tenant's)."""
     rng = random.Random(seed)
     return tuple(tuple(Op(kernel_ms * rng.uniform(0.5, 1.5), rng.uniform(0.0, 0.2),
                           gap_ms * rng.uniform(0.0, 2.0) if k == ops - 1 else rng.uniform(0.0, 0.1),
-                          "prefill" if ops > 1 and k == 0 else "decode" if ops > 1 else "op")
+                          "prefill" if ops > 1 and k == 0 else "decode" if ops > 1 else "op", shares[k > 0])
                        for k in range(ops)) for _ in range(n))
 
 
@@ -59,6 +61,11 @@ TS_CASES = {
     "gpu-bound and singles": [(SimTenant("chain", 3.0, 0.5, kernels=12), iterations(4, 32, 3.0, 0.5)),  # 32: a power of two
                               (SimTenant("gemm", 4.0, 1.0), iterations(5, 30, 4.0, 1.0)),
                               (SimTenant("fft", 0.4, 2.0, busy_share=0.6), iterations(6, 30, 0.4, 12.0))],
+    # an encode and decode steps each at its own share (``Op.busy_share``), a training step at its tenant's
+    "ops at their own shares": [(SimTenant("speech", 7.0, 0.5, kernels=300, busy_share=0.28),
+                                 iterations(7, 40, 7.0, 1.0, 9, shares=(0.7, 0.17))),
+                                (SimTenant("train", 20.0, 0.0, kernels=1000, busy_share=0.5),
+                                 iterations(8, 30, 20.0, 0.2))],
 }
 
 
@@ -75,8 +82,9 @@ def test_draws_ahead_are_the_calls(shift: float | None) -> None:
     for case in TS_CASES:
         for ahead, calls in zip(ts_draws(case, 9, shift), ts_draws(case, 9, shift), strict=True):
             ops = ahead.ahead(2_000.0)
-            got = [Op(float(k), float(o), float(g), str(p))
-                   for k, o, g, p in zip(ops.kernel_ms, ops.overhead_ms, ops.gap_ms, ops.phase, strict=True)]
+            got = [Op(float(k), float(o), float(g), str(p), float(b))
+                   for k, o, g, p, b in zip(ops.kernel_ms, ops.overhead_ms, ops.gap_ms, ops.phase, ops.busy_share,
+                                            strict=True)]
             assert len(got) > 20 and got == [calls() for _ in got]
             assert timeslice.busy_ms(ops) >= 2_000.0
 

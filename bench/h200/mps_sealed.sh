@@ -11,6 +11,8 @@
 #   bash bench/h200/mps_sealed.sh gpt2-convnext whisper-vit  # the second seal (2026-12-06): the pairs crossed
 #   bash bench/h200/mps_sealed.sh llama-vit gpt2-train llama-convnext  # the third seal (2026-12-06, later): the
 #       kit's own Llama server next to a user's training steps, a user's GPT-2 server next to the kit's Llama training
+#   SHARING=timeslice bash bench/h200/mps_sealed.sh gpt2-train llama-convnext whisper-train  # time-slicing's second
+#       seal (2026-12-07): measured after each op took its phase's busy share (timeslice.Op), scored once
 # A CPU check of the same path (tiny models, timeslice since MPS needs a GPU, a few iterations):
 #   DEVICE=cpu SHARING=timeslice ITERATIONS=12 EXTRA="--set blocks=2 --set block_s=0.2" bash bench/h200/mps_sealed.sh
 set -uo pipefail
@@ -55,6 +57,7 @@ for what in "$@"; do
     gpt2-train)       run "$GPU-$(date +%F)-sealed-$SHARING-gpt2-train" --set workloads=$F:make_gpt2_decode,train-step ;;
     llama-convnext)   run "$GPU-$(date +%F)-sealed-$SHARING-llama-convnext" \
                         --set workloads=llama-decode,$F:make_convnext_train ;;
+    whisper-train)    run "$GPU-$(date +%F)-sealed-$SHARING-whisper-train" --set workloads=$F:make_whisper_decode,train-step ;;
     *) echo "unknown run $what" ;;
   esac
 done

@@ -59,11 +59,12 @@ def _ts_completion(from_ms, share, rem, arrival_w):
     return b if b > arrival_w else arrival_w
 
 
-def timeslice_loop(q, cs, duration, periodic, idle_resets, switch_after_idle, nk, share, offsets,
-                   op_kernel, op_gap, base, count, out_i, out_op, out_arrival, out_start, out_end):
+def timeslice_loop(q, cs, duration, periodic, idle_resets, switch_after_idle, nk, tenant_share, offsets,
+                   op_kernel, op_gap, op_share, base, count, out_i, out_op, out_arrival, out_start, out_end):
     """``timeslice._run``'s general loop for drawn operations; returns the number of completed operations (the
-    out arrays' rows) or OUT_OF_OPS."""
+    out arrays' rows) or OUT_OF_OPS. ``op_share``: each op's own busy share (0: its tenant's)."""
     n = nk.shape[0]
+    share = tenant_share.copy()  # the busy share of each tenant's op in flight
     inf = math.inf
     nxt = np.empty(n)
     for i in range(n):
@@ -132,6 +133,7 @@ def timeslice_loop(q, cs, duration, periodic, idle_resets, switch_after_idle, nk
                     op_of[i] = o
                     pending[i], arrival[i], started[i] = True, nxt[i], -1.0
                     kern[i] = op_kernel[o]
+                    share[i] = op_share[o] if op_share[o] > 0.0 else tenant_share[i]
                     arrival_w[i] = arrival[i] + kern[i]
                     rem[i] = kern[i]
                     nxt[i] = inf
@@ -311,8 +313,8 @@ def warm() -> None:
     (about a second of CPU each)."""
     one_f, one_i, one_b = np.ones(1), np.ones(1, np.int64), np.zeros(1, np.bool_)
     out_i, out_f = np.empty(1, np.int64), np.empty(1)
-    timeslice_loop(2.0, 0.1, 1.0, True, True, False, one_i, one_f, np.zeros(1), one_f, one_f, np.zeros(1, np.int64),
-                   one_i, out_i, out_i, out_f, out_f, out_f)
+    timeslice_loop(2.0, 0.1, 1.0, True, True, False, one_i, one_f, np.zeros(1), one_f, one_f, np.zeros(1),
+                   np.zeros(1, np.int64), one_i, out_i, out_i, out_f, out_f, out_f)
     mps_loop(1.0, one_b, one_f, np.zeros(1), one_f, one_f, one_f, np.zeros(1, np.int64), one_i, np.ones((2, 1)),
              np.ones(2, np.bool_), np.zeros(1), np.zeros(3, np.int64), np.zeros(1), np.zeros(1), np.zeros(1, np.bool_),
              np.zeros(1), np.zeros(1, np.int64), np.zeros((1, 1), np.bool_), np.zeros(1, np.bool_),

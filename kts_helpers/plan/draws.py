@@ -39,8 +39,8 @@ def of_iterations(iterations: tuple[tuple[Op, ...], ...], what: str, compute: Ca
 
 
 def _flat(iterations: tuple[tuple[Op, ...], ...]) -> tuple[np.ndarray, ...]:
-    """The alone iterations' operations as flat arrays (GPU ms, overhead, gap, phase), with each iteration's first
-    index, its length, and its GPU time and gaps (the least time it takes)."""
+    """The alone iterations' operations as flat arrays (GPU ms, overhead, gap, phase, busy share), with each
+    iteration's first index, its length, and its GPU time and gaps (the least time it takes)."""
     def compute() -> tuple[np.ndarray, ...]:
         ops = [op for it in iterations for op in it]
         lens = np.array([len(it) for it in iterations], np.int64)
@@ -48,7 +48,7 @@ def _flat(iterations: tuple[tuple[Op, ...], ...]) -> tuple[np.ndarray, ...]:
         kernel, gap = np.array([o.kernel_ms for o in ops], float), np.array([o.gap_ms for o in ops], float)
         per_it = np.add.reduceat(kernel + np.maximum(gap, 0.0), starts)  # every iteration has an operation
         return (kernel, np.array([o.overhead_ms for o in ops], float), gap, np.array([o.phase for o in ops], object),
-                starts, lens, per_it)
+                np.array([o.busy_share for o in ops], float), starts, lens, per_it)
 
     return of_iterations(iterations, "flat", compute)  # type: ignore[return-value]
 
@@ -71,7 +71,7 @@ class IterationDraws:
     def ahead(self, horizon_ms: float) -> OpArrays:
         """The operations the calls give from the first one on, as arrays: whole iterations, at least until their
         GPU time and gaps add up to ``horizon_ms``."""
-        kernel, overhead, gap, phase, starts, lens, per_it = _flat(self.iterations)
+        kernel, overhead, gap, phase, share, starts, lens, per_it = _flat(self.iterations)
         m = len(self.idx)
         k = m.bit_length()  # randrange(m): k-bit words (the top k bits of one 32-bit output), below m accepted
         mt = np.random.MT19937()
@@ -89,7 +89,7 @@ class IterationDraws:
         n_ops = lens[sel]
         first = np.repeat(starts[sel] - np.concatenate([[0], np.cumsum(n_ops)[:-1]]), n_ops)
         at = first + np.arange(int(np.sum(n_ops)))
-        return OpArrays(kernel[at], overhead[at], gap[at], phase[at])
+        return OpArrays(kernel[at], overhead[at], gap[at], phase[at], share[at])
 
 
 class PhaseShifted:
@@ -109,7 +109,7 @@ class PhaseShifted:
             ops = self.draw.ahead(h)  # type: ignore[attr-defined]
             moved = ops.gap_ms + self.shift_ms
             gap = np.where(ops.gap_ms >= self.min_gap_ms, np.where(moved < 0.0, 0.0, moved), ops.gap_ms)
-            out = OpArrays(ops.kernel_ms, ops.overhead_ms, gap, ops.phase)
+            out = OpArrays(ops.kernel_ms, ops.overhead_ms, gap, ops.phase, ops.busy_share)
             if busy_ms(out) >= horizon_ms:
                 return out
             h *= 2.0

@@ -140,8 +140,19 @@ def profile_from_log(path: str | os.PathLike, name: str, workload: str, thread_p
         return alone
     walls = {ph: float(np.median(alone.column("wall_ms", ph))) for ph in alone.phases}
     gpu = recorded.get("device") == "cuda"
-    return replace(alone, traits=traits_from_profile(recorded, walls),
+    traits = traits_from_profile(recorded, walls)
+    return replace(alone, traits=traits, iterations=_at_phase_busy(alone.iterations, traits),
                    profile_teardown=bool(recorded.get("cupti_teardown")) if gpu else None)
+
+
+def _at_phase_busy(iterations: tuple[tuple[Op, ...], ...], traits: TenantTraits | None) -> tuple[tuple[Op, ...], ...]:
+    """The iterations with each op carrying its phase's own busy share (``TenantTraits.phase_busy``; ``Op`` says
+    why), where the profile measured more than one phase; as they are otherwise (one phase's share is the
+    tenant's)."""
+    shares = dict(traits.phase_busy) if traits is not None else {}
+    if len(shares) < 2:
+        return iterations
+    return tuple(tuple(replace(op, busy_share=shares.get(op.phase, 0.0)) for op in it) for it in iterations)
 
 
 def _alone_iterations(frame: Any, path: Any, name: str, workload: str, thread_pct: float) -> AloneProfile:

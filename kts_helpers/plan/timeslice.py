@@ -177,12 +177,21 @@ def start_offsets(tenants: Sequence[Any], duration_ms: float, rng: random.Random
 @dataclass(frozen=True)
 class Op:
     """One operation a tenant issues (the planner's draw from its alone run): its kernel's GPU time, the host's
-    launch/sync overhead (wall clock only), the host time before the next operation, and the log's phase."""
+    launch/sync overhead (wall clock only), the host time before the next operation, the log's phase, and its own
+    busy share (its phase's, from the tenant's profile; 0: the tenant's ``SimTenant.busy_share``).
+
+    Why an op carries its share: one op loop can hold phases of very different kinds. A Whisper-style server's
+    encode keeps the GPU busy about 70 % of its op and its decode steps about 17 %; at the tenant's calls-weighted
+    share (about 0.28) the encode was simulated as launch-bound, making up a training neighbour's slices, and was
+    predicted 13 ms where the H100 measured 20-21.5 ms next to ViT-B/16 and ConvNeXt-T training (issue 51's sealed
+    time-slicing runs). Read by the time-slicing loops only (MPS has its own per-phase host share,
+    ``plan.mps.MpsTenant.phase_host_shares``)."""
 
     kernel_ms: float
     overhead_ms: float
     gap_ms: float
     phase: str = "op"
+    busy_share: float = 0.0
 
 
 Draw = Callable[[], Op]
@@ -197,6 +206,7 @@ class OpArrays:
     overhead_ms: np.ndarray
     gap_ms: np.ndarray
     phase: np.ndarray  # str objects
+    busy_share: np.ndarray
 
 
 def busy_ms(ops: OpArrays) -> float:
@@ -215,7 +225,7 @@ def drawn_ahead(draws: Sequence[Draw] | None, horizon_ms: float) -> tuple[OpArra
     count = np.array([len(p.kernel_ms) for p in parts], np.int64)
     base = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
     flat = OpArrays(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("kernel_ms", "overhead_ms", "gap_ms",
-                                                                                "phase")))
+                                                                                "phase", "busy_share")))
     return flat, base, count
 
 
@@ -261,7 +271,8 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
     period = [float(t.period_ms) for t in tenants]
     jitter = [float(t.jitter_ms) for t in tenants]
     n_kernels = [int(t.kernels) for t in tenants]
-    share = [float(t.busy_share) for t in tenants]
+    tenant_share = [float(t.busy_share) for t in tenants]
+    share = list(tenant_share)  # the busy share of each tenant's op in flight (its own where it carries one: Op)
     nxt = [o if o < duration_ms else inf for o in offsets]  # next issue time of idle tenants
     pending = [False] * n
     rem = [0.0] * n  # remaining work of the pending kernel
@@ -454,6 +465,7 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
                     if not pending[k] and nxt[k] <= te:
                         if draws is not None:
                             op[k] = draws[k]()
+                            share[k] = op[k].busy_share or tenant_share[k]  # type: ignore[union-attr]
                         pending[k], arrival[k], started[k], spec_of[k] = True, nxt[k], -1.0, None
                         rem[k] = kernel[k] if op[k] is None else op[k].kernel_ms  # type: ignore[union-attr]
                         nxt[k] = inf
@@ -496,6 +508,7 @@ def _run(tenants: Sequence[SimTenant], quantum_ms: float, context_switch_ms: flo
             if not pending[i] and nxt[i] <= te:  # its own completion)
                 if draws is not None:
                     op[i] = draws[i]()
+                    share[i] = op[i].busy_share or tenant_share[i]  # type: ignore[union-attr]
                 pending[i], arrival[i], started[i], spec_of[i] = True, nxt[i], -1.0, None
                 rem[i] = kernel[i] if op[i] is None else op[i].kernel_ms  # type: ignore[union-attr]
                 nxt[i] = inf
@@ -544,7 +557,8 @@ def _compiled_ops(tenants: Sequence[SimTenant], loops: Any, ahead: tuple[OpArray
         size = int(np.sum(count))
         out = [np.empty(size, np.int64), np.empty(size, np.int64)] + [np.empty(size) for _ in range(3)]
         rows = loops.timeslice_loop(q, cs, float(duration_ms), periodic, idle_resets_slice, switch_after_idle, nk,
-                                    share, np.asarray(offsets, float), ops.kernel_ms, ops.gap_ms, base, count, *out)
+                                    share, np.asarray(offsets, float), ops.kernel_ms, ops.gap_ms, ops.busy_share, base,
+                                    count, *out)
         if rows != loops.OUT_OF_OPS:
             break
         horizon *= 2.0

@@ -187,9 +187,26 @@ REAL_MODEL_RUNS: tuple[tuple[str, bool], ...] = (
     # model; scored once (2026-12-07) with the H100 probe committed then (data/validation/h100-2026-12-06-probe,
     # another physical H100, GPU-5c780f8d: quantum 2.181 ms, switch 0.180 ms).
     ("h100-2026-12-06-rm-auto", False),
+    # The same mix again on a second H100 (GPU-a88b5c0d, 2026-12-07), blocks=auto (8 shared blocks), and shorter (100
+    # iterations, 2 blocks: rm-syncs, made to read the tenants' host waits mid-op, ``host_syncs``: 0 for all three);
+    # measured with the model as of a090384 and scored once.
+    ("h100-2026-12-07-rm-auto", False),
+    ("h100-2026-12-07-rm-syncs", False),
+    # Time-slicing's sealed runs (2026-12-07, the same H100): issue 51's five serving-decode-next-to-training pairs
+    # under time-slicing, the warm design (9 alone blocks around 8 shared, 200 iterations a tenant; 12 shared blocks
+    # for two of them), profiles v3. Measured with the model as of a090384, scored once (``TS_SEALED``).
+    ("h100-2026-12-07-sealed-timeslice-gpt2-vit", False),
+    ("h100-2026-12-07-sealed-timeslice-whisper-convnext", False),
+    ("h100-2026-12-07-sealed-timeslice-llama-vit", False),
+    ("h100-2026-12-07-sealed-timeslice-gpt2-convnext", False),
+    ("h100-2026-12-07-sealed-timeslice-whisper-vit", False),
 )
 # time-slicing on the H100 with real models, scored once with the card model's own probe
-TS_CHECK_H100 = ("h100-2026-12-06-rm-auto",)
+TS_CHECK_H100 = ("h100-2026-12-06-rm-auto", "h100-2026-12-07-rm-auto", "h100-2026-12-07-rm-syncs")
+# the sealed time-slicing pairs (a serving decode next to a training step), scored once
+TS_SEALED = ("h100-2026-12-07-sealed-timeslice-gpt2-vit", "h100-2026-12-07-sealed-timeslice-whisper-convnext",
+             "h100-2026-12-07-sealed-timeslice-llama-vit", "h100-2026-12-07-sealed-timeslice-gpt2-convnext",
+             "h100-2026-12-07-sealed-timeslice-whisper-vit")
 # issue 51's sealed H100 runs: the kernel-length MPS model's own test (scored once, after its freeze at 45962a8)
 KERNEL_SEALED = ("h100-2026-12-06-sealed-mps-gpt2-vit", "h100-2026-12-06-sealed-mps-whisper-convnext")
 # ... and its second seal: the same model, scored once on the pairs crossed
