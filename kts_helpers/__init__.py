@@ -19,6 +19,7 @@ Data flows one way, through four wings (a test enforces the import rule):
 * ``run.environment`` — what the host is: device, driver, CUDA, torch, git commit
 * ``run.mps`` — a private MPS control daemon for one scenario
 * ``run.gpumem`` — a stranger context on the GPU, from the device's used memory against the tenants' own, per block
+* ``run.interrupts`` — SIGTERM handled as Ctrl-C while a scenario runs, on every backend (its tenants stopped)
 * ``run.scale`` — scale-out: experiments over several GPU nodes, each on a node taken by its Lease
 * ``run.probe`` — the time-slice probe's scenarios and the GEMM size calibrated to the GPU at hand
 * ``run.backends`` — ``Backend`` protocol and ``get_backend``; ``run.backends.base`` — the protocol and results
@@ -40,7 +41,6 @@ Data flows one way, through four wings (a test enforces the import rule):
   * ``run.backends.kubernetes.lifecycle`` — one scenario from submission (or re-attachment) to its logs
   * ``run.backends.kubernetes.replica_probe`` — one replica more than stated, which must stay Pending
   * ``run.backends.kubernetes.plugin_config`` — the device plugin's own ConfigMap: replicas, strategy, renames, verified
-  * ``run.backends.kubernetes.interrupts`` — SIGTERM handled as Ctrl-C while a scenario runs
   * ``run.backends.kubernetes.backend`` — ``KubernetesBackend``: node, exclusivity, clean-up, record
 * ``run.telemetry`` — GPU telemetry capture: ``run.telemetry.nvml`` (NVML/GPM sampler),
   ``run.telemetry.dcgm`` (dcgm-exporter scraper), ``run.telemetry._store`` (on-disk format),

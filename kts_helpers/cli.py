@@ -367,4 +367,5 @@ def main(argv: list[str] | None = None) -> int:
         print("kts: error: --trim must be >= 0", file=sys.stderr)
         return 2
     return run_command(lambda: args.func(args), prog="kts",
-                       interrupted="interrupted; tenants stopped, the run is marked failed")
+                       interrupted="interrupted; tenants stopped (a block cut short is recorded as failed; "
+                                   "kts run --resume runs what is left)")

@@ -346,8 +346,8 @@ def test_sigterm_issues_the_deletes_writes_the_record_and_gives_the_lease_back_w
     from k8s_fixtures import EmulatorThread
 
     from kts_helpers.run.backends.kubernetes import jobs
-    from kts_helpers.run.backends.kubernetes.interrupts import Terminated
     from kts_helpers.run.backends.kubernetes.lease import NodeLease
+    from kts_helpers.run.interrupts import Terminated
     from kts_helpers.run.runs import Run
 
     hits: list[int] = []

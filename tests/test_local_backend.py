@@ -225,3 +225,36 @@ def test_missing_worker_script(tmp_path):
 def test_describe_on_cpu():
     info = LocalBackend(device="auto", python=sys.executable, telemetry=False).describe()
     assert info["device"] == "cpu" and "CPU" in info["summary"]
+
+
+def test_a_sigterm_to_kts_run_stops_its_tenants_and_records_why(tmp_path):
+    """``kill`` or ``timeout`` around ``kts run`` sends SIGTERM, whose default action ended the runner at once and
+    left its workers (each in its own session) running: on an H100 two tenants of a killed run held 8.5 GiB and the
+    next run was refused as sharing the GPU with strangers. Now SIGTERM takes Ctrl-C's path (``run.interrupts``):
+    every worker stopped, the block recorded as interrupted by SIGTERM."""
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "kts_helpers", "run", "--device", "cpu", "--root", str(tmp_path),
+                             "--run-id", "s", "--quiet", "--set", "iterations=100000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    workers: set[int] = set()
+    give_up = time.monotonic() + 90
+    while time.monotonic() < give_up and proc.poll() is None:
+        children = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(proc.pid)], capture_output=True,
+                                  text=True).stdout.splitlines()
+        workers = {int(ln.split()[0]) for ln in children if "kts_worker.py" in ln}
+        logs = [p for p in (tmp_path / "s" / "logs").rglob("*.log") if p.parent.name != "calibration"
+                and p.stem in ("fft", "gemm")] if (tmp_path / "s").exists() else []
+        if len(workers) >= 2 and any(_app_lines(p) for p in logs):  # a block's tenants are timing
+            break
+        time.sleep(0.2)
+    assert len(workers) >= 2, "the run's workers never started timing"
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted; tenants stopped" in err
+    deadline = time.monotonic() + 10
+    while not all(_gone(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert all(_gone(pid) for pid in workers)
+    m = (tmp_path / "s" / "manifest.json").read_text()
+    assert '"interrupted (SIGTERM)"' in m

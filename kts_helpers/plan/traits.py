@@ -130,7 +130,8 @@ class TenantTraits:
     blocking: tuple[tuple[float, float], ...] = ()
     kernel_record: bool | None = None  # the profile held the kernel-level record (None: no profile)
     # each phase's own busy share (its kernel time over its timed alone wall): an encode of long kernels and a decode
-    # of short ones in one op loop have different host shares, which ``busy_share`` (calls-weighted) averages away
+    # of short ones in one op loop have different host shares, which ``busy_share`` (calls-weighted) averages away;
+    # MPS reads them as ``phase_host_shares``, time-slicing as each op's own share (``timeslice.Op.busy_share``)
     phase_busy: tuple[tuple[str, float], ...] = ()
     # each phase's host waits for the device mid-op (the profile's ``host_syncs``, p50 per op; version 3); None where
     # the profile did not count them (made before version 3)

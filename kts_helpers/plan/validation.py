@@ -189,24 +189,36 @@ REAL_MODEL_RUNS: tuple[tuple[str, bool], ...] = (
     ("h100-2026-12-06-rm-auto", False),
     # The same mix again on a second H100 (GPU-a88b5c0d, 2026-12-07), blocks=auto (8 shared blocks), and shorter (100
     # iterations, 2 blocks: rm-syncs, made to read the tenants' host waits mid-op, ``host_syncs``: 0 for all three);
-    # measured with the model as of a090384 and scored once.
-    ("h100-2026-12-07-rm-auto", False),
-    ("h100-2026-12-07-rm-syncs", False),
-    # Time-slicing's sealed runs (2026-12-07, the same H100): issue 51's five serving-decode-next-to-training pairs
+    # measured with the model as of a090384 and scored once then (2 of 4 each), before the change below: seen.
+    ("h100-2026-12-07-rm-auto", True),
+    ("h100-2026-12-07-rm-syncs", True),
+    # Time-slicing's first seal (2026-12-07, the same H100): five of issue 51's serving-decode-next-to-training pairs
     # under time-slicing, the warm design (9 alone blocks around 8 shared, 200 iterations a tenant; 12 shared blocks
-    # for two of them), profiles v3. Measured with the model as of a090384, scored once (``TS_SEALED``).
-    ("h100-2026-12-07-sealed-timeslice-gpt2-vit", False),
-    ("h100-2026-12-07-sealed-timeslice-whisper-convnext", False),
-    ("h100-2026-12-07-sealed-timeslice-llama-vit", False),
-    ("h100-2026-12-07-sealed-timeslice-gpt2-convnext", False),
-    ("h100-2026-12-07-sealed-timeslice-whisper-vit", False),
+    # for two of them), profiles v3. Measured with the model as of a090384 and scored once (13 of 15 pooled, 125 of
+    # 156 block by block): both misses were the Whisper-style encode (+54 %, +61 %), from which the ops' own busy
+    # share was built (``timeslice.Op``, 198670d): seen (``TS_SEALED``).
+    ("h100-2026-12-07-sealed-timeslice-gpt2-vit", True),
+    ("h100-2026-12-07-sealed-timeslice-whisper-convnext", True),
+    ("h100-2026-12-07-sealed-timeslice-llama-vit", True),
+    ("h100-2026-12-07-sealed-timeslice-gpt2-convnext", True),
+    ("h100-2026-12-07-sealed-timeslice-whisper-vit", True),
+    # Time-slicing's second seal (2026-12-07, a third H100, GPU-6bff8daf): the Whisper-style server next to the kit's
+    # Llama training step (a pair no run had), the GPT-2 server next to it, the kit's Llama server next to ConvNeXt-T
+    # training; the same way. Measured after the ops' own busy share was frozen (198670d), scored once
+    # (``TS_SEALED_2``).
+    ("h100-2026-12-07-sealed-timeslice-whisper-train", False),
+    ("h100-2026-12-07-sealed-timeslice-gpt2-train", False),
+    ("h100-2026-12-07-sealed-timeslice-llama-convnext", False),
 )
-# time-slicing on the H100 with real models, scored once with the card model's own probe
+# time-slicing on the H100 with real models: issue 52's three-tenant mix, with the card model's own probe
 TS_CHECK_H100 = ("h100-2026-12-06-rm-auto", "h100-2026-12-07-rm-auto", "h100-2026-12-07-rm-syncs")
-# the sealed time-slicing pairs (a serving decode next to a training step), scored once
+# time-slicing's first seal: a serving decode next to a training step (scored once, then built on: seen)
 TS_SEALED = ("h100-2026-12-07-sealed-timeslice-gpt2-vit", "h100-2026-12-07-sealed-timeslice-whisper-convnext",
              "h100-2026-12-07-sealed-timeslice-llama-vit", "h100-2026-12-07-sealed-timeslice-gpt2-convnext",
              "h100-2026-12-07-sealed-timeslice-whisper-vit")
+# ... and its second, scored once after the ops' own busy share was frozen (198670d)
+TS_SEALED_2 = ("h100-2026-12-07-sealed-timeslice-whisper-train", "h100-2026-12-07-sealed-timeslice-gpt2-train",
+               "h100-2026-12-07-sealed-timeslice-llama-convnext")
 # issue 51's sealed H100 runs: the kernel-length MPS model's own test (scored once, after its freeze at 45962a8)
 KERNEL_SEALED = ("h100-2026-12-06-sealed-mps-gpt2-vit", "h100-2026-12-06-sealed-mps-whisper-convnext")
 # ... and its second seal: the same model, scored once on the pairs crossed
@@ -328,6 +340,13 @@ _TS_WAITS = ("slower shared under time-slicing than predicted ({pct}; under MPS 
              "alone baseline the profiler no longer slows, the cost of the training step's slices shows at the "
              "decode step's ~680 kernel arrivals, and the model's waits there fall short; how much is the slices "
              "and how much the host between moments one run cannot tell (its prefill, {prefill}, hit)")
+_BERT_TWO_TURNS = ("measured, it waits about one neighbour's turn before its first kernel (wall - device p50 2.52 "
+                   "ms; the probe's quantum + switch 2.36 ms) and its events stretch from 3.60 to 5.59 ms: a second "
+                   "turn inside the op, after it has run its queued kernels and caught up with its host. The "
+                   "simulated op waits 3.45-3.56 ms first (the turns of both neighbours), by when its host has "
+                   "launched nearly all of its 3.6 ms of kernels, runs them back to back (1.94 ms) and meets no "
+                   "second turn. Why the first wait differs (the round robin's order among three contexts, or how "
+                   "long ResNet-50, GPU-busy 89 %, keeps a slice) these runs do not separate; not tuned on them")
 REAL_MISS_REASONS: dict[tuple[str, str, str, str], str] = {
     ("h200-2026-12-02-rm-llama-train", "shared", "llama-decode", "prefill"):
         _HOST_DRIFT.format(busy="6 %", alone="29.0 ms"),
@@ -362,14 +381,25 @@ REAL_MISS_REASONS: dict[tuple[str, str, str, str], str] = {
     ("h200-2026-12-03-rm-sealed-bert-vit-llama", "shared-mps", "vit", "op"):
         _FASTER_SHARED.format(alone="10.00 and 10.05", shared="7.16") + "; its p99 (8.73 ms) below the interval too",
     ("h100-2026-12-06-rm-auto", "shared", "bert", "op"):
-        "slower shared than predicted (p50 10.47 against 6.44 ms, +62 %; alone 3.88 ms): the three tenants lock to one "
+        "slower shared than predicted (p50 10.47 against 6.39 ms, +64 %; alone 3.88 ms): the three tenants lock to one "
         "~10.5 ms cycle (BERT 10.5, ResNet-50 10.7, llama-decode 10.8 ms; those two hit) on a GPU ResNet-50 keeps "
         "98 % busy, and BERT's own events stretched from 3.85 to 10.10 ms: its op was switched out mid-way, both "
         "neighbours' turns inside it. The model splits the op into host and GPU time (GPU-busy 50 %) and its GPU "
         "part (1.9 ms) fits one 2.18 ms quantum, so it waits at most once; measured, its kernels trickle over its "
-        "3.9 ms of launches and it waited about two turns. Which of the slice counting its launch gaps or host "
-        "waits mid-op (the profile counts these from version 3 on, after this run; the kit's BERT reads no device "
-        "value on CPU) is not established by this run",
+        "3.9 ms of launches and it waited about two turns. Not host waits mid-op: the mix's second H100 run "
+        "(h100-2026-12-07-rm-auto, profile version 3) counts none in BERT's op (``host_syncs`` 0); "
+        + _BERT_TWO_TURNS,
+    ("h100-2026-12-07-rm-auto", "shared", "bert", "op"):
+        "slower shared than predicted (p50 7.97 against 6.27 ms, +27 %; alone 3.63 ms, GPU-busy 56 % of it; 6 of "
+        "its 8 blocks missed, +33-40 %), as on the first H100 (+64 %). Its profile (version 3) counts no host wait mid-op "
+        "(``host_syncs`` 0), so the bound for those adds nothing; " + _BERT_TWO_TURNS,
+    ("h100-2026-12-07-rm-syncs", "shared", "llama-decode", "prefill"):
+        "p99 22.65 ms, 4 % above the interval (to 21.68 ms) and +44 % from its point: a short run (2 shared blocks "
+        "of 100 iterations, 100 prefills), whose p99 is its second-largest prefill; its p50 hit, and in the "
+        "same mix's 8-block run (h100-2026-12-07-rm-auto) this row's p99 hit",
+    ("h100-2026-12-07-rm-syncs", "shared", "llama-decode", "decode"):
+        "p99 21.17 ms, 10 % above the interval (to 19.33 ms) and +47 % from its point: the same short run (2 shared "
+        "blocks of 100 iterations); its p50 hit, and in the 8-block run this row's p99 hit",
     ("h200-2026-12-03-rm-cupti-llama-train", "shared", "llama-decode", "decode"):
         _TS_WAITS.format(pct="14.67 against 11.38 ms, +29 %", mps="10.74 against 11.14 ms",
                          prefill="16.35 against 13.64 ms, +20 %"),
@@ -707,15 +737,24 @@ def real_model_markdown(runs: tuple[tuple[str, bool], ...] = REAL_MODEL_RUNS, ro
                                       ("its first two seals, now seen (the third round was built from them; each was "
                                        "scored once with the model of its time, 6 of 6 and 3 of 6)",
                                        KERNEL_SEALED + KERNEL_SEALED_2),
+                                      ("time-slicing's second seal (a serving decode next to a training step, an "
+                                       "H100; scored once, after the ops' own busy share was frozen at 198670d)",
+                                       tuple(r for r in TS_SEALED_2 if r in sealed)),
+                                      ("time-slicing's first seal, now seen (the ops' own busy share was built from "
+                                       "its two misses; scored once before it, 13 of 15)", TS_SEALED),
                                       ("time-slicing on the H100 ([issue 52](../changelog.md#issue-52)'s three-tenant "
-                                       "mix, scored once with the card model's probe)", TS_CHECK_H100)),
+                                       "mix, with the card model's probe)", TS_CHECK_H100)),
                                 heading="####")
     third = "\n".join(block_lines(tuple(r for r in KERNEL_SEALED_3 if r in sealed), root))
     seen = "\n".join(block_lines(KERNEL_SEALED + KERNEL_SEALED_2, root))
+    ts_second = "\n".join(block_lines(tuple(r for r in TS_SEALED_2 if r in sealed), root))
+    ts_first = "\n".join(block_lines(TS_SEALED, root))
     h100_ts = "\n".join(block_lines(TS_CHECK_H100, root))
     return (f"{table}\n\n[Issue 51](../changelog.md#issue-51)'s sealed runs block by block (the issue's unit), the "
             f"third seal (scored once):\n\n{third}\n\nThe first two seals, seen (the third round was built from "
-            f"them):\n\n{seen}\n\nTime-slicing on the H100, block by block (scored once):\n\n{h100_ts}\n\n"
+            f"them):\n\n{seen}\n\nTime-slicing's second seal, block by block (scored once):\n\n{ts_second}\n\n"
+            f"Time-slicing's first seal, block by block (seen: the ops' own busy share was built from it):\n\n"
+            f"{ts_first}\n\nTime-slicing on the H100, the three-tenant mix, block by block:\n\n{h100_ts}\n\n"
             f"{alone_profiles_markdown(runs, root)}")
 
 

@@ -43,6 +43,7 @@ from kts_helpers.run.corun import (
     LookAnswer,
 )
 from kts_helpers.run.environment import WORKER, detect_environment, resolve_device
+from kts_helpers.run.interrupts import interrupt_reason, sigterm_as_interrupt
 from kts_helpers.run.looks import BlockJudge
 from kts_helpers.run.mps import MpsDaemon
 from kts_helpers.run.runs import Run
@@ -95,7 +96,8 @@ class LocalBackend:
         extra: dict[str, Any] = {"sharing": scenario.sharing}
         status, reason = "failed", ""
         try:
-            with self._sharing(scenario, log_dir) as sharing_env, self._telemetry(log_dir, extra):
+            with sigterm_as_interrupt(), self._sharing(scenario, log_dir) as sharing_env, \
+                    self._telemetry(log_dir, extra):
                 results = self._run_tenants(run, scenario, sharing_env, timeout_s, progress,
                                             timeout_s if pad_limit_s is None else pad_limit_s, extra, judge)
             check_same_gpu(run, scenario)
@@ -106,8 +108,8 @@ class LocalBackend:
         except KtsError as exc:
             reason = str(exc)
             raise
-        except KeyboardInterrupt:
-            reason = "interrupted (KeyboardInterrupt)"
+        except KeyboardInterrupt as exc:
+            reason = interrupt_reason(exc)
             raise
         finally:
             record_outcome(run, scenario, self.name, status, started, results, reason, extra)
@@ -132,9 +134,9 @@ class LocalBackend:
             for s in sorted(group, key=lambda s: s.kind != "baseline"):  # alone specs first: they carry the profile
                 for t in s.tenants:
                     tenants.setdefault(t.name, t)
-            with WarmSession(self, run, mode, list(tenants.values()), timeout_s=timeout_s, block_s=block_s,
-                             pad_limit_s=timeout_s if pad_limit_s is None else pad_limit_s,
-                             progress=progress) as session:
+            with sigterm_as_interrupt(), WarmSession(
+                    self, run, mode, list(tenants.values()), timeout_s=timeout_s, block_s=block_s,
+                    pad_limit_s=timeout_s if pad_limit_s is None else pad_limit_s, progress=progress) as session:
                 looks = (AutoBlocks(run, mode, auto, block_judge, self.name, progress)
                          if auto and any(s.kind == "shared" for s in group) else None)
                 for k, s in enumerate(group):

@@ -45,6 +45,7 @@ from kts_helpers.run.backends.procs import (
     tail,
 )
 from kts_helpers.run.corun import CoRunError, CoRunWatch, LogFollower
+from kts_helpers.run.interrupts import interrupt_reason
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec, TenantSpec
 
@@ -187,8 +188,8 @@ class WarmSession:
         except KtsError as exc:
             reason = str(exc)
             raise
-        except KeyboardInterrupt:
-            reason = "interrupted (KeyboardInterrupt)"
+        except KeyboardInterrupt as exc:
+            reason = interrupt_reason(exc)
             raise
         finally:
             bars.close()

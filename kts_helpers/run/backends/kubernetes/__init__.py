@@ -22,7 +22,7 @@ Modules, each with one job:
 * ``lifecycle`` — one scenario from submission (or re-attachment) to its logs;
 * ``replica_probe`` — one replica more than stated, which must stay Pending: the stated replicas proven without
   reading the node;
-* ``interrupts`` — SIGTERM handled as Ctrl-C while a scenario runs (stop, collect, clean up, release the Lease);
+* (``run.interrupts``: SIGTERM handled as Ctrl-C while a scenario runs: stop, collect, clean up, release the Lease);
 * ``backend``   — ``KubernetesBackend``: node choice (taints), exclusivity (the Lease, placeholder indexes that
   hold the GPU's other replicas, strangers looked for during and after the run), least privilege (the
   namespaced Role is enough), clean-up, the scenario's record.

@@ -43,7 +43,6 @@ from kts_helpers.fsutil import write_new
 from kts_helpers.run.backends.base import ScenarioResult, TenantResult
 from kts_helpers.run.backends.kubernetes.api import KubeApi, KubeForbidden, load_api_client
 from kts_helpers.run.backends.kubernetes.clock import Clock, parse_time
-from kts_helpers.run.backends.kubernetes.interrupts import Terminated, interrupt_reason, sigterm_as_interrupt
 from kts_helpers.run.backends.kubernetes.jobs import GPU_TOLERATION, PLACEHOLDER_REQUESTS
 from kts_helpers.run.backends.kubernetes.lease import NodeBusy, NodeLease, client_identity
 from kts_helpers.run.backends.kubernetes.lifecycle import Failure, ScenarioRun, scenario_selector, sleep_real
@@ -83,6 +82,7 @@ from kts_helpers.run.backends.kubernetes.plugin_config import (
 )
 from kts_helpers.run.corun import Judge, gpu_mismatch
 from kts_helpers.run.gpumem import check_block
+from kts_helpers.run.interrupts import Terminated, interrupt_reason, sigterm_as_interrupt
 from kts_helpers.run.runs import Run
 from kts_helpers.run.spec import ScenarioSpec
 from kts_helpers.run.telemetry import DcgmScraper, page_check, write_status
