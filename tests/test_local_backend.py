@@ -240,7 +240,8 @@ def test_a_sigterm_to_kts_run_stops_its_tenants_and_records_why(tmp_path):
     workers: set[int] = set()
     give_up = time.monotonic() + 90
     while time.monotonic() < give_up and proc.poll() is None:
-        children = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(proc.pid)], capture_output=True,
+        # -ww: piped, ps cuts its lines at 80 columns, and a worker's path in a deep clone is longer
+        children = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(proc.pid)], capture_output=True,
                                   text=True).stdout.splitlines()
         workers = {int(ln.split()[0]) for ln in children if "kts_worker.py" in ln}
         logs = [p for p in (tmp_path / "s" / "logs").rglob("*.log") if p.parent.name != "calibration"
@@ -248,7 +249,12 @@ def test_a_sigterm_to_kts_run_stops_its_tenants_and_records_why(tmp_path):
         if len(workers) >= 2 and any(_app_lines(p) for p in logs):  # a block's tenants are timing
             break
         time.sleep(0.2)
-    assert len(workers) >= 2, "the run's workers never started timing"
+    if len(workers) < 2:
+        proc.kill()
+        _out, err = proc.communicate(timeout=30)
+        seen = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+        raise AssertionError(f"the run's workers never started timing (exit {proc.returncode}); files {seen[:40]}; "
+                             f"stderr {err[-2000:]}")
     proc.send_signal(signal.SIGTERM)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "interrupted; tenants stopped" in err

@@ -394,12 +394,12 @@ REAL_MISS_REASONS: dict[tuple[str, str, str, str], str] = {
         "its 8 blocks missed, +33-40 %), as on the first H100 (+64 %). Its profile (version 3) counts no host wait mid-op "
         "(``host_syncs`` 0), so the bound for those adds nothing; " + _BERT_TWO_TURNS,
     ("h100-2026-12-07-rm-syncs", "shared", "llama-decode", "prefill"):
-        "p99 22.65 ms, 4 % above the interval (to 21.68 ms) and +44 % from its point: a short run (2 shared blocks "
-        "of 100 iterations, 100 prefills), whose p99 is its second-largest prefill; its p50 hit, and in the "
+        "p99 22.65 ms, 4 % above the interval (to 21.68 ms) and +44 % from its point: a short run (2 shared blocks, "
+        "100 iterations in all: 100 prefills), whose p99 is its second-largest prefill; its p50 hit, and in the "
         "same mix's 8-block run (h100-2026-12-07-rm-auto) this row's p99 hit",
     ("h100-2026-12-07-rm-syncs", "shared", "llama-decode", "decode"):
-        "p99 21.17 ms, 10 % above the interval (to 19.33 ms) and +47 % from its point: the same short run (2 shared "
-        "blocks of 100 iterations); its p50 hit, and in the 8-block run this row's p99 hit",
+        "p99 21.17 ms, 10 % above the interval (to 19.33 ms) and +47 % from its point: the same short run (800 decode "
+        "steps in 2 shared blocks); its p50 hit, and in the 8-block run this row's p99 hit",
     ("h200-2026-12-03-rm-cupti-llama-train", "shared", "llama-decode", "decode"):
         _TS_WAITS.format(pct="14.67 against 11.38 ms, +29 %", mps="10.74 against 11.14 ms",
                          prefill="16.35 against 13.64 ms, +20 %"),
