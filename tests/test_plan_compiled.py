@@ -66,6 +66,10 @@ TS_CASES = {
                                  iterations(7, 40, 7.0, 1.0, 9, shares=(0.7, 0.17))),
                                 (SimTenant("train", 20.0, 0.0, kernels=1000, busy_share=0.5),
                                  iterations(8, 30, 20.0, 0.2))],
+    # a GPU-bound chain (busy share 1: its quantum ends its turn) beside a launch-bound decode server
+    "gpu-bound chain beside launch-bound": [(SimTenant("resnet", 12.0, 0.0, kernels=350), iterations(9, 30, 12.0, 0.05)),
+                                            (SimTenant("llm", 9.0, 0.05, kernels=680, busy_share=0.25),
+                                             iterations(10, 40, 9.0, 0.05, 9))],
 }
 
 

@@ -37,18 +37,13 @@ def _ts_kernel_boundary(from_ms, nk, share, work, rem, arrival, arrival_w):
     """``timeslice._run``'s ``kernel_boundary`` for the holder's op (its kernels ``nk``, busy ``share``, GPU time
     ``work``, remaining ``rem``, ``arrival``). Scalars only: an array passed to a compiled call costs two atomic
     reference counts, which made these calls most of an event's time."""
-    if nk <= 1:
+    if nk <= 1 or share >= 1.0:
         return math.inf
-    g = work / nk
-    done = work - rem
-    if share < 1.0:
-        backlog = from_ms - arrival - done
-        if backlog < 0.0:
-            backlog = 0.0
-        caught = from_ms + backlog * share / (1.0 - share) + share * g
-        return caught if caught < _ts_completion(from_ms, share, rem, arrival_w) - 1e-9 else math.inf
-    nb = (math.floor(done / g + 1e-9) + 1) * g
-    return from_ms + (nb - done) if nb < work - 1e-9 else math.inf
+    backlog = from_ms - arrival - (work - rem)
+    if backlog < 0.0:
+        backlog = 0.0
+    caught = from_ms + backlog * share / (1.0 - share) + share * (work / nk)
+    return caught if caught < _ts_completion(from_ms, share, rem, arrival_w) - 1e-9 else math.inf
 
 
 def _ts_completion(from_ms, share, rem, arrival_w):

@@ -7,7 +7,8 @@ no model and a 4096^2 FFT's number was used for any FFT. Now each tenant carries
 the profile its alone run recorded (``workers/kts_profile.py``, in the baseline log's ``KTS_META``):
 
 * ``kernels``: kernels per operation (calls-weighted over its phases) -- a waiting context gets the GPU at the
-  op's next kernel boundary, not at its slice end;
+  kernel boundary where a launch-bound op has caught up with its launches, not at its slice end (a GPU-bound op's
+  queue never empties: its quantum ends its turn);
 * ``busy_share``: the op's kernel time over its *timed* alone wall (the profiled wall is slowed by the profiler):
   queued kernels make up a neighbour's slice at 1 / share speed, and under MPS a launch-bound op claims SMs only
   while its kernels are in flight;
