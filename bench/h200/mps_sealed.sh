@@ -13,6 +13,9 @@
 #       kit's own Llama server next to a user's training steps, a user's GPT-2 server next to the kit's Llama training
 #   SHARING=timeslice bash bench/h200/mps_sealed.sh gpt2-train llama-convnext whisper-train  # time-slicing's second
 #       seal (2026-12-07): measured after each op took its phase's busy share (timeslice.Op), scored once
+#   SHARING=timeslice bash bench/h200/mps_sealed.sh llama-resnet gpt2-resnet  # a GPU-bound chain (ResNet-50 inference,
+#       batch 128: its queue never empties) next to a launch-bound server (2026-12-07, after f335510: such a chain
+#       keeps its quantum), scored once
 # A CPU check of the same path (tiny models, timeslice since MPS needs a GPU, a few iterations):
 #   DEVICE=cpu SHARING=timeslice ITERATIONS=12 EXTRA="--set blocks=2 --set block_s=0.2" bash bench/h200/mps_sealed.sh
 set -uo pipefail
@@ -58,6 +61,10 @@ for what in "$@"; do
     llama-convnext)   run "$GPU-$(date +%F)-sealed-$SHARING-llama-convnext" \
                         --set workloads=llama-decode,$F:make_convnext_train ;;
     whisper-train)    run "$GPU-$(date +%F)-sealed-$SHARING-whisper-train" --set workloads=$F:make_whisper_decode,train-step ;;
+    llama-resnet)     run "$GPU-$(date +%F)-sealed-$SHARING-llama-resnet" --set workloads=llama-decode,resnet \
+                        --set 'workload_params={"resnet": {"batch": 128}}' ;;
+    gpt2-resnet)      run "$GPU-$(date +%F)-sealed-$SHARING-gpt2-resnet" --set workloads=$F:make_gpt2_decode,resnet \
+                        --set 'workload_params={"resnet": {"batch": 128}}' ;;
     *) echo "unknown run $what" ;;
   esac
 done
