@@ -13,7 +13,7 @@
 #       kit's own Llama server next to a user's training steps, a user's GPT-2 server next to the kit's Llama training
 #   SHARING=timeslice bash bench/h200/mps_sealed.sh gpt2-train llama-convnext whisper-train  # time-slicing's second
 #       seal (2026-12-07): measured after each op took its phase's busy share (timeslice.Op), scored once
-#   SHARING=timeslice bash bench/h200/mps_sealed.sh llama-resnet gpt2-resnet  # a GPU-bound chain (ResNet-50 inference,
+#   SHARING=timeslice bash bench/h200/mps_sealed.sh llama-resnet gpt2-resnet whisper-resnet bert-resnet  # a GPU-bound chain (ResNet-50 inference,
 #       batch 128: its queue never empties) next to a launch-bound server (2026-12-07, after f335510: such a chain
 #       keeps its quantum), scored once
 # A CPU check of the same path (tiny models, timeslice since MPS needs a GPU, a few iterations):
@@ -64,6 +64,10 @@ for what in "$@"; do
     llama-resnet)     run "$GPU-$(date +%F)-sealed-$SHARING-llama-resnet" --set workloads=llama-decode,resnet \
                         --set 'workload_params={"resnet": {"batch": 128}}' ;;
     gpt2-resnet)      run "$GPU-$(date +%F)-sealed-$SHARING-gpt2-resnet" --set workloads=$F:make_gpt2_decode,resnet \
+                        --set 'workload_params={"resnet": {"batch": 128}}' ;;
+    whisper-resnet)   run "$GPU-$(date +%F)-sealed-$SHARING-whisper-resnet" --set workloads=$F:make_whisper_decode,resnet \
+                        --set 'workload_params={"resnet": {"batch": 128}}' ;;
+    bert-resnet)      run "$GPU-$(date +%F)-sealed-$SHARING-bert-resnet" --set workloads=bert,resnet \
                         --set 'workload_params={"resnet": {"batch": 128}}' ;;
     *) echo "unknown run $what" ;;
   esac
