@@ -294,6 +294,21 @@ def test_mps_stretches_only_the_gpu_part_of_a_host_bound_op():
     assert _p50(both, "a") > 1.8 * 10.0
 
 
+def test_a_busy_share_measured_above_one_is_held_to_one_and_said():
+    """ResNet-50 at batch 128 on an H100 (time-slicing's third seal): its profiled kernels took 110 % of its timed
+    alone op. The planner holds the share to 1 (GPU-bound: it keeps its quantum) and ``kts plan`` says what it read;
+    its twin run, whose ResNet measured 95-97 %, says nothing."""
+    phases = {"op": {"calls": 10, "kernels_per_op": 350, "busy_ms": 16.0, "wall_ms": 30.0}}
+    tr = traits.traits_from_profile({"phases": phases}, {"op": 14.5})
+    assert tr.busy_share == 1.0 and tr.busy_measured == pytest.approx(16.0 / 14.5)
+    assert traits.traits_from_profile({"phases": phases}, {"op": 20.0}).busy_measured == pytest.approx(0.8)
+    vals = REPO / "data" / "validation"
+    gpt2 = inputs.load_plan_input(vals / "h100-2026-12-07-sealed-timeslice-gpt2-resnet")
+    (line,) = gpt2.busy_notes()
+    assert line.startswith("resnet (baseline-resnet-r1): its profiled kernels take 110 % of its timed alone op")
+    assert line in gpt2.notes()
+    assert inputs.load_plan_input(vals / "h100-2026-12-07-sealed-timeslice-llama-resnet").busy_notes() == []
+
 def test_an_unprofiled_tenant_has_no_host_part():
     """Without a profile there is no measured split: the fallbacks keep their validated MPS behaviour."""
     assert traits.fallback_traits("llm", {}).host_share == 0.0

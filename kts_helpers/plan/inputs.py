@@ -77,7 +77,19 @@ class PlanInput:
         uncapped = any(s.kind == "shared" and s.sharing == "mps" for s in self.manifest.scenarios)
         sliced = any(s.kind == "shared" and s.sharing == "timeslice" for s in self.manifest.scenarios)
         return (out + (self.kernel_notes() if uncapped else [])  # a thread cap leaves SMs free: no wait to bound
-                + (self.sync_notes() if sliced and self.gpu is not None and self.gpu.has_probe else []))
+                + (self.sync_notes() if sliced and self.gpu is not None and self.gpu.has_probe else [])
+                + self.busy_notes())
+
+    def busy_notes(self) -> list[str]:
+        """One line per tenant whose profiled kernels took longer than its timed alone op (busy share measured
+        above 1, held to 1): GPU-bound as far as the planner can tell; the reading is shown, not hidden."""
+        seen: dict[str, tuple[str, float]] = {}
+        for (scenario, tenant), p in self.alone.items():
+            if p.traits is not None and p.traits.busy_measured > 1.0:
+                seen.setdefault(tenant, (scenario, p.traits.busy_measured))
+        return [f"{tenant} ({scenario}): its profiled kernels take {100 * share:.0f} % of its timed alone op, held to 100 %: "
+                f"GPU-bound (under time-slicing it keeps its quantum); kernels run longer under the profiler than "
+                f"timed, or overlap on several streams" for tenant, (scenario, share) in seen.items()]
 
     def sync_notes(self) -> list[str]:
         """One line per tenant and phase whose profile counted host waits for the device mid-op: under

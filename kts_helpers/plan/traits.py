@@ -137,6 +137,9 @@ class TenantTraits:
     # each phase's host waits for the device mid-op (the profile's ``host_syncs``, p50 per op; version 3); None where
     # the profile did not count them (made before version 3)
     phase_syncs: tuple[tuple[str, float], ...] | None = None
+    # its kernels' time over its timed alone wall before ``busy_share`` holds it to 1 (nan without a profile): above 1
+    # the profiled kernels outlast the timed op (timed under the profiler, or on concurrent streams), said, not hidden
+    busy_measured: float = math.nan
 
     def syncs_of(self, phase: str) -> float:
         """The host's waits for the device in the middle of one op of ``phase`` (0 where none were counted)."""
@@ -211,7 +214,8 @@ def traits_from_profile(profile: Mapping[str, Any], alone_wall_p50: Mapping[str,
                         fills_gpu=fills_gpu, source="profile",
                         blocking=() if fills_gpu or blocking is None else blocking,
                         kernel_record=blocking is not None, phase_busy=phase_busy,
-                        phase_syncs=syncs if len(syncs) == len(phases) else None)
+                        phase_syncs=syncs if len(syncs) == len(phases) else None,
+                        busy_measured=busy / wall if wall > 0 else math.nan)
 
 
 def kernel_blocking(phases: Mapping[str, Mapping[str, Any]], alone_wall_p50: Mapping[str, float]

@@ -209,9 +209,22 @@ REAL_MODEL_RUNS: tuple[tuple[str, bool], ...] = (
     ("h100-2026-12-07-sealed-timeslice-whisper-train", False),
     ("h100-2026-12-07-sealed-timeslice-gpt2-train", False),
     ("h100-2026-12-07-sealed-timeslice-llama-convnext", False),
+    # Time-slicing's third seal (2026-12-07, later, a fourth H100, GPU-25ac8416): a GPU-bound chain (ResNet-50
+    # inference at batch 128: 350 kernels, 14.5 ms, its queue never empties) next to the kit's Llama server and a
+    # user's GPT-2 server, the same way. Measured after a GPU-bound chain was made to keep its quantum (f335510: it
+    # used to yield at every kernel boundary, and starved at a measured share of 1.0, which the GPT-2 run's ResNet
+    # profiled at: 110 %, held to 1), scored once (``TS_SEALED_3``).
+    ("h100-2026-12-07-sealed-timeslice-llama-resnet", False),
+    ("h100-2026-12-07-sealed-timeslice-gpt2-resnet", False),
+    # Issue 52's three-tenant mix once more on that H100 (blocks=auto: 12 shared blocks; its host ran the tenants
+    # slower, llama-decode's step 17-19 ms against about 9 on the other cards). Its run id is the script's
+    # (h100-2026-12-07-rm-auto, as the run of GPU-a88b5c0d above); the directory carries the card's id, the run's
+    # files are as measured. Measured with the model as of f335510, scored once.
+    ("h100-2026-12-07-rm-auto-25ac8416", False),
 )
 # time-slicing on the H100 with real models: issue 52's three-tenant mix, with the card model's own probe
-TS_CHECK_H100 = ("h100-2026-12-06-rm-auto", "h100-2026-12-07-rm-auto", "h100-2026-12-07-rm-syncs")
+TS_CHECK_H100 = ("h100-2026-12-06-rm-auto", "h100-2026-12-07-rm-auto", "h100-2026-12-07-rm-syncs",
+                 "h100-2026-12-07-rm-auto-25ac8416")
 # time-slicing's first seal: a serving decode next to a training step (scored once, then built on: seen)
 TS_SEALED = ("h100-2026-12-07-sealed-timeslice-gpt2-vit", "h100-2026-12-07-sealed-timeslice-whisper-convnext",
              "h100-2026-12-07-sealed-timeslice-llama-vit", "h100-2026-12-07-sealed-timeslice-gpt2-convnext",
@@ -219,6 +232,9 @@ TS_SEALED = ("h100-2026-12-07-sealed-timeslice-gpt2-vit", "h100-2026-12-07-seale
 # ... and its second, scored once after the ops' own busy share was frozen (198670d)
 TS_SEALED_2 = ("h100-2026-12-07-sealed-timeslice-whisper-train", "h100-2026-12-07-sealed-timeslice-gpt2-train",
                "h100-2026-12-07-sealed-timeslice-llama-convnext")
+# ... and its third: a GPU-bound chain next to a launch-bound server, scored once after such a chain kept its quantum
+# (f335510)
+TS_SEALED_3 = ("h100-2026-12-07-sealed-timeslice-llama-resnet", "h100-2026-12-07-sealed-timeslice-gpt2-resnet")
 # issue 51's sealed H100 runs: the kernel-length MPS model's own test (scored once, after its freeze at 45962a8)
 KERNEL_SEALED = ("h100-2026-12-06-sealed-mps-gpt2-vit", "h100-2026-12-06-sealed-mps-whisper-convnext")
 # ... and its second seal: the same model, scored once on the pairs crossed
@@ -737,6 +753,9 @@ def real_model_markdown(runs: tuple[tuple[str, bool], ...] = REAL_MODEL_RUNS, ro
                                       ("its first two seals, now seen (the third round was built from them; each was "
                                        "scored once with the model of its time, 6 of 6 and 3 of 6)",
                                        KERNEL_SEALED + KERNEL_SEALED_2),
+                                      ("time-slicing's third seal (a GPU-bound chain, ResNet-50 at batch 128, next "
+                                       "to a serving decode, an H100; scored once, after such a chain kept its "
+                                       "quantum at f335510)", tuple(r for r in TS_SEALED_3 if r in sealed)),
                                       ("time-slicing's second seal (a serving decode next to a training step, an "
                                        "H100; scored once, after the ops' own busy share was frozen at 198670d)",
                                        tuple(r for r in TS_SEALED_2 if r in sealed)),
@@ -747,12 +766,14 @@ def real_model_markdown(runs: tuple[tuple[str, bool], ...] = REAL_MODEL_RUNS, ro
                                 heading="####")
     third = "\n".join(block_lines(tuple(r for r in KERNEL_SEALED_3 if r in sealed), root))
     seen = "\n".join(block_lines(KERNEL_SEALED + KERNEL_SEALED_2, root))
+    ts_third = "\n".join(block_lines(tuple(r for r in TS_SEALED_3 if r in sealed), root))
     ts_second = "\n".join(block_lines(tuple(r for r in TS_SEALED_2 if r in sealed), root))
     ts_first = "\n".join(block_lines(TS_SEALED, root))
     h100_ts = "\n".join(block_lines(TS_CHECK_H100, root))
     return (f"{table}\n\n[Issue 51](../changelog.md#issue-51)'s sealed runs block by block (the issue's unit), the "
             f"third seal (scored once):\n\n{third}\n\nThe first two seals, seen (the third round was built from "
-            f"them):\n\n{seen}\n\nTime-slicing's second seal, block by block (scored once):\n\n{ts_second}\n\n"
+            f"them):\n\n{seen}\n\nTime-slicing's third seal, block by block (scored once):\n\n{ts_third}\n\n"
+            f"Time-slicing's second seal, block by block (scored once):\n\n{ts_second}\n\n"
             f"Time-slicing's first seal, block by block (seen: the ops' own busy share was built from it):\n\n"
             f"{ts_first}\n\nTime-slicing on the H100, the three-tenant mix, block by block:\n\n{h100_ts}\n\n"
             f"{alone_profiles_markdown(runs, root)}")
