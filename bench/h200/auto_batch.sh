@@ -21,7 +21,7 @@ export PYTHONPATH="$PWD/examples:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 RM="--set workloads=llama-decode,bert,resnet"
 F=serve_and_train
 run() {  # label, then kts run arguments
-  local label=$1; shift
+  local label=$1${CARD:+-$CARD}; shift  # the card's id: two cards' runs of one day never share a name
   local t0; t0=$(date +%s.%N)
   # shellcheck disable=SC2086 # EXTRA: more kts run arguments, e.g. EXTRA="--set iterations=300"
   python3 -m kts_helpers run --device cuda --root "$OUT/runs" --run-id "$label" --label "$label" "$@" ${EXTRA:-} \
@@ -34,6 +34,7 @@ run() {  # label, then kts run arguments
 }
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oE 'H[0-9]+' | tr A-Z a-z)
 GPU=${GPU:-gpu}
+CARD=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1 | cut -c5-12)
 nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.max.sm,memory.used --format=csv >> "$OUT/gpu.csv" 2>&1
 for what in "$@"; do
   case $what in

@@ -32,7 +32,7 @@ fi
 export PYTHONPATH="$PWD/examples:$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the tenants' module, as a user puts it
 F=serve_and_train
 run() {  # label, then kts run arguments
-  local label=$1; shift
+  local label=$1${CARD:+-$CARD}; shift  # the card's id: two cards' runs of one day never share a name
   local t0; t0=$(date +%s.%N)
   # shellcheck disable=SC2086 # EXTRA is a list of arguments
   python3 -m kts_helpers run --device "$DEVICE" --root "$OUT/runs" --run-id "$label" --label "$label" --quiet \
@@ -44,9 +44,11 @@ run() {  # label, then kts run arguments
 }
 if command -v nvidia-smi > /dev/null; then
   GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oE 'H[0-9]+' | tr A-Z a-z)  # the card
+  CARD=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1 | cut -c5-12)
   nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.max.sm,memory.used --format=csv > "$OUT/gpu.csv" 2>&1
 fi
 GPU=${GPU:-$DEVICE}
+CARD=${CARD:-}
 [ $# -gt 0 ] || set -- gpt2-vit whisper-convnext
 for what in "$@"; do
   case $what in
