@@ -108,3 +108,57 @@ def test_a_run_loads_the_probe_onto_its_iterations(tmp_path):
         assert rows[hostspeed.COLUMN].tolist() == [p[i] for i in rows["iteration"]]
     assert not data.on_gpu and sections.host_speed_section(data) is None
     assert not hostspeed.host_speed_table(it, on_gpu=True).empty
+
+
+def test_issue_column_pairs_each_timed_line_with_its_issue_time_and_refuses_a_shifted_list():
+    frame = pd.DataFrame({"iteration": [0, 0, 0, 1, 1, 1],
+                          "phase": ["pad", "prefill", "decode", "prefill", "decode", "pad"]})
+    col = hostspeed.issue_column(frame, [{"n": 2, "host_issue_ms": [4.0, 3.0, 5.0, 2.5]}])
+    # one value per timed line in the log's order (each phase its own); padding has none
+    assert col.tolist()[1:5] == [4.0, 3.0, 5.0, 2.5] and col.iloc[[0, 5]].isna().all()
+    # a list that does not pair one to one (a rejected line) puts no value anywhere, rather than shifted ones
+    assert hostspeed.issue_column(frame, [{"host_issue_ms": [4.0, 3.0, 5.0]}]).isna().all()
+    assert hostspeed.issue_column(frame, [{"n": 2}]).isna().all()  # a CPU worker lists none
+
+
+def test_the_loop_lists_the_hosts_issue_time_of_each_timed_line(worker_module, monkeypatch):
+    """On a GPU the clock keeps how long the host took to issue each operation (before the wait for the device);
+    the loop lists it once per timed line, every phase, in order, padding left out. On a CPU nothing is listed."""
+    import io
+    import time as _time
+
+    import kts_api
+
+    class IssuingClock:  # a GPU clock's contract without a GPU: the issue time a fixed part of each op's wall
+        issue_ms = None
+
+        def __init__(self):
+            self.k = 0
+
+        def time(self, fn, due=None):
+            fn()
+            self.k += 1
+            now = _time.time_ns()
+            self.issue_ms = 0.5 * self.k
+            return now, now + 1_000_000, 1.0, 1.0 + self.k
+
+    def run(clock):
+        args = worker_module.parse_args(["--workload", "fft", "--tenant", "a", "--iterations", "3",
+                                         "--sleep-ms", "1", "--lead-in-s", "0.02", "--device", "cpu"])
+        out = io.StringIO()
+        workload = kts_api.Workload("llm", lambda: [("prefill", lambda: None), ("decode", lambda: None)])
+        assert worker_module.run_loop(args, workload, clock, out=out) == 0
+        lines = out.getvalue().splitlines()
+        app = [ln.split(",") for ln in lines if ln.startswith("KTS_APP,")]
+        end = json.loads(next(ln for ln in lines if ln.startswith("KTS_END,")).split(",", 2)[2])
+        return app, end
+
+    clock = IssuingClock()
+    app, end = run(clock)
+    timed = [i for i, f in enumerate(app) if f[5] != "pad"]
+    assert len(timed) == 6 and len(app) > 6 and app[0][5] == "pad"  # 3 iterations x 2 phases, after a lead-in
+    # the k-th op the clock timed had issue 0.5 k and wall 1 + k: each listed value belongs to its own line
+    walls = [float(app[i][-1]) for i in timed]
+    assert end["host_issue_ms"] == [round(0.5 * (w - 1.0), 4) for w in walls]
+    _, cpu_end = run(worker_module.Clock(None, pd.Series({"type": "cpu"})))
+    assert "host_issue_ms" not in cpu_end

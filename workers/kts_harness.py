@@ -37,11 +37,22 @@ EXIT_STOPPED_EARLY = 128 + signal.SIGTERM
 
 
 class Clock:
-    """Times one operation: device time (CUDA events) and host wall time (launch -> completion)."""
+    """Times one operation: device time (CUDA events) and host wall time (launch -> completion).
+
+    On a GPU it also keeps how long the host took to issue the operation (``issue_ms``: from its start until the
+    operation's code returned, before the wait for the device), the launch path's own speed on this tenant's own
+    work. Why: the interpreter probe (``host_probe``) reads two host speeds, but a launch-bound step moved between
+    three on an H100 host (llama-decode 10.6-12, 17-19 and 27 ms alone at probes of 0.07, 0.12 and 0.12 ms) while
+    the GPU stayed put (ResNet-50 14.4-14.6 ms in the same blocks). Kernel launches are asynchronous, so an
+    operation with no host wait mid-op (the profile's ``host_syncs`` 0) issues at its host's pace whether or not a
+    neighbour holds the GPU; one that waits mid-op does not, and the balance check says so. None on a CPU (the
+    operation is the host).
+    """
 
     def __init__(self, torch, device) -> None:
         self.torch = torch
         self.cuda = device.type == "cuda"
+        self.issue_ms: float | None = None
         # a reading of the device's used memory and its processes (kts_gpumem.gpu_memory), set by the worker on
         # CUDA: run_loop puts it in each block's KTS_END, for the kit's stranger check; None: not read
         self.memory: Callable[[], dict] | None = None
@@ -62,6 +73,7 @@ class Clock:
         if self.cuda:
             self.ev_start.record()
             fn()
+            self.issue_ms = (time.perf_counter_ns() - t_op) / 1e6
             self.ev_end.record()
             self.torch.cuda.synchronize()
         else:
@@ -369,6 +381,7 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
     timed = pads = tail = 0
     pad_deadline: float | None = None
     probing, probes = host_probe_on(args), []
+    issues: list[float] = []  # the host's issue time of each timed operation line, in order (``Clock.issue_ms``)
     while True:
         if stop.requested:
             return stop_exit_code(pad_deadline is not None, stop.asked)
@@ -385,6 +398,8 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
             end = rule.end_record(args, timed, timed_from, now, reason)
             if probing:  # one value per timed iteration, in order: the host's speed right after it
                 end["host_probe_ms"] = [round(ms, 4) for ms in probes]
+            if issues:  # one value per timed operation line (every phase), in order
+                end["host_issue_ms"] = issues
             memory = getattr(clock, "memory", None)
             if memory is not None:  # the device's used memory while every tenant still runs (they pad after)
                 try:
@@ -418,6 +433,9 @@ def run_loop(args: argparse.Namespace, workload: Workload, clock: Clock, stop: S
                                end_ns, device_ms, wall_ms) + "\n")
             if not padding:
                 rule.record(phase, wall_ms)
+                issued = getattr(clock, "issue_ms", None)
+                if issued is not None:
+                    issues.append(round(issued, 4))
             intended = None if args.arrival == "closed" else end_ns  # later phases are due when the last ended
         out.flush()
         lead_in.mark_started()

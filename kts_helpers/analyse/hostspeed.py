@@ -58,6 +58,22 @@ def probe_column(frame: pd.DataFrame, ends: list[dict[str, Any]]) -> pd.Series:
     return out
 
 
+ISSUE_COLUMN = "host_issue_ms"
+
+
+def issue_column(frame: pd.DataFrame, ends: list[dict[str, Any]]) -> pd.Series:
+    """The host's issue time of each line of one tenant's log (``kts_harness.Clock``: from the operation's start
+    until its code returned, before the wait for the device): the ``KTS_END`` list, one value per timed line in
+    the log's order; NaN for padding, on a CPU, and wherever the list and the timed lines do not pair one to one
+    (a rejected line would shift every later value onto the wrong operation)."""
+    values = next((e.get(ISSUE_COLUMN) for e in ends if isinstance(e.get(ISSUE_COLUMN), list)), None)
+    out = pd.Series(np.nan, index=frame.index, dtype="float64")
+    timed = np.flatnonzero((frame["phase"] != PAD_PHASE).to_numpy())
+    if values and len(values) == len(timed):
+        out.iloc[timed] = np.asarray(values, dtype="float64")
+    return out
+
+
 def adjusted_ratio(alone: pd.DataFrame, shared: pd.DataFrame) -> tuple[float, float, float]:
     """(shared over alone at equal host speed, the alone line's slope, the share of shared probes outside the
     alone blocks' central 95 %). Logs: ``log wall = a + slope * log probe`` fitted on the alone iterations."""

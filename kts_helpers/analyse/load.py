@@ -195,6 +195,7 @@ def load_run(run_dir: str | os.PathLike | Run, *, clip: bool = True, trim: int =
             f["repeat"] = scen.repeat
             f["source"] = str(path)
             f[hostspeed.COLUMN] = hostspeed.probe_column(f, parsed.ends)  # the host's speed after each iteration
+            f[hostspeed.ISSUE_COLUMN] = hostspeed.issue_column(f, parsed.ends)  # how long the host took to issue it
             frames.append(f)
             for m in parsed.meta:
                 metas.append({"scenario": scen.name, **{k: v for k, v in m.items() if k != "notes"}})
