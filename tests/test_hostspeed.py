@@ -162,3 +162,26 @@ def test_the_loop_lists_the_hosts_issue_time_of_each_timed_line(worker_module, m
     assert end["host_issue_ms"] == [round(0.5 * (w - 1.0), 4) for w in walls]
     _, cpu_end = run(worker_module.Clock(None, pd.Series({"type": "cpu"})))
     assert "host_issue_ms" not in cpu_end
+
+
+def test_the_gpu_clock_takes_the_issue_time_before_the_wait_for_the_device(worker_module):
+    """The issue time ends when the operation's code returned, not after the synchronize: with a stand-in torch whose
+    synchronize waits 60 ms (the device still busy) behind an operation that issues for 10 ms, the issue time is
+    about 10 ms and the wall about 70."""
+    import time as _time
+    from types import SimpleNamespace
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.t = 0.0
+
+        def record(self):
+            self.t = _time.perf_counter()
+
+        def elapsed_time(self, other):
+            return (other.t - self.t) * 1e3
+
+    fake_torch = SimpleNamespace(cuda=SimpleNamespace(Event=Event, synchronize=lambda: _time.sleep(0.06)))
+    clock = worker_module.Clock(fake_torch, SimpleNamespace(type="cuda"))
+    _start, _end, _device, wall = clock.time(lambda: _time.sleep(0.01))
+    assert 9.0 <= clock.issue_ms < 40.0 and wall >= 65.0, (clock.issue_ms, wall)
