@@ -519,6 +519,26 @@ def test_the_h200_multi_probe_is_the_round_robin_with_the_measured_quantum_and_s
     assert gpu.multi_waits == {} and "agrees" in gpu.multi_rule
 
 
+def test_the_h100_multi_probe_agrees_with_the_round_robin_so_the_h100_model_draws_no_waits() -> None:
+    """h100-2026-12-07-probe-multi-f56a761c (another H100 than the pair probe's): the tick next to k = 1..3 busy
+    neighbours waits as the round robin with the H100 pair probe's quantum (2.18 ms) and switch (0.18 ms) says, p99
+    within 5 % of k x (min(kernel, quantum) + switch); an H100 run's model finds it and draws no measured waits."""
+    from kts_helpers.plan.multi import multi_context_checks
+    from kts_helpers.plan.validation import H100_PROBE_RUNS, run_dir_of
+
+    pair_dir, multi_dir = (run_dir_of(name) for name in H100_PROBE_RUNS)
+    assert pair_dir is not None and multi_dir is not None and multi_dir.parent.name == "validation"
+    pair = engine.gpu_model_from_probe(str(pair_dir), "")
+    checks = multi_context_checks(multi_dir, pair.quantum_ms.value, pair.switch_ms.value, pair.slice_timer)
+    assert {(c.length, c.k) for c in checks} == {(length, k) for length in ("short", "long") for k in (1, 2, 3)}
+    for c in checks:
+        assert c.holds and abs(c.measured_ms[2] - c.bound_ms) < 0.05 * c.bound_ms, c
+    long = {c.k: c.bound_ms for c in checks if c.length == "long"}
+    assert 6.9 < long[3] < 7.2  # 3 x (2.18 ms quantum + 0.18 ms switch)
+    gpu = engine.gpu_model_for_name("NVIDIA H100 80GB HBM3")
+    assert Path(gpu.multi_source) == multi_dir and gpu.multi_waits == {} and "agrees" in gpu.multi_rule
+
+
 def test_a_context_that_finds_the_gpu_idle_pays_no_switch_a_handover_does() -> None:
     """The probe's switch is the slice a holder loses on a handover; the planner charges it there only."""
     from kts_helpers.plan.timeslice import simulate
