@@ -16,6 +16,9 @@
 #   SHARING=timeslice bash bench/h200/mps_sealed.sh llama-resnet gpt2-resnet whisper-resnet bert-resnet  # a GPU-bound chain (ResNet-50 inference,
 #       batch 128: its queue never empties) next to a launch-bound server (2026-12-07, after f335510: such a chain
 #       keeps its quantum), scored once
+#   SHARING=timeslice bash bench/h200/mps_sealed.sh whisper-resnet bert-resnet gpt2-bert-resnet  # the fourth seal
+#       (2026-12-07, the next session): the chain next to two more servers, and three tenants (a user's GPT-2 server,
+#       BERT, ResNet-50 at its default batch); whisper-bert-resnet is a second three-tenant mix
 # A CPU check of the same path (tiny models, timeslice since MPS needs a GPU, a few iterations):
 #   DEVICE=cpu SHARING=timeslice ITERATIONS=12 EXTRA="--set blocks=2 --set block_s=0.2" bash bench/h200/mps_sealed.sh
 set -uo pipefail
@@ -71,6 +74,10 @@ for what in "$@"; do
                         --set 'workload_params={"resnet": {"batch": 128}}' ;;
     bert-resnet)      run "$GPU-$(date +%F)-sealed-$SHARING-bert-resnet" --set workloads=bert,resnet \
                         --set 'workload_params={"resnet": {"batch": 128}}' ;;
+    gpt2-bert-resnet) run "$GPU-$(date +%F)-sealed-$SHARING-gpt2-bert-resnet" \
+                        --set workloads=$F:make_gpt2_decode,bert,resnet ;;
+    whisper-bert-resnet) run "$GPU-$(date +%F)-sealed-$SHARING-whisper-bert-resnet" \
+                        --set workloads=$F:make_whisper_decode,bert,resnet ;;
     *) echo "unknown run $what" ;;
   esac
 done
