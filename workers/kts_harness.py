@@ -45,8 +45,9 @@ class Clock:
     three on an H100 host (llama-decode 10.6-12, 17-19 and 27 ms alone at probes of 0.07, 0.12 and 0.12 ms) while
     the GPU stayed put (ResNet-50 14.4-14.6 ms in the same blocks). Kernel launches are asynchronous, so an
     operation with no host wait mid-op (the profile's ``host_syncs`` 0) issues at its host's pace whether or not a
-    neighbour holds the GPU; one that waits mid-op does not. Listed only: nothing reads it yet (no GPU run has
-    listed it). None on a CPU (the operation is the host).
+    neighbour holds the GPU; one that waits mid-op does not. Listed only: no verdict or score reads it (its first
+    runs, and why their block scoring does not use it: docs/methods/statistics.md). None on a CPU (the operation
+    is the host).
     """
 
     def __init__(self, torch, device) -> None:

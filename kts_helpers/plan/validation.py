@@ -756,11 +756,16 @@ def readme_markdown(runs: tuple[tuple[str, bool], ...] = VALIDATION_RUNS, root: 
     pair, multi = (root / name for name in PROBE_RUNS)
     if (pair / "manifest.json").exists() and (multi / "manifest.json").exists():
         text += ("\n\n### The multi-context probe against the round robin\n\nThe multi-context probe (" + multi.name
-                 + ") against the round robin:\n\n")
-        gpu = gpu_model_from_probe(str(pair), "")
-        checks = multi_context_checks(multi, gpu.quantum_ms.value, gpu.switch_ms.value, gpu.slice_timer)
-        text += multi_context_markdown(checks)
+                 + ") against the round robin:\n\n" + probe_against_round_robin(pair, multi))
     return text
+
+
+def probe_against_round_robin(pair: Path, multi: Path) -> str:
+    """A multi-context probe read against the round robin with its card model's pair probe (quantum and switch): the
+    table and the finding (the H200's under the validation table, the H100's in the real-model block)."""
+    gpu = gpu_model_from_probe(str(pair), "")
+    return multi_context_markdown(multi_context_checks(multi, gpu.quantum_ms.value, gpu.switch_ms.value,
+                                                       gpu.slice_timer))
 
 
 def write_readme_block(readme: str | os.PathLike, markdown: str, start: str = START, end: str = END) -> None:
@@ -828,10 +833,8 @@ def h100_multi_markdown() -> str:
     pair, multi = (run_dir_of(name) for name in H100_PROBE_RUNS)
     if pair is None or multi is None:
         return ""
-    gpu = gpu_model_from_probe(str(pair), "")
-    checks = multi_context_checks(multi, gpu.quantum_ms.value, gpu.switch_ms.value, gpu.slice_timer)
     return (f"#### The H100's multi-context probe against the round robin\n\n{multi.name} (quantum and switch from "
-            f"{pair.name}, another physical H100):\n\n{multi_context_markdown(checks)}\n\n")
+            f"{pair.name}, another physical H100):\n\n{probe_against_round_robin(pair, multi)}\n\n")
 
 
 def alone_profiles_markdown(runs: tuple[tuple[str, bool], ...] = REAL_MODEL_RUNS, root: Path = REFERENCE_ROOT) -> str:
