@@ -19,6 +19,9 @@
 #   SHARING=timeslice bash bench/h200/mps_sealed.sh whisper-resnet bert-resnet gpt2-bert-resnet  # the fourth seal
 #       (2026-12-07, the next session): the chain next to two more servers, and three tenants (a user's GPT-2 server,
 #       BERT, ResNet-50 at its default batch); whisper-bert-resnet is a second three-tenant mix
+#   SHARING=timeslice bash bench/h200/mps_sealed.sh whisper-bert-resnet llama-bert-resnet  # the fifth seal (2026-12-07,
+#       later, GPU-110437b4): two three-tenant mixes measured before any three-tenant rule, committed unread, to be
+#       scored once after one is frozen
 # A CPU check of the same path (tiny models, timeslice since MPS needs a GPU, a few iterations):
 #   DEVICE=cpu SHARING=timeslice ITERATIONS=12 EXTRA="--set blocks=2 --set block_s=0.2" bash bench/h200/mps_sealed.sh
 set -uo pipefail
@@ -78,6 +81,8 @@ for what in "$@"; do
                         --set workloads=$F:make_gpt2_decode,bert,resnet ;;
     whisper-bert-resnet) run "$GPU-$(date +%F)-sealed-$SHARING-whisper-bert-resnet" \
                         --set workloads=$F:make_whisper_decode,bert,resnet ;;
+    llama-bert-resnet) run "$GPU-$(date +%F)-sealed-$SHARING-llama-bert-resnet" \
+                        --set workloads=llama-decode,bert,resnet ;;
     *) echo "unknown run $what" ;;
   esac
 done
