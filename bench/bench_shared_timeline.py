@@ -35,17 +35,42 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+WORKERS = Path(__file__).resolve().parents[1] / "workers"
+if str(WORKERS) not in sys.path:  # the workers' modules, as a worker imports them
+    sys.path.insert(0, str(WORKERS))
+from kts_profile import LAUNCH_CATEGORIES, LAUNCHES, TEARDOWN_ENV  # noqa: E402  the profile's own launch calls
+
 # every tenant back to back, as the sealed runs and issue 52's mix ran (sleep_ms 0); KTS_SLEEP_S, a JSON object
 # (tenant -> seconds), sleeps some after each op
+
+
+def read_trace(data: dict) -> tuple[list[tuple], dict, list[tuple[float, float]]]:
+    """From a Kineto chrome trace: its kernels (correlation id, start, end, name), each launch call's (start, end) by
+    correlation id, and the ``kts_op`` marks (start, end), all in us on the host's clock. Launch calls are the
+    profile's own list (``workers/kts_profile.LAUNCHES``: the runtime's and the driver's, as cuBLAS uses)."""
+    base = float(data.get("baseTimeNanoseconds", 0)) / 1e3
+    launches, kernels, marks = {}, [], []
+    for e in data.get("traceEvents", []):
+        if e.get("ph") != "X":
+            continue
+        corr = (e.get("args") or {}).get("correlation")
+        start, end = float(e["ts"]) + base, float(e["ts"]) + base + float(e.get("dur", 0))
+        if e.get("name") == "kts_op":
+            marks.append((start, end))
+        elif e.get("cat") in LAUNCH_CATEGORIES and e.get("name") in LAUNCHES:
+            launches[corr] = (start, end)
+        elif e.get("cat") == "kernel":
+            kernels.append((corr, start, end, e.get("name", "")[:60]))
+    return kernels, launches, marks
 
 
 def tenant(name: str, out: Path, barrier, seconds: float, warm_s: float) -> None:
     """One tenant's process: build, warm for ``warm_s``, wait at the barrier, profile ``seconds`` of its closed loop,
     write its kernels and ops (the ops last, by rename: the parent's sign that it is done)."""
-    os.environ["TEARDOWN_CUPTI"] = "1"
-    sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "workers")]
-    import torch
     from kts_workload import build_workload  # noqa: PLC0415
+
+    os.environ[TEARDOWN_ENV] = "1"
+    import torch
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.zeros(1, device=device)  # the context made now, its moment kept: the hand-over order may follow it
@@ -79,19 +104,7 @@ def tenant(name: str, out: Path, barrier, seconds: float, warm_s: float) -> None
     prof.export_chrome_trace(str(trace))
     data = json.loads(trace.read_text())
     trace.unlink()
-    base = float(data.get("baseTimeNanoseconds", 0)) / 1e3
-    launches, kernels, marks = {}, [], []
-    for e in data.get("traceEvents", []):
-        if e.get("ph") != "X":
-            continue
-        corr = (e.get("args") or {}).get("correlation")
-        if e.get("name") == "kts_op":
-            marks.append((float(e["ts"]) + base, float(e["ts"]) + base + float(e.get("dur", 0))))
-        elif e.get("cat") in ("cuda_runtime", "cuda_driver") and "Launch" in e.get("name", ""):  # cuBLAS: cuLaunch*
-            launches[corr] = (float(e["ts"]) + base, float(e["ts"]) + base + float(e.get("dur", 0)))
-        elif e.get("cat") == "kernel":
-            kernels.append((corr, float(e["ts"]) + base, float(e["ts"]) + base + float(e.get("dur", 0)),
-                            e.get("name", "")[:60]))
+    kernels, launches, marks = read_trace(data)
     with gzip.open(out / f"{name}.kernels.csv.gz", "wt", newline="") as f:
         wr = csv.writer(f)
         wr.writerow(["launch_us", "start_us", "end_us", "name", "launch_end_us"])

@@ -52,3 +52,20 @@ def test_a_kernel_counts_as_queued_when_its_launch_call_returned(tmp_path):
     k = read_kernels(tmp_path)
     assert list(k["a"][0]) == [0.0, 50.0, 60.0, 12.0]
     assert list(k["b"][0]) == [0.0, 50.0, 60.0, LAUNCH_SLACK_US]
+
+
+def test_a_kernel_launched_through_the_driver_api_gets_its_launch_time():
+    """cuBLAS launches through the driver (cuLaunchKernelEx): the first timeline read the runtime's calls only and
+    left those kernels without a launch time."""
+    from bench.bench_shared_timeline import read_trace
+    trace = {"baseTimeNanoseconds": 1_000_000, "traceEvents": [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 10, "dur": 4, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernelEx", "ts": 20, "dur": 6, "args": {"correlation": 2}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemsetAsync", "ts": 30, "dur": 2, "args": {"correlation": 3}},
+        {"ph": "X", "cat": "kernel", "name": "elementwise", "ts": 15, "dur": 3, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 27, "dur": 9, "args": {"correlation": 2}},
+        {"ph": "X", "cat": "user_annotation", "name": "kts_op", "ts": 5, "dur": 40}]}
+    kernels, launches, marks = read_trace(trace)
+    assert [(c, s, e) for c, s, e, _ in kernels] == [(1, 1015.0, 1018.0), (2, 1027.0, 1036.0)]
+    assert launches == {1: (1010.0, 1014.0), 2: (1020.0, 1026.0)}  # not the memset
+    assert marks == [(1005.0, 1045.0)]
