@@ -239,6 +239,18 @@ def summary(t: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def slice_after(t: pd.DataFrame) -> pd.DataFrame:
+    """The turns cut with work queued while another waited, by how the turn before them ended (cut with work, or its
+    queue dry): how many and their median length.
+
+    Why: whether a holder's quantum starts at its switch-in (the model's slice timer) or it gets the rest of a slice
+    its dry predecessor did not use. With the first, a cut turn lasts the quantum whatever came before it."""
+    before = t["queued"].shift(1)
+    cut = (t["queued"] & (t["others_waiting"] > 0) & before.notna()).to_numpy(bool)
+    g = t[cut].assign(before=np.where(before[cut].astype(bool), "cut with work", "dry"))
+    return g.groupby("before")["length_ms"].agg(turns="size", length_p50_ms="median").reset_index()
+
+
 def report(out: Path) -> None:
     """What the timeline in ``out`` says, printed: the turns, the hand-over order, the dry moments, and the order
     in which the tenants made their CUDA contexts (where recorded)."""
@@ -252,6 +264,8 @@ def report(out: Path) -> None:
     print("hand-overs while every other tenant waited (holder -> next):")
     print(hand_overs(t).to_string())
     print(dry_holds(kernels).round(1).to_string(index=False))
+    print("turns cut with work queued, by how the turn before them ended:")
+    print(slice_after(t).round(3).to_string(index=False))
 
 
 def main() -> int:

@@ -69,3 +69,18 @@ def test_a_kernel_launched_through_the_driver_api_gets_its_launch_time():
     assert [(c, s, e) for c, s, e, _ in kernels] == [(1, 1015.0, 1018.0), (2, 1027.0, 1036.0)]
     assert launches == {1: (1010.0, 1014.0), 2: (1020.0, 1026.0)}  # not the memset
     assert marks == [(1005.0, 1045.0)]
+
+
+def test_a_turn_after_a_dry_hand_over_is_told_from_one_after_a_cut():
+    from bench.bench_shared_timeline import slice_after
+    # a holds 0-2 ms and is cut with work queued (b waits from 0.5 ms); b runs 2-2.5 ms and runs dry (a waits);
+    # a runs 2.5-4.5 ms, cut again with work queued (b launched at 3 ms), then b (a's kernel at 5 ms ends after b's
+    # last: outside the window)
+    a = np.array([[0.0, 100 * k, 100 * k + 100] for k in range(20)] + [[0.0, 2500 + 100 * k, 2600 + 100 * k]
+                                                                         for k in range(20)] + [[0.0, 5000, 5100]])
+    b = np.array([[500.0, 2000, 2500], [3000, 4500, 4600]])
+    t = turns({"a": a, "b": b})
+    assert list(t["tenant"]) == ["a", "b", "a", "b"]
+    s = slice_after(t).set_index("before")
+    assert s.loc["dry", "turns"] == 1 and abs(s.loc["dry", "length_p50_ms"] - 2.0) < 1e-9
+    assert "cut with work" not in s.index  # the first turn has no turn before it; b's second ran dry

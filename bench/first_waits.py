@@ -1,0 +1,100 @@
+"""Each tenant's wait before its first kernel under time-slicing, measured against the model's, run by run (CPU only).
+
+Why: in the H100's three-tenant runs the model's BERT is too fast (issue 52's mix) while its waits look too long. A
+run's logs hold, per operation, its start and end on the host's clock and its CUDA events: wall - device is the wait
+before its first kernel ran (plus the ~0.04 ms a synchronize takes to return, its alone median). This sets that
+wait, the events and the wall against one simulated run of each time-slicing shared block (the planner's engine, the
+block's own scenario, a seed per block), pooled over the run's blocks like the measured ones, and splits each side by
+whether every neighbour was mid-operation when the operation arrived (a neighbour between two operations has nothing
+queued).
+
+    python -m bench.first_waits h100-2026-12-07-issue-rm-auto-f56a761c h100-2026-12-07-sealed-timeslice-llama-resnet
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pandas as pd
+
+from kts_helpers.analyse.logparse import parse_file
+from kts_helpers.plan.engine import simulate_once
+from kts_helpers.plan.inputs import load_plan_input, scenarios_of
+from kts_helpers.plan.validation import run_dir_of
+
+SEEDS = (0, 1)  # simulated runs of each block
+
+
+def all_neighbours_mid(ops: dict[str, pd.DataFrame], me: str) -> np.ndarray:
+    """Per operation of ``me`` (frames with ``start`` and ``end``, one per tenant, one clock): whether every other
+    tenant had an operation in flight (started, not ended) at its start."""
+    starts = ops[me]["start"].to_numpy(float)
+    mid = np.ones(len(starts), bool)
+    for name, o in ops.items():
+        if name == me:
+            continue
+        s, e = o["start"].to_numpy(float), o["end"].to_numpy(float)
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
+        k = np.searchsorted(s, starts, side="right") - 1  # its last operation started at or before
+        mid &= (k >= 0) & (e[np.maximum(k, 0)] > starts)
+    return mid
+
+
+def _block_frames(run_dir, block: str, tenants: list[str]) -> dict[str, pd.DataFrame]:
+    out = {}
+    for t in tenants:
+        f = parse_file(run_dir / "logs" / block / f"{t}.log").frame
+        out[t] = pd.DataFrame({"start": f["start_ns"] / 1e6, "end": f["end_ns"] / 1e6, "wall": f["wall_ms"],
+                               "device": f["device_ms"]})
+    return out
+
+
+def _sim_frames(sim: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    return {t: pd.DataFrame({"start": g["arrival_ms"], "end": g["end_ms"], "wall": g["wall_ms"],
+                             "device": g["device_ms"]}) for t, g in sim.groupby("tenant", sort=False)}
+
+
+def _rows(frames: dict[str, pd.DataFrame], source: str) -> list[pd.DataFrame]:
+    return [f.assign(tenant=t, source=source, all_mid=all_neighbours_mid(frames, t)) for t, f in frames.items()]
+
+
+def compare(name: str) -> pd.DataFrame:
+    """Per tenant of one run: medians measured and simulated (wait = wall - device, events, wall), the share of its
+    operations that arrived with every neighbour mid-operation, and the wait of those."""
+    run_dir = run_dir_of(name)
+    if run_dir is None:
+        raise SystemExit(f"first_waits: no committed run {name!r}")
+    inp = load_plan_input(run_dir)
+    parts = []
+    for b, sc in enumerate(s for s in scenarios_of(inp) if s.sharing == "timeslice"):
+        names = [t.name for t in sc.tenants]
+        parts += _rows(_block_frames(run_dir, sc.name, names), "measured")
+        for seed in SEEDS:
+            parts += _rows(_sim_frames(simulate_once(sc, inp.gpu, 1000 * b + seed, vary=True)), "model")
+    d = pd.concat(parts, ignore_index=True)
+    d["wait"] = d["wall"] - d["device"]
+    g = d.groupby(["tenant", "source"], sort=False)
+    out = g[["wait", "device", "wall"]].median()
+    out["all_mid"] = g["all_mid"].mean()
+    out["wait_all_mid"] = d[d["all_mid"]].groupby(["tenant", "source"], sort=False)["wait"].median()
+    out = out.unstack("source")
+    out.columns = [f"{c}_{s}" for c, s in out.columns]
+    return out.reset_index().assign(run=name)
+
+
+def main(names: list[str]) -> int:
+    cols = ["wait", "device", "wall", "all_mid", "wait_all_mid"]
+    for name in names:
+        t = compare(name)
+        print(name)
+        for r in t.itertuples():
+            print(f"  {r.tenant:15s} " + "  ".join(
+                f"{c} {getattr(r, c + '_measured'):6.2f}/{getattr(r, c + '_model'):6.2f}" for c in cols))
+    print("(measured/model medians, ms; all_mid: the share of ops that arrived with every neighbour mid-operation)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

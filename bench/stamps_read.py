@@ -1,0 +1,92 @@
+"""What ``bench_stamps`` recorded, read: per tenant and phase, each operation's wait before its first stamp ran, its
+span on the GPU's clock against its CUDA events', and in shared phases how often other tenants ran inside it.
+
+Kept apart from the GPU script so that it reads with numpy and pandas alone (no torch)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+def load(out: Path) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """(meta, every stamp with its tenant, every op with its tenant)."""
+    meta = json.loads((out / "meta.json").read_text())
+    st, ops = [], []
+    for n in meta["tenants"]:
+        if (out / f"{n}.stamps.csv").exists():
+            st.append(pd.read_csv(out / f"{n}.stamps.csv").assign(tenant=n))
+            ops.append(pd.read_csv(out / f"{n}.ops.csv").assign(tenant=n))
+    return meta, pd.concat(st, ignore_index=True), pd.concat(ops, ignore_index=True)
+
+
+def per_op(st: pd.DataFrame) -> pd.DataFrame:
+    """One row per (tenant, phase, op, step): host launch of its start stamp, GPU times of its first and last stamps,
+    the wait before its first stamp ran (ms) and its span on the GPU (ms)."""
+    g = st.groupby(["tenant", "phase", "op", "step"], sort=False)
+    first = g.apply(lambda d: d.loc[d["tag"] == "start"].iloc[0] if (d["tag"] == "start").any() else d.iloc[0],
+                    include_groups=False)
+    last = g.apply(lambda d: d.loc[d["tag"] == "end"].iloc[-1] if (d["tag"] == "end").any() else d.iloc[-1],
+                   include_groups=False)
+    out = pd.DataFrame({"launch_us": first["host_us"], "gpu0_us": first["gpu_us"], "gpu1_us": last["gpu_us"],
+                        "launch_end_us": last["host_us"]})
+    out["wait_ms"] = (out["gpu0_us"] - out["launch_us"]) / 1e3
+    out["span_ms"] = (out["gpu1_us"] - out["gpu0_us"]) / 1e3
+    out["issue_ms"] = (out["launch_end_us"] - out["launch_us"]) / 1e3
+    return out.reset_index()
+
+
+def interruptions(st: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+    """Shared phases: per op, how many runs of other tenants' stamps fell between its first and last stamps on the
+    GPU (each a turn of another tenant inside it, or more) and which tenants ran between its launch and first stamp."""
+    rows = []
+    for phase, s in st.groupby("phase"):
+        if s["tenant"].nunique() < 2:
+            continue
+        s = s.sort_values("gpu_us", kind="stable")
+        gpu, who = s["gpu_us"].to_numpy(), s["tenant"].to_numpy()
+        for r in ops[ops["phase"] == phase].itertuples():
+            i0, i1 = np.searchsorted(gpu, [r.gpu0_us, r.gpu1_us])
+            inside = who[i0:i1 + 1]
+            other = inside != r.tenant
+            runs = int(np.sum(other[1:] & ~other[:-1])) if len(other) > 1 else 0
+            j0 = np.searchsorted(gpu, r.launch_us)
+            before = sorted(set(who[j0:i0]) - {r.tenant})
+            rows.append((r.tenant, phase, r.op, r.step, runs, "+".join(before)))
+    return pd.DataFrame(rows, columns=["tenant", "phase", "op", "step", "others_inside", "before"])
+
+
+def handovers(st: pd.DataFrame, phase: str) -> pd.Series:
+    """Counts of tenant-to-tenant changes in GPU order of one phase's stamps (a coarse hand-over order)."""
+    s = st[st["phase"] == phase].sort_values("gpu_us", kind="stable")["tenant"].to_numpy()
+    change = s[1:] != s[:-1]
+    return pd.Series([f"{a} -> {b}" for a, b in zip(s[:-1][change], s[1:][change], strict=True)]).value_counts()
+
+
+def report(out: Path) -> str:
+    meta, st, op_rows = load(out)
+    o = per_op(st)
+    o = o.merge(op_rows[["tenant", "phase", "op", "step", "start_us", "end_us", "event_ms"]],
+                on=["tenant", "phase", "op", "step"], how="left")
+    o["wall_ms"] = (o["end_us"] - o["start_us"]) / 1e3
+    lines = [f"{meta.get('gpu', '')}; clocks: " + ", ".join(
+        f"{n} offset {c['offset0_ns'] / 1e3:.1f}/{c['offset1_ns'] / 1e3:.1f} us, {c['blocks']} blocks, context at "
+        f"{c['context_us'] / 1e6:.3f} s" for n, c in meta.get("clocks", {}).items())]
+    q = ["wall_ms", "event_ms", "wait_ms", "span_ms", "issue_ms"]
+    table = o.groupby(["phase", "tenant", "step"])[q].median().round(2)
+    table.insert(0, "n", o.groupby(["phase", "tenant", "step"]).size())
+    table["wait_p90"] = o.groupby(["phase", "tenant", "step"])["wait_ms"].quantile(0.9).round(2)
+    lines += ["medians per phase, tenant and step (ms):", table.to_string()]
+    inter = interruptions(st, o)
+    if len(inter):
+        s = inter.groupby(["phase", "tenant", "step"]).agg(n=("op", "size"), inside_mean=("others_inside", "mean"))
+        lines += ["other tenants' turns inside an op (runs of their stamps between its first and last):",
+                  s.round(2).to_string(),
+                  "who ran between an op's launch and its first stamp:",
+                  inter.groupby(["phase", "tenant"])["before"].value_counts().to_string()]
+        for phase in inter["phase"].unique():
+            lines += [f"hand-overs seen in {phase}:", handovers(st, phase).head(8).to_string()]
+    return "\n".join(lines)

@@ -1,0 +1,61 @@
+"""The GPU-clock stamps' reader (``bench/stamps_read.py``) on hand-made stamps (the stamp kernel itself runs on a GPU
+only: ``bench/bench_stamps.py``), and the first-wait comparison's split by the neighbours' state
+(``bench/first_waits.py``)."""
+
+import json
+
+import pandas as pd
+
+from bench.stamps_read import handovers, interruptions, per_op, report
+
+
+def _stamps(rows):
+    return pd.DataFrame(rows, columns=["tenant", "phase", "op", "step", "k", "tag", "host_us", "gpu_us"])
+
+
+def test_an_ops_wait_span_and_the_turns_inside_it_come_from_its_stamps():
+    # a: launched at 0, its first stamp ran at 500 us (waited 0.5 ms), blocks at 600 and 2600, end at 3000: b's two
+    # stamps at 1000 and 2000 ran inside it (one turn of b), and b's stamp at 300 ran before a's first one.
+    st = _stamps([
+        ("a", "s", 0, "op", 0, "start", 0.0, 500.0), ("a", "s", 0, "op", 1, "block", 10.0, 600.0),
+        ("a", "s", 0, "op", 2, "block", 20.0, 2600.0), ("a", "s", 0, "op", 3, "end", 30.0, 3000.0),
+        ("b", "s", 0, "op", 0, "start", 200.0, 300.0), ("b", "s", 0, "op", 1, "block", 210.0, 1000.0),
+        ("b", "s", 0, "op", 2, "end", 220.0, 2000.0),
+    ])
+    o = per_op(st).set_index("tenant")
+    assert o.loc["a", "wait_ms"] == 0.5 and o.loc["a", "span_ms"] == 2.5 and o.loc["a", "issue_ms"] == 0.03
+    assert o.loc["b", "wait_ms"] == 0.1 and o.loc["b", "span_ms"] == 1.7
+    inter = interruptions(st, per_op(st)).set_index("tenant")
+    assert inter.loc["a", "others_inside"] == 1 and inter.loc["a", "before"] == "b"
+    # b's span (300-2000) holds a's stamps at 500 and 600: one run of a inside it
+    assert inter.loc["b", "others_inside"] == 1 and inter.loc["b", "before"] == ""
+    h = handovers(st, "s")
+    assert h["b -> a"] == 2 and h["a -> b"] == 1  # b a a b b a a in GPU order
+
+
+def test_an_alone_phase_counts_no_turns_and_the_report_names_every_phase(tmp_path):
+    st = _stamps([("a", "alone", k, "op", 2 * k + j, tag, 1000.0 * k + 5 * j, 1000.0 * k + 40 + 400 * j)
+                  for k in range(3) for j, tag in enumerate(("start", "end"))])
+    assert interruptions(st, per_op(st)).empty  # one tenant: nothing to count
+    for n, d in st.groupby("tenant"):
+        d.drop(columns="tenant").to_csv(tmp_path / f"{n}.stamps.csv", index=False)
+        pd.DataFrame({"phase": "alone", "op": range(3), "step": "op", "start_us": [0.0, 1e3, 2e3],
+                      "end_us": [450.0, 1450.0, 2450.0], "event_ms": 0.4}).to_csv(tmp_path / f"{n}.ops.csv",
+                                                                                index=False)
+    (tmp_path / "meta.json").write_text(json.dumps({"tenants": ["a"], "gpu": "hand-made", "clocks": {}}))
+    text = report(tmp_path)
+    assert "alone" in text and "0.04" in text and "0.45" in text  # the wait 40 us, the wall 450 us
+
+
+def test_an_op_counts_as_arriving_among_busy_neighbours_only_when_every_one_is_mid_operation():
+    from bench.first_waits import all_neighbours_mid
+
+    ops = {"a": pd.DataFrame({"start": [10.0, 20.0, 30.0], "end": [12.0, 22.0, 32.0]}),
+           # b: in flight 5-15 and 25-40; c: 0-50, then nothing
+           "b": pd.DataFrame({"start": [25.0, 5.0], "end": [40.0, 15.0]}),  # out of order on purpose
+           "c": pd.DataFrame({"start": [0.0], "end": [50.0]})}
+    # a's op at 20: b is between its ops (ended 15, next at 25); at 10 and 30 both are mid-operation
+    assert list(all_neighbours_mid(ops, "a")) == [True, False, True]
+    # an op that starts the moment a neighbour's ends: that neighbour has nothing in flight
+    ops["c"] = pd.DataFrame({"start": [0.0], "end": [30.0]})
+    assert list(all_neighbours_mid(ops, "a")) == [True, False, False]
