@@ -59,6 +59,24 @@ def interruptions(st: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["tenant", "phase", "op", "step", "others_inside", "before"])
 
 
+def blocks_alone(st: pd.DataFrame) -> pd.DataFrame:
+    """Alone phases: per tenant, step and stamp position within an op (0: the op's start, then one per block), the
+    median host time from that stamp's launch to the next one's (the host's launch span of that stretch) and GPU
+    time from its run to the next one's: where the GPU's is longer the stretch is GPU-bound (its queue builds),
+    where shorter launch-bound (its queue runs dry, and under time-slicing a waiting neighbour gets the GPU at once).
+
+    Why: the planner's model spreads an op's GPU time evenly over its launches (one busy share per op); whether an
+    op's queue empties part-way is the first of the two candidates for the three-tenant miss (docs/methods/planner.md,
+    "Two contexts against three")."""
+    a = st[st["phase"].str.contains("alone")].sort_values(["tenant", "phase", "op", "step", "k"], kind="stable")
+    g = a.groupby(["tenant", "phase", "op", "step"], sort=False)
+    a = a.assign(pos=g.cumcount(), host_ms=(g["host_us"].shift(-1) - a["host_us"]) / 1e3,
+                 gpu_ms=(g["gpu_us"].shift(-1) - a["gpu_us"]) / 1e3).dropna(subset=["host_ms"])
+    out = a.groupby(["tenant", "step", "pos"])[["host_ms", "gpu_ms"]].median()
+    out["gpu_bound"] = out["gpu_ms"] > out["host_ms"]
+    return out.reset_index()
+
+
 def handovers(st: pd.DataFrame, phase: str) -> pd.Series:
     """Counts of tenant-to-tenant changes in GPU order of one phase's stamps (a coarse hand-over order)."""
     s = st[st["phase"] == phase].sort_values("gpu_us", kind="stable")["tenant"].to_numpy()
@@ -80,6 +98,10 @@ def report(out: Path) -> str:
     table.insert(0, "n", o.groupby(["phase", "tenant", "step"]).size())
     table["wait_p90"] = o.groupby(["phase", "tenant", "step"])["wait_ms"].quantile(0.9).round(2)
     lines += ["medians per phase, tenant and step (ms):", table.to_string()]
+    b = blocks_alone(st)
+    if len(b):
+        lines += ["alone, stretch by stretch (stamp to next stamp; medians, ms):",
+                  b.round(3).to_string(index=False)]
     inter = interruptions(st, o)
     if len(inter):
         s = inter.groupby(["phase", "tenant", "step"]).agg(n=("op", "size"), inside_mean=("others_inside", "mean"))

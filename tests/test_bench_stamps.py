@@ -59,3 +59,23 @@ def test_an_op_counts_as_arriving_among_busy_neighbours_only_when_every_one_is_m
     # an op that starts the moment a neighbour's ends: that neighbour has nothing in flight
     ops["c"] = pd.DataFrame({"start": [0.0], "end": [30.0]})
     assert list(all_neighbours_mid(ops, "a")) == [True, False, False]
+
+
+def test_an_alone_stretch_is_gpu_bound_where_its_gpu_time_outlasts_its_launches():
+    from bench.stamps_read import blocks_alone
+
+    # two alone ops of a: start -> block (launched 0.1 ms apart, ran 0.5 ms apart: GPU-bound), block -> end
+    # (launched 0.3 ms apart, ran 0.05 ms apart: launch-bound); a shared phase's stamps are left out
+    rows = []
+    for k in range(2):
+        t = 10_000.0 * k
+        rows += [("a", "alone", k, "op", 3 * k, "start", t, t + 10), ("a", "alone", k, "op", 3 * k + 1, "block",
+                 t + 100, t + 510), ("a", "alone", k, "op", 3 * k + 2, "end", t + 400, t + 560)]
+    for k in range(2):  # two shared ops, which would move both medians
+        t = 50_000.0 + 1_000 * k
+        rows += [("a", "shared", k, "op", 9 + 2 * k, "start", t, t + 900), ("a", "shared", k, "op", 10 + 2 * k, "end",
+                                                                            t + 10, t + 910)]
+    b = blocks_alone(_stamps(rows)).set_index("pos")
+    assert list(b.index) == [0, 1]
+    assert b.loc[0, "host_ms"] == 0.1 and b.loc[0, "gpu_ms"] == 0.5 and bool(b.loc[0, "gpu_bound"])
+    assert b.loc[1, "host_ms"] == 0.3 and abs(b.loc[1, "gpu_ms"] - 0.05) < 1e-12 and not bool(b.loc[1, "gpu_bound"])
