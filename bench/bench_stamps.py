@@ -15,8 +15,8 @@ the kit's worker records them, say whether the events' clock agrees with the sta
     KTS_SLEEP_S='{"bert": 0.010}' ...               # BERT sleeps 10 ms after each op (as bench_shared_timeline)
     python -m bench.bench_stamps --read /tmp/st      # what the stamps say (no GPU needed)
 
-Writes ``$OUT/<tenant>.stamps.csv`` (phase, op, k, tag, host_us, gpu_us: one row per stamp),
-``$OUT/<tenant>.ops.csv`` (phase, op, start_us, end_us, event_ms) and ``$OUT/meta.json`` (GPU, tenants, each process's
+Writes ``$OUT/<tenant>.stamps.csv`` (phase, op, step, k, tag, host_us, gpu_us: one row per stamp),
+``$OUT/<tenant>.ops.csv`` (phase, op, step, start_us, end_us, event_ms) and ``$OUT/meta.json`` (GPU, tenants, each process's
 clock offset and context time, phases).
 """
 
