@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from kts_helpers.analyse.logparse import parse_file
+from kts_helpers.analyse.rules import in_flight
 from kts_helpers.plan.engine import simulate_once
 from kts_helpers.plan.inputs import load_plan_input, scenarios_of
 from kts_helpers.plan.validation import run_dir_of
@@ -27,18 +28,13 @@ SEEDS = (0, 1)  # simulated runs of each block
 
 
 def all_neighbours_mid(ops: dict[str, pd.DataFrame], me: str) -> np.ndarray:
-    """Per operation of ``me`` (frames with ``start`` and ``end``, one per tenant, one clock): whether every other
-    tenant had an operation in flight (started, not ended) at its start."""
-    starts = ops[me]["start"].to_numpy(float)
+    """Per operation of ``me`` (frames with ``start`` and ``end`` in ns, one per tenant, one clock): whether every
+    other tenant had an operation in flight at its start (the kit's one rule for that, ``rules.in_flight``)."""
+    starts = ops[me]["start"].to_numpy(np.int64)
     mid = np.ones(len(starts), bool)
     for name, o in ops.items():
-        if name == me:
-            continue
-        s, e = o["start"].to_numpy(float), o["end"].to_numpy(float)
-        order = np.argsort(s, kind="stable")
-        s, e = s[order], e[order]
-        k = np.searchsorted(s, starts, side="right") - 1  # its last operation started at or before
-        mid &= (k >= 0) & (e[np.maximum(k, 0)] > starts)
+        if name != me:
+            mid &= in_flight(starts, o["start"].to_numpy(np.int64), o["end"].to_numpy(np.int64))
     return mid
 
 
@@ -46,14 +42,14 @@ def _block_frames(run_dir, block: str, tenants: list[str]) -> dict[str, pd.DataF
     out = {}
     for t in tenants:
         f = parse_file(run_dir / "logs" / block / f"{t}.log").frame
-        out[t] = pd.DataFrame({"start": f["start_ns"] / 1e6, "end": f["end_ns"] / 1e6, "wall": f["wall_ms"],
+        out[t] = pd.DataFrame({"start": f["start_ns"], "end": f["end_ns"], "wall": f["wall_ms"],
                                "device": f["device_ms"]})
     return out
 
 
 def _sim_frames(sim: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    return {t: pd.DataFrame({"start": g["arrival_ms"], "end": g["end_ms"], "wall": g["wall_ms"],
-                             "device": g["device_ms"]}) for t, g in sim.groupby("tenant", sort=False)}
+    return {t: pd.DataFrame({"start": (g["arrival_ms"] * 1e6).round(), "end": (g["end_ms"] * 1e6).round(),
+                             "wall": g["wall_ms"], "device": g["device_ms"]}) for t, g in sim.groupby("tenant", sort=False)}
 
 
 def _rows(frames: dict[str, pd.DataFrame], source: str) -> list[pd.DataFrame]:

@@ -24,15 +24,14 @@ def load(out: Path) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
 
 
 def per_op(st: pd.DataFrame) -> pd.DataFrame:
-    """One row per (tenant, phase, op, step): host launch of its start stamp, GPU times of its first and last stamps,
-    the wait before its first stamp ran (ms) and its span on the GPU (ms)."""
-    g = st.groupby(["tenant", "phase", "op", "step"], sort=False)
-    first = g.apply(lambda d: d.loc[d["tag"] == "start"].iloc[0] if (d["tag"] == "start").any() else d.iloc[0],
-                    include_groups=False)
-    last = g.apply(lambda d: d.loc[d["tag"] == "end"].iloc[-1] if (d["tag"] == "end").any() else d.iloc[-1],
-                   include_groups=False)
+    """One row per (tenant, phase, op, step) with both its start and end stamps: the host launch of its start stamp,
+    GPU times of its start and end stamps, the wait before its start stamp ran (ms), its span on the GPU (ms) and the
+    host's time from the start stamp's launch to the end stamp's (its issue time, ms)."""
+    keys = ["tenant", "phase", "op", "step"]
+    first = st[st["tag"] == "start"].groupby(keys, sort=False).first()
+    last = st[st["tag"] == "end"].groupby(keys, sort=False).last()
     out = pd.DataFrame({"launch_us": first["host_us"], "gpu0_us": first["gpu_us"], "gpu1_us": last["gpu_us"],
-                        "launch_end_us": last["host_us"]})
+                        "launch_end_us": last["host_us"]}).dropna()
     out["wait_ms"] = (out["gpu0_us"] - out["launch_us"]) / 1e3
     out["span_ms"] = (out["gpu1_us"] - out["gpu0_us"]) / 1e3
     out["issue_ms"] = (out["launch_end_us"] - out["launch_us"]) / 1e3

@@ -50,14 +50,14 @@ def test_an_alone_phase_counts_no_turns_and_the_report_names_every_phase(tmp_pat
 def test_an_op_counts_as_arriving_among_busy_neighbours_only_when_every_one_is_mid_operation():
     from bench.first_waits import all_neighbours_mid
 
-    ops = {"a": pd.DataFrame({"start": [10.0, 20.0, 30.0], "end": [12.0, 22.0, 32.0]}),
+    ops = {"a": pd.DataFrame({"start": [10, 20, 30], "end": [12, 22, 32]}),
            # b: in flight 5-15 and 25-40; c: 0-50, then nothing
-           "b": pd.DataFrame({"start": [25.0, 5.0], "end": [40.0, 15.0]}),  # out of order on purpose
-           "c": pd.DataFrame({"start": [0.0], "end": [50.0]})}
+           "b": pd.DataFrame({"start": [25, 5], "end": [40, 15]}),  # out of order on purpose
+           "c": pd.DataFrame({"start": [0], "end": [50]})}
     # a's op at 20: b is between its ops (ended 15, next at 25); at 10 and 30 both are mid-operation
     assert list(all_neighbours_mid(ops, "a")) == [True, False, True]
-    # an op that starts the moment a neighbour's ends: that neighbour has nothing in flight
-    ops["c"] = pd.DataFrame({"start": [0.0], "end": [30.0]})
+    # c's op over by 29: a's op at 30 finds it idle
+    ops["c"] = pd.DataFrame({"start": [0], "end": [29]})
     assert list(all_neighbours_mid(ops, "a")) == [True, False, False]
 
 
