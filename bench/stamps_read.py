@@ -76,6 +76,33 @@ def blocks_alone(st: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+def turns(st: pd.DataFrame, phase: str) -> pd.DataFrame:
+    """One shared phase's turns as the stamps see them: a run of one tenant's stamps in GPU order, its first and last
+    stamp's GPU times, and whether its queue held work when the turn ended: its next stamp had been launched before
+    its last one ran (``queued``; at a block's resolution, so a turn that ran dry inside its last block reads queued
+    only if the host was a whole block ahead). ``lag_ms``: at the turn's first stamp, GPU time - host launch (how far
+    its queue's head had waited).
+
+    Why: the model keeps a launch-bound holder's queue full for as long as its host's backlog lasts (ResNet-50 at 89 %
+    busy: nearly a whole quantum at every turn); a turn that ends dry long before the quantum says its queue emptied."""
+    s = st[st["phase"] == phase].sort_values("gpu_us", kind="stable").reset_index(drop=True)
+    who = s["tenant"].to_numpy()
+    # each stamp's tenant's next stamp launch (host clock), in that tenant's own launch order
+    nxt = s.sort_values(["tenant", "k"]).groupby("tenant")["host_us"].shift(-1)
+    s["next_host_us"] = nxt
+    start = np.r_[0, np.flatnonzero(who[1:] != who[:-1]) + 1]
+    end = np.r_[start[1:] - 1, len(s) - 1]
+    rows = []
+    for a, b in zip(start, end, strict=True):
+        last = s.iloc[b]
+        queued = bool(pd.notna(last["next_host_us"]) and last["next_host_us"] < last["gpu_us"])
+        rows.append((who[a], s["gpu_us"].iat[a], last["gpu_us"], b - a + 1, queued,
+                     (s["gpu_us"].iat[a] - s["host_us"].iat[a]) / 1e3))
+    out = pd.DataFrame(rows, columns=["tenant", "gpu0_us", "gpu1_us", "stamps", "queued", "lag_ms"])
+    out["span_ms"] = (out["gpu1_us"] - out["gpu0_us"]) / 1e3
+    return out
+
+
 def handovers(st: pd.DataFrame, phase: str) -> pd.Series:
     """Counts of tenant-to-tenant changes in GPU order of one phase's stamps (a coarse hand-over order)."""
     s = st[st["phase"] == phase].sort_values("gpu_us", kind="stable")["tenant"].to_numpy()
@@ -110,4 +137,9 @@ def report(out: Path) -> str:
                   inter.groupby(["phase", "tenant"])["before"].value_counts().to_string()]
         for phase in inter["phase"].unique():
             lines += [f"hand-overs seen in {phase}:", handovers(st, phase).head(8).to_string()]
+            t = turns(st, phase).iloc[1:-1]  # the phase's first and last turns are cut by its start and end
+            lines += [f"turns in {phase} (a run of one tenant's stamps; span first to last stamp, ms):",
+                      t.groupby(["tenant", "queued"]).agg(n=("span_ms", "size"), span_p50=("span_ms", "median"),
+                                                          span_p90=("span_ms", lambda x: x.quantile(0.9)),
+                                                          lag_p50=("lag_ms", "median")).round(3).to_string()]
     return "\n".join(lines)

@@ -79,3 +79,18 @@ def test_an_alone_stretch_is_gpu_bound_where_its_gpu_time_outlasts_its_launches(
     assert list(b.index) == [0, 1]
     assert b.loc[0, "host_ms"] == 0.1 and b.loc[0, "gpu_ms"] == 0.5 and bool(b.loc[0, "gpu_bound"])
     assert b.loc[1, "host_ms"] == 0.3 and abs(b.loc[1, "gpu_ms"] - 0.05) < 1e-12 and not bool(b.loc[1, "gpu_bound"])
+
+
+def test_a_turn_reads_queued_only_where_its_next_stamp_was_launched_before_its_last_one_ran():
+    from bench.stamps_read import turns
+
+    # GPU order: a a b b a. a's second stamp ran at 200 and its next (k=2) was launched at 150: queued when cut.
+    # b's last stamp ran at 400, its next launched at 900 (after): dry. a's last turn has no next stamp: not queued.
+    st = _stamps([("a", "s", 0, "op", 0, "start", 0.0, 100.0), ("a", "s", 0, "op", 1, "block", 50.0, 200.0),
+                  ("a", "s", 0, "op", 2, "end", 150.0, 500.0),
+                  ("b", "s", 0, "op", 0, "start", 60.0, 300.0), ("b", "s", 0, "op", 1, "block", 70.0, 400.0),
+                  ("b", "s", 1, "op", 2, "start", 900.0, 1000.0)])
+    t = turns(st, "s")
+    assert list(t["tenant"]) == ["a", "b", "a", "b"] and list(t["stamps"]) == [2, 2, 1, 1]
+    assert list(t["queued"]) == [True, False, False, False]
+    assert t["span_ms"].iloc[0] == 0.1 and t["lag_ms"].iloc[1] == 0.24  # b's head waited 300 - 60 us
