@@ -94,3 +94,17 @@ def test_a_turn_reads_queued_only_where_its_next_stamp_was_launched_before_its_l
     assert list(t["tenant"]) == ["a", "b", "a", "b"] and list(t["stamps"]) == [2, 2, 1, 1]
     assert list(t["queued"]) == [True, False, False, False]
     assert t["span_ms"].iloc[0] == 0.1 and t["lag_ms"].iloc[1] == 0.24  # b's head waited 300 - 60 us
+
+
+def test_a_wait_window_holds_a_neighbours_op_end_only_where_one_ends_inside_it():
+    import numpy as np
+
+    from bench.first_waits import neighbour_ended_in_wait
+
+    ms = 1_000_000
+    ops = {"a": pd.DataFrame({"start": [10 * ms, 20 * ms, 30 * ms], "end": [12 * ms, 25 * ms, 33 * ms]}),
+           "b": pd.DataFrame({"start": [0, 15 * ms], "end": [11 * ms, 31 * ms]})}
+    # a waits 0.5 ms at 10 (b ends at 11: outside), 2 ms at 20 (nothing ends in 20-22), 1.5 ms at 30 (b ends at 31)
+    hit = neighbour_ended_in_wait(ops, "a", np.array([0.5, 2.0, 1.5]))
+    assert list(hit) == [False, False, True]
+    assert list(neighbour_ended_in_wait(ops, "a", np.array([1.0, 2.0, 0.5]))) == [True, False, False]  # 11 in 10-11
