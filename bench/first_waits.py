@@ -45,8 +45,9 @@ def neighbour_ended_in_wait(ops: dict[str, pd.DataFrame], me: str, wait_ms: np.n
     """Per operation of ``me``: whether some other tenant's operation ended between its arrival and its first
     kernel (its wait window, ``start`` .. ``start`` + ``wait_ms``; ns clocks as :func:`all_neighbours_mid`).
 
-    Why: in the H100's three-tenant runs about half of BERT's waits are as short as two switches, and those are the
-    ones whose window holds a neighbour's op end: where the GPU is handed on at an op's end, not at a quantum."""
+    Why: in the H100's three-tenant runs many waits are as short as two switches; this says whether a short wait
+    came with a neighbour's op ending (the GPU handed on at an op's end: two thirds of BERT's in issue 52's last run)
+    or while every neighbour stayed mid-operation (most of ResNet-50's), which the model's full queues never allow."""
     starts = ops[me]["start"].to_numpy(np.int64)
     stops = starts + (np.asarray(wait_ms, float) * 1e6).astype(np.int64)
     hit = np.zeros(len(starts), bool)
@@ -57,7 +58,8 @@ def neighbour_ended_in_wait(ops: dict[str, pd.DataFrame], me: str, wait_ms: np.n
     return hit
 
 
-def _block_frames(run_dir, block: str, tenants: list[str]) -> dict[str, pd.DataFrame]:
+def block_frames(run_dir, block: str, tenants: list[str]) -> dict[str, pd.DataFrame]:
+    """Per tenant of one block: each op's host start and end (ns, one clock) and its wall and events (ms), its log's."""
     out = {}
     for t in tenants:
         f = parse_file(run_dir / "logs" / block / f"{t}.log").frame
@@ -87,7 +89,7 @@ def compare(name: str) -> pd.DataFrame:
     parts = []
     for b, sc in enumerate(s for s in scenarios_of(inp) if s.sharing == "timeslice"):
         names = [t.name for t in sc.tenants]
-        parts += _rows(_block_frames(run_dir, sc.name, names), "measured")
+        parts += _rows(block_frames(run_dir, sc.name, names), "measured")
         for seed in SEEDS:
             parts += _rows(_sim_frames(simulate_once(sc, inp.gpu, 1000 * b + seed, vary=True)), "model")
     d = pd.concat(parts, ignore_index=True)

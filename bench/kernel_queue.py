@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from bench.first_waits import SHORT_MS, _block_frames
+from bench.first_waits import SHORT_MS, block_frames
 from kts_helpers.plan.inputs import load_plan_input, scenarios_of
 from kts_helpers.plan.traits import fallback_traits
 from kts_helpers.plan.validation import run_dir_of
@@ -130,7 +130,7 @@ def compare(name: str, pick: str = "rr", uneven: bool = False) -> pd.DataFrame:
     parts = []
     for b, sc in enumerate(x for x in scenarios_of(inp) if x.sharing == "timeslice"):
         names = [t.name for t in sc.tenants]
-        for t, f in _block_frames(run_dir, sc.name, names).items():
+        for t, f in block_frames(run_dir, sc.name, names).items():
             parts.append(pd.DataFrame({"tenant": t, "source": "measured", "wait": f["wall"] - f["device"],
                                        "device": f["device"], "wall": f["wall"]}))
         traits = [t.traits or fallback_traits(t.workload, inp.gpu.busy_share) for t in sc.tenants]
