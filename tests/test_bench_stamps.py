@@ -108,3 +108,5 @@ def test_a_wait_window_holds_a_neighbours_op_end_only_where_one_ends_inside_it()
     hit = neighbour_ended_in_wait(ops, "a", np.array([0.5, 2.0, 1.5]))
     assert list(hit) == [False, False, True]
     assert list(neighbour_ended_in_wait(ops, "a", np.array([1.0, 2.0, 0.5]))) == [True, False, False]  # 11 in 10-11
+    ops["b"] = ops["b"].iloc[::-1]  # a log's rows out of order: the same answer
+    assert list(neighbour_ended_in_wait(ops, "a", np.array([0.5, 2.0, 1.5]))) == [False, False, True]
