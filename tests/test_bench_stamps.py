@@ -94,6 +94,7 @@ def test_a_turn_reads_queued_only_where_its_next_stamp_was_launched_before_its_l
     assert list(t["tenant"]) == ["a", "b", "a", "b"] and list(t["stamps"]) == [2, 2, 1, 1]
     assert list(t["queued"]) == [True, False, False, False]
     assert t["span_ms"].iloc[0] == 0.1 and t["lag_ms"].iloc[1] == 0.24  # b's head waited 300 - 60 us
+    assert list(t["stretch"]) == ["0-1", "0-1", "2-2", "0-0"]  # b's second op restarts its count
 
 
 def test_a_wait_window_holds_a_neighbours_op_end_only_where_one_ends_inside_it():
@@ -110,3 +111,15 @@ def test_a_wait_window_holds_a_neighbours_op_end_only_where_one_ends_inside_it()
     assert list(neighbour_ended_in_wait(ops, "a", np.array([1.0, 2.0, 0.5]))) == [True, False, False]  # 11 in 10-11
     ops["b"] = ops["b"].iloc[::-1]  # a log's rows out of order: the same answer
     assert list(neighbour_ended_in_wait(ops, "a", np.array([0.5, 2.0, 1.5]))) == [False, False, True]
+
+
+def test_each_timed_step_of_an_op_reads_as_its_own_row():
+    # one op of a decoder: a prefill, then two decode steps (start/end stamps each); the decode steps must not merge
+    rows, k = [], 0
+    for step, t0 in (("prefill", 0.0), ("decode", 1000.0), ("decode", 2000.0)):
+        for tag, dt in (("start", 0.0), ("end", 500.0)):
+            rows.append(("a", "alone", 0, step, k, tag, t0 + dt, t0 + dt + 20.0))
+            k += 1
+    o = per_op(_stamps(rows))
+    assert len(o) == 3 and list(o["sub"]) == [0, 1, 2]
+    assert list(o["span_ms"]) == [0.5, 0.5, 0.5]  # merged, the two decode steps would span 1.5 ms
