@@ -65,31 +65,35 @@ def simulate(tenants: list, quantum: float, switch: float, duration: float, seed
     rows = []
     now, hold, origin = 0.0, 0, 0.0
 
-    def ready(i: int, t: float) -> bool:
+    def queued_at(i: int) -> float:
+        """When tenant ``i``'s next kernel was (or will be) launched; inf between its ops."""
         o = ops[i]
-        return o is not None and o.done < len(o.left) and o.launch[o.done] <= t + 1e-12
+        return o.launch[o.done] if o is not None and o.done < len(o.left) else np.inf
+
+    def ready(i: int, t: float) -> bool:
+        return queued_at(i) <= t + 1e-12
+
+    def arrive(t: float) -> None:
+        """Tenants whose host gap after their last op has passed by ``t`` issue their next op."""
+        for i in range(n):
+            if ops[i] is None and nxt[i] <= t + 1e-12:
+                ops[i], nxt[i] = new_op(i, nxt[i]), np.inf
 
     def chosen(t: float) -> int:
         waiting = [(hold + k) % n for k in range(1, n) if ready((hold + k) % n, t)]
-        if pick == "newest":
-            return max(waiting, key=lambda i: ops[i].launch[ops[i].done])  # type: ignore[union-attr]
-        return waiting[0]
+        return max(waiting, key=queued_at) if pick == "newest" else waiting[0]
 
     while now < duration:
-        for i in range(n):
-            if ops[i] is None and nxt[i] <= now + 1e-12:
-                ops[i], nxt[i] = new_op(i, nxt[i]), np.inf
+        arrive(now)
         others = any(ready(i, now) for i in range(n) if i != hold)
-        if ready(hold, now):
-            o = ops[hold]
-            assert o is not None
+        o = ops[hold]
+        if o is not None and ready(hold, now):
             if o.first < 0:
                 o.first = now
             end = now + o.left[o.done]
             slice_end = origin + (np.floor((now - origin) / quantum) + 1) * quantum
             # a neighbour's launch before this kernel's end makes the slice end count (checked at each kernel)
-            contested = others or any(ops[i] is not None and ops[i].done < len(ops[i].left)  # type: ignore[union-attr]
-                                      and ops[i].launch[ops[i].done] < end for i in range(n) if i != hold)  # type: ignore[union-attr]
+            contested = any(queued_at(i) < end for i in range(n) if i != hold)
             if contested and slice_end < end:
                 o.left[o.done] -= slice_end - now
                 now = slice_end
@@ -108,11 +112,8 @@ def simulate(tenants: list, quantum: float, switch: float, duration: float, seed
             hold, now = chosen(now), now + switch
             origin = now - switch
             continue
-        upcoming = [o.launch[o.done] for o in ops if o is not None and o.done < len(o.left)] + nxt
-        now = max(now, min(upcoming))
-        for i in range(n):
-            if ops[i] is None and nxt[i] <= now + 1e-12:
-                ops[i], nxt[i] = new_op(i, nxt[i]), np.inf
+        now = max(now, min([queued_at(i) for i in range(n)] + nxt))
+        arrive(now)
         if not ready(hold, now):  # an idle GPU goes to whoever has work, its slice starting now
             waiting = [i for i in range(n) if ready(i, now)]
             if waiting:

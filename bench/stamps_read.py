@@ -36,9 +36,9 @@ def with_sub(st: pd.DataFrame) -> pd.DataFrame:
 
 
 def per_op(st: pd.DataFrame) -> pd.DataFrame:
-    """One row per timed step (tenant, phase, op, step, sub) with both its start and end stamps: the host launch of its start stamp,
-    GPU times of its start and end stamps, the wait before its start stamp ran (ms), its span on the GPU (ms) and the
-    host's time from the start stamp's launch to the end stamp's (its issue time, ms)."""
+    """One row per timed step (tenant, phase, op, step, sub) with both its start and end stamps: the host launch of
+    its start stamp, GPU times of its start and end stamps, the wait before its start stamp ran (ms), its span on
+    the GPU (ms) and the host's time from the start stamp's launch to the end stamp's (its issue time, ms)."""
     keys = ["tenant", "phase", "op", "step", "sub"]
     st = with_sub(st)
     first = st[st["tag"] == "start"].groupby(keys, sort=False).first()
@@ -92,9 +92,10 @@ def blocks_alone(st: pd.DataFrame) -> pd.DataFrame:
 
 def turns(st: pd.DataFrame, phase: str) -> pd.DataFrame:
     """One shared phase's turns as the stamps see them: a run of one tenant's stamps in GPU order, its first and last
-    stamp's GPU times and places in their step (``stretch``: "0-6", the start stamp to the sixth block's), and whether its queue held work when the turn ended: its next stamp had been launched before
-    its last one ran (``queued``; at a block's resolution, so a turn that ran dry inside its last block reads queued
-    only if the host was a whole block ahead). ``lag_ms``: at the turn's first stamp, GPU time - host launch (how far
+    stamp's GPU times and places in their step (``stretch``: "0-6", the start stamp to the sixth block's), and
+    whether its queue held work when the turn ended: its next stamp had been launched before its last one ran
+    (``queued``; at a block's resolution, so a turn that ran dry inside its last block reads queued only if the host
+    was a whole block ahead). ``lag_ms``: at the turn's first stamp, GPU time - host launch (how far
     its queue's head had waited).
 
     Why: the model keeps a launch-bound holder's queue full for as long as its host's backlog lasts (ResNet-50 at 89 %
